@@ -1,0 +1,1 @@
+"""Cohort's thin Kafka-protocol client: membership, assignors, offsets, admin."""
