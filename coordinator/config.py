@@ -1,0 +1,570 @@
+"""Cohort's settings: one declaration each, with Kafka's names and defaults.
+
+Every setting is declared exactly once, as a field of `CoordinatorConfig`: its
+default, its doc line and the kind of value it takes. Everything else is
+derived from that declaration: the Kafka-style dotted name (attribute with
+``_`` → ``.``), the environment variable (``COHORT_`` + the name upper-cased
+with dots → underscores), the ``--dotted.name`` command-line flag, TOML file
+parsing, validation and the ``cohort config show`` table.
+
+Precedence when several sources set one value: flag > env > file > default.
+`resolve_config` remembers where each effective value came from.
+
+Anything wrong (unknown key, value of the wrong type or out of range, min
+above max) raises one `ConfigError` whose message is a single line naming the
+setting and where its value came from, so ``cohort serve`` can print it and
+exit non-zero instead of showing a traceback.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import difflib
+import enum
+import ipaddress
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, NamedTuple
+
+INT32_MAX = 2**31 - 1
+ENV_PREFIX = "COHORT_"
+# Names the config file itself rather than a setting, so it is not a setting.
+CONFIG_FILE_ENV = "COHORT_CONFIG"
+
+
+class ConfigError(Exception):
+    """A configuration the server must refuse to start with; str() is one line."""
+
+
+class HostPort(NamedTuple):
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+
+
+# --------------------------------------------------------------------------
+# Value kinds: how a setting's value is parsed from text and checked.
+# `check` is applied to every value, whatever its source (including keyword
+# arguments in tests) and returns the normalised value; `parse_text` turns
+# an env/flag string into the Python type first. Both raise ValueError with
+# a short reason.
+# --------------------------------------------------------------------------
+
+
+class ValueKind:
+    metavar = "VALUE"
+
+    def parse_text(self, text: str) -> Any:
+        return text
+
+    def check(self, value: Any) -> Any:
+        raise NotImplementedError  # every concrete kind below defines it
+
+    def describe(self) -> str:
+        return self.metavar.lower()
+
+
+@dataclass(frozen=True, slots=True)
+class IntKind(ValueKind):
+    minimum: int = 0
+    maximum: int = INT32_MAX
+    metavar = "INT"
+
+    def parse_text(self, text: str) -> int:
+        try:
+            return int(text.strip().replace("_", ""), 10)
+        except ValueError:
+            raise ValueError(f"{text!r} is not an integer") from None
+
+    def check(self, value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            if isinstance(value, str):
+                value = self.parse_text(value)
+            else:
+                raise ValueError(f"{value!r} is not an integer")
+        if value < self.minimum:
+            raise ValueError(f"{value} must be >= {self.minimum}")
+        if value > self.maximum:
+            raise ValueError(f"{value} must be <= {self.maximum}")
+        return value
+
+    def describe(self) -> str:
+        if self.maximum == INT32_MAX:
+            return f"int >= {self.minimum}"
+        return f"int in [{self.minimum}, {self.maximum}]"
+
+
+@dataclass(frozen=True, slots=True)
+class BoolKind(ValueKind):
+    metavar = "BOOL"
+    _TRUE = ("true", "yes", "on", "1")
+    _FALSE = ("false", "no", "off", "0")
+
+    def parse_text(self, text: str) -> bool:
+        lowered = text.strip().lower()
+        if lowered in self._TRUE:
+            return True
+        if lowered in self._FALSE:
+            return False
+        raise ValueError(f"{text!r} is not a boolean (true/false)")
+
+    def check(self, value: Any) -> bool:
+        if isinstance(value, str):
+            return self.parse_text(value)
+        if not isinstance(value, bool):
+            raise ValueError(f"{value!r} is not a boolean (true/false)")
+        return value
+
+    def describe(self) -> str:
+        return "true|false"
+
+
+@dataclass(frozen=True, slots=True)
+class ChoiceKind(ValueKind):
+    choices: tuple[str, ...]
+    aliases: tuple[tuple[str, str], ...] = ()
+    upper: bool = False
+    metavar = "CHOICE"
+
+    def check(self, value: Any) -> str:
+        if not isinstance(value, str):
+            raise ValueError(f"{value!r} must be one of {', '.join(self.choices)}")
+        normal = value.strip().upper() if self.upper else value.strip().lower()
+        normal = dict(self.aliases).get(normal, normal)
+        if normal not in self.choices:
+            raise ValueError(f"{value!r} must be one of {', '.join(self.choices)}")
+        return normal
+
+    def describe(self) -> str:
+        return "|".join(self.choices)
+
+
+@dataclass(frozen=True, slots=True)
+class ListenerKind(ValueKind):
+    """One ``host:port`` address; Kafka's ``PLAINTEXT://`` prefix is accepted.
+
+    `nullable` settings may be None (unset). `bindable` addresses may use port 0
+    (an ephemeral port) and the wildcard hosts; advertised ones may not.
+    """
+
+    nullable: bool = False
+    bindable: bool = True
+    metavar = "HOST:PORT"
+
+    def check(self, value: Any) -> str | None:
+        if value is None or (isinstance(value, str) and self.nullable and not value.strip()):
+            if self.nullable:
+                return None
+            raise ValueError("an address HOST:PORT is required")
+        if not isinstance(value, str):
+            raise ValueError(f"{value!r} is not HOST:PORT")
+        return str(parse_host_port(value, bindable=self.bindable))
+
+    def describe(self) -> str:
+        return "host:port" + (" (unset: same as listeners)" if self.nullable else "")
+
+
+@dataclass(frozen=True, slots=True)
+class FlushPolicyKind(ValueKind):
+    """``always`` (fsync before every acknowledgement), ``never``, or N ms."""
+
+    metavar = "POLICY"
+
+    def check(self, value: Any) -> str:
+        if isinstance(value, int) and not isinstance(value, bool):
+            value = str(value)
+        if not isinstance(value, str):
+            raise ValueError(f"{value!r} must be always, never or an interval in ms")
+        normal = value.strip().lower()
+        if normal in ("always", "never"):
+            return normal
+        if normal.isdigit() and normal.isascii() and 1 <= int(normal) <= INT32_MAX:
+            return str(int(normal))
+        raise ValueError(f"{value!r} must be always, never or an interval in ms (1..{INT32_MAX})")
+
+    def describe(self) -> str:
+        return "always|never|<ms>"
+
+
+@dataclass(frozen=True, slots=True)
+class PathKind(ValueKind):
+    nullable: bool = False
+    metavar = "PATH"
+
+    def check(self, value: Any) -> Path | None:
+        if value is None or (self.nullable and value == ""):
+            if self.nullable:
+                return None
+            raise ValueError("a path is required")
+        if not isinstance(value, (str, os.PathLike)) or str(value) == "":
+            raise ValueError(f"{value!r} is not a path")
+        return Path(value)
+
+    def describe(self) -> str:
+        return "path" + (" (unset: none)" if self.nullable else "")
+
+
+def parse_host_port(text: str, *, bindable: bool = True) -> HostPort:
+    """Parse ``host:port`` / ``[v6]:port`` (optionally ``PLAINTEXT://``-prefixed)."""
+    raw = text.strip()
+    if "," in raw:
+        raise ValueError(f"{text!r}: only one address is supported")
+    if "://" in raw:
+        scheme, _, raw = raw.partition("://")
+        if scheme.upper() != "PLAINTEXT":
+            raise ValueError(f"{text!r}: only PLAINTEXT listeners are supported")
+    if raw.startswith("["):
+        host, sep, port_text = raw[1:].partition("]:")
+        if not sep:
+            raise ValueError(f"{text!r} is not HOST:PORT")
+    else:
+        host, sep, port_text = raw.rpartition(":")
+        if not sep or ":" in host:
+            raise ValueError(f"{text!r} is not HOST:PORT")
+    if not host or any(ch.isspace() for ch in host):
+        raise ValueError(f"{text!r} has no valid host")
+    if not (port_text.isascii() and port_text.isdigit()):
+        raise ValueError(f"{text!r} has no valid port")
+    port = int(port_text)
+    lowest = 0 if bindable else 1
+    if not lowest <= port <= 65535:
+        raise ValueError(f"{text!r}: port must be in [{lowest}, 65535]")
+    if not bindable and _is_wildcard(host):
+        raise ValueError(f"{text!r}: clients cannot connect to the wildcard address {host}")
+    return HostPort(host, port)
+
+
+def _is_wildcard(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_unspecified
+    except ValueError:
+        return False
+
+
+# --------------------------------------------------------------------------
+# The declaration.
+# --------------------------------------------------------------------------
+
+
+def _setting(default: Any, kind: ValueKind, doc: str, *aliases: str) -> Any:
+    """Declare one setting: its default, value kind, help line and short flags."""
+    return field(default=default, metadata={"kind": kind, "doc": doc, "aliases": aliases})
+
+
+_MS = IntKind(0)
+_POSITIVE_MS = IntKind(1)
+
+
+@dataclass(frozen=True, slots=True)
+class CoordinatorConfig:
+    """The effective configuration of one Cohort server (immutable).
+
+    Attribute names are Kafka's setting names with dots → underscores. Tests
+    build one with keyword overrides; every value is checked on construction.
+    """
+
+    # -- network ------------------------------------------------------------
+    listeners: str = _setting("127.0.0.1:9092", ListenerKind(), "Address the Kafka protocol listener binds (port 0 = any free port).", "--listen")
+    advertised_listeners: str | None = _setting(None, ListenerKind(nullable=True, bindable=False), "Address given to clients in Metadata/FindCoordinator; unset = listeners.", "--advertised")
+    data_dir: Path = _setting(Path("./data"), PathKind(), "Directory holding the offsets log and the data-dir lock.", "--data-dir")
+    node_id: int = _setting(0, IntKind(0), "This node's broker id, as reported to clients.", "--node-id")
+    # -- groups ---------------------------------------------------------------
+    group_min_session_timeout_ms: int = _setting(6000, _MS, "Smallest session timeout a member may ask for.")
+    group_max_session_timeout_ms: int = _setting(1800000, _MS, "Largest session timeout a member may ask for.")
+    group_initial_rebalance_delay_ms: int = _setting(3000, _MS, "How long the first rebalance of an empty group waits for more members.")
+    group_max_size: int = _setting(INT32_MAX, IntKind(1), "Most members one group may have (GROUP_MAX_SIZE_REACHED beyond).")
+    group_new_member_join_timeout_ms: int = _setting(300000, _POSITIVE_MS, "How long a new member that has not rejoined is kept during a rebalance.")
+    # -- offsets --------------------------------------------------------------
+    offset_metadata_max_bytes: int = _setting(4096, IntKind(0), "Largest commit metadata string (OFFSET_METADATA_TOO_LARGE beyond).")
+    offsets_retention_minutes: int = _setting(10080, IntKind(1), "How long committed offsets of an empty group are kept.")
+    offsets_retention_check_interval_ms: int = _setting(600000, _POSITIVE_MS, "How often expired offsets are looked for.")
+    offsets_topic_num_partitions: int = _setting(50, IntKind(1), "Offsets partitions groups are hashed onto (Kafka's rule).")
+    offsets_topic_segment_bytes: int = _setting(104857600, IntKind(1), "Size at which an offsets log segment is rolled.")
+    offsets_commit_timeout_ms: int = _setting(5000, _POSITIVE_MS, "Longest a commit waits for its write to become durable.")
+    offsets_flush_policy: str = _setting("always", FlushPolicyKind(), "When the offsets log is fsynced: always (before acking), never, or every N ms.")
+    delete_retention_ms: int = _setting(86400000, _MS, "How long compaction keeps tombstones.")
+    log_cleaner_backoff_ms: int = _setting(15000, _MS, "Pause between compaction checks.")
+    # -- topics ---------------------------------------------------------------
+    auto_create_topics_enable: bool = _setting(True, BoolKind(), "Create unknown topics named in Metadata requests.")
+    num_partitions: int = _setting(1, IntKind(1), "Partition count of auto-created topics.")
+    fetch_max_wait_cap_ms: int = _setting(500, _MS, "Cap on how long an (always empty) Fetch is held.")
+    # -- limits that protect the server ----------------------------------------
+    socket_request_max_bytes: int = _setting(104857600, IntKind(1), "Largest request frame accepted; bigger ones close the connection.")
+    max_connections: int = _setting(10000, IntKind(1), "Most client connections open at once; more are refused.")
+    queued_max_requests_per_connection: int = _setting(500, IntKind(1), "Most requests in flight on one connection before reading pauses.")
+    connections_max_idle_ms: int = _setting(600000, _POSITIVE_MS, "Idle connections are closed after this long.")
+    # -- operations -------------------------------------------------------------
+    metrics_listen: str = _setting("127.0.0.1:9464", ListenerKind(), "Address of the Prometheus /metrics and /health HTTP server.", "--metrics")
+    metrics_group_offsets_enable: bool = _setting(False, BoolKind(), "Export one committed-offset series per group/topic/partition (high cardinality).")
+    log_format: str = _setting("text", ChoiceKind(("text", "json")), "Log line format.", "--log-format")
+    log_level: str = _setting("INFO", ChoiceKind(("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"), aliases=(("WARN", "WARNING"),), upper=True), "Least severe level logged.", "--log-level")
+    log_file: Path | None = _setting(None, PathKind(nullable=True), "Write logs to this file instead of stderr (reopened on SIGHUP).", "--log-file")
+    shutdown_timeout_ms: int = _setting(10000, _POSITIVE_MS, "Longest a graceful shutdown may take before the server exits anyway.")
+
+    def __post_init__(self) -> None:
+        for spec in SETTINGS:
+            value = getattr(self, spec.attr)
+            try:
+                normal = spec.kind.check(value)
+            except ValueError as exc:
+                raise ConfigError(f"invalid {spec.name}: {exc}") from None
+            if normal is not value:
+                object.__setattr__(self, spec.attr, normal)
+        _check_together(self)
+
+    # -- derived views ---------------------------------------------------------
+    @property
+    def listen_address(self) -> HostPort:
+        return parse_host_port(self.listeners)
+
+    @property
+    def advertised_address(self) -> HostPort:
+        """What clients are told to connect to.
+
+        Falls back to `listeners`. With port 0 the server should substitute the
+        port it actually bound.
+        """
+        return parse_host_port(self.advertised_listeners or self.listeners)
+
+    @property
+    def metrics_address(self) -> HostPort:
+        return parse_host_port(self.metrics_listen)
+
+    @property
+    def offsets_flush_interval_ms(self) -> int | None:
+        """`offsets_flush_policy` as a number: 0 = always, None = never, else N ms."""
+        policy = self.offsets_flush_policy
+        if policy == "always":
+            return 0
+        if policy == "never":
+            return None
+        return int(policy)
+
+
+def _check_together(config: CoordinatorConfig) -> None:
+    """Rules that involve more than one setting."""
+    if config.group_min_session_timeout_ms > config.group_max_session_timeout_ms:
+        raise ConfigError(
+            f"invalid group.min.session.timeout.ms: {config.group_min_session_timeout_ms} is above "
+            f"group.max.session.timeout.ms ({config.group_max_session_timeout_ms})"
+        )
+    if config.advertised_listeners is None and _is_wildcard(config.listen_address.host):
+        raise ConfigError(
+            f"advertised.listeners must be set when listeners binds the wildcard address "
+            f"{config.listen_address.host} (clients cannot connect to it)"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Setting:
+    """One row of the settings table, derived from a `CoordinatorConfig` field."""
+
+    attr: str
+    name: str
+    default: Any
+    kind: ValueKind
+    doc: str
+    aliases: tuple[str, ...]
+
+    @property
+    def env_var(self) -> str:
+        return ENV_PREFIX + self.attr.upper()
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name
+
+
+SETTINGS: tuple[Setting, ...] = tuple(
+    Setting(
+        attr=f.name,
+        name=f.name.replace("_", "."),
+        default=f.default,
+        kind=f.metadata["kind"],
+        doc=f.metadata["doc"],
+        aliases=f.metadata["aliases"],
+    )
+    for f in dataclasses.fields(CoordinatorConfig)
+)
+SETTINGS_BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
+_SETTINGS_BY_ENV: dict[str, Setting] = {s.env_var: s for s in SETTINGS}
+
+
+# --------------------------------------------------------------------------
+# Sources and resolution.
+# --------------------------------------------------------------------------
+
+
+class SourceKind(enum.Enum):
+    DEFAULT = "default"
+    FILE = "file"
+    ENV = "env"
+    FLAG = "flag"
+
+
+@dataclass(frozen=True, slots=True)
+class ValueSource:
+    kind: SourceKind
+    detail: str = ""  # the file path, env var or flag spelling
+
+    def __str__(self) -> str:
+        return self.kind.value if not self.detail else f"{self.kind.value} {self.detail}"
+
+
+@dataclass(frozen=True, slots=True)
+class EffectiveConfig:
+    """A config plus where each value came from (for ``cohort config show``)."""
+
+    config: CoordinatorConfig
+    sources: Mapping[str, ValueSource]  # by dotted setting name
+    config_file: Path | None = None
+
+    def rows(self) -> list[tuple[str, Any, ValueSource]]:
+        return [(s.name, getattr(self.config, s.attr), self.sources[s.name]) for s in SETTINGS]
+
+
+def _unknown(key: str, where: str) -> ConfigError:
+    close = difflib.get_close_matches(key, SETTINGS_BY_NAME, n=1)
+    hint = f" (did you mean {close[0]}?)" if close else ""
+    return ConfigError(f"unknown setting {key!r} in {where}{hint}")
+
+
+def _flatten(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """TOML bare dotted keys nest (a.b = 1 is {a: {b: 1}}); settings are flat."""
+    flat: dict[str, Any] = {}
+    for key, value in table.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict) and name not in SETTINGS_BY_NAME:
+            flat.update(_flatten(value, name + "."))
+        else:
+            flat[name] = value
+    return flat
+
+
+def read_config_file(path: Path) -> dict[str, Any]:
+    """Read a TOML config file into {dotted name: value}; ConfigError on any problem."""
+    import tomllib
+
+    try:
+        with open(path, "rb") as fh:
+            table = tomllib.load(fh)
+    except FileNotFoundError:
+        raise ConfigError(f"config file {path} does not exist") from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror or exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
+    flat = _flatten(table)
+    for key in flat:
+        if key not in SETTINGS_BY_NAME:
+            raise _unknown(key, f"config file {path}")
+    return flat
+
+
+def resolve_config(
+    flags: Mapping[str, tuple[str, str]] | None = None,
+    environ: Mapping[str, str] | None = None,
+    config_file: str | os.PathLike[str] | None = None,
+) -> EffectiveConfig:
+    """Combine defaults, a TOML file, ``COHORT_*`` env vars and flags.
+
+    `flags` maps dotted setting names to (text value, flag spelling) as given
+    on the command line. The file is `config_file`, else ``$COHORT_CONFIG``.
+    Unknown ``COHORT_*`` env vars are refused like unknown file keys: a typo
+    silently ignored is the mistake operators find in production.
+    """
+    flags = flags or {}
+    environ = os.environ if environ is None else environ
+    values: dict[str, Any] = {}
+    sources: dict[str, ValueSource] = {s.name: ValueSource(SourceKind.DEFAULT) for s in SETTINGS}
+
+    path: Path | None = None
+    if config_file is not None and str(config_file) != "":
+        path = Path(config_file)
+    elif environ.get(CONFIG_FILE_ENV):
+        path = Path(environ[CONFIG_FILE_ENV])
+    if path is not None:
+        for name, raw in read_config_file(path).items():
+            spec = SETTINGS_BY_NAME[name]
+            source = ValueSource(SourceKind.FILE, str(path))
+            values[name] = _checked(spec, raw, source, from_text=False)
+            sources[name] = source
+
+    for var, text in environ.items():
+        if not var.startswith(ENV_PREFIX) or var == CONFIG_FILE_ENV:
+            continue
+        spec = _SETTINGS_BY_ENV.get(var)
+        if spec is None:
+            close = difflib.get_close_matches(var, _SETTINGS_BY_ENV, n=1)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            raise ConfigError(f"unknown setting in environment variable {var}{hint}")
+        source = ValueSource(SourceKind.ENV, var)
+        values[spec.name] = _checked(spec, text, source, from_text=True)
+        sources[spec.name] = source
+
+    for name, (text, spelling) in flags.items():
+        spec = SETTINGS_BY_NAME.get(name)
+        if spec is None:
+            raise _unknown(name, "command-line flags")
+        source = ValueSource(SourceKind.FLAG, spelling)
+        values[name] = _checked(spec, text, source, from_text=True)
+        sources[name] = source
+
+    config = CoordinatorConfig(**{SETTINGS_BY_NAME[name].attr: v for name, v in values.items()})
+    return EffectiveConfig(config=config, sources=sources, config_file=path)
+
+
+def _checked(spec: Setting, raw: Any, source: ValueSource, *, from_text: bool) -> Any:
+    try:
+        value = spec.kind.parse_text(raw) if from_text else raw
+        return spec.kind.check(value)
+    except ValueError as exc:
+        raise ConfigError(f"invalid {spec.name} (from {source}): {exc}") from None
+
+
+# --------------------------------------------------------------------------
+# Command-line flags.
+# --------------------------------------------------------------------------
+
+_FLAGS_DEST = "config_flags"
+
+
+class _SettingFlag(argparse.Action):
+    """Collects a setting flag as {name: (text, spelling)} so sources are known."""
+
+    def __call__(self, parser, namespace, values, option_string=None):  # type: ignore[override]
+        collected = dict(getattr(namespace, _FLAGS_DEST, None) or {})
+        collected[self.metavar_name] = (values, option_string or self.option_strings[0])
+        setattr(namespace, _FLAGS_DEST, collected)
+
+    metavar_name: str = ""
+
+
+def add_config_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add ``--config FILE`` and one flag per setting (plus short aliases)."""
+    parser.set_defaults(**{_FLAGS_DEST: None})
+    parser.add_argument(
+        "--config", metavar="FILE", default=None,
+        help=f"TOML config file (default: ${CONFIG_FILE_ENV} if set). Precedence: flag > env > file > default.",
+    )
+    group = parser.add_argument_group(
+        "settings",
+        f"Every setting is also read from a TOML file (same dotted name) and from the environment "
+        f"({ENV_PREFIX}<NAME>, dots as underscores, upper case).",
+    )
+    for spec in SETTINGS:
+        default = "unset" if spec.default is None else spec.default
+        action = group.add_argument(
+            *spec.aliases, spec.flag,
+            dest=f"_setting_{spec.attr}", action=_SettingFlag, metavar=spec.kind.metavar,
+            help=f"{spec.doc} [{spec.kind.describe()}; default {default}; env {spec.env_var}]",
+        )
+        action.metavar_name = spec.name  # type: ignore[attr-defined]
+
+
+def config_from_args(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> EffectiveConfig:
+    """Resolve the effective config from parsed flags, env and the config file."""
+    return resolve_config(getattr(args, _FLAGS_DEST, None) or {}, environ, getattr(args, "config", None))
