@@ -1,0 +1,579 @@
+"""Typed records of the offsets log and their byte layouts.
+
+The layouts follow Kafka's ``__consumer_offsets`` topic (reference §4): a key is
+an int16 record type followed by the key struct, a value is an int16 version
+followed by the value struct, and a ``None`` value is a tombstone.  Keeping
+Kafka's layout means a record can be read by anyone who knows Kafka's format,
+and that compaction (latest value per key) has Kafka's meaning.
+
+Record types:
+
+* 0 and 1: offset commit (group, topic, partition).  We write type 1 with value
+  v3, or v1 when the commit carries an expire timestamp (exactly what Kafka
+  does; v1 has no leader epoch, so the epoch of such a commit is not kept).
+* 2: group metadata (group), value v3.
+* 100: Cohort's topic registry (topic name), value v0 = topic id + partitions.
+  Kafka keeps topics elsewhere; 100 is far from Kafka's own types (0-15).
+
+Every value layout is declared once, as a field list with version ranges, and
+the per-version ``construct`` structs are derived from it.  Offset commits are
+the hot record (millions of them at load time, one per committed partition on
+the write path), so they also have a ``struct``-based fast path.  The fast path
+is checked against the declared layout by property tests, and any input it
+does not recognise falls back to the declared layout, which gives the precise
+error.
+
+Conventions: ``-1`` means "none" for leader epochs, expire timestamps and the
+group state timestamp, as on the wire; ``protocol_type == ""`` means none.
+"""
+from __future__ import annotations
+
+import struct
+import uuid
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+from construct import (
+    Bytes,
+    Construct,
+    ConstructError,
+    ExprAdapter,
+    FocusedSeq,
+    GreedyBytes,
+    If,
+    Int16sb,
+    Int32sb,
+    Int64sb,
+    PascalString,
+    Prefixed,
+    PrefixedArray,
+    Rebuild,
+    Struct,
+    this,
+)
+
+__all__ = [
+    "OFFSET_COMMIT_KEY_TYPES",
+    "GROUP_METADATA_KEY_TYPE",
+    "TOPIC_KEY_TYPE",
+    "OffsetCommitRecord",
+    "OffsetCommitTombstone",
+    "GroupMemberRecord",
+    "GroupMetadataRecord",
+    "GroupMetadataTombstone",
+    "TopicRecord",
+    "TopicTombstone",
+    "Record",
+    "RecordDecodeError",
+    "encode_record",
+    "decode_record",
+    "decode_records",
+    "record_type",
+]
+
+OFFSET_COMMIT_KEY_TYPES = (0, 1)
+GROUP_METADATA_KEY_TYPE = 2
+TOPIC_KEY_TYPE = 100
+_OFFSET_COMMIT_WRITE_TYPE = 1
+
+
+class RecordDecodeError(ValueError):
+    """A key or value that is not a record we know: unknown type or version, or bad bytes."""
+
+
+# --------------------------------------------------------------------------------------
+# Typed records
+# --------------------------------------------------------------------------------------
+@dataclass(slots=True)
+class OffsetCommitRecord:
+    group: str
+    topic: str
+    partition: int
+    offset: int
+    leader_epoch: int = -1
+    metadata: str = ""
+    commit_timestamp: int = -1
+    expire_timestamp: int = -1
+
+
+@dataclass(slots=True)
+class OffsetCommitTombstone:
+    group: str
+    topic: str
+    partition: int
+
+
+@dataclass(slots=True)
+class GroupMemberRecord:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    rebalance_timeout: int
+    session_timeout: int
+    subscription: bytes
+    assignment: bytes
+
+
+@dataclass(slots=True)
+class GroupMetadataRecord:
+    group: str
+    protocol_type: str
+    generation: int
+    protocol: str | None
+    leader: str | None
+    current_state_timestamp: int = -1
+    members: list[GroupMemberRecord] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class GroupMetadataTombstone:
+    group: str
+
+
+@dataclass(slots=True)
+class TopicRecord:
+    name: str
+    topic_id: uuid.UUID
+    partitions: int
+
+
+@dataclass(slots=True)
+class TopicTombstone:
+    name: str
+
+
+Record = (
+    OffsetCommitRecord
+    | OffsetCommitTombstone
+    | GroupMetadataRecord
+    | GroupMetadataTombstone
+    | TopicRecord
+    | TopicTombstone
+)
+
+
+# --------------------------------------------------------------------------------------
+# Layout building blocks (Kafka's non-flexible encoding)
+# --------------------------------------------------------------------------------------
+KafkaString = PascalString(Int16sb, "utf8")
+"""int16 length + UTF-8 bytes."""
+
+_nullable_string_bytes = FocusedSeq(
+    "data",
+    "length" / Rebuild(Int16sb, lambda ctx: -1 if ctx.data is None else len(ctx.data)),
+    "data" / If(this.length >= 0, Bytes(lambda ctx: max(ctx.length, 0))),
+)
+NullableKafkaString = ExprAdapter(
+    _nullable_string_bytes,
+    decoder=lambda obj, ctx: None if obj is None else obj.decode("utf-8"),
+    encoder=lambda obj, ctx: None if obj is None else obj.encode("utf-8"),
+)
+"""int16 length (-1 = null) + UTF-8 bytes."""
+
+KafkaBytes = Prefixed(Int32sb, GreedyBytes)
+"""int32 length + bytes."""
+
+UuidBytes = ExprAdapter(
+    Bytes(16),
+    decoder=lambda obj, ctx: uuid.UUID(bytes=bytes(obj)),
+    encoder=lambda obj, ctx: obj.bytes,
+)
+
+ANY = range(0, 32767)
+
+
+def _versions(first: int, last: int | None = None) -> range:
+    return range(first, 32767 if last is None else last + 1)
+
+
+@dataclass(frozen=True, slots=True)
+class _Field:
+    """One field of a declared layout, present in `versions`, else `default` on decode."""
+
+    name: str
+    layout: Construct | "_Layout"
+    versions: range = ANY
+    default: object = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Layout:
+    """A struct declared once with per-field version ranges (Kafka's JSON schema idea)."""
+
+    name: str
+    fields: tuple[_Field, ...]
+    versions: range
+    array: bool = False  # used as a field: an int32-counted array of this struct
+
+    def struct(self, version: int) -> Construct:
+        parts = []
+        for f in self.fields:
+            if version not in f.versions:
+                continue
+            sub = f.layout.struct(version) if isinstance(f.layout, _Layout) else f.layout
+            if isinstance(f.layout, _Layout) and f.layout.array:
+                sub = PrefixedArray(Int32sb, sub)
+            parts.append(f.name / sub)
+        return Struct(*parts)
+
+    def defaults(self, version: int) -> dict[str, object]:
+        return {f.name: f.default for f in self.fields if version not in f.versions}
+
+
+# Keys: the layout is the same for every key version of a type.
+_KEY_LAYOUTS: dict[int, Construct] = {
+    0: Struct("group" / KafkaString, "topic" / KafkaString, "partition" / Int32sb),
+    1: Struct("group" / KafkaString, "topic" / KafkaString, "partition" / Int32sb),
+    GROUP_METADATA_KEY_TYPE: Struct("group" / KafkaString),
+    TOPIC_KEY_TYPE: Struct("name" / KafkaString),
+}
+
+OFFSET_COMMIT_VALUE = _Layout(
+    "OffsetCommitValue",
+    (
+        _Field("offset", Int64sb),
+        _Field("leader_epoch", Int32sb, _versions(3), -1),
+        _Field("metadata", KafkaString),
+        _Field("commit_timestamp", Int64sb),
+        _Field("expire_timestamp", Int64sb, _versions(1, 1), -1),
+    ),
+    versions=_versions(0, 3),
+)
+
+GROUP_MEMBER_VALUE = _Layout(
+    "MemberMetadata",
+    (
+        _Field("member_id", KafkaString),
+        _Field("group_instance_id", NullableKafkaString, _versions(3), None),
+        _Field("client_id", KafkaString),
+        _Field("client_host", KafkaString),
+        _Field("rebalance_timeout", Int32sb, _versions(1), -1),
+        _Field("session_timeout", Int32sb),
+        _Field("subscription", KafkaBytes),
+        _Field("assignment", KafkaBytes),
+    ),
+    versions=_versions(0, 3),
+    array=True,
+)
+
+GROUP_METADATA_VALUE = _Layout(
+    "GroupMetadataValue",
+    (
+        _Field("protocol_type", KafkaString),
+        _Field("generation", Int32sb),
+        _Field("protocol", NullableKafkaString),
+        _Field("leader", NullableKafkaString),
+        _Field("current_state_timestamp", Int64sb, _versions(2), -1),
+        _Field("members", GROUP_MEMBER_VALUE),
+    ),
+    versions=_versions(0, 3),
+)
+
+TOPIC_VALUE = _Layout(
+    "TopicValue",
+    (
+        _Field("topic_id", UuidBytes),
+        _Field("partitions", Int32sb),
+    ),
+    versions=_versions(0, 0),
+)
+
+_VALUE_LAYOUTS: dict[int, _Layout] = {
+    0: OFFSET_COMMIT_VALUE,
+    1: OFFSET_COMMIT_VALUE,
+    GROUP_METADATA_KEY_TYPE: GROUP_METADATA_VALUE,
+    TOPIC_KEY_TYPE: TOPIC_VALUE,
+}
+
+# Derived once: (layout name, version) -> compiled construct.
+_VALUE_STRUCTS: dict[tuple[str, int], Construct] = {
+    (layout.name, v): layout.struct(v)
+    for layout in (OFFSET_COMMIT_VALUE, GROUP_METADATA_VALUE, TOPIC_VALUE)
+    for v in layout.versions
+}
+
+_GROUP_METADATA_WRITE_VERSION = 3
+_TOPIC_WRITE_VERSION = 0
+
+_INT16 = struct.Struct(">h")
+
+
+# --------------------------------------------------------------------------------------
+# Encoding
+# --------------------------------------------------------------------------------------
+def _build(construct: Construct, obj: dict, what: str) -> bytes:
+    try:
+        return construct.build(obj)
+    except (ConstructError, UnicodeError, OverflowError, struct.error) as exc:
+        raise ValueError(f"cannot encode {what}: {exc}") from None
+
+
+def _value(layout: _Layout, version: int, obj: dict) -> bytes:
+    return _INT16.pack(version) + _build(_VALUE_STRUCTS[(layout.name, version)], obj, layout.name)
+
+
+def encode_record(rec: Record) -> tuple[bytes, bytes | None]:
+    """Encode a typed record as (key, value); a tombstone has value None."""
+    if type(rec) is OffsetCommitRecord:
+        return _encode_offset_commit_fast(rec)
+    if type(rec) is OffsetCommitTombstone:
+        return _offset_commit_key(rec.group, rec.topic, rec.partition), None
+    if type(rec) is GroupMetadataRecord:
+        key = _INT16.pack(GROUP_METADATA_KEY_TYPE) + _build(
+            _KEY_LAYOUTS[GROUP_METADATA_KEY_TYPE], {"group": rec.group}, "GroupMetadataKey"
+        )
+        members = [
+            {
+                "member_id": m.member_id,
+                "group_instance_id": m.group_instance_id,
+                "client_id": m.client_id,
+                "client_host": m.client_host,
+                "rebalance_timeout": m.rebalance_timeout,
+                "session_timeout": m.session_timeout,
+                "subscription": bytes(m.subscription),
+                "assignment": bytes(m.assignment),
+            }
+            for m in rec.members
+        ]
+        value = _value(
+            GROUP_METADATA_VALUE,
+            _GROUP_METADATA_WRITE_VERSION,
+            {
+                "protocol_type": rec.protocol_type,
+                "generation": rec.generation,
+                "protocol": rec.protocol,
+                "leader": rec.leader,
+                "current_state_timestamp": rec.current_state_timestamp,
+                "members": members,
+            },
+        )
+        return key, value
+    if type(rec) is GroupMetadataTombstone:
+        return _INT16.pack(GROUP_METADATA_KEY_TYPE) + _build(
+            _KEY_LAYOUTS[GROUP_METADATA_KEY_TYPE], {"group": rec.group}, "GroupMetadataKey"
+        ), None
+    if type(rec) is TopicRecord:
+        key = _topic_key(rec.name)
+        value = _value(
+            TOPIC_VALUE, _TOPIC_WRITE_VERSION, {"topic_id": rec.topic_id, "partitions": rec.partitions}
+        )
+        return key, value
+    if type(rec) is TopicTombstone:
+        return _topic_key(rec.name), None
+    raise TypeError(f"not a record: {rec!r}")
+
+
+def _topic_key(name: str) -> bytes:
+    return _INT16.pack(TOPIC_KEY_TYPE) + _build(_KEY_LAYOUTS[TOPIC_KEY_TYPE], {"name": name}, "TopicKey")
+
+
+def _offset_commit_key(group: str, topic: str, partition: int) -> bytes:
+    g = group.encode("utf-8")
+    t = topic.encode("utf-8")
+    if len(g) > 32767 or len(t) > 32767:
+        raise ValueError("cannot encode OffsetCommitKey: group or topic longer than 32767 bytes")
+    try:
+        return b"".join(
+            (_INT16.pack(_OFFSET_COMMIT_WRITE_TYPE), _INT16.pack(len(g)), g, _INT16.pack(len(t)), t,
+             _INT32.pack(partition))
+        )
+    except struct.error as exc:
+        raise ValueError(f"cannot encode OffsetCommitKey: {exc}") from None
+
+
+_INT32 = struct.Struct(">i")
+_OC_V3_HEAD = struct.Struct(">hqih")  # version, offset, leader epoch, metadata length
+_OC_V1_HEAD = struct.Struct(">hqh")  # version, offset, metadata length
+_INT64 = struct.Struct(">q")
+_INT64x2 = struct.Struct(">qq")
+
+
+def _encode_offset_commit_fast(rec: OffsetCommitRecord) -> tuple[bytes, bytes]:
+    """struct-based twin of the declared OffsetCommit layout (v3, or v1 with an expire timestamp)."""
+    key = _offset_commit_key(rec.group, rec.topic, rec.partition)
+    md = rec.metadata.encode("utf-8")
+    if len(md) > 32767:
+        raise ValueError("cannot encode OffsetCommitValue: metadata longer than 32767 bytes")
+    try:
+        if rec.expire_timestamp == -1:
+            value = _OC_V3_HEAD.pack(3, rec.offset, rec.leader_epoch, len(md)) + md + _INT64.pack(
+                rec.commit_timestamp
+            )
+        else:
+            value = _OC_V1_HEAD.pack(1, rec.offset, len(md)) + md + _INT64x2.pack(
+                rec.commit_timestamp, rec.expire_timestamp
+            )
+    except struct.error as exc:
+        raise ValueError(f"cannot encode OffsetCommitValue: {exc}") from None
+    return key, value
+
+
+def encode_offset_commit_declared(rec: OffsetCommitRecord) -> tuple[bytes, bytes]:
+    """The same encoding as `encode_record`, through the declared layout (used to check the fast path)."""
+    key = _INT16.pack(_OFFSET_COMMIT_WRITE_TYPE) + _build(
+        _KEY_LAYOUTS[1], {"group": rec.group, "topic": rec.topic, "partition": rec.partition}, "OffsetCommitKey"
+    )
+    version = 3 if rec.expire_timestamp == -1 else 1
+    value = _value(
+        OFFSET_COMMIT_VALUE,
+        version,
+        {
+            "offset": rec.offset,
+            "leader_epoch": rec.leader_epoch,
+            "metadata": rec.metadata,
+            "commit_timestamp": rec.commit_timestamp,
+            "expire_timestamp": rec.expire_timestamp,
+        },
+    )
+    return key, value
+
+
+# --------------------------------------------------------------------------------------
+# Decoding
+# --------------------------------------------------------------------------------------
+def record_type(key: bytes) -> int:
+    """The record type of a key (its int16 prefix)."""
+    if len(key) < 2:
+        raise RecordDecodeError(f"record key too short ({len(key)} bytes)")
+    return _INT16.unpack_from(key)[0]
+
+
+_EXACT: dict[int, Construct] = {}
+
+
+def _exact(construct: Construct) -> Construct:
+    found = _EXACT.get(id(construct))
+    if found is None:
+        found = _EXACT[id(construct)] = Struct("body" / construct, "rest" / GreedyBytes)
+    return found
+
+
+def _parse_all(construct: Construct, data: bytes, what: str) -> dict:
+    try:
+        obj = _exact(construct).parse(data)
+    except (ConstructError, UnicodeError) as exc:
+        raise RecordDecodeError(f"bad {what}: {exc}") from None
+    if obj.rest:
+        raise RecordDecodeError(f"bad {what}: {len(obj.rest)} unexpected trailing bytes")
+    return obj.body
+
+
+def _decode_value(rtype: int, value: bytes) -> tuple[_Layout, int, dict]:
+    layout = _VALUE_LAYOUTS[rtype]
+    if len(value) < 2:
+        raise RecordDecodeError(f"{layout.name}: value too short ({len(value)} bytes)")
+    version = _INT16.unpack_from(value)[0]
+    if version not in layout.versions:
+        raise RecordDecodeError(f"{layout.name}: unsupported value version {version}")
+    obj = _parse_all(_VALUE_STRUCTS[(layout.name, version)], value[2:], f"{layout.name} v{version}")
+    for name, default in layout.defaults(version).items():
+        obj[name] = default
+    return layout, version, obj
+
+
+def decode_record(key: bytes, value: bytes | None) -> Record:
+    """Decode one (key, value) into a typed record; RecordDecodeError if it is not one we know."""
+    key = bytes(key)
+    rtype = record_type(key)
+    key_layout = _KEY_LAYOUTS.get(rtype)
+    if key_layout is None:
+        raise RecordDecodeError(f"unknown record type {rtype}")
+    k = _parse_all(key_layout, key[2:], f"key of record type {rtype}")
+    if rtype in OFFSET_COMMIT_KEY_TYPES:
+        if value is None:
+            return OffsetCommitTombstone(k.group, k.topic, k.partition)
+        _, _, v = _decode_value(rtype, bytes(value))
+        return OffsetCommitRecord(
+            k.group, k.topic, k.partition, v["offset"], v["leader_epoch"], v["metadata"],
+            v["commit_timestamp"], v["expire_timestamp"],
+        )
+    if rtype == GROUP_METADATA_KEY_TYPE:
+        if value is None:
+            return GroupMetadataTombstone(k.group)
+        _, _, v = _decode_value(rtype, bytes(value))
+        members = []
+        for m in v["members"]:
+            members.append(
+                GroupMemberRecord(
+                    m.member_id, m.get("group_instance_id"), m.client_id, m.client_host,
+                    m.get("rebalance_timeout", -1), m.session_timeout, bytes(m.subscription),
+                    bytes(m.assignment),
+                )
+            )
+        return GroupMetadataRecord(
+            k.group, v["protocol_type"], v["generation"], v["protocol"], v["leader"],
+            v["current_state_timestamp"], members,
+        )
+    # TOPIC_KEY_TYPE
+    if value is None:
+        return TopicTombstone(k.name)
+    _, _, v = _decode_value(rtype, bytes(value))
+    return TopicRecord(k.name, v["topic_id"], v["partitions"])
+
+
+_OC_KEY_PREFIX = struct.Struct(">hh")  # type, group length
+_OC_V3 = struct.Struct(">qih")  # offset, leader epoch, metadata length (after the version)
+_OC_V1 = struct.Struct(">qh")  # offset, metadata length (after the version)
+
+
+def decode_records(pairs: Iterable[tuple[bytes, bytes | None]]) -> Iterator[Record]:
+    """Decode many (key, value) pairs, the load path.
+
+    Offset commits (key type 0/1 with value v1 or v3) take a struct-based fast
+    path and share one str object per distinct group and topic name, which
+    keeps the in-memory tables small; everything else goes through
+    `decode_record`.
+    """
+    names: dict[bytes, str] = {}
+    unpack_prefix = _OC_KEY_PREFIX.unpack_from
+    unpack_h = _INT16.unpack_from
+    unpack_i = _INT32.unpack_from
+    unpack_q = _INT64.unpack_from
+    unpack_qq = _INT64x2.unpack_from
+    unpack_v3 = _OC_V3.unpack_from
+    unpack_v1 = _OC_V1.unpack_from
+    for key, value in pairs:
+        if value is not None and len(key) >= 10 and len(value) >= 24:
+            rtype, glen = unpack_prefix(key)
+            if rtype in (0, 1) and glen >= 0:
+                tpos = 4 + glen
+                tlen = unpack_h(key, tpos)[0] if len(key) >= tpos + 2 else -1
+                if tlen >= 0 and len(key) == tpos + 6 + tlen:
+                    version = unpack_h(value)[0]
+                    if version == 3:
+                        offset, epoch, mlen = unpack_v3(value, 2)
+                        if mlen >= 0 and len(value) == 24 + mlen:
+                            ts = unpack_q(value, 16 + mlen)[0]
+                            exp = -1
+                        else:
+                            version = -1
+                    elif version == 1:
+                        offset, mlen = unpack_v1(value, 2)
+                        epoch = -1
+                        if mlen >= 0 and len(value) == 28 + mlen:
+                            ts, exp = unpack_qq(value, 12 + mlen)
+                        else:
+                            version = -1
+                    if version == 3 or version == 1:
+                        try:
+                            gb = key[4:tpos]
+                            group = names.get(gb)
+                            if group is None:
+                                group = names[bytes(gb)] = bytes(gb).decode("utf-8")
+                            tb = key[tpos + 2 : tpos + 2 + tlen]
+                            topic = names.get(tb)
+                            if topic is None:
+                                topic = names[bytes(tb)] = bytes(tb).decode("utf-8")
+                            if mlen == 0:
+                                metadata = ""
+                            else:
+                                start = 16 if version == 3 else 12
+                                metadata = bytes(value[start : start + mlen]).decode("utf-8")
+                        except UnicodeDecodeError:
+                            pass  # the declared layout reports it precisely
+                        else:
+                            partition = unpack_i(key, tpos + 2 + tlen)[0]
+                            yield OffsetCommitRecord(group, topic, partition, offset, epoch, metadata, ts, exp)
+                            continue
+        yield decode_record(key, value)
