@@ -1,0 +1,411 @@
+"""Prometheus metrics for one Cohort server, and the HTTP endpoint serving them.
+
+Two kinds of series:
+
+* **Events** (requests, connections, rebalances, commits, fsyncs, compactions)
+  are counted where they happen. The recording methods of `CoordinatorMetrics`
+  are built for hot paths: label children are created once and cached in a
+  plain dict keyed by a tuple, so a request costs one dict lookup plus the
+  counter/histogram update — no label dict is built per call.
+* **State** (groups by state, members, committed offsets, log size) is *not*
+  mirrored on every change: the owner registers a callback with one of the
+  ``watch_*`` methods and it is read only when Prometheus scrapes.
+
+Label values are bounded by construction: API names come from a fixed table,
+error names from Kafka's error codes, rebalance and close reasons from small
+fixed vocabularies (anything else is counted as ``other``), partitions from
+the offsets-topic partition count. Per-group offsets are exported only when
+``metrics.group.offsets.enable`` is set.
+
+`MetricsHttpServer` serves ``/metrics`` and a readiness probe on the same port
+(``/health`` and ``/ready``: 200 ``ready``, 503 ``loading``/``stopping``). It runs
+on the server's own event loop so scrape callbacks read state from the thread
+that owns it.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from typing import Callable, Iterable, Mapping
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import GCCollector, PlatformCollector, ProcessCollector
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+
+from coordinator import __version__
+
+log = logging.getLogger(__name__)
+
+# Kafka's names for the API keys Cohort may see; used only as label values.
+API_NAMES: dict[int, str] = {
+    0: "Produce", 1: "Fetch", 2: "ListOffsets", 3: "Metadata", 8: "OffsetCommit", 9: "OffsetFetch",
+    10: "FindCoordinator", 11: "JoinGroup", 12: "Heartbeat", 13: "LeaveGroup", 14: "SyncGroup",
+    15: "DescribeGroups", 16: "ListGroups", 18: "ApiVersions", 19: "CreateTopics", 20: "DeleteTopics",
+    32: "DescribeConfigs", 37: "CreatePartitions", 42: "DeleteGroups", 47: "OffsetDelete",
+}
+GROUP_STATES = ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead")
+REBALANCE_REASONS = (
+    "initial",          # first rebalance of an empty group
+    "member_joined",    # a new member, or a known one rejoining with changed metadata
+    "member_left",      # LeaveGroup
+    "member_expired",   # session or join/sync timeout
+    "static_replaced",  # a static member came back with a different protocol
+    "group_deleted",
+    "other",
+)
+CLOSE_REASONS = (
+    "client",           # the peer closed
+    "idle",             # connections.max.idle.ms
+    "protocol_error",   # malformed frame, unknown API key, unsupported version
+    "oversized",        # frame above socket.request.max.bytes
+    "limit",            # refused: max.connections reached
+    "shutdown",         # the server is stopping
+    "error",            # socket error
+    "other",
+)
+
+_LATENCY_BUCKETS = (
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+    60.0, 300.0,
+)
+_FSYNC_BUCKETS = (0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 5.0)
+_BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096, 16384)
+_REBALANCE_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 900.0)
+_COMPACTION_BUCKETS = (0.001, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 60.0, 300.0)
+
+
+@dataclass(frozen=True, slots=True)
+class LogPartitionStats:
+    """What the offsets log reports per partition at scrape time."""
+
+    partition: int
+    size_bytes: int
+    segments: int
+
+
+@dataclass(frozen=True, slots=True)
+class GroupOffset:
+    """One committed offset, for the optional per-group series."""
+
+    group: str
+    topic: str
+    partition: int
+    offset: int
+
+
+class CoordinatorMetrics:
+    """Every Cohort metric, in its own registry (so tests can run many servers)."""
+
+    def __init__(self, *, group_offsets_enabled: bool = False, process_metrics: bool = True) -> None:
+        self.registry = CollectorRegistry()
+        self.group_offsets_enabled = group_offsets_enabled
+        r = self.registry
+        if process_metrics:
+            ProcessCollector(registry=r)
+            PlatformCollector(registry=r)
+            GCCollector(registry=r)
+        Gauge("cohort_build_info", "Cohort version running.", ["version"], registry=r).labels(__version__).set(1)
+
+        self._requests = Counter("cohort_requests", "Requests handled, by API and version.", ["api", "version"], registry=r)
+        self._request_errors = Counter(
+            "cohort_request_errors", "Responses (or partitions) answered with a Kafka error, by API and error.",
+            ["api", "error"], registry=r,
+        )
+        self._request_duration = Histogram(
+            "cohort_request_duration_seconds", "Time from a request's arrival to its response being queued.",
+            ["api"], buckets=_LATENCY_BUCKETS, registry=r,
+        )
+        self._connections_open = Gauge("cohort_connections_open", "Client connections open now.", registry=r)
+        self._connections_accepted = Counter("cohort_connections_accepted", "Client connections accepted.", registry=r)
+        self._connections_closed = Counter(
+            "cohort_connections_closed", "Client connections closed, by reason.", ["reason"], registry=r
+        )
+        self._rebalances = Counter("cohort_rebalances", "Completed rebalances, by reason.", ["reason"], registry=r)
+        self._rebalance_duration = Histogram(
+            "cohort_rebalance_duration_seconds", "Time from a rebalance starting to its group becoming stable.",
+            buckets=_REBALANCE_BUCKETS, registry=r,
+        )
+        self._member_expirations = Counter(
+            "cohort_member_expirations", "Members removed because their session or rebalance timed out.", registry=r
+        )
+        self._commits = Counter("cohort_offset_commits", "Partition offsets committed.", registry=r)
+        self._offsets_expired = Counter(
+            "cohort_offsets_expired", "Committed offsets removed by offsets.retention.minutes.", registry=r
+        )
+        self._flush_batch = Histogram(
+            "cohort_log_flush_batch_records", "Records made durable by one fsync (group commit).",
+            buckets=_BATCH_BUCKETS, registry=r,
+        )
+        self._fsync_duration = Histogram(
+            "cohort_log_fsync_duration_seconds", "Duration of one offsets-log fsync.", buckets=_FSYNC_BUCKETS, registry=r
+        )
+        self._compactions = Counter("cohort_log_compactions", "Offsets-log compaction runs.", registry=r)
+        self._compaction_reclaimed = Counter(
+            "cohort_log_compaction_reclaimed_bytes", "Bytes freed by offsets-log compaction.", registry=r
+        )
+        self._compaction_duration = Histogram(
+            "cohort_log_compaction_duration_seconds", "Duration of one compaction run.",
+            buckets=_COMPACTION_BUCKETS, registry=r,
+        )
+        self._partition_load = Gauge(
+            "cohort_partition_load_duration_seconds", "Time the last load (replay) of each offsets partition took.",
+            ["partition"], registry=r,
+        )
+        self._partition_load_records = Gauge(
+            "cohort_partition_load_records", "Records replayed by the last load of each offsets partition.",
+            ["partition"], registry=r,
+        )
+
+        # Cached label children: the hot paths never build label dicts.
+        self._request_children: dict[tuple[int, int], tuple[Counter, Histogram]] = {}
+        self._error_children: dict[tuple[int, int], Counter] = {}
+        self._close_children: dict[str, Counter] = {}
+        self._rebalance_children: dict[str, Counter] = {}
+        for reason in CLOSE_REASONS:
+            self._close_children[reason] = self._connections_closed.labels(reason)
+        for reason in REBALANCE_REASONS:
+            self._rebalance_children[reason] = self._rebalances.labels(reason)
+
+        # Scrape-time state providers, set by the owners of that state.
+        self._groups_by_state: Callable[[], Mapping[str, int]] | None = None
+        self._members: Callable[[], int] | None = None
+        self._committed_offsets: Callable[[], int] | None = None
+        self._group_offsets: Callable[[], Iterable[GroupOffset]] | None = None
+        self._log_partitions: Callable[[], Iterable[LogPartitionStats]] | None = None
+        self._readiness: Callable[[], str] | None = None
+        self._failed_providers: set[str] = set()
+        r.register(_ScrapeTimeCollector(self))
+
+    # -- hot-path recorders ------------------------------------------------------
+    def observe_request(self, api_key: int, api_version: int, seconds: float) -> None:
+        children = self._request_children.get((api_key, api_version))
+        if children is None:
+            children = self._request_series(api_key, api_version)
+        children[0].inc()
+        children[1].observe(seconds)
+
+    def _request_series(self, api_key: int, api_version: int) -> tuple[Counter, Histogram]:
+        api = API_NAMES.get(api_key, "unknown")
+        children = (self._requests.labels(api, str(api_version)), self._request_duration.labels(api))
+        if api_key in API_NAMES and 0 <= api_version < 64:  # keep the cache bounded
+            self._request_children[(api_key, api_version)] = children
+        return children
+
+    def count_request_error(self, api_key: int, error_code: int, count: int = 1) -> None:
+        child = self._error_children.get((api_key, error_code))
+        if child is None:
+            child = self._request_errors.labels(API_NAMES.get(api_key, "unknown"), _error_name(error_code))
+            if api_key in API_NAMES:
+                self._error_children[(api_key, error_code)] = child
+        child.inc(count)
+
+    def connection_accepted(self) -> None:
+        self._connections_accepted.inc()
+        self._connections_open.inc()
+
+    def connection_closed(self, reason: str) -> None:
+        """A connection ended; `reason` is one of `CLOSE_REASONS` (else "other").
+
+        Refused connections (reason "limit") were never counted as open.
+        """
+        (self._close_children.get(reason) or self._close_children["other"]).inc()
+        if reason != "limit":
+            self._connections_open.dec()
+
+    def rebalance_completed(self, reason: str, seconds: float) -> None:
+        (self._rebalance_children.get(reason) or self._rebalance_children["other"]).inc()
+        self._rebalance_duration.observe(seconds)
+
+    def member_expired(self) -> None:
+        self._member_expirations.inc()
+
+    def offsets_committed(self, partitions: int = 1) -> None:
+        self._commits.inc(partitions)
+
+    def offsets_expired(self, count: int) -> None:
+        self._offsets_expired.inc(count)
+
+    def log_flushed(self, records: int, fsync_seconds: float) -> None:
+        """One fsync made `records` records durable."""
+        self._flush_batch.observe(records)
+        self._fsync_duration.observe(fsync_seconds)
+
+    def log_compacted(self, bytes_reclaimed: int, seconds: float) -> None:
+        self._compactions.inc()
+        self._compaction_reclaimed.inc(bytes_reclaimed)
+        self._compaction_duration.observe(seconds)
+
+    def partition_loaded(self, partition: int, seconds: float, records: int) -> None:
+        self._partition_load.labels(str(partition)).set(seconds)
+        self._partition_load_records.labels(str(partition)).set(records)
+
+    # -- scrape-time providers ------------------------------------------------
+    def watch_groups(self, groups_by_state: Callable[[], Mapping[str, int]], members: Callable[[], int]) -> None:
+        """Register how to count groups per state and members when scraped."""
+        self._groups_by_state = groups_by_state
+        self._members = members
+
+    def watch_offsets(
+        self, committed_offsets: Callable[[], int], group_offsets: Callable[[], Iterable[GroupOffset]] | None = None
+    ) -> None:
+        """Register the committed-offset count (and, if enabled, every offset)."""
+        self._committed_offsets = committed_offsets
+        self._group_offsets = group_offsets
+
+    def watch_log(self, partitions: Callable[[], Iterable[LogPartitionStats]]) -> None:
+        self._log_partitions = partitions
+
+    def watch_readiness(self, state: Callable[[], str]) -> None:
+        """Register the server state ("loading", "ready", "stopping") for /health."""
+        self._readiness = state
+
+    def readiness(self) -> str:
+        if self._readiness is None:
+            return "loading"
+        try:
+            return self._readiness()
+        except Exception:  # a probe must answer, whatever the server is doing
+            log.exception("readiness callback failed")
+            return "unknown"
+
+    def exposition(self) -> bytes:
+        """The text format Prometheus scrapes."""
+        return generate_latest(self.registry)
+
+    def _provide(self, name: str, provider: Callable[[], object] | None) -> object | None:
+        if provider is None:
+            return None
+        try:
+            return provider()
+        except Exception:
+            if name not in self._failed_providers:  # log once, not every scrape
+                self._failed_providers.add(name)
+                log.exception("metrics provider %s failed; its series are omitted", name)
+            return None
+
+
+def _error_name(code: int) -> str:
+    try:
+        from protocol.errors import ErrorCode
+
+        return ErrorCode(code).name
+    except Exception:  # an unknown code still gets a bounded, readable label
+        return f"code_{code}" if -1 <= code <= 200 else "unknown"
+
+
+class _ScrapeTimeCollector:
+    """Gauges computed from the owners' callbacks, only when scraped."""
+
+    def __init__(self, metrics: CoordinatorMetrics) -> None:
+        self._m = metrics
+
+    def describe(self):
+        return [
+            GaugeMetricFamily("cohort_groups", "Groups, by state.", labels=["state"]),
+            GaugeMetricFamily("cohort_group_members", "Members of all groups."),
+            GaugeMetricFamily("cohort_committed_offsets", "Committed offsets held (group, topic, partition)."),
+            GaugeMetricFamily("cohort_log_size_bytes", "Offsets-log bytes on disk, by partition.", labels=["partition"]),
+            GaugeMetricFamily("cohort_log_segments", "Offsets-log segments, by partition.", labels=["partition"]),
+            GaugeMetricFamily("cohort_ready", "1 when the server is ready, 0 while loading or stopping."),
+        ]
+
+    def collect(self):
+        m = self._m
+        by_state = m._provide("groups", m._groups_by_state)
+        groups = GaugeMetricFamily("cohort_groups", "Groups, by state.", labels=["state"])
+        counts = dict(by_state) if isinstance(by_state, Mapping) else {}
+        for state in GROUP_STATES:
+            groups.add_metric([state], counts.get(state, 0))
+        yield groups
+
+        members = m._provide("members", m._members)
+        yield GaugeMetricFamily("cohort_group_members", "Members of all groups.", value=members or 0)
+
+        committed = m._provide("committed_offsets", m._committed_offsets)
+        yield GaugeMetricFamily(
+            "cohort_committed_offsets", "Committed offsets held (group, topic, partition).", value=committed or 0
+        )
+
+        if m.group_offsets_enabled:
+            per_group = GaugeMetricFamily(
+                "cohort_group_committed_offset", "Committed offset per group, topic and partition.",
+                labels=["group", "topic", "partition"],
+            )
+            for item in m._provide("group_offsets", m._group_offsets) or ():
+                per_group.add_metric([item.group, item.topic, str(item.partition)], item.offset)
+            yield per_group
+
+        size = GaugeMetricFamily("cohort_log_size_bytes", "Offsets-log bytes on disk, by partition.", labels=["partition"])
+        segments = GaugeMetricFamily("cohort_log_segments", "Offsets-log segments, by partition.", labels=["partition"])
+        for stats in m._provide("log", m._log_partitions) or ():
+            size.add_metric([str(stats.partition)], stats.size_bytes)
+            segments.add_metric([str(stats.partition)], stats.segments)
+        yield size
+        yield segments
+
+        yield GaugeMetricFamily(
+            "cohort_ready", "1 when the server is ready, 0 while loading or stopping.",
+            value=1 if m.readiness() == "ready" else 0,
+        )
+
+
+# --------------------------------------------------------------------------
+# HTTP: /metrics, /health, /ready.
+# --------------------------------------------------------------------------
+
+_MAX_REQUEST_HEAD = 8192
+_READ_TIMEOUT_S = 10.0
+
+
+class MetricsHttpServer:
+    """A minimal HTTP/1.1 server (one request per connection) on the event loop."""
+
+    def __init__(self, metrics: CoordinatorMetrics, host: str, port: int) -> None:
+        self.metrics = metrics
+        self.host = host
+        self.port = port
+        self._server: asyncio.Server | None = None
+
+    async def start(self) -> None:
+        """Bind; raises OSError (e.g. address in use) for the caller to report."""
+        self._server = await asyncio.start_server(self._serve, self.host, self.port, limit=_MAX_REQUEST_HEAD)
+        self.port = self._server.sockets[0].getsockname()[1]
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+            self._server = None
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), _READ_TIMEOUT_S)
+            status, content_type, body = self._respond(head)
+        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, asyncio.TimeoutError, ConnectionError):
+            writer.close()
+            return
+        try:
+            writer.write(
+                f"HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {len(body)}\r\n"
+                f"Connection: close\r\n\r\n".encode("latin-1") + (b"" if head.startswith(b"HEAD ") else body)
+            )
+            await writer.drain()
+        except ConnectionError:
+            pass
+        finally:
+            writer.close()
+
+    def _respond(self, head: bytes) -> tuple[str, str, bytes]:
+        parts = head.split(b"\r\n", 1)[0].split()
+        if len(parts) != 3 or parts[0] not in (b"GET", b"HEAD"):
+            return "405 Method Not Allowed", "text/plain; charset=utf-8", b"only GET and HEAD\n"
+        path = parts[1].split(b"?", 1)[0]
+        if path == b"/metrics":
+            return "200 OK", CONTENT_TYPE_LATEST, self.metrics.exposition()
+        if path in (b"/health", b"/ready"):
+            state = self.metrics.readiness()
+            status = "200 OK" if state == "ready" else "503 Service Unavailable"
+            return status, "text/plain; charset=utf-8", f"{state}\n".encode()
+        return "404 Not Found", "text/plain; charset=utf-8", b"try /metrics or /health\n"

@@ -1,0 +1,184 @@
+"""Metrics: recorders move the right series, scrape-time gauges read their owners, HTTP serves both."""
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from coordinator.metrics import CoordinatorMetrics, GroupOffset, LogPartitionStats, MetricsHttpServer
+
+
+def samples(metrics: CoordinatorMetrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """Parse the exposition text exactly as Prometheus would."""
+    out = {}
+    for family in text_string_to_metric_families(metrics.exposition().decode()):
+        for sample in family.samples:
+            out[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return out
+
+
+def test_request_recorders_update_counts_errors_and_latency():
+    metrics = CoordinatorMetrics(process_metrics=False)
+    for _ in range(3):
+        metrics.observe_request(8, 2, 0.002)
+    metrics.observe_request(9, 5, 0.5)
+    metrics.count_request_error(8, 22, count=2)
+
+    s = samples(metrics)
+    assert s[("cohort_requests_total", (("api", "OffsetCommit"), ("version", "2")))] == 3
+    assert s[("cohort_requests_total", (("api", "OffsetFetch"), ("version", "5")))] == 1
+    assert s[("cohort_request_duration_seconds_count", (("api", "OffsetCommit"),))] == 3
+    assert s[("cohort_request_duration_seconds_bucket", (("api", "OffsetCommit"), ("le", "0.0025")))] == 3
+    assert s[("cohort_request_duration_seconds_bucket", (("api", "OffsetFetch"), ("le", "0.25")))] == 0
+    errors = [v for (name, labels), v in s.items() if name == "cohort_request_errors_total"]
+    assert errors == [2]
+
+
+def test_unknown_api_keys_share_one_bounded_label():
+    metrics = CoordinatorMetrics(process_metrics=False)
+    for key in range(1000, 1100):
+        metrics.observe_request(key, 0, 0.001)
+    s = samples(metrics)
+    unknown = [labels for (name, labels) in s if name == "cohort_requests_total"]
+    assert unknown == [(("api", "unknown"), ("version", "0"))]
+    assert s[("cohort_requests_total", (("api", "unknown"), ("version", "0")))] == 100
+
+
+def test_connections_open_accepted_and_closed_by_reason():
+    metrics = CoordinatorMetrics(process_metrics=False)
+    for _ in range(3):
+        metrics.connection_accepted()
+    metrics.connection_closed("idle")
+    metrics.connection_closed("made-up reason")
+    metrics.connection_closed("limit")  # refused: never counted as open
+    s = samples(metrics)
+    assert s[("cohort_connections_open", ())] == 1
+    assert s[("cohort_connections_accepted_total", ())] == 3
+    assert s[("cohort_connections_closed_total", (("reason", "idle"),))] == 1
+    assert s[("cohort_connections_closed_total", (("reason", "other"),))] == 1
+    assert s[("cohort_connections_closed_total", (("reason", "limit"),))] == 1
+
+
+def test_rebalances_commits_flushes_compactions_and_loads():
+    metrics = CoordinatorMetrics(process_metrics=False)
+    metrics.rebalance_completed("member_joined", 1.5)
+    metrics.rebalance_completed("some client string", 0.1)
+    metrics.member_expired()
+    metrics.offsets_committed(6)
+    metrics.offsets_expired(4)
+    metrics.log_flushed(records=40, fsync_seconds=0.002)
+    metrics.log_compacted(bytes_reclaimed=4096, seconds=0.2)
+    metrics.partition_loaded(7, seconds=0.03, records=120)
+    s = samples(metrics)
+    assert s[("cohort_rebalances_total", (("reason", "member_joined"),))] == 1
+    assert s[("cohort_rebalances_total", (("reason", "other"),))] == 1
+    assert s[("cohort_rebalance_duration_seconds_count", ())] == 2
+    assert s[("cohort_member_expirations_total", ())] == 1
+    assert s[("cohort_offset_commits_total", ())] == 6
+    assert s[("cohort_offsets_expired_total", ())] == 4
+    assert s[("cohort_log_flush_batch_records_sum", ())] == 40
+    assert s[("cohort_log_fsync_duration_seconds_count", ())] == 1
+    assert s[("cohort_log_compactions_total", ())] == 1
+    assert s[("cohort_log_compaction_reclaimed_bytes_total", ())] == 4096
+    assert s[("cohort_partition_load_duration_seconds", (("partition", "7"),))] == 0.03
+    assert s[("cohort_partition_load_records", (("partition", "7"),))] == 120
+
+
+def test_state_gauges_are_read_from_their_owners_at_scrape_time():
+    metrics = CoordinatorMetrics(process_metrics=False)
+    groups = {"Stable": 2, "Empty": 1}
+    metrics.watch_groups(lambda: groups, lambda: 5)
+    metrics.watch_offsets(lambda: 12)
+    metrics.watch_log(lambda: [LogPartitionStats(partition=3, size_bytes=1000, segments=2)])
+    s = samples(metrics)
+    assert s[("cohort_groups", (("state", "Stable"),))] == 2
+    assert s[("cohort_groups", (("state", "Dead"),))] == 0
+    assert s[("cohort_group_members", ())] == 5
+    assert s[("cohort_committed_offsets", ())] == 12
+    assert s[("cohort_log_size_bytes", (("partition", "3"),))] == 1000
+    assert s[("cohort_log_segments", (("partition", "3"),))] == 2
+
+    groups["Stable"] = 3  # no recorder call: the next scrape sees the owner's state
+    assert samples(metrics)[("cohort_groups", (("state", "Stable"),))] == 3
+
+
+def test_per_group_offsets_only_when_enabled():
+    offsets = lambda: [GroupOffset("g", "t", 0, 42)]  # noqa: E731
+    off = CoordinatorMetrics(process_metrics=False)
+    off.watch_offsets(lambda: 1, offsets)
+    assert not [k for k in samples(off) if k[0] == "cohort_group_committed_offset"]
+
+    on = CoordinatorMetrics(process_metrics=False, group_offsets_enabled=True)
+    on.watch_offsets(lambda: 1, offsets)
+    assert samples(on)[("cohort_group_committed_offset", (("group", "g"), ("partition", "0"), ("topic", "t")))] == 42
+
+
+def test_a_failing_provider_drops_its_series_but_not_the_scrape():
+    metrics = CoordinatorMetrics(process_metrics=False)
+    metrics.watch_groups(lambda: 1 / 0, lambda: 4)
+    s = samples(metrics)
+    assert s[("cohort_group_members", ())] == 4
+    assert s[("cohort_groups", (("state", "Stable"),))] == 0
+
+
+async def http_get(port: int, path: str, method: str = "GET") -> tuple[int, bytes]:
+    reader, writer = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port), 5)
+    writer.write(f"{method} {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+    await writer.drain()
+    data = await asyncio.wait_for(reader.read(), 5)
+    writer.close()
+    head, _, body = data.partition(b"\r\n\r\n")
+    return int(head.split()[1]), body
+
+
+async def test_http_serves_metrics_and_readiness():
+    metrics = CoordinatorMetrics()
+    state = {"now": "loading"}
+    metrics.watch_readiness(lambda: state["now"])
+    server = MetricsHttpServer(metrics, "127.0.0.1", 0)
+    await server.start()
+    try:
+        assert server.port != 0
+        assert await http_get(server.port, "/health") == (503, b"loading\n")
+        state["now"] = "ready"
+        assert await http_get(server.port, "/ready") == (200, b"ready\n")
+        status, body = await http_get(server.port, "/metrics")
+        assert status == 200
+        assert b"cohort_ready 1.0" in body
+        assert b"process_resident_memory_bytes" in body
+        assert (await http_get(server.port, "/nope"))[0] == 404
+        assert (await http_get(server.port, "/metrics", method="POST"))[0] == 405
+        assert await http_get(server.port, "/health", method="HEAD") == (200, b"")
+    finally:
+        await server.stop()
+
+
+async def test_http_survives_garbage_and_half_requests():
+    metrics = CoordinatorMetrics(process_metrics=False)
+    metrics.watch_readiness(lambda: "ready")
+    server = MetricsHttpServer(metrics, "127.0.0.1", 0)
+    await server.start()
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        writer.write(b"\x00" * 20000)  # no header end, over the limit
+        await writer.drain()
+        assert await asyncio.wait_for(reader.read(), 5) == b""
+        writer.close()
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        writer.write(b"GET /he")
+        writer.close()
+        assert await http_get(server.port, "/health") == (200, b"ready\n")
+    finally:
+        await server.stop()
+
+
+async def test_http_port_in_use_raises_oserror():
+    metrics = CoordinatorMetrics(process_metrics=False)
+    first = MetricsHttpServer(metrics, "127.0.0.1", 0)
+    await first.start()
+    try:
+        with pytest.raises(OSError):
+            await MetricsHttpServer(metrics, "127.0.0.1", first.port).start()
+    finally:
+        await first.stop()
