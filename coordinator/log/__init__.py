@@ -1,0 +1,62 @@
+"""The offsets log: Kafka's ``__consumer_offsets`` idea as a local storage engine.
+
+Storage knows keys and records, not groups: a record is ``(key: bytes,
+value: bytes | None)`` (None = tombstone), and compaction keeps the latest
+value per key.  What the bytes mean is `coordinator.records`' business; which
+partition a group's records go to is the caller's
+(`protocol.partitioning.partition_for`).
+
+Using it (the coordinator)::
+
+    log = OffsetsLog(data_dir, num_partitions=50, flush_policy="always")
+    await log.open(on_partition_loaded)        # replay, then background cleaner
+    last_offset = await log.append(p, [(key, value), ...])   # durable on return
+    await log.close()
+
+Replay contract: ``on_partition_loaded(partition, records)`` is called on the
+event loop once per partition, with ``records`` = a list of ``(key, value)``:
+the latest value of every key whose latest value is not a tombstone, each key
+once (in the order keys first appeared).  That is exactly the state a
+sequential replay would build, because every record type is keyed by what it
+replaces (Kafka's own loader does the same).  The dedup happens on raw bytes
+before anything is decoded; decode the survivors with
+`coordinator.records.decode_records(records)`, which has a fast path for
+offset commits.  Until its callback has returned a partition is LOADING
+(answer COORDINATOR_LOAD_IN_PROGRESS), then LOADED, or FAILED on damage (see
+`LogLoadError`).
+
+Durability: `append` returns the offset of its last record once the batch is
+on disk per the flush policy ("always": fsynced; "<ms>": written, fsynced
+within that interval; "never": written).  Appends that arrive while a write is
+in flight share the next write and fsync (group commit).  A failed write
+raises `StorageError` (``error_code`` = the Kafka error to map) and leaves
+nothing behind; the next append tries again.
+
+Tools and readers: `list_segments(data_dir)` and `read_segment(path)` read
+segment files without the server's cooperation (safe while it runs; a torn or
+in-progress tail is skipped); `cohort log dump|verify|compact` is built on
+them (`coordinator.cli_log`).
+"""
+from coordinator.log.compaction import CompactionResult, compact_closed_segments
+from coordinator.log.offsets_log import (
+    FlushPolicy,
+    LogLoadError,
+    OffsetsLog,
+    PartitionState,
+    StorageError,
+)
+from coordinator.log.segments import CorruptLogError, list_partitions, list_segments, read_segment
+
+__all__ = [
+    "OffsetsLog",
+    "StorageError",
+    "LogLoadError",
+    "CorruptLogError",
+    "PartitionState",
+    "FlushPolicy",
+    "CompactionResult",
+    "compact_closed_segments",
+    "list_segments",
+    "list_partitions",
+    "read_segment",
+]
