@@ -5,12 +5,14 @@ import argparse
 import sys
 
 from coordinator import __version__
+from coordinator import cli_serve
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="cohort", description="Cohort: a standalone Kafka group coordinator.")
     parser.add_argument("--version", action="version", version=f"cohort {__version__}")
-    parser.add_subparsers(dest="command", metavar="COMMAND")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    cli_serve.register(subparsers)
     return parser
 
 
@@ -20,6 +22,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 2
+    if hasattr(args, "func"):
+        return args.func(args)
     return 0
 
 

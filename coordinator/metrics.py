@@ -270,6 +270,18 @@ class CoordinatorMetrics:
             log.exception("readiness callback failed")
             return "unknown"
 
+    def state_summary(self) -> dict[str, int]:
+        """Groups, members and offsets held now (for the start log line)."""
+        summary: dict[str, int] = {}
+        groups = self._provide("groups", self._groups_by_state)
+        if isinstance(groups, Mapping):
+            summary["groups"] = sum(groups.values())
+        for name, provider in (("members", self._members), ("offsets", self._committed_offsets)):
+            value = self._provide(name, provider)
+            if isinstance(value, int):
+                summary[name] = value
+        return summary
+
     def exposition(self) -> bytes:
         """The text format Prometheus scrapes."""
         return generate_latest(self.registry)

@@ -1,0 +1,297 @@
+"""The life of a ``cohort serve`` process, from configuration to exit code.
+
+Order of a start: logging → data directory (created, checked writable) → the
+data-directory lock → event loop (uvloop when installed) → metrics/health HTTP
+server (so probes answer "loading" while the offsets log loads) → the
+coordinator server's `start()` (loads the log, binds) → ready.
+
+Signals:
+
+* SIGTERM / SIGINT, first time: the server's graceful `stop()` — stop
+  accepting, finish the requests in flight, flush and fsync the log, close —
+  bounded by ``shutdown.timeout.ms``; exit 0 (1 if the bound was hit).
+* The same signals a second time: exit at once (128 + signal). Signal handlers
+  run on the event loop between callbacks, never inside a synchronous write,
+  and the log's recovery truncates any torn tail anyway.
+* SIGHUP: reopen the log file (after logrotate moved it).
+
+Every failure an operator can cause (bad config, port in use, data directory
+unwritable or locked by another server) ends the process with one line on
+stderr and a non-zero exit code, never a traceback.
+"""
+from __future__ import annotations
+
+import asyncio
+import errno
+import fcntl
+import logging
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from coordinator import __version__
+from coordinator.config import EffectiveConfig, HostPort
+
+log = logging.getLogger("coordinator.daemon")
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_CONFIG = 2
+LOCK_FILE_NAME = ".lock"
+
+
+class StartupError(Exception):
+    """A reason the server cannot start; str() is the one line shown to the operator."""
+
+
+class DataDirLock:
+    """An exclusive ``flock`` on ``<data_dir>/.lock`` held for the process's life.
+
+    flock is released by the kernel when the process dies, however it dies, so
+    a crashed server never leaves a stale lock behind. The file holds the
+    owner's pid only to make the refusal message useful.
+    """
+
+    def __init__(self, data_dir: Path) -> None:
+        self.path = data_dir / LOCK_FILE_NAME
+        self._fd: int | None = None
+
+    def acquire(self) -> None:
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except OSError as exc:
+            raise StartupError(f"cannot create lock file {self.path}: {exc.strerror}") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            owner = _read_pid(fd)
+            os.close(fd)
+            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                by = f" (pid {owner})" if owner else ""
+                raise StartupError(
+                    f"data dir {self.path.parent} is in use by another cohort server{by}"
+                ) from None
+            raise StartupError(f"cannot lock {self.path}: {exc.strerror}") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        self._fd = fd
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)  # closing the last descriptor drops the flock
+            self._fd = None
+
+
+def _read_pid(fd: int) -> str:
+    try:
+        return os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+    except OSError:
+        return ""
+
+
+def prepare_data_dir(data_dir: Path) -> Path:
+    """Create the data directory if needed and prove it is writable."""
+    try:
+        data_dir.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise StartupError(f"data dir {data_dir} exists and is not a directory") from None
+    except OSError as exc:
+        raise StartupError(f"cannot create data dir {data_dir}: {exc.strerror}") from None
+    if not data_dir.is_dir():
+        raise StartupError(f"data dir {data_dir} exists and is not a directory")
+    probe = data_dir / f".write-test-{os.getpid()}"
+    try:
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise StartupError(f"data dir {data_dir} is not writable: {exc.strerror}") from None
+    return data_dir
+
+
+def _bind_error(what: str, address: HostPort, exc: OSError) -> StartupError:
+    reason = "address already in use" if exc.errno == errno.EADDRINUSE else (exc.strerror or str(exc))
+    return StartupError(f"cannot listen for {what} on {address}: {reason}")
+
+
+def new_event_loop_factory():
+    """uvloop's loop when installed (issue 3), else asyncio's default."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.new_event_loop
+    return uvloop.new_event_loop
+
+
+class Daemon:
+    """One server process: owns the lock, the metrics endpoint and the server."""
+
+    def __init__(self, effective: EffectiveConfig) -> None:
+        self.effective = effective
+        self.config = effective.config
+        self.server: Any = None
+        self.metrics_http: Any = None
+        self._stop_requested: asyncio.Event | None = None
+        self._stop_signal: int | None = None
+        self._log_setup: Any = None
+        self._timed_out = False
+
+    def run(self) -> int:
+        from coordinator.logs import configure_logging
+
+        try:
+            self._log_setup = configure_logging(self.config.log_format, self.config.log_level, self.config.log_file)
+        except OSError as exc:
+            return fail(f"cannot open log file {self.config.log_file}: {exc.strerror}")
+        lock = DataDirLock(self.config.data_dir)
+        try:
+            prepare_data_dir(self.config.data_dir)
+            lock.acquire()
+        except StartupError as exc:
+            return fail(str(exc))
+        try:
+            with asyncio.Runner(loop_factory=new_event_loop_factory()) as runner:
+                return runner.run(self._main())
+        except StartupError as exc:
+            return fail(str(exc))
+        except KeyboardInterrupt:  # Ctrl-C before the loop's handlers were installed
+            return 128 + signal.SIGINT
+        finally:
+            lock.release()
+            logging.shutdown()
+
+    async def _main(self) -> int:
+        from coordinator.metrics import CoordinatorMetrics, MetricsHttpServer
+
+        config = self.config
+        started = time.monotonic()
+        loop = asyncio.get_running_loop()
+        self._stop_requested = asyncio.Event()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, self._on_stop_signal, signum)
+        loop.add_signal_handler(signal.SIGHUP, self._on_hangup)
+
+        metrics = CoordinatorMetrics(group_offsets_enabled=config.metrics_group_offsets_enable)
+        metrics.watch_readiness(self._state)
+        self.metrics_http = MetricsHttpServer(metrics, *config.metrics_address)
+        try:
+            await self.metrics_http.start()
+        except OSError as exc:
+            raise _bind_error("metrics", config.metrics_address, exc) from None
+
+        try:
+            from coordinator.server import CoordinatorServer
+
+            self.server = CoordinatorServer(config, metrics=metrics)
+            if not await self._start_server():
+                await self._stop_server()
+                return self._exit_code()
+        except StartupError:
+            await self.metrics_http.stop()
+            raise
+        except OSError as exc:
+            await self.metrics_http.stop()
+            if exc.errno in (errno.EADDRINUSE, errno.EADDRNOTAVAIL, errno.EACCES):
+                raise _bind_error("clients", config.listen_address, exc) from None
+            raise StartupError(f"cannot start: {exc}") from None
+        except Exception as exc:
+            await self.metrics_http.stop()
+            log.debug("start failed", exc_info=True)
+            raise StartupError(f"cannot start: {type(exc).__name__}: {exc}") from None
+
+        log.info(
+            "cohort started",
+            extra={
+                "version": __version__,
+                "config_file": str(self.effective.config_file) if self.effective.config_file else "none",
+                "data_dir": str(config.data_dir),
+                "listeners": config.listeners,
+                "advertised": str(config.advertised_address),
+                "metrics": f"{config.metrics_address.host}:{self.metrics_http.port}",
+                "start_ms": round((time.monotonic() - started) * 1000),
+                **metrics.state_summary(),
+            },
+        )
+        await self._stop_requested.wait()
+        await self._stop_server()
+        return self._exit_code()
+
+    async def _start_server(self) -> bool:
+        """Run `server.start()` unless a stop signal arrives first; True if it finished."""
+        assert self._stop_requested is not None
+        start = asyncio.ensure_future(self.server.start())
+        stop = asyncio.ensure_future(self._stop_requested.wait())
+        await asyncio.wait({start, stop}, return_when=asyncio.FIRST_COMPLETED)
+        if start.done():
+            stop.cancel()
+            start.result()  # raises what start raised
+            return True
+        log.info("stop requested while loading")
+        start.cancel()
+        try:
+            await start
+        except asyncio.CancelledError:
+            pass
+        except Exception:
+            log.debug("start interrupted", exc_info=True)
+        return False
+
+    async def _stop_server(self) -> None:
+        budget = self.config.shutdown_timeout_ms / 1000
+        begun = time.monotonic()
+        log.info("cohort stopping", extra={"signal": _signal_name(self._stop_signal)})
+        try:
+            await asyncio.wait_for(self.server.stop(), budget)
+        except asyncio.TimeoutError:
+            self._timed_out = True
+            log.error("graceful shutdown did not finish in time; exiting", extra={"timeout_ms": self.config.shutdown_timeout_ms})
+        except Exception:
+            self._timed_out = True
+            log.exception("error while stopping")
+        if self.metrics_http is not None:
+            await self.metrics_http.stop()
+        log.info("cohort stopped", extra={"stop_ms": round((time.monotonic() - begun) * 1000)})
+
+    def _exit_code(self) -> int:
+        return EXIT_FAILURE if self._timed_out else EXIT_OK
+
+    def _state(self) -> str:
+        if self.server is None:
+            return "loading"
+        if self._stop_signal is not None:
+            return "stopping"
+        return getattr(self.server, "state", "loading")
+
+    def _on_stop_signal(self, signum: int) -> None:
+        assert self._stop_requested is not None
+        if self._stop_signal is not None:
+            # Second signal: the operator wants out now. We are on the loop
+            # between callbacks, so no record write is half done in this thread.
+            log.warning("second signal; exiting immediately", extra={"signal": _signal_name(signum)})
+            logging.shutdown()
+            os._exit(128 + signum)
+        self._stop_signal = signum
+        self._stop_requested.set()
+
+    def _on_hangup(self) -> None:
+        if self._log_setup is not None and self._log_setup.reopen():
+            log.info("log file reopened")
+
+
+def _signal_name(signum: int | None) -> str:
+    return signal.Signals(signum).name if signum is not None else "none"
+
+
+def fail(message: str, code: int = EXIT_FAILURE) -> int:
+    """Report a refusal to start: one line on stderr (and in the log if it goes elsewhere)."""
+    print(f"cohort: error: {message}", file=sys.stderr, flush=True)
+    if any(isinstance(h, logging.FileHandler) for h in logging.getLogger().handlers):
+        log.error(message)
+    return code
+
+
+def run_serve(effective: EffectiveConfig) -> int:
+    """Run ``cohort serve`` to completion; returns the process exit code."""
+    return Daemon(effective).run()
