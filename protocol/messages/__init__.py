@@ -5,8 +5,17 @@
 from dataclasses import dataclass
 
 from protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
+from protocol.messages.delete_groups import DeleteGroupsRequest, DeleteGroupsResponse
+from protocol.messages.describe_groups import DescribeGroupsRequest, DescribeGroupsResponse
+from protocol.messages.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
 from protocol.messages.heartbeat import HeartbeatRequest, HeartbeatResponse
+from protocol.messages.join_group import JoinGroupRequest, JoinGroupResponse
+from protocol.messages.leave_group import LeaveGroupRequest, LeaveGroupResponse
+from protocol.messages.list_groups import ListGroupsRequest, ListGroupsResponse
 from protocol.messages.offset_commit import OffsetCommitRequest, OffsetCommitResponse
+from protocol.messages.offset_delete import OffsetDeleteRequest, OffsetDeleteResponse
+from protocol.messages.offset_fetch import OffsetFetchRequest, OffsetFetchResponse
+from protocol.messages.sync_group import SyncGroupRequest, SyncGroupResponse
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +37,31 @@ def _api(name: str, request: type, response: type) -> Api:
 
 API_SCHEMAS: dict[int, Api] = {a.key: a for a in [
     _api("ApiVersions", ApiVersionsRequest, ApiVersionsResponse),
+    _api("FindCoordinator", FindCoordinatorRequest, FindCoordinatorResponse),
+    _api("JoinGroup", JoinGroupRequest, JoinGroupResponse),
+    _api("SyncGroup", SyncGroupRequest, SyncGroupResponse),
     _api("Heartbeat", HeartbeatRequest, HeartbeatResponse),
+    _api("LeaveGroup", LeaveGroupRequest, LeaveGroupResponse),
     _api("OffsetCommit", OffsetCommitRequest, OffsetCommitResponse),
+    _api("OffsetFetch", OffsetFetchRequest, OffsetFetchResponse),
+    _api("DescribeGroups", DescribeGroupsRequest, DescribeGroupsResponse),
+    _api("ListGroups", ListGroupsRequest, ListGroupsResponse),
+    _api("DeleteGroups", DeleteGroupsRequest, DeleteGroupsResponse),
+    _api("OffsetDelete", OffsetDeleteRequest, OffsetDeleteResponse),
 ]}
+
+__all__ = [
+    "API_SCHEMAS", "Api",
+    "ApiVersionsRequest", "ApiVersionsResponse",
+    "FindCoordinatorRequest", "FindCoordinatorResponse",
+    "JoinGroupRequest", "JoinGroupResponse",
+    "SyncGroupRequest", "SyncGroupResponse",
+    "HeartbeatRequest", "HeartbeatResponse",
+    "LeaveGroupRequest", "LeaveGroupResponse",
+    "OffsetCommitRequest", "OffsetCommitResponse",
+    "OffsetFetchRequest", "OffsetFetchResponse",
+    "DescribeGroupsRequest", "DescribeGroupsResponse",
+    "ListGroupsRequest", "ListGroupsResponse",
+    "DeleteGroupsRequest", "DeleteGroupsResponse",
+    "OffsetDeleteRequest", "OffsetDeleteResponse",
+]
