@@ -1,0 +1,211 @@
+"""`OffsetsTable`: the committed offsets held in memory, what OffsetFetch reads.
+
+A server may hold millions of committed offsets, so the table is built for
+memory first: per (group, topic) the partitions' fields live in one int64
+`array` indexed by partition number (consumer partitions are small dense
+integers), metadata is kept only where it is not "" (it almost never is), and
+group and topic names are single shared `str` objects.  That is about 30 bytes
+per offset plus a few hundred bytes per (group, topic), instead of the ~300
+bytes a dict of small objects would take.  A partition number far beyond the
+others goes to a small per-topic dict instead, so a stray huge number cannot
+blow up an array.
+
+The table is plain state with one owner (the group coordinator, on the event
+loop); it knows nothing of the log.  The write path is: append the records,
+then `put`/`delete` here once they are durable.
+"""
+from __future__ import annotations
+
+from array import array
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+__all__ = ["OffsetAndMetadata", "OffsetsTable"]
+
+_ABSENT = -(2**63)  # offset slot of a partition with no committed offset
+_DENSE_SLACK = 64
+_EMPTY_SLOT = array("q", (_ABSENT, -1, -1, -1))
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetAndMetadata:
+    """One committed offset.  -1 means "none" for leader_epoch and expire_timestamp (as on the wire)."""
+
+    offset: int
+    leader_epoch: int = -1
+    metadata: str = ""
+    commit_timestamp: int = -1
+    expire_timestamp: int = -1
+
+
+class _TopicOffsets:
+    """The committed offsets of one group for one topic.
+
+    `slots` holds 4 int64 per partition (offset, leader epoch, commit
+    timestamp, expire timestamp): one array object instead of four saves a few
+    hundred bytes per (group, topic), which matters when topics have few
+    partitions.
+    """
+
+    __slots__ = ("slots", "metadata", "count", "sparse")
+
+    def __init__(self) -> None:
+        self.slots = array("q")
+        self.metadata: dict[int, str] | None = None
+        self.count = 0
+        self.sparse: dict[int, OffsetAndMetadata] | None = None
+
+    def _dense(self, partition: int) -> bool:
+        return 0 <= partition < len(self.slots) // 4 or 0 <= partition <= 2 * self.count + _DENSE_SLACK
+
+    def put(self, partition: int, v: OffsetAndMetadata) -> None:
+        if not self._dense(partition):
+            if self.sparse is None:
+                self.sparse = {}
+            if partition not in self.sparse:
+                self.count += 1
+            self.sparse[partition] = v
+            return
+        slots = self.slots
+        i = 4 * partition
+        if i >= len(slots):
+            slots.extend(_EMPTY_SLOT * (partition + 1 - len(slots) // 4))
+        if slots[i] == _ABSENT:
+            self.count += 1
+        slots[i : i + 4] = array("q", (v.offset, v.leader_epoch, v.commit_timestamp, v.expire_timestamp))
+        if v.metadata:
+            if self.metadata is None:
+                self.metadata = {}
+            self.metadata[partition] = v.metadata
+        elif self.metadata is not None:
+            self.metadata.pop(partition, None)
+
+    def get(self, partition: int) -> OffsetAndMetadata | None:
+        i = 4 * partition
+        if 0 <= i < len(self.slots):
+            slots = self.slots
+            offset = slots[i]
+            if offset != _ABSENT:
+                md = self.metadata.get(partition, "") if self.metadata is not None else ""
+                return OffsetAndMetadata(offset, slots[i + 1], md, slots[i + 2], slots[i + 3])
+        if self.sparse is not None:
+            return self.sparse.get(partition)
+        return None
+
+    def delete(self, partition: int) -> bool:
+        i = 4 * partition
+        if 0 <= i < len(self.slots) and self.slots[i] != _ABSENT:
+            self.slots[i] = _ABSENT
+            if self.metadata is not None:
+                self.metadata.pop(partition, None)
+            self.count -= 1
+            return True
+        if self.sparse is not None and self.sparse.pop(partition, None) is not None:
+            self.count -= 1
+            return True
+        return False
+
+    def partitions(self) -> Iterator[int]:
+        slots = self.slots
+        yield from (i // 4 for i in range(0, len(slots), 4) if slots[i] != _ABSENT)
+        if self.sparse:
+            yield from sorted(self.sparse)
+
+    def timestamps(self) -> Iterator[tuple[int, int, int]]:
+        """(partition, commit timestamp, expire timestamp) of every offset, without building objects."""
+        slots = self.slots
+        for i in range(0, len(slots), 4):
+            if slots[i] != _ABSENT:
+                yield i // 4, slots[i + 2], slots[i + 3]
+        if self.sparse:
+            for p in sorted(self.sparse):
+                v = self.sparse[p]
+                yield p, v.commit_timestamp, v.expire_timestamp
+
+
+class OffsetsTable:
+    """Committed offsets by (group, topic, partition)."""
+
+    __slots__ = ("_groups", "_count")
+
+    def __init__(self) -> None:
+        self._groups: dict[str, dict[str, _TopicOffsets]] = {}
+        self._count = 0
+
+    def __len__(self) -> int:
+        return self._count
+
+    def put(self, group: str, topic: str, partition: int, value: OffsetAndMetadata) -> None:
+        topics = self._groups.get(group)
+        if topics is None:
+            topics = self._groups[group] = {}
+        t = topics.get(topic)
+        if t is None:
+            t = topics[topic] = _TopicOffsets()
+        before = t.count
+        t.put(partition, value)
+        self._count += t.count - before
+
+    def get(self, group: str, topic: str, partition: int) -> OffsetAndMetadata | None:
+        topics = self._groups.get(group)
+        if topics is None:
+            return None
+        t = topics.get(topic)
+        return None if t is None else t.get(partition)
+
+    def delete(self, group: str, topic: str, partition: int) -> bool:
+        """Forget one offset; False if there was none."""
+        topics = self._groups.get(group)
+        if topics is None:
+            return False
+        t = topics.get(topic)
+        if t is None or not t.delete(partition):
+            return False
+        self._count -= 1
+        if t.count == 0:
+            del topics[topic]
+            if not topics:
+                del self._groups[group]
+        return True
+
+    def has_offsets(self, group: str) -> bool:
+        return group in self._groups
+
+    def groups(self) -> list[str]:
+        """The groups that have at least one committed offset."""
+        return list(self._groups)
+
+    def topics(self, group: str) -> list[str]:
+        return list(self._groups.get(group, ()))
+
+    def group_offsets(self, group: str) -> dict[str, dict[int, OffsetAndMetadata]]:
+        """Every offset of a group: {topic: {partition: OffsetAndMetadata}}."""
+        out: dict[str, dict[int, OffsetAndMetadata]] = {}
+        for topic, t in self._groups.get(group, {}).items():
+            out[topic] = {p: t.get(p) for p in t.partitions()}
+        return out
+
+    def group_offset_count(self, group: str) -> int:
+        return sum(t.count for t in self._groups.get(group, {}).values())
+
+    def delete_group(self, group: str) -> list[tuple[str, int]]:
+        """Forget every offset of a group; returns the (topic, partition)s that had one."""
+        topics = self._groups.pop(group, None)
+        if topics is None:
+            return []
+        gone = [(topic, p) for topic, t in topics.items() for p in t.partitions()]
+        self._count -= len(gone)
+        return gone
+
+    def retention_candidates(self, group: str) -> Iterator[tuple[str, int, int, int]]:
+        """(topic, partition, commit timestamp, expire timestamp) of a group's offsets, for expiry checks."""
+        for topic, t in list(self._groups.get(group, {}).items()):
+            for p, cts, ets in t.timestamps():
+                yield topic, p, cts, ets
+
+    def items(self) -> Iterator[tuple[str, str, int, OffsetAndMetadata]]:
+        """Every (group, topic, partition, offset); don't modify the table while iterating."""
+        for group, topics in self._groups.items():
+            for topic, t in topics.items():
+                for p in t.partitions():
+                    yield group, topic, p, t.get(p)
