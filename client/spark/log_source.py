@@ -1,0 +1,137 @@
+"""``spark.read.format("cohort-log").load(DATA_DIR)``: the offsets log as a DataFrame.
+
+Commit history is already on disk, one record per commit, so ordinary Spark
+analytics answer operator questions: commit rate per group over time, when a
+group's offset went backwards, which groups went idle.  The source is read-only
+and safe while the server runs: it reads each segment as a snapshot through the
+storage layer's own reader (`coordinator.log.segments.read_segment`, which
+stops at an unfinished write) and decodes with `coordinator.records`, so the
+on-disk format is defined in exactly one place.
+
+One Spark partition per segment file.  A segment that compaction replaced
+between planning and reading yields nothing (its surviving records are in the
+segment that replaced it); a read racing compaction can see a record twice,
+and (log_partition, log_offset) identifies it.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.types import StructType
+
+__all__ = ["CohortLogSource", "LOG_SCHEMA", "log_rows", "LogReadError"]
+
+LOG_SCHEMA = (
+    "log_partition int, log_offset long, segment string, record_type string, is_tombstone boolean, "
+    "group string, topic string, partition int, committed_offset long, leader_epoch int, "
+    "metadata string, commit_timestamp timestamp, expire_timestamp timestamp, "
+    "generation int, protocol string, members int, topic_partitions int"
+)
+"""One row per record.  record_type is offset_commit, group_metadata or topic; columns
+that do not apply to a record type are null.  Timestamps are null when the record has
+none (-1 on disk)."""
+
+
+class LogReadError(ValueError):
+    """The path is not a Cohort data directory, or a record cannot be decoded."""
+
+
+def _timestamp(ms: int) -> datetime | None:
+    return None if ms < 0 else datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
+
+
+def log_rows(log_partition: int, segment: str | Path) -> Iterator[tuple]:
+    """The rows of one segment file, in log order (the reader's per-partition work)."""
+    # Imported here: this runs in executor processes, which unpickle only the partition.
+    from coordinator.log.segments import read_segment
+    from coordinator.records import (
+        GroupMetadataRecord,
+        GroupMetadataTombstone,
+        OffsetCommitRecord,
+        OffsetCommitTombstone,
+        RecordDecodeError,
+        TopicRecord,
+        TopicTombstone,
+        decode_record,
+    )
+
+    name = Path(segment).name
+    try:
+        for log_offset, key, value in read_segment(segment):
+            try:
+                rec = decode_record(key, value)
+            except RecordDecodeError as exc:
+                raise LogReadError(f"{segment}: log offset {log_offset}: {exc}") from None
+            base = (log_partition, log_offset, name)
+            if isinstance(rec, OffsetCommitRecord):
+                yield base + ("offset_commit", False, rec.group, rec.topic, rec.partition, rec.offset,
+                              rec.leader_epoch, rec.metadata, _timestamp(rec.commit_timestamp),
+                              _timestamp(rec.expire_timestamp), None, None, None, None)
+            elif isinstance(rec, OffsetCommitTombstone):
+                yield base + ("offset_commit", True, rec.group, rec.topic, rec.partition, None,
+                              None, None, None, None, None, None, None, None)
+            elif isinstance(rec, GroupMetadataRecord):
+                yield base + ("group_metadata", False, rec.group, None, None, None, None, None,
+                              _timestamp(rec.current_state_timestamp), None, rec.generation,
+                              rec.protocol, len(rec.members), None)
+            elif isinstance(rec, GroupMetadataTombstone):
+                yield base + ("group_metadata", True, rec.group, None, None, None, None, None,
+                              None, None, None, None, None, None)
+            elif isinstance(rec, TopicRecord):
+                yield base + ("topic", False, None, rec.name, None, None, None, None, None, None,
+                              None, None, None, rec.partitions)
+            elif isinstance(rec, TopicTombstone):
+                yield base + ("topic", True, None, rec.name, None, None, None, None, None, None,
+                              None, None, None, None)
+            else:  # a record type added to coordinator.records but not mapped here yet
+                raise LogReadError(f"{segment}: log offset {log_offset}: no row layout for {type(rec).__name__}")
+    except FileNotFoundError:
+        return  # replaced by compaction since planning; see the module docstring
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentPartition(InputPartition):
+    log_partition: int
+    path: str
+
+
+class CohortLogReader(DataSourceReader):
+    def __init__(self, data_dir: str) -> None:
+        self.data_dir = data_dir
+
+    def partitions(self) -> list[SegmentPartition]:
+        from coordinator.log.segments import list_segments
+
+        return [SegmentPartition(p, str(path)) for p, path in list_segments(self.data_dir)]
+
+    def read(self, partition: SegmentPartition) -> Iterator[tuple]:
+        return log_rows(partition.log_partition, partition.path)
+
+
+class CohortLogSource(DataSource):
+    """Read-only batch source over a Cohort data directory (``--data-dir`` of ``cohort serve``)."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "cohort-log"
+
+    def schema(self) -> str:
+        return LOG_SCHEMA
+
+    def reader(self, schema: StructType) -> CohortLogReader:
+        path = (self.options.get("path") or "").strip()
+        if not path:
+            raise LogReadError('cohort-log: give the data directory: spark.read.format("cohort-log").load(DATA_DIR)')
+        if not Path(path).is_dir():
+            raise LogReadError(f"cohort-log: {path!r} is not a directory (expected the server's --data-dir)")
+        from coordinator.log.segments import PARTITION_DIR_PREFIX
+
+        if not any(child.name.startswith(PARTITION_DIR_PREFIX) for child in Path(path).iterdir()):
+            raise LogReadError(
+                f"cohort-log: {path!r} holds no {PARTITION_DIR_PREFIX}N directories; is it the server's --data-dir?"
+            )
+        return CohortLogReader(path)
