@@ -1,0 +1,41 @@
+# Cohort: a standalone Kafka-protocol group coordinator.
+#
+#   docker build -t cohort .
+#   docker run -d --name cohort -p 9092:9092 -p 9464:9464 -v cohort-data:/data \
+#       -e COHORT_ADVERTISED_LISTENERS=broker.example.com:9092 cohort
+#
+# Any setting can be given as COHORT_<NAME> (e.g. COHORT_OFFSETS_RETENTION_MINUTES=1440)
+# or as extra arguments after the image name (e.g. --group.initial.rebalance.delay.ms 0).
+
+# -- build: turn the project and its dependencies into wheels ------------------
+FROM python:3.11-slim AS build
+WORKDIR /src
+COPY pyproject.toml README.md ./
+COPY protocol ./protocol
+COPY coordinator ./coordinator
+COPY client ./client
+RUN python -m pip wheel --no-cache-dir --wheel-dir /wheels .
+
+# -- run: only the installed wheels, as an unprivileged user -------------------
+FROM python:3.11-slim
+COPY --from=build /wheels /wheels
+RUN python -m pip install --no-cache-dir --no-compile /wheels/*.whl \
+    && rm -rf /wheels \
+    && useradd --system --uid 10001 --user-group --home-dir /data --no-create-home --shell /usr/sbin/nologin cohort \
+    && mkdir -p /data \
+    && chown cohort:cohort /data
+USER cohort
+WORKDIR /data
+VOLUME ["/data"]
+EXPOSE 9092 9464
+# The address clients are told to connect to: override with the host name they reach this container by.
+ENV COHORT_ADVERTISED_LISTENERS=localhost:9092 \
+    COHORT_METRICS_LISTEN=0.0.0.0:9464 \
+    COHORT_SHUTDOWN_TIMEOUT_MS=8000 \
+    PYTHONUNBUFFERED=1
+# /health answers 200 once the offsets log is loaded, 503 while loading or stopping.
+HEALTHCHECK --interval=10s --timeout=3s --start-period=60s --retries=3 \
+    CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:9464/health', timeout=2)"]
+# Graceful stop (finish requests, fsync the log) within 8 s, inside `docker stop`'s default 10 s.
+STOPSIGNAL SIGTERM
+ENTRYPOINT ["cohort", "serve", "--listen", "0.0.0.0:9092", "--data-dir", "/data"]
