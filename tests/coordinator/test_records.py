@@ -1,0 +1,152 @@
+"""Record layouts: every typed record survives encode → decode; the fast paths agree with the declarations."""
+from __future__ import annotations
+
+import struct
+import uuid
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from coordinator.records import (
+    GroupMemberRecord,
+    GroupMetadataRecord,
+    GroupMetadataTombstone,
+    OffsetCommitRecord,
+    OffsetCommitTombstone,
+    RecordDecodeError,
+    TopicRecord,
+    TopicTombstone,
+    decode_record,
+    decode_records,
+    encode_offset_commit_declared,
+    encode_record,
+    record_type,
+)
+
+names = st.text(max_size=40)
+int32 = st.integers(-(2**31), 2**31 - 1)
+int64 = st.integers(-(2**63), 2**63 - 1)
+
+# Value v1 (written when an expire timestamp is set) has no leader epoch, so such commits carry none.
+offset_commits = st.one_of(
+    st.builds(OffsetCommitRecord, group=names, topic=names, partition=int32, offset=int64,
+              leader_epoch=int32, metadata=names, commit_timestamp=int64, expire_timestamp=st.just(-1)),
+    st.builds(OffsetCommitRecord, group=names, topic=names, partition=int32, offset=int64,
+              leader_epoch=st.just(-1), metadata=names, commit_timestamp=int64, expire_timestamp=int64),
+)
+members = st.builds(
+    GroupMemberRecord,
+    member_id=names, group_instance_id=st.one_of(st.none(), names), client_id=names, client_host=names,
+    rebalance_timeout=int32, session_timeout=int32, subscription=st.binary(max_size=64),
+    assignment=st.binary(max_size=64),
+)
+group_metadata = st.builds(
+    GroupMetadataRecord,
+    group=names, protocol_type=names, generation=int32, protocol=st.one_of(st.none(), names),
+    leader=st.one_of(st.none(), names), current_state_timestamp=int64, members=st.lists(members, max_size=4),
+)
+any_record = st.one_of(
+    offset_commits,
+    st.builds(OffsetCommitTombstone, group=names, topic=names, partition=int32),
+    group_metadata,
+    st.builds(GroupMetadataTombstone, group=names),
+    st.builds(TopicRecord, name=names, topic_id=st.uuids(), partitions=int32),
+    st.builds(TopicTombstone, name=names),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(any_record)
+def test_every_record_survives_encode_then_decode(rec):
+    key, value = encode_record(rec)
+    assert decode_record(key, value) == rec
+    assert list(decode_records([(key, value)])) == [rec]
+
+
+@settings(max_examples=300, deadline=None)
+@given(offset_commits)
+def test_offset_commit_fast_encoding_matches_the_declared_layout(rec):
+    assert encode_record(rec) == encode_offset_commit_declared(rec)
+
+
+def test_offset_commit_uses_value_v3_or_v1_with_an_expire_timestamp_like_kafka():
+    key, v3 = encode_record(OffsetCommitRecord("g", "t", 0, 42, 7, "", 1000))
+    _, v1 = encode_record(OffsetCommitRecord("g", "t", 0, 42, 7, "", 1000, 5000))
+    assert record_type(key) == 1
+    assert struct.unpack_from(">h", v3)[0] == 3
+    assert struct.unpack_from(">h", v1)[0] == 1
+    # v1 has no leader epoch: it comes back as "none", as in Kafka.
+    assert decode_record(key, v1).leader_epoch == -1
+    assert decode_record(key, v1).expire_timestamp == 5000
+
+
+def test_kafka_written_bytes_decode():
+    # OffsetCommitKey type 1 ("grp", "tp", 3) and an OffsetCommitValue v3 built by hand from Kafka's schema.
+    key = b"\x00\x01" + b"\x00\x03grp" + b"\x00\x02tp" + b"\x00\x00\x00\x03"
+    value = b"\x00\x03" + struct.pack(">qi", 99, 4) + b"\x00\x02md" + struct.pack(">q", 1234)
+    assert decode_record(key, value) == OffsetCommitRecord("grp", "tp", 3, 99, 4, "md", 1234, -1)
+    # Old value versions: v0 (offset, metadata, commit timestamp) under key type 0.
+    key0 = b"\x00\x00" + key[2:]
+    value0 = b"\x00\x00" + struct.pack(">q", 5) + b"\x00\x00" + struct.pack(">q", 77)
+    assert decode_record(key0, value0) == OffsetCommitRecord("grp", "tp", 3, 5, -1, "", 77, -1)
+
+
+def test_group_metadata_v0_defaults_the_fields_it_lacks():
+    member_v0 = (b"\x00\x02m1" + b"\x00\x01c" + b"\x00\x01h" + struct.pack(">i", 10000)
+                 + struct.pack(">i", 1) + b"s" + struct.pack(">i", 1) + b"a")
+    value = (b"\x00\x00" + b"\x00\x08consumer" + struct.pack(">i", 3) + b"\x00\x05range" + b"\x00\x02m1"
+             + struct.pack(">i", 1) + member_v0)
+    rec = decode_record(b"\x00\x02\x00\x01g", value)
+    assert rec == GroupMetadataRecord("g", "consumer", 3, "range", "m1", -1,
+                                      [GroupMemberRecord("m1", None, "c", "h", -1, 10000, b"s", b"a")])
+
+
+@pytest.mark.parametrize(
+    "key, value, message",
+    [
+        (b"\x00", None, "too short"),
+        (b"\x00\x07\x00\x01g", b"", "unknown record type 7"),
+        (b"\x00\x01\x00\x01g\x00\x01t\x00\x00\x00", b"\x00\x03", "bad key"),
+        (b"\x00\x02\x00\x01g", b"\x00\x09", "unsupported value version 9"),
+        (b"\x00\x02\x00\x01g", b"\x00", "value too short"),
+        (b"\x00\x02\x00\x05g", None, "bad key"),
+        (b"\x00\x01\x00\x01g\x00\x01t\x00\x00\x00\x00",
+         b"\x00\x03" + struct.pack(">qi", 1, 1) + b"\x00\x00" + struct.pack(">q", 1) + b"junk", "trailing"),
+        (b"\x00\x64\x00\x01t", b"\x00\x00" + uuid.uuid4().bytes, "bad TopicValue"),
+        (b"\x00\x01\x00\x02\xff\xfe\x00\x01t\x00\x00\x00\x00",
+         b"\x00\x03" + struct.pack(">qi", 1, 1) + b"\x00\x00" + struct.pack(">q", 1), "bad key"),
+    ],
+)
+def test_bad_bytes_raise_a_clear_decode_error(key, value, message):
+    with pytest.raises(RecordDecodeError, match=message):
+        decode_record(key, value)
+    with pytest.raises(RecordDecodeError, match=message):
+        list(decode_records([(key, value)]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=40), st.one_of(st.none(), st.binary(max_size=40)))
+def test_random_bytes_either_decode_or_raise_decode_error(key, value):
+    try:
+        a = decode_record(key, value)
+    except RecordDecodeError:
+        with pytest.raises(RecordDecodeError):
+            list(decode_records([(key, value)]))
+    else:
+        assert list(decode_records([(key, value)])) == [a]
+
+
+def test_load_path_shares_one_string_per_group_and_topic_name():
+    pairs = [encode_record(OffsetCommitRecord("group-a", "topic-b", p, p)) for p in range(3)]
+    recs = list(decode_records(pairs))
+    assert recs[0].group is recs[2].group and recs[0].topic is recs[1].topic
+
+
+def test_encoding_a_field_that_does_not_fit_is_a_value_error():
+    with pytest.raises(ValueError, match="OffsetCommit"):
+        encode_record(OffsetCommitRecord("g", "t", 2**31, 0))
+    with pytest.raises(ValueError, match="GroupMetadataValue"):
+        encode_record(GroupMetadataRecord("g", "c", 2**40, None, None))
+    with pytest.raises(TypeError):
+        encode_record("not a record")
