@@ -17,6 +17,7 @@ exit non-zero instead of showing a traceback.
 """
 from __future__ import annotations
 
+import abc
 import argparse
 import dataclasses
 import difflib
@@ -54,14 +55,15 @@ class HostPort(NamedTuple):
 # --------------------------------------------------------------------------
 
 
-class ValueKind:
+class ValueKind(abc.ABC):
     metavar = "VALUE"
 
     def parse_text(self, text: str) -> Any:
         return text
 
+    @abc.abstractmethod
     def check(self, value: Any) -> Any:
-        raise NotImplementedError  # every concrete kind below defines it
+        """The value, normalised; ValueError with a short reason if unacceptable."""
 
     def describe(self) -> str:
         return self.metavar.lower()
@@ -351,6 +353,9 @@ def _check_together(config: CoordinatorConfig) -> None:
             f"invalid group.min.session.timeout.ms: {config.group_min_session_timeout_ms} is above "
             f"group.max.session.timeout.ms ({config.group_max_session_timeout_ms})"
         )
+    listen, metrics = config.listen_address, config.metrics_address
+    if listen.port != 0 and listen == metrics:
+        raise ConfigError(f"invalid metrics.listen: {metrics} is also the Kafka listener (listeners)")
     if config.advertised_listeners is None and _is_wildcard(config.listen_address.host):
         raise ConfigError(
             f"advertised.listeners must be set when listeners binds the wildcard address "
@@ -533,14 +538,15 @@ _FLAGS_DEST = "config_flags"
 
 
 class _SettingFlag(argparse.Action):
-    """Collects a setting flag as {name: (text, spelling)} so sources are known."""
+    """Collects a setting flag as {name: (text, spelling)} so sources are known.
+
+    `const` carries the setting's dotted name.
+    """
 
     def __call__(self, parser, namespace, values, option_string=None):  # type: ignore[override]
         collected = dict(getattr(namespace, _FLAGS_DEST, None) or {})
-        collected[self.metavar_name] = (values, option_string or self.option_strings[0])
+        collected[self.const] = (values, option_string or self.option_strings[0])
         setattr(namespace, _FLAGS_DEST, collected)
-
-    metavar_name: str = ""
 
 
 def add_config_arguments(parser: argparse.ArgumentParser) -> None:
@@ -557,12 +563,11 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
     )
     for spec in SETTINGS:
         default = "unset" if spec.default is None else spec.default
-        action = group.add_argument(
+        group.add_argument(
             *spec.aliases, spec.flag,
-            dest=f"_setting_{spec.attr}", action=_SettingFlag, metavar=spec.kind.metavar,
-            help=f"{spec.doc} [{spec.kind.describe()}; default {default}; env {spec.env_var}]",
+            dest=f"_setting_{spec.attr}", action=_SettingFlag, const=spec.name, default=argparse.SUPPRESS,
+            metavar=spec.kind.metavar, help=f"{spec.doc} [{spec.kind.describe()}; default {default}; env {spec.env_var}]",
         )
-        action.metavar_name = spec.name  # type: ignore[attr-defined]
 
 
 def config_from_args(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> EffectiveConfig:
