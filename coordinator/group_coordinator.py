@@ -1,0 +1,811 @@
+"""`GroupCoordinator`: the one owner of every classic group and of the committed-offsets table.
+
+The server decodes a request, calls the method for its API and encodes what comes back; the
+coordinator never sees bytes or sockets. Every request method has the same shape::
+
+    response = await coordinator.<api>(request, api_version, RequestContext(client_id, client_host))
+
+where `request` is the decoded `protocol.messages.<Api>Request` and `response` the matching
+`<Api>Response`, already shaped for `api_version` (JoinGroup's "" vs null protocol name, LeaveGroup
+v0-2's single error, OffsetFetch's error placement, ...). The methods:
+
+    join_group, sync_group, heartbeat, leave_group, offset_commit, offset_fetch,
+    describe_groups, list_groups, delete_groups, offset_delete
+
+JoinGroup and SyncGroup may stay parked until the group's rebalance moves on; the others return
+as soon as their records (if any) are durable. Besides the request API:
+
+* `await load()` opens the offsets log and replays every partition into memory (`replay()` per
+  record); until a partition is loaded its groups answer COORDINATOR_LOAD_IN_PROGRESS (Heartbeat:
+  NONE), a partition that failed to load answers NOT_COORDINATOR.
+* `start_retention()` runs KIP-211 offset expiry every `offsets.retention.check.interval.ms`;
+  `await expire_offsets()` runs one pass (tests, tools).
+* `high_watermark(topic, partition)`: the highest non-negative offset any group has committed for
+  that partition (0 if none), O(1); what ListOffsets/Fetch report as the end of a record-less log.
+* `partition_for(group_id)`, `shutdown()` (cancel every timer, answer parked requests).
+
+Write path (one per operation): validate -> build typed records -> `await log.append(partition,
+records)` -> apply to memory -> answer. A failed append (`StorageError`) answers Kafka's mapped
+error (reference §3.2) and applies nothing. The group state machine itself is in
+`coordinator.group`.
+"""
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from coordinator.group import (
+    ClassicGroup,
+    GroupMember,
+    GroupState,
+    JoinRequest,
+    JoinResult,
+    LoopScheduler,
+    Scheduler,
+    SyncResult,
+)
+from coordinator.log import OffsetsLog, StorageError
+from coordinator.offsets import OffsetAndMetadata, OffsetsTable
+from coordinator.records import (
+    GroupMemberRecord,
+    GroupMetadataRecord,
+    GroupMetadataTombstone,
+    OffsetCommitRecord,
+    OffsetCommitTombstone,
+    Record,
+    decode_records,
+    encode_record,
+)
+from protocol import messages as m
+from protocol.errors import ErrorCode
+from protocol.partitioning import partition_for as _partition_for
+
+log = logging.getLogger("cohort.coordinator")
+
+E = ErrorCode
+INT32_MIN = -2147483648
+# With no authorizer Kafka reports every operation a group supports: READ(3), DELETE(6), DESCRIBE(8).
+GROUP_AUTHORIZED_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
+
+# §3.2: what a failed coordinator write is reported as.
+_WRITE_ERROR_MAP = {
+    E.UNKNOWN_TOPIC_OR_PARTITION: E.COORDINATOR_NOT_AVAILABLE,
+    E.NOT_ENOUGH_REPLICAS: E.COORDINATOR_NOT_AVAILABLE,
+    E.REQUEST_TIMED_OUT: E.COORDINATOR_NOT_AVAILABLE,
+    E.NOT_LEADER_OR_FOLLOWER: E.NOT_COORDINATOR,
+    E.KAFKA_STORAGE_ERROR: E.NOT_COORDINATOR,
+    E.MESSAGE_TOO_LARGE: E.UNKNOWN_SERVER_ERROR,
+    E.RECORD_LIST_TOO_LARGE: E.UNKNOWN_SERVER_ERROR,
+    E.INVALID_FETCH_SIZE: E.UNKNOWN_SERVER_ERROR,
+    E.NETWORK_EXCEPTION: E.COORDINATOR_LOAD_IN_PROGRESS,
+}
+
+
+def map_write_error(code: int) -> int:
+    """Kafka's mapping of a storage error to what the client is told (§3.2)."""
+    return _WRITE_ERROR_MAP.get(code, code)
+
+
+def java_string_length(text: str) -> int:
+    """Java `String.length()`: UTF-16 code units (characters outside the BMP count twice)."""
+    if text.isascii():
+        return len(text)
+    return len(text) + sum(1 for c in text if ord(c) > 0xFFFF)
+
+
+@dataclass(frozen=True, slots=True)
+class RequestContext:
+    """Who sent the request. `client_host` is Java's rendering of the peer address, e.g. "/127.0.0.1"."""
+
+    client_id: str = ""
+    client_host: str = ""
+
+
+class GroupCoordinator:
+    """Owns every classic group and the committed offsets of one coordinator node."""
+
+    def __init__(
+        self,
+        config,
+        log_: OffsetsLog,
+        offsets: OffsetsTable | None = None,
+        *,
+        scheduler: Scheduler | None = None,
+        other_records: Callable[[Record], None] | None = None,
+    ) -> None:
+        """`other_records` receives replayed records that are not about groups (the topic registry)."""
+        self.config = config
+        self._log = log_
+        self.offsets = offsets if offsets is not None else OffsetsTable()
+        self.scheduler: Scheduler = scheduler or LoopScheduler()
+        self._other_records = other_records
+        self._groups: dict[str, ClassicGroup] = {}
+        self._num_partitions = config.offsets_topic_num_partitions
+        self._loaded: set[int] = set()
+        self._failed: set[int] = set()
+        self._high_watermarks: dict[str, dict[int, int]] = {}
+        self._inflight: dict[int, set[asyncio.Future]] = {}
+        self._retention_timer = None
+        self._retention_task: asyncio.Task | None = None
+        self._closed = False
+        self.partition_for = functools.lru_cache(maxsize=65536)(self._partition_for)
+
+    # =========================================================================================
+    # Partitions, load, replay
+    # =========================================================================================
+    def _partition_for(self, group_id: str) -> int:
+        """The offsets partition that owns `group_id` (Kafka's hash rule)."""
+        return _partition_for(group_id, self._num_partitions)
+
+    def _partition_error(self, partition: int) -> int:
+        if self._closed:
+            return E.COORDINATOR_NOT_AVAILABLE
+        if partition in self._loaded:
+            return E.NONE
+        if partition in self._failed:
+            return E.NOT_COORDINATOR
+        return E.COORDINATOR_LOAD_IN_PROGRESS
+
+    def is_loaded(self, partition: int) -> bool:
+        return partition in self._loaded
+
+    async def load(self) -> None:
+        """Open the offsets log and replay it. Raises `LogLoadError` if some partitions failed (those
+        answer NOT_COORDINATOR; the rest serve normally)."""
+        try:
+            await self._log.open(self.on_partition_loaded)
+        finally:
+            for p in range(self._num_partitions):
+                if p not in self._loaded:
+                    self._failed.add(p)
+
+    def on_partition_loaded(self, partition: int, records: list[tuple[bytes, bytes]]) -> None:
+        """The offsets log's replay callback: rebuild the partition's groups and offsets."""
+        try:
+            for record in decode_records(records):
+                self.replay(record)
+        except Exception:
+            self._failed.add(partition)
+            raise
+        for group in self._groups.values():
+            if self.partition_for(group.group_id) == partition:
+                group.on_loaded()
+        self._loaded.add(partition)
+
+    def mark_loaded(self, partitions: Iterable[int] | None = None) -> None:
+        """Declare partitions loaded without replay (a coordinator over a fresh, empty log)."""
+        for p in range(self._num_partitions) if partitions is None else partitions:
+            self._loaded.add(p)
+            self._failed.discard(p)
+
+    def replay(self, record: Record) -> None:
+        """Apply one record read back from the log (no writes, no timers)."""
+        if type(record) is OffsetCommitRecord:
+            if record.group not in self._groups:
+                self._groups[record.group] = self._new_group(record.group)  # a simple group
+            self._apply_commit(record)
+        elif type(record) is OffsetCommitTombstone:
+            self.offsets.delete(record.group, record.topic, record.partition)
+        elif type(record) is GroupMetadataRecord:
+            group = self._groups.get(record.group)
+            if group is None:
+                group = self._groups[record.group] = self._new_group(record.group)
+            group.load_members(
+                record.generation, record.protocol_type, record.protocol, record.leader,
+                record.current_state_timestamp,
+                [GroupMember(
+                    member_id=r.member_id, group_instance_id=r.group_instance_id, client_id=r.client_id,
+                    client_host=r.client_host,
+                    rebalance_timeout_ms=r.rebalance_timeout if r.rebalance_timeout >= 0 else r.session_timeout,
+                    session_timeout_ms=r.session_timeout, protocol_type=record.protocol_type,
+                    protocols=[(record.protocol or "", bytes(r.subscription))], assignment=bytes(r.assignment))
+                 for r in record.members])
+        elif type(record) is GroupMetadataTombstone:
+            group = self._groups.pop(record.group, None)
+            if group is not None:
+                group.shutdown()
+        elif self._other_records is not None:
+            self._other_records(record)
+
+    # =========================================================================================
+    # Groups, records, writes
+    # =========================================================================================
+    def _new_group(self, group_id: str) -> ClassicGroup:
+        return ClassicGroup(group_id, config=self.config, scheduler=self.scheduler, store=self._store_group)
+
+    def group(self, group_id: str) -> ClassicGroup | None:
+        """Read-only access for tests and tools; mutate only through the request methods."""
+        return self._groups.get(group_id)
+
+    def groups(self) -> list[ClassicGroup]:
+        return list(self._groups.values())
+
+    def _group_metadata_record(self, group: ClassicGroup, assignment: dict[str, bytes]) -> GroupMetadataRecord:
+        protocol = group.protocol_name
+        return GroupMetadataRecord(
+            group=group.group_id,
+            protocol_type=group.protocol_type or "",
+            generation=group.generation_id,
+            protocol=protocol,
+            leader=group.leader_id,
+            current_state_timestamp=group.state_timestamp_ms if group.state_timestamp_ms is not None else -1,
+            members=[GroupMemberRecord(
+                member_id=mem.member_id, group_instance_id=mem.group_instance_id, client_id=mem.client_id,
+                client_host=mem.client_host, rebalance_timeout=mem.rebalance_timeout_ms,
+                session_timeout=mem.session_timeout_ms,
+                subscription=mem.metadata(protocol) if protocol is not None else b"",
+                assignment=assignment.get(mem.member_id, b""))
+                for mem in group.members.values()],
+        )
+
+    def _store_group(self, group: ClassicGroup, assignment: dict[str, bytes]) -> asyncio.Future:
+        """The group's write hook: snapshot the group now, append, resolve to an error code."""
+        record = self._group_metadata_record(group, assignment)
+        return asyncio.ensure_future(self._append(self.partition_for(group.group_id), [record]))
+
+    async def _append(self, partition: int, records: list[Record]) -> int:
+        """Append typed records durably; returns NONE or the client-facing (mapped) error."""
+        try:
+            encoded = [encode_record(r) for r in records]
+        except (ValueError, TypeError) as exc:
+            log.error("cannot encode records for offsets partition %d: %s", partition, exc)
+            return E.UNKNOWN_SERVER_ERROR
+        fut = asyncio.ensure_future(self._log.append(partition, encoded))
+        pending = self._inflight.setdefault(partition, set())
+        pending.add(fut)
+        try:
+            await fut
+        except StorageError as exc:
+            log.warning("offsets partition %d: append failed: %s", partition, exc)
+            return map_write_error(exc.error_code)
+        finally:
+            pending.discard(fut)
+        return E.NONE
+
+    async def _wait_for_pending_writes(self, partition: int) -> None:
+        pending = self._inflight.get(partition)
+        if pending:
+            await asyncio.gather(*list(pending), return_exceptions=True)
+
+    def _apply_commit(self, rec: OffsetCommitRecord) -> None:
+        self.offsets.put(rec.group, rec.topic, rec.partition, OffsetAndMetadata(
+            rec.offset, rec.leader_epoch, rec.metadata, rec.commit_timestamp, rec.expire_timestamp))
+        if rec.offset >= 0:
+            by_partition = self._high_watermarks.get(rec.topic)
+            if by_partition is None:
+                by_partition = self._high_watermarks[rec.topic] = {}
+            if rec.offset > by_partition.get(rec.partition, 0):
+                by_partition[rec.partition] = rec.offset
+
+    def high_watermark(self, topic: str, partition: int) -> int:
+        """Highest non-negative offset committed for the partition by any group since start (0 if none).
+
+        Never lowered by offset deletion, so no position a consumer was handed goes out of range.
+        """
+        by_partition = self._high_watermarks.get(topic)
+        return 0 if by_partition is None else by_partition.get(partition, 0)
+
+    def forget_topic(self, topic: str) -> None:
+        """A deleted topic's high watermarks start again from 0 if it is re-created."""
+        self._high_watermarks.pop(topic, None)
+
+    def _drop_group(self, group: ClassicGroup) -> None:
+        if self._groups.get(group.group_id) is group:
+            del self._groups[group.group_id]
+        if group.state is not GroupState.DEAD:
+            group.mark_dead()
+
+    # =========================================================================================
+    # JoinGroup
+    # =========================================================================================
+    async def join_group(self, req, version: int, ctx: RequestContext):
+        group_id, member_id = req.group_id, req.member_id
+        if not group_id:
+            return self._join_response(version, JoinResult(error=E.INVALID_GROUP_ID, member_id=member_id))
+        if not (self.config.group_min_session_timeout_ms <= req.session_timeout_ms
+                <= self.config.group_max_session_timeout_ms):
+            return self._join_response(version, JoinResult(error=E.INVALID_SESSION_TIMEOUT, member_id=member_id))
+        partition = self.partition_for(group_id)
+        error = self._partition_error(partition)
+        if error:
+            return self._join_response(version, JoinResult(error=error, member_id=member_id))
+        group = self._groups.get(group_id)
+        new_group_write = None
+        if group is None:
+            if member_id:
+                return self._join_response(version, JoinResult(error=E.UNKNOWN_MEMBER_ID, member_id=member_id))
+            group = self._groups[group_id] = self._new_group(group_id)
+            log.info("group %s: created by a JoinGroup from client %s", group_id, ctx.client_id)
+            # Commit the new group to the log (Kafka's "empty" GroupMetadata record, generation 0).
+            new_group_write = self._store_group(group, {})
+        join = JoinRequest(
+            member_id=member_id,
+            group_instance_id=req.group_instance_id if version >= 5 else None,
+            client_id=ctx.client_id,
+            client_host=ctx.client_host,
+            session_timeout_ms=req.session_timeout_ms,
+            rebalance_timeout_ms=req.session_timeout_ms if version == 0 else req.rebalance_timeout_ms,
+            protocol_type=req.protocol_type,
+            protocols=[(p.name, bytes(p.metadata)) for p in req.protocols],
+            reason=req.reason if version >= 8 else None,
+            require_known_member_id=version >= 4,
+            supports_skip_assignment=version >= 9,
+        )
+        if join.reason:
+            log.info("group %s: JoinGroup from %r (client %s), reason: %s", group_id, member_id,
+                     ctx.client_id, join.reason)
+        future = group.join(join)
+        if new_group_write is not None:
+            error = await new_group_write
+            if error:
+                log.warning("group %s: could not write the new group's metadata: %s", group_id, E(error).name)
+                if self._groups.get(group_id) is group and group.state is not GroupState.DEAD:
+                    self._drop_group(group)
+                if not future.done():
+                    future.cancel()
+                return self._join_response(version, JoinResult(error=error))
+        result: JoinResult = await future
+        return self._join_response(version, result)
+
+    @staticmethod
+    def _join_response(version: int, r: JoinResult):
+        if r.error and r.error != E.MEMBER_ID_REQUIRED:
+            r = JoinResult(error=r.error, member_id=r.member_id)
+        protocol_name = r.protocol_name
+        if version < 7 and protocol_name is None:
+            protocol_name = ""  # v0-6 cannot say null
+        elif version >= 7 and protocol_name == "":
+            protocol_name = None
+        return m.JoinGroupResponse(
+            throttle_time_ms=0,
+            error_code=int(r.error),
+            generation_id=r.generation_id,
+            protocol_type=r.protocol_type,
+            protocol_name=protocol_name,
+            leader=r.leader,
+            skip_assignment=r.skip_assignment,
+            member_id=r.member_id,
+            members=[m.JoinGroupResponse.JoinGroupResponseMember(
+                member_id=mid, group_instance_id=iid, metadata=meta) for mid, iid, meta in r.members],
+        )
+
+    # =========================================================================================
+    # SyncGroup, Heartbeat, LeaveGroup
+    # =========================================================================================
+    async def sync_group(self, req, version: int, ctx: RequestContext):
+        group_id = req.group_id
+        if not group_id:
+            return self._sync_response(SyncResult(error=E.INVALID_GROUP_ID))
+        if version >= 5 and (req.protocol_type is None or req.protocol_name is None):
+            return self._sync_response(SyncResult(error=E.INCONSISTENT_GROUP_PROTOCOL))
+        error = self._partition_error(self.partition_for(group_id))
+        if error:
+            return self._sync_response(SyncResult(error=error))
+        group = self._groups.get(group_id)
+        if group is None:
+            return self._sync_response(SyncResult(error=E.UNKNOWN_MEMBER_ID))
+        assignments = {a.member_id: bytes(a.assignment) for a in req.assignments}
+        future = group.sync(
+            req.member_id,
+            req.group_instance_id if version >= 3 else None,
+            req.generation_id,
+            req.protocol_type if version >= 5 else None,
+            req.protocol_name if version >= 5 else None,
+            assignments,
+        )
+        return self._sync_response(await future)
+
+    @staticmethod
+    def _sync_response(r: SyncResult):
+        return m.SyncGroupResponse(throttle_time_ms=0, error_code=int(r.error), protocol_type=r.protocol_type,
+                                   protocol_name=r.protocol_name, assignment=r.assignment)
+
+    async def heartbeat(self, req, version: int, ctx: RequestContext):
+        group_id = req.group_id
+        if not group_id:
+            return m.HeartbeatResponse(throttle_time_ms=0, error_code=E.INVALID_GROUP_ID)
+        error = self._partition_error(self.partition_for(group_id))
+        if error == E.COORDINATOR_LOAD_IN_PROGRESS:
+            # Kafka: a member heartbeating while its coordinator loads is fine; it'll be there after.
+            return m.HeartbeatResponse(throttle_time_ms=0, error_code=E.NONE)
+        if error:
+            return m.HeartbeatResponse(throttle_time_ms=0, error_code=error)
+        group = self._groups.get(group_id)
+        if group is None:
+            return m.HeartbeatResponse(throttle_time_ms=0, error_code=E.UNKNOWN_MEMBER_ID)
+        error = group.heartbeat(req.member_id, req.group_instance_id if version >= 3 else None, req.generation_id)
+        return m.HeartbeatResponse(throttle_time_ms=0, error_code=int(error))
+
+    async def leave_group(self, req, version: int, ctx: RequestContext):
+        if version <= 2:
+            identities = [(req.member_id, None, None)]
+        else:
+            identities = [(x.member_id, x.group_instance_id, x.reason if version >= 5 else None)
+                          for x in req.members]
+        top_error, member_errors = self._leave(req.group_id, identities)
+        if version <= 2:
+            error = top_error or (member_errors[0] if member_errors else E.NONE)
+            return m.LeaveGroupResponse(throttle_time_ms=0, error_code=int(error))
+        return m.LeaveGroupResponse(
+            throttle_time_ms=0,
+            error_code=int(top_error),
+            members=[] if top_error else [
+                m.LeaveGroupResponse.MemberResponse(member_id=mid, group_instance_id=iid, error_code=int(err))
+                for (mid, iid, _), err in zip(identities, member_errors)],
+        )
+
+    def _leave(self, group_id: str, identities: list) -> tuple[int, list[int]]:
+        if not group_id:
+            return E.INVALID_GROUP_ID, []
+        error = self._partition_error(self.partition_for(group_id))
+        if error:
+            return error, []
+        group = self._groups.get(group_id)
+        if group is None:
+            return E.NONE, [E.UNKNOWN_MEMBER_ID] * len(identities)
+        if group.state is GroupState.DEAD:
+            return E.COORDINATOR_NOT_AVAILABLE, []
+        return E.NONE, group.leave(identities)
+
+    # =========================================================================================
+    # OffsetCommit
+    # =========================================================================================
+    async def offset_commit(self, req, version: int, ctx: RequestContext):
+        group_id = req.group_id
+        generation = req.generation_id_or_member_epoch if version >= 1 else -1
+        member_id = req.member_id if version >= 1 else ""
+        instance_id = req.group_instance_id if version >= 7 else None
+        error = E.NONE
+        created: ClassicGroup | None = None
+        group = None
+        if group_id is None:
+            error = E.INVALID_GROUP_ID
+        else:
+            partition = self.partition_for(group_id)
+            error = self._partition_error(partition)
+        if not error:
+            group = self._groups.get(group_id)
+            if group is None:
+                if generation < 0:
+                    # A standalone consumer or admin tool: a "simple" group exists through its offsets.
+                    log.info("group %s: simple group created by a manual offset commit", group_id)
+                    group = created = self._groups[group_id] = self._new_group(group_id)
+                else:
+                    error = E.GROUP_ID_NOT_FOUND if version >= 9 else E.ILLEGAL_GENERATION
+            else:
+                error = group.validate_offset_commit(member_id, instance_id, generation)
+        if error:
+            return self._commit_response(req, lambda _p: error)
+        group.note_offset_commit(member_id)
+        now = self.scheduler.now_ms()
+        retention = req.retention_time_ms if 2 <= version <= 4 else -1
+        expire = now + retention if retention != -1 else -1
+        max_metadata = self.config.offset_metadata_max_bytes
+        records: list[OffsetCommitRecord] = []
+        results: dict[int, int] = {}
+        for topic in req.topics:
+            for p in topic.partitions:
+                metadata = p.committed_metadata
+                if metadata is not None and java_string_length(metadata) > max_metadata:
+                    results[id(p)] = E.OFFSET_METADATA_TOO_LARGE
+                    continue
+                commit_ts = p.commit_timestamp if version == 1 and p.commit_timestamp != -1 else now
+                records.append(OffsetCommitRecord(
+                    group=group_id, topic=topic.name, partition=p.partition_index, offset=p.committed_offset,
+                    leader_epoch=p.committed_leader_epoch if version >= 6 else -1,
+                    metadata=metadata if metadata is not None else "",
+                    commit_timestamp=commit_ts, expire_timestamp=expire))
+                results[id(p)] = E.NONE
+        if records:
+            error = await self._append(partition, records)
+            if error:
+                if created is not None and self._groups.get(group_id) is created and created.state is GroupState.EMPTY \
+                        and not self.offsets.has_offsets(group_id) and not created.members:
+                    self._drop_group(created)
+                return self._commit_response(req, lambda p: results[id(p)] or error)
+            for rec in records:
+                self._apply_commit(rec)
+        return self._commit_response(req, lambda p: results[id(p)])
+
+    @staticmethod
+    def _commit_response(req, error_of: Callable):
+        return m.OffsetCommitResponse(throttle_time_ms=0, topics=[
+            m.OffsetCommitResponse.OffsetCommitResponseTopic(name=t.name, partitions=[
+                m.OffsetCommitResponse.OffsetCommitResponseTopic.OffsetCommitResponsePartition(
+                    partition_index=p.partition_index, error_code=int(error_of(p)))
+                for p in t.partitions])
+            for t in req.topics])
+
+    # =========================================================================================
+    # OffsetFetch
+    # =========================================================================================
+    async def offset_fetch(self, req, version: int, ctx: RequestContext):
+        require_stable = version >= 7 and req.require_stable
+        if version >= 8:
+            groups = []
+            for g in req.groups:
+                topics = None if g.topics is None else [(t.name, list(t.partition_indexes)) for t in g.topics]
+                error, result = await self._fetch_group(g.group_id, topics, require_stable)
+                groups.append(m.OffsetFetchResponse.OffsetFetchResponseGroup(
+                    group_id=g.group_id, error_code=int(error), topics=[
+                        m.OffsetFetchResponse.OffsetFetchResponseGroup.OffsetFetchResponseTopics(name=name, partitions=[
+                            m.OffsetFetchResponse.OffsetFetchResponseGroup.OffsetFetchResponseTopics.OffsetFetchResponsePartitions(
+                                partition_index=p, committed_offset=o.offset, committed_leader_epoch=o.leader_epoch,
+                                metadata=o.metadata, error_code=0)
+                            for p, o in parts])
+                        for name, parts in result]))
+            return m.OffsetFetchResponse(throttle_time_ms=0, groups=groups)
+        topics = None if req.topics is None else [(t.name, list(t.partition_indexes)) for t in req.topics]
+        error, result = await self._fetch_group(req.group_id, topics, require_stable)
+        if error and version <= 1:
+            # v0-1 have no group-level error: every requested partition carries it.
+            result = [(name, [(p, _NO_OFFSET) for p in parts]) for name, parts in (topics or [])]
+            part_error = error
+        else:
+            part_error = E.NONE
+        return m.OffsetFetchResponse(
+            throttle_time_ms=0,
+            error_code=int(error) if version >= 2 else 0,
+            topics=[m.OffsetFetchResponse.OffsetFetchResponseTopic(name=name, partitions=[
+                m.OffsetFetchResponse.OffsetFetchResponseTopic.OffsetFetchResponsePartition(
+                    partition_index=p, committed_offset=o.offset, committed_leader_epoch=o.leader_epoch,
+                    metadata=o.metadata, error_code=int(part_error))
+                for p, o in parts])
+                for name, parts in result])
+
+    async def _fetch_group(self, group_id, topics, require_stable: bool):
+        """(group error, [(topic, [(partition, OffsetAndMetadata)])]); unknown offsets are -1/""."""
+        if group_id is None:
+            return E.INVALID_GROUP_ID, []
+        partition = self.partition_for(group_id)
+        error = self._partition_error(partition)
+        if error:
+            return error, []
+        if require_stable:
+            await self._wait_for_pending_writes(partition)
+        table = self.offsets
+        if topics is None:
+            return E.NONE, [(topic, sorted(parts.items())) for topic, parts in table.group_offsets(group_id).items()]
+        return E.NONE, [(name, [(p, table.get(group_id, name, p) or _NO_OFFSET) for p in parts])
+                        for name, parts in topics]
+
+    # =========================================================================================
+    # DescribeGroups, ListGroups
+    # =========================================================================================
+    async def describe_groups(self, req, version: int, ctx: RequestContext):
+        operations = GROUP_AUTHORIZED_OPERATIONS if version >= 3 and req.include_authorized_operations else INT32_MIN
+        out = []
+        for group_id in req.groups:
+            out.append(self._describe(group_id, version, operations))
+        return m.DescribeGroupsResponse(throttle_time_ms=0, groups=out)
+
+    def _describe(self, group_id, version: int, operations: int):
+        Described = m.DescribeGroupsResponse.DescribedGroup
+        if group_id is None:
+            return Described(error_code=E.INVALID_GROUP_ID, group_id="", group_state="", protocol_type="",
+                             protocol_data="", members=[], authorized_operations=operations)
+        error = self._partition_error(self.partition_for(group_id))
+        if error:
+            return Described(error_code=int(error), group_id=group_id, group_state="", protocol_type="",
+                             protocol_data="", members=[], authorized_operations=operations)
+        group = self._groups.get(group_id)
+        if group is None or group.state is GroupState.DEAD:
+            return Described(error_code=E.GROUP_ID_NOT_FOUND if version >= 6 else E.NONE, group_id=group_id,
+                             group_state=GroupState.DEAD.value, protocol_type="", protocol_data="", members=[],
+                             authorized_operations=operations)
+        stable = group.state is GroupState.STABLE
+        return Described(
+            error_code=E.NONE,
+            group_id=group_id,
+            group_state=group.state.value,
+            protocol_type=group.protocol_type or "",
+            protocol_data=(group.protocol_name or "") if stable else "",
+            members=[m.DescribeGroupsResponse.DescribedGroup.DescribedGroupMember(
+                member_id=mem.member_id, group_instance_id=mem.group_instance_id, client_id=mem.client_id,
+                client_host=mem.client_host,
+                member_metadata=mem.metadata(group.protocol_name) if stable and group.protocol_name else b"",
+                member_assignment=mem.assignment)
+                for mem in group.members.values()],
+            authorized_operations=operations,
+        )
+
+    async def list_groups(self, req, version: int, ctx: RequestContext):
+        if any(self._partition_error(p) == E.COORDINATOR_LOAD_IN_PROGRESS for p in range(self._num_partitions)):
+            return m.ListGroupsResponse(throttle_time_ms=0, error_code=E.COORDINATOR_LOAD_IN_PROGRESS, groups=[])
+        states = {s.lower() for s in req.states_filter} if version >= 4 else set()
+        types = {t.lower() for t in req.types_filter} if version >= 5 else set()
+        if types and "classic" not in types:
+            return m.ListGroupsResponse(throttle_time_ms=0, error_code=E.NONE, groups=[])
+        listed = []
+        for group in self._groups.values():
+            if group.state is GroupState.DEAD or self.partition_for(group.group_id) in self._failed:
+                continue
+            if states and group.state.value.lower() not in states:
+                continue
+            listed.append(m.ListGroupsResponse.ListedGroup(
+                group_id=group.group_id, protocol_type=group.protocol_type or "",
+                group_state=group.state.value, group_type="classic"))
+        return m.ListGroupsResponse(throttle_time_ms=0, error_code=E.NONE, groups=listed)
+
+    # =========================================================================================
+    # DeleteGroups, OffsetDelete
+    # =========================================================================================
+    async def delete_groups(self, req, version: int, ctx: RequestContext):
+        names = list(dict.fromkeys(req.groups_names))  # duplicates removed, order kept
+        results: dict[str | None, int] = {}
+        by_partition: dict[int, list[tuple[ClassicGroup, list[Record]]]] = {}
+        for group_id in names:
+            if group_id is None:
+                results[group_id] = E.INVALID_GROUP_ID
+                continue
+            partition = self.partition_for(group_id)
+            error = self._partition_error(partition)
+            group = self._groups.get(group_id)
+            if not error:
+                error = E.GROUP_ID_NOT_FOUND if group is None else group.validate_delete()
+            if error:
+                results[group_id] = error
+                continue
+            records: list[Record] = [OffsetCommitTombstone(group_id, topic, p)
+                                     for topic, parts in self.offsets.group_offsets(group_id).items()
+                                     for p in parts]
+            records.append(GroupMetadataTombstone(group_id))
+            by_partition.setdefault(partition, []).append((group, records))
+
+        async def delete_in(partition: int, entries) -> None:
+            error = await self._append(partition, [r for _, recs in entries for r in recs])
+            for group, recs in entries:
+                results[group.group_id] = error
+                if error:
+                    continue
+                for r in recs:
+                    if type(r) is OffsetCommitTombstone:
+                        self.offsets.delete(r.group, r.topic, r.partition)
+                self._drop_group(group)
+                log.info("group %s: deleted (%d offsets)", group.group_id, len(recs) - 1)
+
+        await asyncio.gather(*(delete_in(p, entries) for p, entries in by_partition.items()))
+        return m.DeleteGroupsResponse(throttle_time_ms=0, results=[
+            m.DeleteGroupsResponse.DeletableGroupResult(group_id=g if g is not None else "", error_code=int(results[g]))
+            for g in names])
+
+    async def offset_delete(self, req, version: int, ctx: RequestContext):
+        group_id = req.group_id
+        error = E.INVALID_GROUP_ID if not group_id else self._partition_error(self.partition_for(group_id))
+        group = None
+        if not error:
+            group = self._groups.get(group_id)
+            error = E.GROUP_ID_NOT_FOUND if group is None else group.validate_offset_delete()
+        if error:
+            return m.OffsetDeleteResponse(error_code=int(error), throttle_time_ms=0, topics=[])
+        records: list[OffsetCommitTombstone] = []
+        answers: list[tuple[str, list[tuple[int, int]]]] = []
+        for topic in req.topics:
+            if group.is_subscribed_to(topic.name):
+                answers.append((topic.name, [(p.partition_index, E.GROUP_SUBSCRIBED_TO_TOPIC) for p in topic.partitions]))
+                continue
+            for p in topic.partitions:
+                if self.offsets.get(group_id, topic.name, p.partition_index) is not None:
+                    records.append(OffsetCommitTombstone(group_id, topic.name, p.partition_index))
+            answers.append((topic.name, [(p.partition_index, E.NONE) for p in topic.partitions]))
+        if records:
+            error = await self._append(self.partition_for(group_id), records)
+            if error:
+                return m.OffsetDeleteResponse(error_code=int(error), throttle_time_ms=0, topics=[])
+            for r in records:
+                self.offsets.delete(r.group, r.topic, r.partition)
+        return m.OffsetDeleteResponse(error_code=0, throttle_time_ms=0, topics=[
+            m.OffsetDeleteResponse.OffsetDeleteResponseTopic(name=name, partitions=[
+                m.OffsetDeleteResponse.OffsetDeleteResponseTopic.OffsetDeleteResponsePartition(partition_index=p, error_code=int(e))
+                for p, e in parts])
+            for name, parts in answers])
+
+    # =========================================================================================
+    # Retention (KIP-211)
+    # =========================================================================================
+    def start_retention(self) -> None:
+        """Run offset expiry every `offsets.retention.check.interval.ms` until shutdown."""
+        if self._closed:
+            return
+        self._retention_timer = self.scheduler.call_later(
+            self.config.offsets_retention_check_interval_ms, self._retention_due)
+
+    def _retention_due(self) -> None:
+        self._retention_timer = None
+        if self._closed:
+            return
+
+        async def run() -> None:
+            try:
+                await self.expire_offsets()
+            except Exception:
+                log.exception("offset expiry pass failed")
+            finally:
+                self._retention_task = None
+                self.start_retention()
+
+        self._retention_task = asyncio.get_running_loop().create_task(run())
+
+    async def expire_offsets(self) -> int:
+        """One expiry pass: expired offsets and emptied Empty groups get tombstones. Returns how many."""
+        now = self.scheduler.now_ms()
+        retention_ms = self.config.offsets_retention_minutes * 60_000
+        by_partition: dict[int, list[tuple[str, list[Record]]]] = {}
+        for group_id in list(self._groups):
+            group = self._groups[group_id]
+            partition = self.partition_for(group_id)
+            if partition not in self._loaded:
+                continue
+            records, all_expired = self._expired_records(group, now, retention_ms)
+            if all_expired and group.state is GroupState.EMPTY:
+                records.append(GroupMetadataTombstone(group_id))
+            if records:
+                by_partition.setdefault(partition, []).append((group_id, records))
+        total = 0
+
+        async def write(partition: int, entries) -> int:
+            error = await self._append(partition, [r for _, recs in entries for r in recs])
+            if error:
+                log.warning("offset expiry: could not write tombstones to partition %d: %s", partition, E(error).name)
+                return 0
+            for group_id, recs in entries:
+                for r in recs:
+                    if type(r) is OffsetCommitTombstone:
+                        self.offsets.delete(r.group, r.topic, r.partition)
+                    elif type(r) is GroupMetadataTombstone:
+                        group = self._groups.get(group_id)
+                        if group is not None and group.state is GroupState.EMPTY \
+                                and not self.offsets.has_offsets(group_id):
+                            self._drop_group(group)
+                            log.info("group %s: removed, its offsets expired", group_id)
+            return len([r for _, recs in entries for r in recs])
+
+        for n in await asyncio.gather(*(write(p, e) for p, e in by_partition.items())):
+            total += n
+        if total:
+            log.info("offset expiry: wrote %d tombstones", total)
+        return total
+
+    def _expired_records(self, group: ClassicGroup, now: int, retention_ms: int) -> tuple[list[Record], bool]:
+        offsets = self.offsets.group_offsets(group.group_id)
+        if not offsets:
+            return [], True
+        base_of = group.offset_expiry_base()
+        if base_of is None:
+            return [], False
+        records: list[Record] = []
+        all_expired = True
+        for topic, parts in offsets.items():
+            if group.is_subscribed_to(topic):
+                all_expired = False
+                continue
+            for p, o in parts.items():
+                if o.expire_timestamp != -1:
+                    expired = now >= o.expire_timestamp
+                else:
+                    expired = now - base_of(o.commit_timestamp) >= retention_ms
+                if expired:
+                    records.append(OffsetCommitTombstone(group.group_id, topic, p))
+                else:
+                    all_expired = False
+        return records, all_expired
+
+    # =========================================================================================
+    # Shutdown
+    # =========================================================================================
+    def shutdown(self) -> None:
+        """Cancel every timer and answer every parked JoinGroup/SyncGroup (NOT_COORDINATOR)."""
+        self._closed = True
+        if self._retention_timer is not None:
+            self._retention_timer.cancel()
+            self._retention_timer = None
+        if self._retention_task is not None:
+            self._retention_task.cancel()
+        for group in self._groups.values():
+            group.shutdown(E.NOT_COORDINATOR)
+
+
+_NO_OFFSET = OffsetAndMetadata(-1, -1, "", -1, -1)
