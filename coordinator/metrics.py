@@ -4,9 +4,11 @@ Two kinds of series:
 
 * **Events** (requests, connections, rebalances, commits, fsyncs, compactions)
   are counted where they happen. The recording methods of `CoordinatorMetrics`
-  are built for hot paths: label children are created once and cached in a
-  plain dict keyed by a tuple, so a request costs one dict lookup plus the
-  counter/histogram update — no label dict is built per call.
+  are built for hot paths: series are plain Python numbers (see `Family`),
+  label children are created once and cached under the caller's own key, so a
+  request costs one dict lookup and a few attribute updates; everything is
+  turned into Prometheus families only when scraped. Call recorders from the
+  event-loop thread (the one that serves /metrics): they take no locks.
 * **State** (groups by state, members, committed offsets, log size) is *not*
   mirrored on every change: the owner registers a callback with one of the
   ``watch_*`` methods and it is read only when Prometheus scrapes.
@@ -26,13 +28,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from bisect import bisect_left
 from dataclasses import dataclass
 from typing import Callable, Iterable, Mapping
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client import GCCollector, PlatformCollector, ProcessCollector
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector, ProcessCollector
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.utils import floatToGoString
 
 from coordinator import __version__
 
@@ -95,78 +98,169 @@ class GroupOffset:
     offset: int
 
 
+class CounterChild:
+    """One counter series: a plain number (see the module docstring on threads)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self) -> None:
+        self.value = 0.0
+
+    def inc(self, amount: float = 1) -> None:
+        self.value += amount
+
+
+class GaugeChild:
+    __slots__ = ("value",)
+
+    def __init__(self) -> None:
+        self.value = 0.0
+
+    def set(self, value: float) -> None:
+        self.value = value
+
+    def inc(self, amount: float = 1) -> None:
+        self.value += amount
+
+    def dec(self, amount: float = 1) -> None:
+        self.value -= amount
+
+
+class HistogramChild:
+    """One histogram series: per-bucket counts (not cumulative) and a sum."""
+
+    __slots__ = ("bounds", "counts", "sum")
+
+    def __init__(self, bounds: tuple[float, ...]) -> None:
+        self.bounds = bounds
+        self.counts = [0] * (len(bounds) + 1)  # the last one is +Inf
+        self.sum = 0.0
+
+    def observe(self, value: float) -> None:
+        # bisect_left: the first bound >= value, i.e. Prometheus' "le" bucket.
+        self.counts[bisect_left(self.bounds, value)] += 1
+        self.sum += value
+
+
+class Family:
+    """A metric family held as plain Python numbers and rendered only at scrape.
+
+    prometheus-client's own Counter/Histogram take a lock per update and scan
+    the buckets linearly (~7 us per request for a count + a latency); these
+    are a few attribute updates (~1 us), which matters at tens of thousands of
+    requests per second on one event loop.
+    """
+
+    __slots__ = ("name", "doc", "kind", "labelnames", "bounds", "children")
+
+    def __init__(self, name: str, doc: str, kind: str, labelnames: tuple[str, ...] = (),
+                 bounds: tuple[float, ...] = ()) -> None:
+        self.name, self.doc, self.kind, self.labelnames, self.bounds = name, doc, kind, labelnames, bounds
+        self.children: dict[tuple[str, ...], CounterChild | GaugeChild | HistogramChild] = {}
+
+    def labels(self, *values: str):
+        child = self.children.get(values)
+        if child is None:
+            if len(values) != len(self.labelnames):
+                raise ValueError(f"{self.name} takes labels {self.labelnames}, got {values}")
+            if self.kind == "histogram":
+                child = HistogramChild(self.bounds)
+            elif self.kind == "counter":
+                child = CounterChild()
+            else:
+                child = GaugeChild()
+            self.children[values] = child
+        return child
+
+    def render(self):
+        names = list(self.labelnames)
+        if self.kind == "counter":
+            family = CounterMetricFamily(self.name, self.doc, labels=names)
+            for values, child in self.children.items():
+                family.add_metric(list(values), child.value)
+        elif self.kind == "gauge":
+            family = GaugeMetricFamily(self.name, self.doc, labels=names)
+            for values, child in self.children.items():
+                family.add_metric(list(values), child.value)
+        else:
+            family = HistogramMetricFamily(self.name, self.doc, labels=names)
+            les = [floatToGoString(b) for b in self.bounds] + ["+Inf"]
+            for values, child in self.children.items():
+                cumulative, buckets = 0, []
+                for le, count in zip(les, child.counts):
+                    cumulative += count
+                    buckets.append((le, cumulative))
+                family.add_metric(list(values), buckets, child.sum)
+        return family
+
+
 class CoordinatorMetrics:
     """Every Cohort metric, in its own registry (so tests can run many servers)."""
 
     def __init__(self, *, group_offsets_enabled: bool = False, process_metrics: bool = True) -> None:
         self.registry = CollectorRegistry()
         self.group_offsets_enabled = group_offsets_enabled
-        r = self.registry
         if process_metrics:
-            ProcessCollector(registry=r)
-            PlatformCollector(registry=r)
-            GCCollector(registry=r)
-        Gauge("cohort_build_info", "Cohort version running.", ["version"], registry=r).labels(__version__).set(1)
+            ProcessCollector(registry=self.registry)
+            PlatformCollector(registry=self.registry)
+            GCCollector(registry=self.registry)
+        self.families: list[Family] = []
+        f = self._family
+        f("cohort_build_info", "Cohort version running.", "gauge", ("version",)).labels(__version__).set(1)
 
-        self._requests = Counter("cohort_requests", "Requests handled, by API and version.", ["api", "version"], registry=r)
-        self._request_errors = Counter(
+        self._requests = f("cohort_requests", "Requests handled, by API and version.", "counter", ("api", "version"))
+        self._request_errors = f(
             "cohort_request_errors", "Responses (or partitions) answered with a Kafka error, by API and error.",
-            ["api", "error"], registry=r,
+            "counter", ("api", "error"),
         )
-        self._request_duration = Histogram(
+        self._request_duration = f(
             "cohort_request_duration_seconds", "Time from a request's arrival to its response being queued.",
-            ["api"], buckets=_LATENCY_BUCKETS, registry=r,
+            "histogram", ("api",), _LATENCY_BUCKETS,
         )
-        self._connections_open = Gauge("cohort_connections_open", "Client connections open now.", registry=r)
-        self._connections_accepted = Counter("cohort_connections_accepted", "Client connections accepted.", registry=r)
-        self._connections_closed = Counter(
-            "cohort_connections_closed", "Client connections closed, by reason.", ["reason"], registry=r
-        )
-        self._rebalances = Counter("cohort_rebalances", "Completed rebalances, by reason.", ["reason"], registry=r)
-        self._rebalance_duration = Histogram(
+        self._connections_open = f("cohort_connections_open", "Client connections open now.", "gauge").labels()
+        self._connections_accepted = f("cohort_connections_accepted", "Client connections accepted.", "counter").labels()
+        self._connections_closed = f("cohort_connections_closed", "Client connections closed, by reason.", "counter", ("reason",))
+        self._rebalances = f("cohort_rebalances", "Completed rebalances, by reason.", "counter", ("reason",))
+        self._rebalance_duration = f(
             "cohort_rebalance_duration_seconds", "Time from a rebalance starting to its group becoming stable.",
-            buckets=_REBALANCE_BUCKETS, registry=r,
-        )
-        self._member_expirations = Counter(
-            "cohort_member_expirations", "Members removed because their session or rebalance timed out.", registry=r
-        )
-        self._commits = Counter("cohort_offset_commits", "Partition offsets committed.", registry=r)
-        self._offsets_expired = Counter(
-            "cohort_offsets_expired", "Committed offsets removed by offsets.retention.minutes.", registry=r
-        )
-        self._flush_batch = Histogram(
+            "histogram", (), _REBALANCE_BUCKETS,
+        ).labels()
+        self._member_expirations = f(
+            "cohort_member_expirations", "Members removed because their session or rebalance timed out.", "counter",
+        ).labels()
+        self._commits = f("cohort_offset_commits", "Partition offsets committed.", "counter").labels()
+        self._offsets_expired = f(
+            "cohort_offsets_expired", "Committed offsets removed by offsets.retention.minutes.", "counter",
+        ).labels()
+        self._flush_batch = f(
             "cohort_log_flush_batch_records", "Records made durable by one fsync (group commit).",
-            buckets=_BATCH_BUCKETS, registry=r,
-        )
-        self._fsync_duration = Histogram(
-            "cohort_log_fsync_duration_seconds", "Duration of one offsets-log fsync.", buckets=_FSYNC_BUCKETS, registry=r
-        )
-        self._compactions = Counter("cohort_log_compactions", "Offsets-log compaction runs.", registry=r)
-        self._compaction_reclaimed = Counter(
-            "cohort_log_compaction_reclaimed_bytes", "Bytes freed by offsets-log compaction.", registry=r
-        )
-        self._compaction_duration = Histogram(
+            "histogram", (), _BATCH_BUCKETS,
+        ).labels()
+        self._fsync_duration = f(
+            "cohort_log_fsync_duration_seconds", "Duration of one offsets-log fsync.", "histogram", (), _FSYNC_BUCKETS,
+        ).labels()
+        self._compactions = f("cohort_log_compactions", "Offsets-log compaction runs.", "counter").labels()
+        self._compaction_reclaimed = f(
+            "cohort_log_compaction_reclaimed_bytes", "Bytes freed by offsets-log compaction.", "counter",
+        ).labels()
+        self._compaction_duration = f(
             "cohort_log_compaction_duration_seconds", "Duration of one compaction run.",
-            buckets=_COMPACTION_BUCKETS, registry=r,
-        )
-        self._partition_load = Gauge(
+            "histogram", (), _COMPACTION_BUCKETS,
+        ).labels()
+        self._partition_load = f(
             "cohort_partition_load_duration_seconds", "Time the last load (replay) of each offsets partition took.",
-            ["partition"], registry=r,
+            "gauge", ("partition",),
         )
-        self._partition_load_records = Gauge(
+        self._partition_load_records = f(
             "cohort_partition_load_records", "Records replayed by the last load of each offsets partition.",
-            ["partition"], registry=r,
+            "gauge", ("partition",),
         )
 
-        # Cached label children: the hot paths never build label dicts.
-        self._request_children: dict[tuple[int, int], tuple[Counter, Histogram]] = {}
-        self._error_children: dict[tuple[int, int], Counter] = {}
-        self._close_children: dict[str, Counter] = {}
-        self._rebalance_children: dict[str, Counter] = {}
-        for reason in CLOSE_REASONS:
-            self._close_children[reason] = self._connections_closed.labels(reason)
-        for reason in REBALANCE_REASONS:
-            self._rebalance_children[reason] = self._rebalances.labels(reason)
+        # Label children cached by the caller's own key: hot paths build no label tuples.
+        self._request_children: dict[tuple[int, int], tuple[CounterChild, HistogramChild]] = {}
+        self._error_children: dict[tuple[int, int], CounterChild] = {}
+        self._close_children = {reason: self._connections_closed.labels(reason) for reason in CLOSE_REASONS}
+        self._rebalance_children = {reason: self._rebalances.labels(reason) for reason in REBALANCE_REASONS}
 
         # Scrape-time state providers, set by the owners of that state.
         self._groups_by_state: Callable[[], Mapping[str, int]] | None = None
@@ -176,19 +270,26 @@ class CoordinatorMetrics:
         self._log_partitions: Callable[[], Iterable[LogPartitionStats]] | None = None
         self._readiness: Callable[[], str] | None = None
         self._failed_providers: set[str] = set()
-        r.register(_ScrapeTimeCollector(self))
+        self.registry.register(_ScrapeTimeCollector(self))
+
+    def _family(self, name: str, doc: str, kind: str, labelnames: tuple[str, ...] = (),
+                bounds: tuple[float, ...] = ()) -> Family:
+        family = Family(name, doc, kind, labelnames, bounds)
+        self.families.append(family)
+        return family
 
     # -- hot-path recorders ------------------------------------------------------
     def observe_request(self, api_key: int, api_version: int, seconds: float) -> None:
         children = self._request_children.get((api_key, api_version))
         if children is None:
             children = self._request_series(api_key, api_version)
-        children[0].inc()
+        children[0].value += 1
         children[1].observe(seconds)
 
-    def _request_series(self, api_key: int, api_version: int) -> tuple[Counter, Histogram]:
+    def _request_series(self, api_key: int, api_version: int) -> tuple[CounterChild, HistogramChild]:
         api = API_NAMES.get(api_key, "unknown")
-        children = (self._requests.labels(api, str(api_version)), self._request_duration.labels(api))
+        version = str(api_version) if api_key in API_NAMES and 0 <= api_version < 64 else "unknown"
+        children = (self._requests.labels(api, version), self._request_duration.labels(api))
         if api_key in API_NAMES and 0 <= api_version < 64:  # keep the cache bounded
             self._request_children[(api_key, api_version)] = children
         return children
@@ -199,33 +300,33 @@ class CoordinatorMetrics:
             child = self._request_errors.labels(API_NAMES.get(api_key, "unknown"), _error_name(error_code))
             if api_key in API_NAMES:
                 self._error_children[(api_key, error_code)] = child
-        child.inc(count)
+        child.value += count
 
     def connection_accepted(self) -> None:
-        self._connections_accepted.inc()
-        self._connections_open.inc()
+        self._connections_accepted.value += 1
+        self._connections_open.value += 1
 
     def connection_closed(self, reason: str) -> None:
         """A connection ended; `reason` is one of `CLOSE_REASONS` (else "other").
 
         Refused connections (reason "limit") were never counted as open.
         """
-        (self._close_children.get(reason) or self._close_children["other"]).inc()
+        (self._close_children.get(reason) or self._close_children["other"]).value += 1
         if reason != "limit":
-            self._connections_open.dec()
+            self._connections_open.value -= 1
 
     def rebalance_completed(self, reason: str, seconds: float) -> None:
-        (self._rebalance_children.get(reason) or self._rebalance_children["other"]).inc()
+        (self._rebalance_children.get(reason) or self._rebalance_children["other"]).value += 1
         self._rebalance_duration.observe(seconds)
 
     def member_expired(self) -> None:
-        self._member_expirations.inc()
+        self._member_expirations.value += 1
 
     def offsets_committed(self, partitions: int = 1) -> None:
-        self._commits.inc(partitions)
+        self._commits.value += partitions
 
     def offsets_expired(self, count: int) -> None:
-        self._offsets_expired.inc(count)
+        self._offsets_expired.value += count
 
     def log_flushed(self, records: int, fsync_seconds: float) -> None:
         """One fsync made `records` records durable."""
@@ -233,13 +334,13 @@ class CoordinatorMetrics:
         self._fsync_duration.observe(fsync_seconds)
 
     def log_compacted(self, bytes_reclaimed: int, seconds: float) -> None:
-        self._compactions.inc()
-        self._compaction_reclaimed.inc(bytes_reclaimed)
+        self._compactions.value += 1
+        self._compaction_reclaimed.value += bytes_reclaimed
         self._compaction_duration.observe(seconds)
 
     def partition_loaded(self, partition: int, seconds: float, records: int) -> None:
-        self._partition_load.labels(str(partition)).set(seconds)
-        self._partition_load_records.labels(str(partition)).set(records)
+        self._partition_load.labels(str(partition)).value = seconds
+        self._partition_load_records.labels(str(partition)).value = records
 
     # -- scrape-time providers ------------------------------------------------
     def watch_groups(self, groups_by_state: Callable[[], Mapping[str, int]], members: Callable[[], int]) -> None:
@@ -314,7 +415,7 @@ class _ScrapeTimeCollector:
         self._m = metrics
 
     def describe(self):
-        return [
+        return [family.render() for family in self._m.families] + [
             GaugeMetricFamily("cohort_groups", "Groups, by state.", labels=["state"]),
             GaugeMetricFamily("cohort_group_members", "Members of all groups."),
             GaugeMetricFamily("cohort_committed_offsets", "Committed offsets held (group, topic, partition)."),
@@ -325,6 +426,8 @@ class _ScrapeTimeCollector:
 
     def collect(self):
         m = self._m
+        for family in m.families:
+            yield family.render()
         by_state = m._provide("groups", m._groups_by_state)
         groups = GaugeMetricFamily("cohort_groups", "Groups, by state.", labels=["state"])
         counts = dict(by_state) if isinstance(by_state, Mapping) else {}

@@ -4,6 +4,8 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
 from coordinator.metrics import CoordinatorMetrics, GroupOffset, LogPartitionStats, MetricsHttpServer
@@ -41,8 +43,24 @@ def test_unknown_api_keys_share_one_bounded_label():
         metrics.observe_request(key, 0, 0.001)
     s = samples(metrics)
     unknown = [labels for (name, labels) in s if name == "cohort_requests_total"]
-    assert unknown == [(("api", "unknown"), ("version", "0"))]
-    assert s[("cohort_requests_total", (("api", "unknown"), ("version", "0")))] == 100
+    assert unknown == [(("api", "unknown"), ("version", "unknown"))]
+    assert s[("cohort_requests_total", (("api", "unknown"), ("version", "unknown")))] == 100
+
+
+def test_histogram_buckets_are_cumulative_with_le_semantics():
+    metrics = CoordinatorMetrics(process_metrics=False)
+    for seconds in (0.001, 0.001, 0.0025, 0.003, 400.0):  # 0.0025 sits exactly on a bound
+        metrics.observe_request(9, 1, seconds)
+    s = samples(metrics)
+    bucket = lambda le: s[("cohort_request_duration_seconds_bucket", (("api", "OffsetFetch"), ("le", le)))]  # noqa: E731
+    assert bucket("0.0005") == 0
+    assert bucket("0.001") == 2
+    assert bucket("0.0025") == 3
+    assert bucket("0.005") == 4
+    assert bucket("300.0") == 4
+    assert bucket("+Inf") == 5
+    assert s[("cohort_request_duration_seconds_count", (("api", "OffsetFetch"),))] == 5
+    assert s[("cohort_request_duration_seconds_sum", (("api", "OffsetFetch"),))] == pytest.approx(400.0075)
 
 
 def test_connections_open_accepted_and_closed_by_reason():
@@ -182,3 +200,18 @@ async def test_http_port_in_use_raises_oserror():
             await MetricsHttpServer(metrics, "127.0.0.1", first.port).start()
     finally:
         await first.stop()
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.floats(min_value=0, max_value=1e4, allow_nan=False), max_size=60))
+def test_histogram_agrees_with_counting_by_hand(values):
+    from coordinator.metrics import HistogramChild
+
+    bounds = (0.001, 0.01, 0.1, 1.0, 10.0)
+    child = HistogramChild(bounds)
+    for v in values:
+        child.observe(v)
+    for i, bound in enumerate(bounds):
+        assert sum(child.counts[: i + 1]) == sum(1 for v in values if v <= bound)
+    assert sum(child.counts) == len(values)
+    assert child.sum == pytest.approx(sum(values))
