@@ -1,0 +1,537 @@
+"""What the server answers: the API dispatch table and every handler that is not group logic.
+
+The server (`coordinator.server`) turns bytes into a decoded request and hands
+it here with the API version and a `RequestContext`; a handler returns the
+response message. Group APIs (JoinGroup … OffsetDelete) are forwarded to the
+`GroupCoordinator`, which owns every group. The rest is answered here:
+
+* **ApiVersions** advertises exactly the APIs in the dispatch table, at the
+  codec's version ranges; nothing else (no Produce, no telemetry, no
+  ConsumerGroupDescribe), because clients switch to whatever is advertised.
+* **FindCoordinator**: this node coordinates every group.
+* **Metadata / CreateTopics / DeleteTopics / CreatePartitions**: the topic
+  registry (`coordinator.topics`). This node is the only broker and the
+  leader, the only replica and the only in-sync replica of every partition
+  (leader epoch 0).
+* **ListOffsets / Fetch — topics without records.** Cohort is a coordinator,
+  not a message log, but consumers call ListOffsets and Fetch right after an
+  assignment and some clients crash without them. Every partition therefore
+  behaves as a log with no readable records: log start offset 0, high
+  watermark = the highest non-negative offset any group committed for it (0
+  if none), so no committed position is ever out of range and no consumer
+  resets over a good commit. ListOffsets: earliest → 0, latest → the high
+  watermark, by timestamp → not found. Fetch waits up to its max wait (capped
+  by ``fetch.max.wait.cap.ms``) and returns no records; it never answers
+  OFFSET_OUT_OF_RANGE. Fetch sessions (KIP-227) are declined the way Kafka
+  declines them when its session cache is full: session id 0, full responses.
+
+Sync handlers return the response; async ones are coroutines. The server
+calls the sync ones inline (no task per request) and runs the async ones as
+tasks, writing responses in request order either way.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from coordinator.config import CoordinatorConfig, HostPort
+from coordinator.group_coordinator import GroupCoordinator, RequestContext
+from coordinator.log import StorageError
+from coordinator.topics import RESERVED_TOPIC_NAMES, Topic, TopicRefusal, TopicRegistry, topic_name_problem
+from protocol.errors import ErrorCode
+from protocol.framing import SUPPORTED_VERSIONS
+from protocol.messages import (
+    ApiVersionsResponse,
+    CreatePartitionsResponse,
+    CreateTopicsResponse,
+    DeleteTopicsResponse,
+    FetchResponse,
+    FindCoordinatorResponse,
+    ListOffsetsResponse,
+    MetadataResponse,
+)
+
+log = logging.getLogger("coordinator.handlers")
+
+ZERO_UUID = uuid.UUID(int=0)
+INT32_MIN = -2147483648
+LEADER_EPOCH = 0  # a single, never-changing leader per partition
+
+# ListOffsets special timestamps (Kafka's ListOffsetsRequest constants).
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL_TIMESTAMP = -4
+LATEST_TIERED_TIMESTAMP = -5
+
+# FindCoordinator key types.
+KEY_TYPE_GROUP = 0
+KEY_TYPE_TRANSACTION = 1
+KEY_TYPE_SHARE = 2
+
+FETCH_SESSION_FINAL_EPOCH = -1
+FETCH_SESSION_INITIAL_EPOCH = 0
+READ_COMMITTED = 1
+
+# Kafka's AclOperation codes, as bits of the "authorized operations" fields.
+# With no authorizer every operation a resource supports is allowed.
+_ACL_READ, _ACL_WRITE, _ACL_CREATE, _ACL_DELETE, _ACL_ALTER, _ACL_DESCRIBE = 3, 4, 5, 6, 7, 8
+_ACL_CLUSTER_ACTION, _ACL_DESCRIBE_CONFIGS, _ACL_ALTER_CONFIGS, _ACL_IDEMPOTENT_WRITE = 9, 10, 11, 12
+_ACL_CREATE_TOKENS, _ACL_DESCRIBE_TOKENS = 13, 14
+TOPIC_AUTHORIZED_OPERATIONS = sum(1 << op for op in (
+    _ACL_READ, _ACL_WRITE, _ACL_CREATE, _ACL_DELETE, _ACL_ALTER, _ACL_DESCRIBE, _ACL_DESCRIBE_CONFIGS,
+    _ACL_ALTER_CONFIGS))
+CLUSTER_AUTHORIZED_OPERATIONS = sum(1 << op for op in (
+    _ACL_CREATE, _ACL_ALTER, _ACL_DESCRIBE, _ACL_CLUSTER_ACTION, _ACL_DESCRIBE_CONFIGS, _ACL_ALTER_CONFIGS,
+    _ACL_IDEMPOTENT_WRITE, _ACL_CREATE_TOKENS, _ACL_DESCRIBE_TOKENS))
+
+# KIP-511: client software name and version must match this.
+_SOFTWARE_NAME = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
+
+# API keys answered by the GroupCoordinator, and its method for each.
+GROUP_APIS: dict[int, str] = {
+    8: "offset_commit",
+    9: "offset_fetch",
+    11: "join_group",
+    12: "heartbeat",
+    13: "leave_group",
+    14: "sync_group",
+    15: "describe_groups",
+    16: "list_groups",
+    42: "delete_groups",
+    47: "offset_delete",
+}
+
+
+Handler = Callable[[Any, int, RequestContext], Any]
+
+
+class FetchWaits:
+    """The Fetch requests parked for their max wait; released early when the server stops."""
+
+    def __init__(self) -> None:
+        self._waiting: set[asyncio.Future] = set()
+        self.closed = False
+
+    async def wait(self, seconds: float) -> None:
+        if self.closed or seconds <= 0:
+            return
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+        timer = loop.call_later(seconds, _release, fut)
+        self._waiting.add(fut)
+        try:
+            await fut
+        finally:
+            timer.cancel()
+            self._waiting.discard(fut)
+
+    def release_all(self) -> None:
+        self.closed = True
+        for fut in list(self._waiting):
+            _release(fut)
+
+
+def _release(fut: asyncio.Future) -> None:
+    if not fut.done():
+        fut.set_result(None)
+
+
+class RequestHandlers:
+    """The dispatch table of one server, and the handlers of the non-group APIs."""
+
+    def __init__(
+        self,
+        config: CoordinatorConfig,
+        topics: TopicRegistry,
+        groups: GroupCoordinator,
+        cluster_id: str,
+        advertised: Callable[[], HostPort],
+    ) -> None:
+        self.config = config
+        self.topics = topics
+        self.groups = groups
+        self.cluster_id = cluster_id
+        self._advertised = advertised
+        self.fetch_waits = FetchWaits()
+        self._partition_lists: dict[int, list] = {}
+
+        self.sync_handlers: dict[int, Handler] = {
+            18: self.api_versions,
+            10: self.find_coordinator,
+            2: self.list_offsets,
+        }
+        self.async_handlers: dict[int, Callable[[Any, int, RequestContext], Awaitable[Any]]] = {
+            3: self.metadata,
+            1: self.fetch,
+            19: self.create_topics,
+            20: self.delete_topics,
+            37: self.create_partitions,
+        }
+        for key, method in GROUP_APIS.items():
+            self.async_handlers[key] = getattr(groups, method)
+        handled = set(self.sync_handlers) | set(self.async_handlers)
+        missing = handled - set(SUPPORTED_VERSIONS)
+        if missing:
+            raise RuntimeError(f"the codec declares no messages for API keys {sorted(missing)}")
+        # What ApiVersions advertises: exactly the APIs with a handler.
+        self.advertised_versions: dict[int, tuple[int, int]] = {
+            key: SUPPORTED_VERSIONS[key] for key in sorted(handled)
+        }
+        self._api_keys = [
+            ApiVersionsResponse.ApiVersion(api_key=key, min_version=low, max_version=high)
+            for key, (low, high) in self.advertised_versions.items()
+        ]
+
+    # ------------------------------------------------------------------ ApiVersions
+    def api_versions(self, request, version: int, ctx: RequestContext) -> ApiVersionsResponse:
+        if version >= 3 and not (
+            _SOFTWARE_NAME.fullmatch(request.client_software_name or "")
+            and _SOFTWARE_NAME.fullmatch(request.client_software_version or "")
+        ):
+            log.info("ApiVersions with an invalid client software name or version", extra={
+                "client_id": ctx.client_id, "client_host": ctx.client_host,
+                "software_name": request.client_software_name, "software_version": request.client_software_version})
+            return ApiVersionsResponse(error_code=ErrorCode.INVALID_REQUEST, api_keys=[])
+        # Tagged fields (features) keep their defaults, so the codec leaves them off the wire.
+        return ApiVersionsResponse(error_code=0, api_keys=self._api_keys)
+
+    # ------------------------------------------------------------------ FindCoordinator
+    def find_coordinator(self, request, version: int, ctx: RequestContext) -> FindCoordinatorResponse:
+        address = self._advertised()
+        node = self.config.node_id
+        if version >= 4:
+            entries = []
+            for key in request.coordinator_keys:
+                code, message = self._coordinator_key_error(request.key_type, version)
+                if code:
+                    entries.append(FindCoordinatorResponse.Coordinator(
+                        key=key, node_id=-1, host="", port=-1, error_code=code, error_message=message))
+                else:
+                    entries.append(FindCoordinatorResponse.Coordinator(
+                        key=key, node_id=node, host=address.host, port=address.port, error_code=0,
+                        error_message=None))
+            return FindCoordinatorResponse(coordinators=entries)
+        code, message = self._coordinator_key_error(request.key_type, version)
+        if code:
+            return FindCoordinatorResponse(error_code=code, error_message=message, node_id=-1, host="", port=-1)
+        # v1-3: Kafka writes the error's message even on success, which is "NONE".
+        return FindCoordinatorResponse(error_code=0, error_message="NONE", node_id=node, host=address.host,
+                                       port=address.port)
+
+    @staticmethod
+    def _coordinator_key_error(key_type: int, version: int) -> tuple[int, str | None]:
+        if key_type == KEY_TYPE_GROUP:
+            return 0, None
+        if key_type == KEY_TYPE_TRANSACTION:
+            # Kafka answers this when no transaction coordinator is available;
+            # Cohort never has one.
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, "Cohort coordinates consumer groups only; it has no transaction coordinator."
+        if key_type == KEY_TYPE_SHARE and version >= 6:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, "Cohort has no share group coordinator."
+        return ErrorCode.INVALID_REQUEST, f"Unknown coordinator key type {key_type}."
+
+    # ------------------------------------------------------------------ Metadata
+    async def metadata(self, request, version: int, ctx: RequestContext) -> MetadataResponse:
+        address = self._advertised()
+        node = self.config.node_id
+        include_ops = version >= 8 and request.include_topic_authorized_operations
+        requested = request.topics
+        if requested is None or (version == 0 and not requested):
+            entries = [self._topic_metadata(t, version, include_ops) for t in self.topics]
+        else:
+            allow_create = self.config.auto_create_topics_enable and (version < 4 or request.allow_auto_topic_creation)
+            entries = []
+            seen: set = set()
+            for wanted in requested:
+                topic_id = getattr(wanted, "topic_id", ZERO_UUID) or ZERO_UUID
+                key = topic_id if topic_id != ZERO_UUID else wanted.name
+                if key in seen:
+                    continue
+                seen.add(key)
+                entries.append(await self._requested_topic(wanted.name, topic_id, allow_create, version, include_ops))
+        return MetadataResponse(
+            brokers=[MetadataResponse.MetadataResponseBroker(node_id=node, host=address.host, port=address.port,
+                                                             rack=None)],
+            cluster_id=self.cluster_id,
+            controller_id=node,
+            topics=entries,
+            cluster_authorized_operations=(
+                CLUSTER_AUTHORIZED_OPERATIONS
+                if 8 <= version <= 10 and request.include_cluster_authorized_operations else INT32_MIN),
+        )
+
+    async def _requested_topic(self, name: str | None, topic_id: uuid.UUID, allow_create: bool, version: int,
+                               include_ops: bool):
+        entry = MetadataResponse.MetadataResponseTopic
+        if topic_id != ZERO_UUID:
+            topic = self.topics.get_by_id(topic_id)
+            if topic is None:
+                return entry(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None, topic_id=topic_id, partitions=[])
+            return self._topic_metadata(topic, version, include_ops)
+        topic = self.topics.get(name)
+        if topic is not None:
+            return self._topic_metadata(topic, version, include_ops)
+        if topic_name_problem(name) is not None:
+            return entry(error_code=ErrorCode.INVALID_TOPIC_EXCEPTION, name=name, partitions=[])
+        if not allow_create or name in RESERVED_TOPIC_NAMES:
+            return entry(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name=name, partitions=[])
+        try:
+            result = await self.topics.ensure(name, self.config.num_partitions)
+        except StorageError as exc:
+            log.warning("auto-creating topic %s failed: %s", name, exc)
+            return entry(error_code=ErrorCode.LEADER_NOT_AVAILABLE, name=name, partitions=[])
+        if isinstance(result, TopicRefusal):
+            return entry(error_code=result.error_code, name=name, partitions=[])
+        return self._topic_metadata(result, version, include_ops)
+
+    def _topic_metadata(self, topic: Topic, version: int, include_ops: bool):
+        return MetadataResponse.MetadataResponseTopic(
+            error_code=0,
+            name=topic.name,
+            topic_id=topic.topic_id,
+            is_internal=False,
+            partitions=self._partitions(topic.partitions),
+            topic_authorized_operations=TOPIC_AUTHORIZED_OPERATIONS if include_ops else INT32_MIN,
+        )
+
+    def _partitions(self, count: int) -> list:
+        """The partition list of a topic with `count` partitions (shared: they are all alike)."""
+        partitions = self._partition_lists.get(count)
+        if partitions is None:
+            node = self.config.node_id
+            partitions = [
+                MetadataResponse.MetadataResponseTopic.MetadataResponsePartition(
+                    error_code=0, partition_index=i, leader_id=node, leader_epoch=LEADER_EPOCH,
+                    replica_nodes=[node], isr_nodes=[node], offline_replicas=[])
+                for i in range(count)
+            ]
+            if len(self._partition_lists) > 64:
+                self._partition_lists.clear()
+            self._partition_lists[count] = partitions
+        return partitions
+
+    # ------------------------------------------------------------------ ListOffsets
+    def list_offsets(self, request, version: int, ctx: RequestContext) -> ListOffsetsResponse:
+        high_watermark = self.groups.high_watermark
+        topic_entries = []
+        for wanted in request.topics:
+            topic = self.topics.get(wanted.name)
+            partitions = []
+            for p in wanted.partitions:
+                index = p.partition_index
+                if topic is None or not 0 <= index < topic.partitions:
+                    partitions.append(ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse(
+                        partition_index=index, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                        old_style_offsets=[], timestamp=-1, offset=-1, leader_epoch=-1))
+                    continue
+                offset = self._offset_for_timestamp(p.timestamp, wanted.name, index, high_watermark)
+                if version == 0:
+                    old_style = [] if offset < 0 or p.max_num_offsets < 1 else [offset]
+                    partitions.append(ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse(
+                        partition_index=index, error_code=0, old_style_offsets=old_style))
+                else:
+                    partitions.append(ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse(
+                        partition_index=index, error_code=0, timestamp=-1, offset=offset,
+                        leader_epoch=LEADER_EPOCH if offset >= 0 else -1))
+            topic_entries.append(ListOffsetsResponse.ListOffsetsTopicResponse(name=wanted.name, partitions=partitions))
+        return ListOffsetsResponse(topics=topic_entries)
+
+    @staticmethod
+    def _offset_for_timestamp(timestamp: int, topic: str, partition: int,
+                              high_watermark: Callable[[str, int], int]) -> int:
+        """The offset ListOffsets answers for a partition with no records (-1 = not found)."""
+        if timestamp == LATEST_TIMESTAMP:
+            return high_watermark(topic, partition)
+        if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+            return 0
+        # A real timestamp, the max-timestamp query or the latest tiered offset:
+        # no record matches in a log without records.
+        return -1
+
+    # ------------------------------------------------------------------ Fetch
+    async def fetch(self, request, version: int, ctx: RequestContext) -> FetchResponse:
+        if version >= 7 and request.session_epoch not in (FETCH_SESSION_FINAL_EPOCH, FETCH_SESSION_INITIAL_EPOCH):
+            # An incremental fetch on a session this server never created.
+            return FetchResponse(error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND, session_id=0, responses=[])
+        has_partitions = any(t.partitions for t in request.topics)
+        if request.min_bytes > 0 and request.max_wait_ms > 0 and has_partitions:
+            # No records will ever arrive, so the wait always runs to its end.
+            wait_ms = min(request.max_wait_ms, self.config.fetch_max_wait_cap_ms)
+            await self.fetch_waits.wait(wait_ms / 1000)
+        high_watermark = self.groups.high_watermark
+        by_id = version >= 13
+        aborted = [] if version >= 4 and request.isolation_level == READ_COMMITTED else None
+        responses = []
+        for wanted in request.topics:
+            if by_id:
+                topic = self.topics.get_by_id(wanted.topic_id)
+                unknown = ErrorCode.UNKNOWN_TOPIC_ID
+            else:
+                topic = self.topics.get(wanted.topic)
+                unknown = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            partitions = []
+            for p in wanted.partitions:
+                index = p.partition
+                if topic is None:
+                    partitions.append(FetchResponse.FetchableTopicResponse.PartitionData(
+                        partition_index=index, error_code=unknown, high_watermark=-1, last_stable_offset=-1,
+                        log_start_offset=-1, aborted_transactions=None, records=b""))
+                elif not 0 <= index < topic.partitions:
+                    partitions.append(FetchResponse.FetchableTopicResponse.PartitionData(
+                        partition_index=index, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, high_watermark=-1,
+                        last_stable_offset=-1, log_start_offset=-1, aborted_transactions=None, records=b""))
+                else:
+                    hw = high_watermark(topic.name, index)
+                    partitions.append(FetchResponse.FetchableTopicResponse.PartitionData(
+                        partition_index=index, error_code=0, high_watermark=hw, last_stable_offset=hw,
+                        log_start_offset=0, aborted_transactions=aborted, records=b""))
+            responses.append(FetchResponse.FetchableTopicResponse(
+                topic=wanted.topic if not by_id else "", topic_id=wanted.topic_id if by_id else ZERO_UUID,
+                partitions=partitions))
+        # session_id 0: no session was created, so the client keeps sending full fetches.
+        return FetchResponse(error_code=0, session_id=0, responses=responses)
+
+    # ------------------------------------------------------------------ CreateTopics
+    async def create_topics(self, request, version: int, ctx: RequestContext) -> CreateTopicsResponse:
+        counts: dict[str, int] = {}
+        for t in request.topics:
+            counts[t.name] = counts.get(t.name, 0) + 1
+        results = []
+        for t in request.topics:
+            result = CreateTopicsResponse.CreatableTopicResult(name=t.name)
+            if counts[t.name] > 1:
+                _refuse(result, TopicRefusal(ErrorCode.INVALID_REQUEST,
+                                             f"Create topics request contains topic '{t.name}' more than once."))
+                results.append(result)
+                continue
+            partitions, refusal = self._requested_layout(t)
+            if refusal is None:
+                refusal = self.topics.check_new_topic(t.name, partitions)
+            if refusal is None and not request.validate_only:
+                try:
+                    created = await self.topics.create(t.name, partitions)
+                except StorageError as exc:
+                    created = TopicRefusal(ErrorCode.NOT_CONTROLLER, f"Could not persist the topic: {exc}")
+                if isinstance(created, TopicRefusal):
+                    refusal = created
+                else:
+                    result.topic_id = created.topic_id
+            if refusal is not None:
+                _refuse(result, refusal)
+            else:
+                result.num_partitions = partitions
+                result.replication_factor = 1
+                result.configs = []
+            results.append(result)
+        return CreateTopicsResponse(topics=results)
+
+    def _requested_layout(self, t) -> tuple[int, TopicRefusal | None]:
+        """Partition count of a CreatableTopic, or why its layout is refused."""
+        node = self.config.node_id
+        if t.assignments:
+            if t.num_partitions != -1 or t.replication_factor != -1:
+                return 0, TopicRefusal(ErrorCode.INVALID_REQUEST,
+                                       "Both numPartitions or replicationFactor and replicasAssignments were set. "
+                                       "Both cannot be used at the same time.")
+            indexes = sorted(a.partition_index for a in t.assignments)
+            if indexes != list(range(len(indexes))):
+                return 0, TopicRefusal(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                       "Partitions should be numbered consecutively from 0.")
+            for a in t.assignments:
+                if a.broker_ids != [node]:
+                    return 0, TopicRefusal(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                           f"Partition {a.partition_index} must be assigned to broker {node}, "
+                                           f"the only broker.")
+            return len(indexes), None
+        rf = t.replication_factor
+        if rf == 0 or rf < -1:
+            return 0, TopicRefusal(ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0.")
+        if rf > 1:
+            return 0, TopicRefusal(ErrorCode.INVALID_REPLICATION_FACTOR,
+                                   f"Unable to replicate the partition {rf} time(s): only 1 broker is registered.")
+        partitions = self.config.num_partitions if t.num_partitions == -1 else t.num_partitions
+        return partitions, TopicRegistry.check_partition_count(partitions)
+
+    # ------------------------------------------------------------------ DeleteTopics
+    async def delete_topics(self, request, version: int, ctx: RequestContext) -> DeleteTopicsResponse:
+        if version >= 6:
+            wanted = [(t.name, t.topic_id or ZERO_UUID) for t in request.topics]
+        else:
+            wanted = [(name, ZERO_UUID) for name in request.topic_names]
+        seen: dict[object, int] = {}
+        for name, topic_id in wanted:
+            key = topic_id if topic_id != ZERO_UUID else name
+            seen[key] = seen.get(key, 0) + 1
+        results = []
+        for name, topic_id in wanted:
+            result = DeleteTopicsResponse.DeletableTopicResult(name=name, topic_id=topic_id, error_code=0)
+            results.append(result)
+            key = topic_id if topic_id != ZERO_UUID else name
+            if seen[key] > 1:
+                result.error_code = ErrorCode.INVALID_REQUEST
+                result.error_message = "Duplicate topic in the request."
+                continue
+            if topic_id != ZERO_UUID:
+                topic = self.topics.get_by_id(topic_id)
+                if topic is None:
+                    result.error_code = ErrorCode.UNKNOWN_TOPIC_ID
+                    result.error_message = f"Topic id {topic_id} does not exist."
+                    continue
+                name = result.name = topic.name
+            try:
+                outcome = await self.topics.delete(name)
+            except StorageError as exc:
+                outcome = TopicRefusal(ErrorCode.NOT_CONTROLLER, f"Could not persist the deletion: {exc}")
+            if isinstance(outcome, TopicRefusal):
+                result.error_code = outcome.error_code
+                result.error_message = outcome.message
+            else:
+                result.topic_id = outcome.topic_id
+                self.groups.forget_topic(outcome.name)
+        return DeleteTopicsResponse(responses=results)
+
+    # ------------------------------------------------------------------ CreatePartitions
+    async def create_partitions(self, request, version: int, ctx: RequestContext) -> CreatePartitionsResponse:
+        counts: dict[str, int] = {}
+        for t in request.topics:
+            counts[t.name] = counts.get(t.name, 0) + 1
+        node = self.config.node_id
+        results = []
+        for t in request.topics:
+            result = CreatePartitionsResponse.CreatePartitionsTopicResult(name=t.name, error_code=0)
+            results.append(result)
+            if counts[t.name] > 1:
+                refusal = TopicRefusal(ErrorCode.INVALID_REQUEST, f"Topic '{t.name}' appears more than once.")
+            else:
+                refusal = self.topics.check_new_partition_count(t.name, t.count)
+            if refusal is None and t.assignments is not None:
+                topic = self.topics.get(t.name)
+                added = t.count - topic.partitions
+                if len(t.assignments) != added:
+                    refusal = TopicRefusal(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                           f"Increasing the number of partitions by {added} but "
+                                           f"{len(t.assignments)} assignments provided.")
+                elif any(a.broker_ids != [node] for a in t.assignments):
+                    refusal = TopicRefusal(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                           f"New partitions must be assigned to broker {node}, the only broker.")
+            if refusal is None and not request.validate_only:
+                try:
+                    outcome = await self.topics.set_partition_count(t.name, t.count)
+                except StorageError as exc:
+                    outcome = TopicRefusal(ErrorCode.NOT_CONTROLLER, f"Could not persist the change: {exc}")
+                if isinstance(outcome, TopicRefusal):
+                    refusal = outcome
+            if refusal is not None:
+                result.error_code = refusal.error_code
+                result.error_message = refusal.message
+        return CreatePartitionsResponse(results=results)
+
+
+def _refuse(result, refusal: TopicRefusal) -> None:
+    result.error_code = refusal.error_code
+    result.error_message = refusal.message

@@ -1,0 +1,485 @@
+"""`CoordinatorServer`: the Kafka-protocol listener of one Cohort node.
+
+Life cycle (driven by `coordinator.daemon` or by tests)::
+
+    server = CoordinatorServer(config, metrics=metrics)
+    await server.start()   # state "loading": open and replay the offsets log, then bind; "ready"
+    ...                    # server.port is the bound port (useful with listeners=127.0.0.1:0)
+    await server.stop()    # "stopping": stop accepting, finish in-flight requests, close the log
+
+Connections. Each connection is an `asyncio.Protocol` (no stream wrappers on
+the hot path). Bytes go through `protocol.framing.FrameReader`, which refuses
+a frame larger than ``socket.request.max.bytes`` from its 4-byte size prefix,
+before buffering it. Requests may be pipelined; every request is dispatched
+the moment it is decoded (so a parked JoinGroup does not stall a Heartbeat
+behind it, and one connection's commits share fsyncs), but responses are
+written strictly in request order, as Kafka clients require. No request has
+to come first: some clients send ApiVersions only on their first connection.
+
+Bad input costs only its own connection: an undecodable frame, an unknown API
+key, or an unsupported version of anything but ApiVersions (which gets
+Kafka's v0 fallback reply) closes that connection with one log line; everyone
+else is served as before. An unexpected exception in a handler is logged with
+its traceback and also closes only that connection (Kafka's clients treat a
+closed connection as retriable).
+
+Limits from the config: ``max.connections`` (more are refused at accept),
+``queued.max.requests.per.connection`` (reading pauses while that many
+responses are outstanding), ``connections.max.idle.ms`` (a connection with
+nothing in flight and no bytes for that long is closed).
+"""
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+import os
+import time
+import uuid
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+from coordinator.config import CoordinatorConfig, HostPort
+from coordinator.group_coordinator import GroupCoordinator, RequestContext
+from coordinator.handlers import RequestHandlers
+from coordinator.log import LogLoadError, OffsetsLog
+from coordinator.records import Record, TopicRecord, TopicTombstone, encode_record
+from coordinator.topics import TopicRegistry
+from protocol.errors import ProtocolError
+from protocol.framing import (
+    API_VERSIONS_KEY,
+    FrameReader,
+    FrameTooLarge,
+    UnknownApiKey,
+    UnsupportedVersion,
+    api_versions_fallback,
+    decode_request,
+    encode_response,
+)
+
+log = logging.getLogger("coordinator.server")
+
+# The topic registry's records live in this offsets-log partition.
+TOPIC_REGISTRY_PARTITION = 0
+META_PROPERTIES = "meta.properties"
+# Log a refused connection at most this often (a client storm must not flood the log).
+_REFUSAL_LOG_INTERVAL_S = 10.0
+
+
+class CoordinatorServer:
+    """One Cohort node: the offsets log, the group coordinator, the topic registry and the listener."""
+
+    def __init__(self, config: CoordinatorConfig, metrics: Any = None) -> None:
+        self.config = config
+        self.metrics = metrics
+        self.state = "loading"
+        self.port: int | None = None
+        self.cluster_id: str | None = None
+        self.log: OffsetsLog | None = None
+        self.groups: GroupCoordinator | None = None
+        self.topics: TopicRegistry | None = None
+        self.handlers: RequestHandlers | None = None
+        self._listener: asyncio.base_events.Server | None = None
+        self._connections: set[_Connection] = set()
+        self._tasks: set[asyncio.Task] = set()
+        self._idle_task: asyncio.Task | None = None
+        self._last_refusal_log = 0.0
+        if metrics is not None:
+            metrics.watch_readiness(lambda: self.state)
+
+    # ------------------------------------------------------------------ life cycle
+    async def start(self) -> None:
+        """Load the offsets log (state "loading"), then bind and serve (state "ready")."""
+        config = self.config
+        started = time.perf_counter()
+        data_dir = Path(config.data_dir)
+        data_dir.mkdir(parents=True, exist_ok=True)
+        self.cluster_id = load_cluster_id(data_dir)
+        self.log = OffsetsLog(
+            data_dir,
+            num_partitions=config.offsets_topic_num_partitions,
+            segment_bytes=config.offsets_topic_segment_bytes,
+            flush_policy=config.offsets_flush_policy,
+            delete_retention_ms=config.delete_retention_ms,
+            cleaner_backoff_ms=config.log_cleaner_backoff_ms,
+        )
+        self.topics = TopicRegistry(self._persist_topic_records)
+        self.groups = GroupCoordinator(config, self.log, other_records=self._replay_other_record)
+        try:
+            await self.groups.load()
+        except LogLoadError as exc:
+            # The partitions that loaded serve normally; the groups of the
+            # failed ones answer NOT_COORDINATOR until an operator repairs them.
+            log.error("%s", exc)
+        self.groups.start_retention()
+        self.handlers = RequestHandlers(config, self.topics, self.groups, self.cluster_id, self.advertised_address)
+        if self.metrics is not None:
+            self.metrics.watch_groups(self._groups_by_state, self._member_count)
+            self.metrics.watch_offsets(lambda: len(self.groups.offsets))
+        host, port = config.listen_address
+        loop = asyncio.get_running_loop()
+        try:
+            self._listener = await loop.create_server(
+                lambda: _Connection(self), host, port, reuse_address=True, backlog=1024)
+        except OSError:
+            await self._close_storage()
+            raise
+        self.port = self._listener.sockets[0].getsockname()[1]
+        self._idle_task = loop.create_task(self._close_idle_connections(), name="cohort-idle-connections")
+        self.state = "ready"
+        log.info("listening", extra={"address": f"{host}:{self.port}", "advertised": str(self.advertised_address()),
+                                     "cluster_id": self.cluster_id, "topics": len(self.topics),
+                                     "start_ms": round((time.perf_counter() - started) * 1000)})
+
+    async def stop(self) -> None:
+        """Stop accepting, answer what is in flight, then flush and close the offsets log."""
+        if self.state == "stopping":
+            return
+        self.state = "stopping"
+        if self._listener is not None:
+            self._listener.close()
+        if self._idle_task is not None:
+            self._idle_task.cancel()
+        for conn in list(self._connections):
+            conn.stop_reading()
+        # Parked requests are answered now rather than at their timeouts:
+        # Fetch waits end, JoinGroup/SyncGroup get NOT_COORDINATOR (clients
+        # then look for the coordinator again).
+        if self.handlers is not None:
+            self.handlers.fetch_waits.release_all()
+        if self.groups is not None:
+            self.groups.shutdown()
+        if self._tasks:
+            budget = max(0.1, self.config.shutdown_timeout_ms / 2000)
+            _done, pending = await asyncio.wait(set(self._tasks), timeout=budget)
+            for task in pending:
+                task.cancel()
+            if pending:
+                await asyncio.wait(pending, timeout=1.0)
+        for conn in list(self._connections):
+            conn.close("shutdown")
+        if self._listener is not None:
+            try:
+                await asyncio.wait_for(self._listener.wait_closed(), 1.0)
+            except asyncio.TimeoutError:
+                pass
+        await self._close_storage()
+        log.info("stopped")
+
+    async def _close_storage(self) -> None:
+        if self.groups is not None and self.state != "stopping":
+            self.groups.shutdown()
+        if self.log is not None:
+            await self.log.close()
+
+    async def __aenter__(self) -> "CoordinatorServer":
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info) -> None:
+        await self.stop()
+
+    # ------------------------------------------------------------------ wiring
+    def advertised_address(self) -> HostPort:
+        """What Metadata and FindCoordinator tell clients to connect to."""
+        address = self.config.advertised_address
+        if address.port == 0 and self.port is not None:
+            return HostPort(address.host, self.port)
+        return address
+
+    async def _persist_topic_records(self, records: list[TopicRecord | TopicTombstone]) -> None:
+        assert self.log is not None
+        await self.log.append(TOPIC_REGISTRY_PARTITION, [encode_record(r) for r in records])
+
+    def _replay_other_record(self, record: Record) -> None:
+        if isinstance(record, (TopicRecord, TopicTombstone)):
+            assert self.topics is not None
+            self.topics.apply(record)
+        else:
+            log.warning("ignoring an unexpected record type in the offsets log: %s", type(record).__name__)
+
+    def _groups_by_state(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        if self.groups is not None:
+            for group in self.groups.groups():
+                name = str(group.state)
+                counts[name] = counts.get(name, 0) + 1
+        return counts
+
+    def _member_count(self) -> int:
+        return sum(len(g.members) for g in self.groups.groups()) if self.groups is not None else 0
+
+    # ------------------------------------------------------------------ connections
+    def _admit(self, conn: "_Connection") -> bool:
+        if self.state != "ready":
+            return False
+        if len(self._connections) >= self.config.max_connections:
+            now = time.monotonic()
+            if now - self._last_refusal_log >= _REFUSAL_LOG_INTERVAL_S:
+                self._last_refusal_log = now
+                log.warning("refusing connections: max.connections reached",
+                            extra={"max_connections": self.config.max_connections, "peer": conn.peer})
+            if self.metrics is not None:
+                self.metrics.connection_closed("limit")
+            return False
+        self._connections.add(conn)
+        if self.metrics is not None:
+            self.metrics.connection_accepted()
+        return True
+
+    def _forget(self, conn: "_Connection", reason: str) -> None:
+        if conn in self._connections:
+            self._connections.discard(conn)
+            if self.metrics is not None:
+                self.metrics.connection_closed(reason)
+
+    def _spawn(self, coro) -> asyncio.Task:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    async def _close_idle_connections(self) -> None:
+        idle_s = self.config.connections_max_idle_ms / 1000
+        interval = min(max(idle_s / 4, 0.05), 30.0)
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(interval)
+            deadline = loop.time() - idle_s
+            for conn in list(self._connections):
+                if not conn.pending and conn.last_active < deadline:
+                    log.info("closing idle connection", extra={"peer": conn.peer, "idle_ms": round(
+                        (loop.time() - conn.last_active) * 1000)})
+                    conn.close("idle")
+
+
+class _Slot:
+    """One request's place in a connection's response order; `payload` is set when answered."""
+
+    __slots__ = ("payload",)
+
+    def __init__(self, payload: bytes | None = None) -> None:
+        self.payload = payload
+
+
+class _Connection(asyncio.Protocol):
+    """One client connection: frames in, responses out in request order."""
+
+    def __init__(self, server: CoordinatorServer) -> None:
+        self.server = server
+        self.handlers = server.handlers
+        self.metrics = server.metrics
+        self.reader = FrameReader(server.config.socket_request_max_bytes)
+        self.max_pending = server.config.queued_max_requests_per_connection
+        self.transport: asyncio.Transport | None = None
+        self.pending: deque[_Slot] = deque()
+        self.peer = ""
+        self.closed = False
+        self.reading_paused = False
+        self.writing_paused = False
+        self.last_active = 0.0
+        self._loop = asyncio.get_running_loop()
+        self._ctx = RequestContext("", "")
+
+    # -- asyncio callbacks --------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        peer = transport.get_extra_info("peername")
+        host = peer[0] if isinstance(peer, tuple) and peer else ""
+        self.peer = f"{host}:{peer[1]}" if isinstance(peer, tuple) and len(peer) > 1 else str(peer)
+        # Java renders a client's address as "/<ip>"; admin tools show it as is.
+        self._ctx = RequestContext("", f"/{host}")
+        self.last_active = self._loop.time()
+        if not self.server._admit(self):
+            self.closed = True
+            transport.close()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.closed:
+            self.closed = True
+            self.server._forget(self, "client" if exc is None else "error")
+        self.pending.clear()
+
+    def pause_writing(self) -> None:
+        # The client is not reading its responses: stop reading its requests.
+        self.writing_paused = True
+        self._update_reading()
+
+    def resume_writing(self) -> None:
+        self.writing_paused = False
+        self._update_reading()
+
+    def data_received(self, data: bytes) -> None:
+        if self.closed:
+            return
+        self.last_active = self._loop.time()
+        try:
+            frames = self.reader.feed(data)
+        except FrameTooLarge as exc:
+            self._reject("oversized", str(exc))
+            return
+        for frame in frames:
+            self._dispatch(frame)
+            if self.closed:
+                return
+        self._update_reading()
+
+    def eof_received(self) -> bool:
+        return False  # close our side too; in-flight responses cannot be delivered anyway
+
+    # -- requests -------------------------------------------------------------------
+    def _dispatch(self, frame: bytes) -> None:
+        started = time.perf_counter()
+        try:
+            header, request = decode_request(frame)
+        except UnsupportedVersion as exc:
+            if exc.header.api_key == API_VERSIONS_KEY:
+                # Kafka's rule: answer with the versions we do speak, keep the connection.
+                self._answer(_Slot(api_versions_fallback(exc.header)))
+                return
+            self._reject("protocol_error", str(exc))
+            return
+        except UnknownApiKey as exc:
+            self._reject("protocol_error", str(exc))
+            return
+        except ProtocolError as exc:
+            self._reject("protocol_error", f"malformed request: {exc}")
+            return
+        key = header.api_key
+        ctx = self._ctx
+        if header.client_id != ctx.client_id:
+            ctx = self._ctx = RequestContext(header.client_id, ctx.client_host)
+        handler = self.handlers.sync_handlers.get(key)
+        if handler is not None:
+            try:
+                response = handler(request, header.api_version, ctx)
+                payload = encode_response(header, response)
+            except Exception:
+                self._fail(header)
+                return
+            self._answer(_Slot(payload))
+            self._observe(header, response, started)
+            return
+        handler = self.handlers.async_handlers.get(key)
+        if handler is None:
+            # The codec knows this API but the server does not answer it (not advertised).
+            self._reject("protocol_error", f"API key {key} is not served")
+            return
+        slot = _Slot()
+        self.pending.append(slot)
+        self.server._spawn(self._complete(slot, header, handler(request, header.api_version, ctx), started))
+
+    async def _complete(self, slot: _Slot, header, pending_response, started: float) -> None:
+        try:
+            response = await pending_response
+            payload = encode_response(header, response)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            self._fail(header)
+            return
+        if self.closed:
+            return
+        slot.payload = payload
+        self._flush()
+        self._observe(header, response, started)
+
+    def _answer(self, slot: _Slot) -> None:
+        if not self.pending:
+            self.transport.write(slot.payload)  # type: ignore[union-attr, arg-type]
+        else:
+            self.pending.append(slot)
+            self._flush()
+
+    def _flush(self) -> None:
+        """Write every answered response at the head of the queue, in order."""
+        pending = self.pending
+        if not pending or pending[0].payload is None:
+            return
+        ready = []
+        while pending and pending[0].payload is not None:
+            ready.append(pending.popleft().payload)
+        self.transport.write(ready[0] if len(ready) == 1 else b"".join(ready))  # type: ignore[union-attr]
+        self.last_active = self._loop.time()
+        self._update_reading()
+
+    def _observe(self, header, response, started: float) -> None:
+        metrics = self.metrics
+        if metrics is not None:
+            metrics.observe_request(header.api_key, header.api_version, time.perf_counter() - started)
+            code = getattr(response, "error_code", 0)
+            if code:
+                metrics.count_request_error(header.api_key, code)
+
+    def _update_reading(self) -> None:
+        if self.closed or self.transport is None:
+            return
+        should_pause = self.writing_paused or len(self.pending) >= self.max_pending
+        if should_pause and not self.reading_paused:
+            self.reading_paused = True
+            self.transport.pause_reading()
+        elif not should_pause and self.reading_paused and self.server.state == "ready":
+            self.reading_paused = False
+            self.transport.resume_reading()
+
+    # -- closing ----------------------------------------------------------------------
+    def _reject(self, reason: str, message: str) -> None:
+        """Close this connection over bad input: one log line, nobody else affected."""
+        log.warning("closing connection: %s", message, extra={"peer": self.peer, "client_id": self._ctx.client_id})
+        self.close(reason)
+
+    def _fail(self, header) -> None:
+        log.exception("request failed; closing the connection",
+                      extra={"peer": self.peer, "api_key": header.api_key, "api_version": header.api_version,
+                             "client_id": header.client_id})
+        self.close("error")
+
+    def stop_reading(self) -> None:
+        """The server is stopping: read no more requests, but answer those in flight."""
+        if not self.closed and not self.reading_paused and self.transport is not None:
+            self.reading_paused = True
+            self.transport.pause_reading()
+
+    def close(self, reason: str) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self.pending.clear()
+        self.server._forget(self, reason)
+        if self.transport is not None:
+            self.transport.close()
+
+
+def load_cluster_id(data_dir: Path) -> str:
+    """This node's cluster id, created once and kept in ``meta.properties`` (Kafka's file and format).
+
+    A Kafka cluster id is a random UUID in URL-safe base64 without padding
+    (22 characters). It must stay stable: clients compare it across Metadata
+    responses.
+    """
+    path = data_dir / META_PROPERTIES
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        text = None
+    if text is not None:
+        for line in text.splitlines():
+            name, sep, value = line.partition("=")
+            if sep and name.strip() == "cluster.id" and value.strip():
+                return value.strip()
+        raise ValueError(f"{path} has no cluster.id line; remove the file to generate a new cluster id")
+    cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode("ascii").rstrip("=")
+    tmp = path.with_suffix(".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(f"# Written by Cohort on first start; the cluster id must not change.\nversion=1\ncluster.id={cluster_id}\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    dir_fd = os.open(data_dir, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+    log.info("new cluster id", extra={"cluster_id": cluster_id})
+    return cluster_id

@@ -1,0 +1,206 @@
+"""The topic registry: topic names, partition counts and topic ids.
+
+Cohort stores no messages, but consumers only form groups over topics they
+can see in Metadata, and admin tools create and delete topics. So the
+coordinator keeps the smallest registry that makes those calls truthful: a
+name, a partition count and a topic id (a UUID, as Kafka assigns one) per
+topic. Partitions hold no records; the server answers ListOffsets and Fetch
+for them as for empty logs (see `coordinator.handlers`).
+
+The registry is persisted through the offsets log as `TopicRecord` /
+`TopicTombstone` records (keyed by topic name, so compaction keeps the latest
+state of each topic). Writes follow the coordinator's rule: validate → make a
+record → append it (durable) → apply it to memory → answer. All writes go
+through one lock, so two concurrent creations of one name (say two Metadata
+requests auto-creating it) produce one topic, not two ids.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import uuid
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from dataclasses import dataclass
+
+from coordinator.records import TopicRecord, TopicTombstone
+from protocol.errors import ErrorCode
+
+log = logging.getLogger("coordinator.topics")
+
+# Kafka's topic name rules (`org.apache.kafka.common.internals.Topic`).
+TOPIC_NAME_MAX_LENGTH = 249
+_LEGAL_TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]+")
+# The coordinator's own log is not a topic clients may create or read.
+RESERVED_TOPIC_NAMES = frozenset({"__consumer_offsets", "__transaction_state"})
+# A bound on one topic's size: every partition is listed in every Metadata
+# response that names the topic, so an absurd count would turn each such
+# response into megabytes. Kafka has no hard limit; this one is generous.
+MAX_PARTITIONS_PER_TOPIC = 100_000
+
+PersistRecords = Callable[[Sequence["TopicRecord | TopicTombstone"]], Awaitable[None]]
+
+
+@dataclass(slots=True)
+class Topic:
+    name: str
+    topic_id: uuid.UUID
+    partitions: int
+
+
+@dataclass(frozen=True, slots=True)
+class TopicRefusal:
+    """Why a topic operation is refused: the Kafka error for the reply, and a message for humans."""
+
+    error_code: ErrorCode
+    message: str
+
+
+def topic_name_problem(name: str | None) -> str | None:
+    """What is wrong with `name` as a topic name (Kafka's rules), or None if it is legal."""
+    if name is None or name == "":
+        return "Topic name is empty."
+    if name in (".", ".."):
+        return f"Topic name cannot be '{name}'."
+    if len(name) > TOPIC_NAME_MAX_LENGTH:
+        return f"Topic name is longer than {TOPIC_NAME_MAX_LENGTH} characters."
+    if not _LEGAL_TOPIC_NAME.fullmatch(name):
+        return f"Topic name '{name}' may contain only ASCII letters, digits, '.', '_' and '-'."
+    return None
+
+
+def _collision_key(name: str) -> str:
+    # Kafka refuses names that differ only by '.' versus '_': both map to the
+    # same metric names.
+    return name.replace(".", "_")
+
+
+class TopicRegistry:
+    """Every topic this coordinator knows, with its one writer path.
+
+    `persist` makes records durable (the server appends them to the offsets
+    log); it raises on failure, and then nothing changes in memory.
+    """
+
+    def __init__(self, persist: PersistRecords) -> None:
+        self._persist = persist
+        self._by_name: dict[str, Topic] = {}
+        self._by_id: dict[uuid.UUID, Topic] = {}
+        self._by_collision_key: dict[str, str] = {}
+        self._write_lock = asyncio.Lock()
+
+    # -- reads ------------------------------------------------------------------
+    def get(self, name: str | None) -> Topic | None:
+        return self._by_name.get(name) if name is not None else None
+
+    def get_by_id(self, topic_id: uuid.UUID) -> Topic | None:
+        return self._by_id.get(topic_id)
+
+    def __iter__(self) -> Iterator[Topic]:
+        return iter(list(self._by_name.values()))
+
+    def __len__(self) -> int:
+        return len(self._by_name)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._by_name
+
+    # -- replay / apply -----------------------------------------------------------
+    def apply(self, record: TopicRecord | TopicTombstone) -> None:
+        """Make a durable record the in-memory state (used at load and after each append)."""
+        old = self._by_name.pop(record.name, None)
+        if old is not None:
+            self._by_id.pop(old.topic_id, None)
+            self._by_collision_key.pop(_collision_key(old.name), None)
+        if isinstance(record, TopicRecord):
+            topic = Topic(record.name, record.topic_id, record.partitions)
+            self._by_name[topic.name] = topic
+            self._by_id[topic.topic_id] = topic
+            self._by_collision_key[_collision_key(topic.name)] = topic.name
+
+    # -- validation ----------------------------------------------------------------
+    def check_new_topic(self, name: str | None, partitions: int) -> TopicRefusal | None:
+        """Would creating `name` with `partitions` partitions be refused, and why."""
+        problem = topic_name_problem(name)
+        if problem is not None:
+            return TopicRefusal(ErrorCode.INVALID_TOPIC_EXCEPTION, problem)
+        assert name is not None
+        if name in RESERVED_TOPIC_NAMES:
+            return TopicRefusal(ErrorCode.INVALID_TOPIC_EXCEPTION,
+                                f"Topic name '{name}' is reserved for Kafka's internal topics.")
+        if name in self._by_name:
+            return TopicRefusal(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+        other = self._by_collision_key.get(_collision_key(name))
+        if other is not None:
+            return TopicRefusal(ErrorCode.INVALID_TOPIC_EXCEPTION,
+                                f"Topic '{name}' collides with existing topic '{other}' ('.' and '_' are equivalent).")
+        return self.check_partition_count(partitions)
+
+    @staticmethod
+    def check_partition_count(partitions: int) -> TopicRefusal | None:
+        if partitions < 1:
+            return TopicRefusal(ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0.")
+        if partitions > MAX_PARTITIONS_PER_TOPIC:
+            return TopicRefusal(ErrorCode.INVALID_PARTITIONS,
+                                f"Number of partitions must be at most {MAX_PARTITIONS_PER_TOPIC}.")
+        return None
+
+    def check_new_partition_count(self, name: str, count: int) -> TopicRefusal | None:
+        """Would growing `name` to `count` partitions be refused, and why (CreatePartitions)."""
+        topic = self._by_name.get(name)
+        if topic is None:
+            return TopicRefusal(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist.")
+        if count == topic.partitions:
+            return TopicRefusal(ErrorCode.INVALID_PARTITIONS, f"Topic already has {count} partitions.")
+        if count < topic.partitions:
+            return TopicRefusal(ErrorCode.INVALID_PARTITIONS,
+                                f"Topic currently has {topic.partitions} partitions, which is higher than the "
+                                f"requested {count}.")
+        return self.check_partition_count(count)
+
+    # -- writes --------------------------------------------------------------------
+    async def create(self, name: str, partitions: int) -> Topic | TopicRefusal:
+        """Create a topic (durably) or say why not."""
+        async with self._write_lock:
+            refusal = self.check_new_topic(name, partitions)
+            if refusal is not None:
+                return refusal
+            record = TopicRecord(name, uuid.uuid4(), partitions)
+            await self._persist([record])
+            self.apply(record)
+        log.info("topic created", extra={"topic": name, "partitions": partitions, "topic_id": str(record.topic_id)})
+        return self._by_name[name]
+
+    async def ensure(self, name: str, partitions: int) -> Topic | TopicRefusal:
+        """The topic `name`, created with `partitions` if it does not exist yet (auto-creation)."""
+        topic = self._by_name.get(name)
+        if topic is not None:
+            return topic
+        result = await self.create(name, partitions)
+        if isinstance(result, TopicRefusal) and result.error_code == ErrorCode.TOPIC_ALREADY_EXISTS:
+            return self._by_name[name]  # created by a concurrent request while we waited
+        return result
+
+    async def delete(self, name: str) -> Topic | TopicRefusal:
+        async with self._write_lock:
+            topic = self._by_name.get(name)
+            if topic is None:
+                return TopicRefusal(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist.")
+            record = TopicTombstone(name)
+            await self._persist([record])
+            self.apply(record)
+        log.info("topic deleted", extra={"topic": name, "topic_id": str(topic.topic_id)})
+        return topic
+
+    async def set_partition_count(self, name: str, count: int) -> Topic | TopicRefusal:
+        """Grow a topic to `count` partitions (partition counts only ever increase)."""
+        async with self._write_lock:
+            refusal = self.check_new_partition_count(name, count)
+            if refusal is not None:
+                return refusal
+            topic = self._by_name[name]
+            record = TopicRecord(name, topic.topic_id, count)
+            await self._persist([record])
+            self.apply(record)
+        log.info("topic partitions increased", extra={"topic": name, "partitions": count})
+        return self._by_name[name]
