@@ -189,16 +189,16 @@ class Daemon:
                 await self._stop_server()
                 return self._exit_code()
         except StartupError:
-            await self.metrics_http.stop()
+            await self._abandon_start()
             raise
         except OSError as exc:
-            await self.metrics_http.stop()
+            await self._abandon_start()
             if exc.errno in (errno.EADDRINUSE, errno.EADDRNOTAVAIL, errno.EACCES):
                 raise _bind_error("clients", config.listen_address, exc) from None
             raise StartupError(f"cannot start: {exc}") from None
         except Exception as exc:
-            await self.metrics_http.stop()
             log.debug("start failed", exc_info=True)
+            await self._abandon_start()
             raise StartupError(f"cannot start: {type(exc).__name__}: {exc}") from None
 
         log.info(
@@ -237,6 +237,15 @@ class Daemon:
         except Exception:
             log.debug("start interrupted", exc_info=True)
         return False
+
+    async def _abandon_start(self) -> None:
+        """After a failed start: release what the server opened (bounded), then the metrics port."""
+        if self.server is not None:
+            try:
+                await asyncio.wait_for(self.server.stop(), self.config.shutdown_timeout_ms / 1000)
+            except Exception:
+                log.debug("stop after failed start", exc_info=True)
+        await self.metrics_http.stop()
 
     async def _stop_server(self) -> None:
         budget = self.config.shutdown_timeout_ms / 1000
