@@ -1,0 +1,488 @@
+"""Group, offset and topic administration over the Kafka protocol (asyncio).
+
+Every operation goes where a Kafka admin client would send it, so this works
+against any Kafka-compatible cluster, not only Cohort: group operations to the
+group's coordinator (FindCoordinator), ListGroups to every broker, ListOffsets
+to each partition's leader, topic changes to the controller when the metadata
+names one. Retriable errors are retried within the API timeout; the rest come
+back as `KafkaError` (or per-item error codes where Kafka reports per item).
+"""
+from __future__ import annotations
+
+import asyncio
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from client.cluster import COORDINATOR_MOVED, Broker, Cluster, TopicInfo
+from client.connection import BrokerConnection
+from client.errors import ClientError, KafkaConnectionError, KafkaError, UnsupportedApi, kafka_error
+from client.offsets import (
+    SIMPLE_COMMIT,
+    OffsetAndMetadata,
+    as_offsets,
+    commit_offsets,
+    fetch_offsets,
+    fetch_offsets_many,
+)
+from client.topic_partition import TopicPartition, flatten_partitions, partitions_by_topic
+from protocol.consumer_protocol import decode_assignment, decode_subscription
+from protocol.errors import ErrorCode, ProtocolError
+from protocol.messages import (
+    CreatePartitionsRequest,
+    CreateTopicsRequest,
+    DeleteGroupsRequest,
+    DeleteTopicsRequest,
+    DescribeGroupsRequest,
+    ListGroupsRequest,
+    ListOffsetsRequest,
+    OffsetDeleteRequest,
+)
+
+EARLIEST_TIMESTAMP = -2
+LATEST_TIMESTAMP = -1
+GROUP_STATES = ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead")
+
+
+@dataclass(slots=True, frozen=True)
+class GroupListing:
+    group_id: str
+    protocol_type: str
+    state: str | None = None  # None when the broker is too old to say (ListGroups < v4)
+    group_type: str | None = None
+
+
+@dataclass(slots=True, frozen=True)
+class MemberDescription:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    host: str
+    assignment: tuple[TopicPartition, ...] = ()
+    subscribed_topics: tuple[str, ...] = ()
+
+
+@dataclass(slots=True, frozen=True)
+class GroupDescription:
+    group_id: str
+    state: str
+    protocol_type: str
+    protocol: str
+    members: tuple[MemberDescription, ...]
+    coordinator: Broker | None = None
+
+    @property
+    def exists(self) -> bool:
+        return self.state != "Dead"
+
+    @property
+    def is_inactive(self) -> bool:
+        """Kafka's rule for resetting offsets: Empty or Dead."""
+        return self.state in ("Empty", "Dead")
+
+
+@dataclass(slots=True, frozen=True)
+class NewTopic:
+    name: str
+    num_partitions: int = -1  # -1: the broker's num.partitions
+    replication_factor: int = -1
+    configs: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(slots=True, frozen=True)
+class ListedOffset:
+    offset: int  # -1 when no offset matches (e.g. a timestamp after the last record)
+    timestamp: int = -1
+
+
+class Admin:
+    """An asyncio admin client; use as `async with Admin("host:9092") as admin: ...`."""
+
+    def __init__(
+        self,
+        bootstrap: str | Sequence[str] = "127.0.0.1:9092",
+        *,
+        client_id: str = "cohort-admin",
+        request_timeout_ms: int = 30000,
+        api_timeout_ms: int = 60000,
+        connect_timeout_ms: int = 10000,
+        retry_backoff_ms: int = 100,
+    ) -> None:
+        self.cluster = Cluster(
+            bootstrap,
+            client_id=client_id,
+            request_timeout_ms=request_timeout_ms,
+            api_timeout_ms=api_timeout_ms,
+            connect_timeout_ms=connect_timeout_ms,
+            retry_backoff_ms=retry_backoff_ms,
+        )
+
+    async def __aenter__(self) -> "Admin":
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        await self.cluster.close()
+
+    # ------------------------------------------------------------ groups
+
+    async def list_groups(self, states: Iterable[str] | None = None) -> list[GroupListing]:
+        """Every group on every broker, optionally only those in `states` (case-insensitive)."""
+        wanted = {s.lower() for s in states} if states else None
+        meta = await self.cluster.metadata([])
+        node_ids = list(meta.brokers) or [None]
+        listings: dict[str, GroupListing] = {}
+        for node_id in node_ids:
+            conn = await (self.cluster.broker_connection(node_id) if node_id is not None else self.cluster.any_connection())
+            for listing in await self._list_groups_on(conn, wanted):
+                listings[listing.group_id] = listing
+        result = sorted(listings.values(), key=lambda g: g.group_id)
+        if wanted is not None and any(g.state is None for g in result):
+            # Old brokers don't report states: ask the coordinators.
+            described = await self.describe_groups([g.group_id for g in result if g.state is None])
+            result = [
+                GroupListing(g.group_id, g.protocol_type, described[g.group_id].state, g.group_type)
+                if g.state is None else g
+                for g in result
+            ]
+        if wanted is not None:
+            result = [g for g in result if g.state is not None and g.state.lower() in wanted]
+        return result
+
+    async def _list_groups_on(self, conn: BrokerConnection, wanted: set[str] | None) -> list[GroupListing]:
+        deadline = self.cluster.deadline()
+        backoff = self.cluster.backoff()
+        version = conn.version_for(ListGroupsRequest.API_KEY)
+        while True:
+            request = ListGroupsRequest(states_filter=sorted(wanted) if wanted and version >= 4 else [])
+            response = await conn.request(request, version)
+            if response.error_code == ErrorCode.NONE:
+                return [
+                    GroupListing(
+                        g.group_id,
+                        g.protocol_type,
+                        g.group_state if version >= 4 else None,
+                        g.group_type if version >= 5 else None,
+                    )
+                    for g in response.groups
+                ]
+            error = kafka_error(response.error_code, f"ListGroups on {conn.address}")
+            if not error.retriable or deadline.expired:
+                raise error
+            await asyncio.sleep(min(backoff.next_delay(), deadline.remaining()))
+
+    async def describe_groups(self, group_ids: Iterable[str]) -> dict[str, GroupDescription]:
+        """Descriptions by group id; a group that does not exist is described as state 'Dead'."""
+        ids = list(dict.fromkeys(group_ids))
+        descriptions = await asyncio.gather(*(self.describe_group(g) for g in ids))
+        return dict(zip(ids, descriptions))
+
+    async def describe_group(self, group_id: str) -> GroupDescription:
+        async def attempt(conn: BrokerConnection) -> GroupDescription:
+            response = await conn.request(DescribeGroupsRequest(groups=[group_id], include_authorized_operations=False))
+            entry = next((g for g in response.groups if g.group_id == group_id), None)
+            if entry is None:
+                raise kafka_error(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"DescribeGroups gave no answer for {group_id!r}")
+            if entry.error_code == ErrorCode.GROUP_ID_NOT_FOUND:
+                return GroupDescription(group_id, "Dead", "", "", (), await self.cluster.find_coordinator(group_id))
+            if entry.error_code != ErrorCode.NONE:
+                raise kafka_error(entry.error_code, f"DescribeGroups for {group_id!r}")
+            members = tuple(
+                _member_description(m, entry.protocol_type) for m in entry.members
+            )
+            return GroupDescription(
+                group_id,
+                entry.group_state,
+                entry.protocol_type,
+                entry.protocol_data,
+                members,
+                await self.cluster.find_coordinator(group_id),
+            )
+
+        return await self.cluster.call_coordinator(group_id, attempt)
+
+    async def delete_groups(self, group_ids: Iterable[str]) -> dict[str, KafkaError | None]:
+        """Delete each (empty) group; the value is None on success or the group's error."""
+        ids = list(dict.fromkeys(group_ids))
+
+        async def delete_one(group_id: str) -> KafkaError | None:
+            async def attempt(conn: BrokerConnection) -> KafkaError | None:
+                response = await conn.request(DeleteGroupsRequest(groups_names=[group_id]))
+                entry = next((r for r in response.results if r.group_id == group_id), None)
+                if entry is None:
+                    raise kafka_error(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"DeleteGroups gave no answer for {group_id!r}")
+                if entry.error_code == ErrorCode.NONE:
+                    return None
+                error = kafka_error(entry.error_code, f"group {group_id!r}")
+                if error.code in COORDINATOR_MOVED or error.retriable:
+                    raise error
+                return error
+
+            return await self.cluster.call_coordinator(group_id, attempt)
+
+        results = await asyncio.gather(*(delete_one(g) for g in ids))
+        return dict(zip(ids, results))
+
+    # ------------------------------------------------------------ committed offsets
+
+    async def fetch_offsets(
+        self, group_id: str, partitions: Iterable[TopicPartition] | None = None
+    ) -> dict[TopicPartition, OffsetAndMetadata]:
+        """Committed offsets (all partitions when `partitions` is None); partitions without one are left out."""
+        return await fetch_offsets(self.cluster, group_id, partitions)
+
+    async def fetch_offsets_many(
+        self, groups: Mapping[str, Iterable[TopicPartition] | None]
+    ) -> dict[str, dict[TopicPartition, OffsetAndMetadata]]:
+        return await fetch_offsets_many(self.cluster, groups)
+
+    async def alter_offsets(self, group_id: str, offsets: Mapping) -> None:
+        """Set committed offsets with a simple commit (no membership): Kafka accepts it only for inactive groups."""
+        await commit_offsets(self.cluster, group_id, as_offsets(offsets), SIMPLE_COMMIT)
+
+    async def delete_offsets(self, group_id: str, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        """Delete committed offsets; returns each partition's error code (0 = deleted).
+
+        Group-level refusals (GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP) raise.
+        """
+        wanted = sorted({TopicPartition(*tp) for tp in partitions})
+        if not wanted:
+            return {}
+        Topic = OffsetDeleteRequest.OffsetDeleteRequestTopic
+        request = OffsetDeleteRequest(
+            group_id=group_id,
+            topics=[
+                Topic(name=t, partitions=[Topic.OffsetDeleteRequestPartition(partition_index=p) for p in ps])
+                for t, ps in partitions_by_topic(wanted).items()
+            ],
+        )
+
+        async def attempt(conn: BrokerConnection) -> dict[TopicPartition, int]:
+            response = await conn.request(request)
+            if response.error_code != ErrorCode.NONE:
+                raise kafka_error(response.error_code, f"OffsetDelete for group {group_id!r}")
+            return {
+                TopicPartition(t.name, p.partition_index): p.error_code for t in response.topics for p in t.partitions
+            }
+
+        return await self.cluster.call_coordinator(group_id, attempt)
+
+    # ------------------------------------------------------------ topics
+
+    async def list_topics(self, *, include_internal: bool = False) -> dict[str, TopicInfo]:
+        meta = await self.cluster.metadata(None)
+        return {
+            name: info
+            for name, info in sorted(meta.topics.items())
+            if include_internal or not info.is_internal
+        }
+
+    async def describe_topics(self, names: Iterable[str]) -> dict[str, TopicInfo]:
+        """Topic metadata; a missing topic comes back with error UNKNOWN_TOPIC_OR_PARTITION."""
+        names = list(dict.fromkeys(names))
+        meta = await self.cluster.metadata(names, allow_auto_topic_creation=False)
+        return {
+            name: meta.topics.get(name, TopicInfo(name, (), ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)) for name in names
+        }
+
+    async def create_topics(
+        self, topics: Iterable[NewTopic], *, validate_only: bool = False, timeout_ms: int = 30000
+    ) -> dict[str, KafkaError | None]:
+        """Create topics; the value is None on success or the topic's error (e.g. TOPIC_ALREADY_EXISTS)."""
+        by_name = {t.name: t for t in topics}
+        Creatable = CreateTopicsRequest.CreatableTopic
+
+        async def send(conn: BrokerConnection, names: list[str]):
+            version = conn.version_for(CreateTopicsRequest.API_KEY)
+            chosen = [by_name[n] for n in names]
+            if validate_only and version < 1:
+                raise UnsupportedApi(f"broker {conn.address} cannot validate topic creation (CreateTopics v0)")
+            if version < 4 and any(t.num_partitions < 0 or t.replication_factor < 0 for t in chosen):
+                raise UnsupportedApi(f"broker {conn.address} needs explicit partitions and replication factor")
+            request = CreateTopicsRequest(
+                topics=[
+                    Creatable(
+                        name=t.name,
+                        num_partitions=t.num_partitions,
+                        replication_factor=t.replication_factor,
+                        assignments=[],
+                        configs=[Creatable.CreatableTopicConfig(name=k, value=v) for k, v in t.configs.items()],
+                    )
+                    for t in chosen
+                ],
+                timeout_ms=timeout_ms,
+                validate_only=validate_only,
+            )
+            response = await conn.request(request, version)
+            return {t.name: (t.error_code, getattr(t, "error_message", None)) for t in response.topics}
+
+        return await self._to_controller(send, list(by_name), "CreateTopics")
+
+    async def delete_topics(self, names: Iterable[str], *, timeout_ms: int = 30000) -> dict[str, KafkaError | None]:
+        async def send(conn: BrokerConnection, chosen: list[str]):
+            version = conn.version_for(DeleteTopicsRequest.API_KEY)
+            if version >= 6:
+                State = DeleteTopicsRequest.DeleteTopicState
+                request = DeleteTopicsRequest(topics=[State(name=n) for n in chosen], timeout_ms=timeout_ms)
+            else:
+                request = DeleteTopicsRequest(topic_names=chosen, timeout_ms=timeout_ms)
+            response = await conn.request(request, version)
+            return {r.name: (r.error_code, getattr(r, "error_message", None)) for r in response.responses}
+
+        return await self._to_controller(send, list(dict.fromkeys(names)), "DeleteTopics")
+
+    async def create_partitions(
+        self, new_totals: Mapping[str, int], *, validate_only: bool = False, timeout_ms: int = 30000
+    ) -> dict[str, KafkaError | None]:
+        """Grow topics to `new_totals[topic]` partitions."""
+        Topic = CreatePartitionsRequest.CreatePartitionsTopic
+
+        async def send(conn: BrokerConnection, chosen: list[str]):
+            request = CreatePartitionsRequest(
+                topics=[Topic(name=t, count=new_totals[t], assignments=None) for t in chosen],
+                timeout_ms=timeout_ms,
+                validate_only=validate_only,
+            )
+            response = await conn.request(request)
+            return {r.name: (r.error_code, r.error_message) for r in response.results}
+
+        return await self._to_controller(send, list(new_totals), "CreatePartitions")
+
+    async def _to_controller(self, send, names: list[str], what: str) -> dict[str, KafkaError | None]:
+        """Send a topic change to the controller; retry NOT_CONTROLLER and other retriable errors per topic."""
+        deadline = self.cluster.deadline()
+        backoff = self.cluster.backoff()
+        results: dict[str, KafkaError | None] = {}
+        pending = list(names)
+        while pending:
+            retry: list[str] = []
+            try:
+                conn = await self.cluster.controller_connection()
+                answers = await send(conn, pending)
+            except KafkaConnectionError:
+                if deadline.expired:
+                    raise
+                retry = pending
+            else:
+                for name in pending:
+                    code, message = answers.get(name, (ErrorCode.UNKNOWN_SERVER_ERROR, f"{what}: no answer"))
+                    error = None if code == ErrorCode.NONE else kafka_error(code, message or f"{what} {name!r}")
+                    if error is not None and error.retriable and not deadline.expired:
+                        retry.append(name)
+                        if error.code == ErrorCode.NOT_CONTROLLER:
+                            await self.cluster.metadata([])
+                    else:
+                        results[name] = error
+            pending = retry
+            if pending:
+                await asyncio.sleep(min(backoff.next_delay(), deadline.remaining()))
+        return {name: results[name] for name in names}
+
+    # ------------------------------------------------------------ log offsets
+
+    async def list_partition_offsets(
+        self, specs: Mapping[TopicPartition, int]
+    ) -> dict[TopicPartition, ListedOffset]:
+        """ListOffsets for each partition: EARLIEST_TIMESTAMP, LATEST_TIMESTAMP or a timestamp in ms.
+
+        Raises `KafkaError` for a partition that does not exist.
+        """
+        pending = {TopicPartition(*tp): ts for tp, ts in specs.items()}
+        results: dict[TopicPartition, ListedOffset] = {}
+        deadline = self.cluster.deadline()
+        backoff = self.cluster.backoff()
+        while pending:
+            meta = await self.cluster.metadata(sorted({tp.topic for tp in pending}))
+            by_leader: dict[int, dict[TopicPartition, int]] = defaultdict(dict)
+            retry: dict[TopicPartition, int] = {}
+            last_error: KafkaError | None = None
+            for tp, ts in pending.items():
+                info = meta.topics.get(tp.topic)
+                partition = None if info is None else next((p for p in info.partitions if p.partition == tp.partition), None)
+                if partition is None:
+                    raise kafka_error(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"partition {tp}")
+                if partition.leader < 0:
+                    retry[tp] = ts
+                    last_error = kafka_error(ErrorCode.LEADER_NOT_AVAILABLE, f"partition {tp}")
+                    continue
+                by_leader[partition.leader][tp] = ts
+            for leader, wanted in by_leader.items():
+                try:
+                    conn = await self.cluster.broker_connection(leader)
+                    answers = await _list_offsets_on(conn, wanted)
+                except KafkaConnectionError as exc:
+                    retry.update(wanted)
+                    last_error = exc
+                    continue
+                for tp, answer in answers.items():
+                    if isinstance(answer, KafkaError):
+                        if not answer.retriable:
+                            raise answer
+                        retry[tp] = wanted[tp]
+                        last_error = answer
+                    else:
+                        results[tp] = answer
+            pending = retry
+            if pending:
+                if deadline.expired:
+                    raise last_error or ClientError("ListOffsets did not complete in time")
+                await asyncio.sleep(min(backoff.next_delay(), deadline.remaining()))
+        return results
+
+
+async def _list_offsets_on(
+    conn: BrokerConnection, wanted: Mapping[TopicPartition, int]
+) -> dict[TopicPartition, ListedOffset | KafkaError]:
+    version = conn.version_for(ListOffsetsRequest.API_KEY)
+    Topic = ListOffsetsRequest.ListOffsetsTopic
+    request = ListOffsetsRequest(
+        replica_id=-1,
+        isolation_level=0,
+        topics=[
+            Topic(
+                name=t,
+                partitions=[
+                    Topic.ListOffsetsPartition(partition_index=p, timestamp=wanted[TopicPartition(t, p)], max_num_offsets=1)
+                    for p in ps
+                ],
+            )
+            for t, ps in partitions_by_topic(wanted).items()
+        ],
+    )
+    response = await conn.request(request, version)
+    answers: dict[TopicPartition, ListedOffset | KafkaError] = {}
+    for topic in response.topics:
+        for p in topic.partitions:
+            tp = TopicPartition(topic.name, p.partition_index)
+            if p.error_code != ErrorCode.NONE:
+                answers[tp] = kafka_error(p.error_code, f"ListOffsets for {tp}")
+            elif version == 0:
+                offsets = list(p.old_style_offsets)
+                answers[tp] = ListedOffset(offsets[0] if offsets else -1)
+            else:
+                answers[tp] = ListedOffset(p.offset, p.timestamp)
+    for tp in wanted:
+        answers.setdefault(tp, kafka_error(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"ListOffsets: no answer for {tp}"))
+    return answers
+
+
+def _member_description(member, protocol_type: str) -> MemberDescription:
+    assignment: tuple[TopicPartition, ...] = ()
+    topics: tuple[str, ...] = ()
+    if protocol_type == "consumer":
+        if member.member_assignment:
+            try:
+                decoded = decode_assignment(member.member_assignment)
+                assignment = tuple(sorted(flatten_partitions((t.topic, t.partitions) for t in decoded.assigned_partitions)))
+            except ProtocolError:
+                pass
+        if member.member_metadata:
+            try:
+                topics = tuple(decode_subscription(member.member_metadata).topics)
+            except ProtocolError:
+                pass
+    return MemberDescription(
+        member.member_id, member.group_instance_id, member.client_id, member.client_host, assignment, topics
+    )

@@ -1,0 +1,297 @@
+"""One TCP connection to one Kafka-protocol broker.
+
+- Requests are pipelined: each gets a fresh correlation id and is written at
+  once; a reader task matches responses to requests strictly in order (Kafka
+  answers in request order on a connection), checking the correlation id.
+- ApiVersions is negotiated on connect: for every API both sides know, the
+  highest version both support. A broker that does not know our ApiVersions
+  version answers with its own range for key 18 and we retry with that.
+- A request that times out closes the connection: a later response could no
+  longer be matched reliably, which is also what Kafka's Java client does.
+- After a failure the connection reconnects on next use, waiting an
+  exponentially growing backoff between attempts (reconnect.backoff.ms).
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from dataclasses import dataclass
+
+from client.errors import KafkaConnectionError, RequestTimedOut, UnsupportedApi, kafka_error
+from client.retry import Backoff
+from protocol.errors import ErrorCode, ProtocolError
+from protocol.framing import SUPPORTED_VERSIONS, FrameReader, decode_response, encode_request
+from protocol.messages import API_SCHEMAS, ApiVersionsRequest
+
+log = logging.getLogger(__name__)
+
+CLIENT_SOFTWARE_NAME = "cohort-client"
+CLIENT_SOFTWARE_VERSION = "0.1.0"
+API_VERSIONS_KEY = 18
+
+# Versions the client itself refuses to use even when both sides know them:
+# OffsetCommit/OffsetFetch v10 name topics by UUID, which a coordinator
+# without topic metadata cannot resolve.
+CLIENT_MAX_VERSIONS: dict[int, int] = {8: 9, 9: 9}
+
+
+@dataclass(slots=True)
+class _InFlight:
+    correlation_id: int
+    api_key: int
+    version: int
+    future: asyncio.Future
+
+
+def parse_address(address: str, default_port: int = 9092) -> tuple[str, int]:
+    """'host:port', '[v6addr]:port' or 'host' → (host, port); ValueError on nonsense."""
+    address = address.strip()
+    if not address:
+        raise ValueError("empty broker address")
+    if address.startswith("["):
+        host, _, rest = address[1:].partition("]")
+        port_text = rest[1:] if rest.startswith(":") else ""
+    elif address.count(":") == 1:
+        host, port_text = address.split(":")
+    else:
+        host, port_text = address, ""
+    if not host:
+        raise ValueError(f"no host in broker address {address!r}")
+    if not port_text:
+        return host, default_port
+    if not port_text.isdigit() or not 0 < int(port_text) < 65536:
+        raise ValueError(f"bad port in broker address {address!r}")
+    return host, int(port_text)
+
+
+class BrokerConnection:
+    """A pipelined, self-reconnecting connection to one broker."""
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        *,
+        client_id: str = "cohort-client",
+        request_timeout_ms: int = 30000,
+        connect_timeout_ms: int = 10000,
+        reconnect_backoff_ms: int = 50,
+        reconnect_backoff_max_ms: int = 1000,
+        max_frame_bytes: int = 104857600,
+    ) -> None:
+        self.host = host
+        self.port = port
+        self.client_id = client_id
+        self.request_timeout_ms = request_timeout_ms
+        self.connect_timeout_ms = connect_timeout_ms
+        self.max_frame_bytes = max_frame_bytes
+        self._backoff = Backoff(reconnect_backoff_ms, reconnect_backoff_max_ms)
+        self._next_attempt = 0.0  # monotonic time before which we don't reconnect
+        self._lock = asyncio.Lock()
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._read_task: asyncio.Task | None = None
+        self._in_flight: deque[_InFlight] = deque()
+        self._correlation_id = 0
+        self._versions: dict[int, int] = {}
+        self._broker_ranges: dict[int, tuple[int, int]] = {}
+        self._closed_for_good = False
+
+    def __repr__(self) -> str:
+        return f"BrokerConnection({self.host}:{self.port}, {'up' if self.connected else 'down'})"
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def connected(self) -> bool:
+        return self._writer is not None and not self._writer.is_closing()
+
+    # ------------------------------------------------------------ versions
+
+    def version_for(self, api_key: int, max_version: int | None = None, min_version: int = 0) -> int:
+        """Highest version of `api_key` both sides support, within [min_version, max_version]."""
+        version = self._versions.get(api_key)
+        name = API_SCHEMAS[api_key].name if api_key in API_SCHEMAS else str(api_key)
+        if version is None:
+            raise UnsupportedApi(f"broker {self.address} does not support {name}")
+        if max_version is not None:
+            broker_low = self._broker_ranges[api_key][0]
+            version = min(version, max_version)
+            if version < broker_low:
+                raise UnsupportedApi(f"broker {self.address} needs {name} v{broker_low}+, client wants ≤ v{max_version}")
+        if version < min_version:
+            raise UnsupportedApi(f"broker {self.address} supports {name} only up to v{version}, v{min_version} needed")
+        return version
+
+    def supports(self, api_key: int, min_version: int = 0) -> bool:
+        return self._versions.get(api_key, -1) >= min_version
+
+    # ------------------------------------------------------------ lifecycle
+
+    async def connect(self) -> None:
+        """Connect (waiting out the reconnect backoff) and negotiate versions; no-op when connected."""
+        async with self._lock:
+            if self.connected:
+                return
+            if self._closed_for_good:
+                raise KafkaConnectionError(f"connection to {self.address} was closed")
+            wait = self._next_attempt - time.monotonic()
+            if wait > 0:
+                await asyncio.sleep(wait)
+            try:
+                await self._open()
+                await self._negotiate()
+            except BaseException as exc:
+                self._next_attempt = time.monotonic() + self._backoff.next_delay()
+                self._teardown(KafkaConnectionError(f"connection to {self.address} failed: {exc}"))
+                if isinstance(exc, (OSError, asyncio.TimeoutError)):
+                    raise KafkaConnectionError(f"cannot connect to {self.address}: {_describe(exc)}") from None
+                raise
+            self._backoff.reset()
+
+    async def _open(self) -> None:
+        try:
+            self._reader, self._writer = await asyncio.wait_for(
+                asyncio.open_connection(self.host, self.port), self.connect_timeout_ms / 1000
+            )
+        except asyncio.TimeoutError:
+            raise KafkaConnectionError(
+                f"cannot connect to {self.address}: no answer within {self.connect_timeout_ms} ms"
+            ) from None
+        self._read_task = asyncio.get_running_loop().create_task(self._read_loop(self._reader))
+
+    async def _negotiate(self) -> None:
+        ours_low, ours_high = SUPPORTED_VERSIONS[API_VERSIONS_KEY]
+        version = ours_high
+        for _ in range(2):
+            request = ApiVersionsRequest(
+                client_software_name=CLIENT_SOFTWARE_NAME, client_software_version=CLIENT_SOFTWARE_VERSION
+            )
+            response = await self._send(request, version, self.connect_timeout_ms)
+            if response.error_code == ErrorCode.UNSUPPORTED_VERSION:
+                theirs = {k.api_key: k.max_version for k in response.api_keys}
+                version = min(ours_high, theirs.get(API_VERSIONS_KEY, 0))
+                if version < ours_low:
+                    raise UnsupportedApi(f"broker {self.address} speaks no ApiVersions version we know")
+                continue
+            if response.error_code != ErrorCode.NONE:
+                raise kafka_error(response.error_code, f"ApiVersions from {self.address}")
+            break
+        else:
+            raise UnsupportedApi(f"broker {self.address} refused every ApiVersions version")
+        self._broker_ranges = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
+        versions = {}
+        for key, (their_low, their_high) in self._broker_ranges.items():
+            if key not in SUPPORTED_VERSIONS:
+                continue
+            our_low, our_high = SUPPORTED_VERSIONS[key]
+            high = min(our_high, their_high, CLIENT_MAX_VERSIONS.get(key, our_high))
+            if high >= max(our_low, their_low):
+                versions[key] = high
+        self._versions = versions
+
+    async def close(self) -> None:
+        """Close for good: in-flight requests fail, later requests are refused."""
+        self._closed_for_good = True
+        writer = self._writer
+        self._teardown(KafkaConnectionError(f"connection to {self.address} closed"))
+        if writer is not None:
+            try:
+                await asyncio.wait_for(writer.wait_closed(), 1.0)
+            except (OSError, asyncio.TimeoutError):
+                pass
+
+    def _teardown(self, error: Exception) -> None:
+        """Drop the socket and fail every in-flight request with `error`."""
+        writer, self._writer, self._reader = self._writer, None, None
+        if writer is not None:
+            writer.close()
+        task, self._read_task = self._read_task, None
+        if task is not None and task is not asyncio.current_task():
+            task.cancel()
+        while self._in_flight:
+            entry = self._in_flight.popleft()
+            if not entry.future.done():
+                entry.future.set_exception(error)
+
+    # ------------------------------------------------------------ requests
+
+    async def request(self, message, version: int | None = None, timeout_ms: int | None = None):
+        """Send `message` and return the decoded response.
+
+        `version` defaults to the highest version both sides support. Raises
+        `KafkaConnectionError` (retriable) when the broker is unreachable or
+        the connection breaks, `RequestTimedOut` after `timeout_ms`.
+        """
+        await self.connect()
+        if version is None:
+            version = self.version_for(message.API_KEY)
+        return await self._send(message, version, timeout_ms if timeout_ms is not None else self.request_timeout_ms)
+
+    async def _send(self, message, version: int, timeout_ms: int):
+        writer = self._writer
+        if writer is None or writer.is_closing():
+            raise KafkaConnectionError(f"not connected to {self.address}")
+        self._correlation_id = (self._correlation_id + 1) & 0x7FFFFFFF
+        frame = encode_request(message, version, self._correlation_id, self.client_id)
+        future = asyncio.get_running_loop().create_future()
+        self._in_flight.append(_InFlight(self._correlation_id, message.API_KEY, version, future))
+        try:
+            writer.write(frame)
+            await writer.drain()
+            return await asyncio.wait_for(future, timeout_ms / 1000)
+        except asyncio.TimeoutError:
+            name = API_SCHEMAS[message.API_KEY].name
+            self._next_attempt = time.monotonic() + self._backoff.next_delay()
+            self._teardown(KafkaConnectionError(f"connection to {self.address} closed after a request timed out"))
+            raise RequestTimedOut(f"{name} to {self.address}: no response within {timeout_ms} ms") from None
+        except OSError as exc:
+            self._teardown(KafkaConnectionError(f"connection to {self.address} broke: {_describe(exc)}"))
+            raise KafkaConnectionError(f"connection to {self.address} broke: {_describe(exc)}") from None
+
+    async def _read_loop(self, reader: asyncio.StreamReader) -> None:
+        frames = FrameReader(self.max_frame_bytes)
+        error: Exception = KafkaConnectionError(f"{self.address} closed the connection")
+        try:
+            while True:
+                data = await reader.read(65536)
+                if not data:
+                    break
+                for frame in frames.feed(data):
+                    if not self._in_flight:
+                        raise ProtocolError("response without a request")
+                    entry = self._in_flight.popleft()
+                    if len(frame) < 4 or int.from_bytes(frame[:4], "big", signed=True) != entry.correlation_id:
+                        raise ProtocolError(f"response out of order (expected correlation id {entry.correlation_id})")
+                    if entry.future.done():
+                        continue  # its caller gave up (cancelled)
+                    try:
+                        _, body = decode_response(entry.api_key, entry.version, frame)
+                    except ProtocolError as exc:
+                        entry.future.set_exception(
+                            KafkaConnectionError(f"undecodable response from {self.address}: {exc}")
+                        )
+                    else:
+                        entry.future.set_result(body)
+        except asyncio.CancelledError:
+            raise
+        except ProtocolError as exc:
+            log.warning("closing connection to %s: %s", self.address, exc)
+            error = KafkaConnectionError(f"bad response stream from {self.address}: {exc}")
+        except OSError as exc:
+            error = KafkaConnectionError(f"connection to {self.address} broke: {_describe(exc)}")
+        if self._reader is reader:  # not already replaced by a reconnect
+            self._next_attempt = time.monotonic() + self._backoff.next_delay()
+            self._teardown(error)
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, asyncio.TimeoutError):
+        return "timed out"
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    return str(exc) or type(exc).__name__
