@@ -32,10 +32,11 @@ in flight share the next write and fsync (group commit).  A failed write
 raises `StorageError` (``error_code`` = the Kafka error to map) and leaves
 nothing behind; the next append tries again.
 
-Tools and readers: `list_segments(data_dir)` and `read_segment(path)` read
-segment files without the server's cooperation (safe while it runs; a torn or
-in-progress tail is skipped); `cohort log dump|verify|compact` is built on
-them (`coordinator.cli_log`).
+Tools and readers: `list_segments(data_dir)`, `read_segment(path)` and
+`read_partition(data_dir, p)` read segment files without the server's
+cooperation (safe while it runs; a torn or in-progress tail is skipped;
+`read_partition` also copes with a concurrent compaction); `cohort log
+dump|verify|compact` is built on them (`coordinator.cli_log`).
 """
 from coordinator.log.compaction import CompactionResult, compact_closed_segments
 from coordinator.log.offsets_log import (
@@ -45,7 +46,13 @@ from coordinator.log.offsets_log import (
     PartitionState,
     StorageError,
 )
-from coordinator.log.segments import CorruptLogError, list_partitions, list_segments, read_segment
+from coordinator.log.segments import (
+    CorruptLogError,
+    list_partitions,
+    list_segments,
+    read_partition,
+    read_segment,
+)
 
 __all__ = [
     "OffsetsLog",
@@ -59,4 +66,5 @@ __all__ = [
     "list_segments",
     "list_partitions",
     "read_segment",
+    "read_partition",
 ]

@@ -17,6 +17,7 @@ import logging
 import os
 import re
 import struct
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -104,7 +105,8 @@ def read_segment(path: str | os.PathLike) -> Iterator[tuple[int, bytes, bytes | 
     Safe while the server runs: it reads a snapshot of the file and stops
     quietly at an unfinished batch at the end (a write in progress, or a torn
     tail).  Damage before the end raises CorruptLogError.  A segment replaced
-    by compaction in the meantime raises FileNotFoundError: list again.
+    by compaction in the meantime raises FileNotFoundError: list again, or use
+    `read_partition`, which handles that.
     """
     path = Path(path)
     with open(path, "rb") as f:
@@ -117,6 +119,48 @@ def read_segment(path: str | os.PathLike) -> Iterator[tuple[int, bytes, bytes | 
     except BatchError as exc:
         if not _is_tail(buf, exc):
             raise CorruptLogError(path, exc.position, exc.reason) from None
+
+
+def read_partition(data_dir: str | os.PathLike, partition: int, *, timeout: float = 10.0
+                   ) -> Iterator[tuple[int, bytes, bytes | None]]:
+    """(log offset, key, value) of every record of one partition, oldest first.  Read-only.
+
+    Unlike reading `list_segments` one by one, this sees a consistent set of
+    segments while the server compacts: it opens every segment before reading
+    any (an open file survives its replacement), and lists again if a segment
+    vanished or a compaction was half-way through its swap.
+    """
+    pdir = partition_dir(Path(data_dir), partition)
+    deadline = time.monotonic() + timeout
+    while True:
+        files = []
+        try:
+            if any(n.endswith(".swap") for n in os.listdir(pdir)):
+                raise FileNotFoundError("compaction swap in progress")
+            for path in list_partition_segments(pdir):
+                files.append((path, open(path, "rb")))
+            break
+        except FileNotFoundError:
+            for _, f in files:
+                f.close()
+            if not pdir.exists():
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{pdir}: segments kept changing for {timeout} s") from None
+            time.sleep(0.005)
+    try:
+        for path, f in files:
+            buf = f.read()
+            try:
+                for view in iter_batches(buf, segment_base(path)):
+                    keys, values = view.keys_values(buf)
+                    yield from zip(view.offsets(buf), keys, values)
+            except BatchError as exc:
+                if not (path == files[-1][0] and _is_tail(buf, exc)):
+                    raise CorruptLogError(path, exc.position, exc.reason) from None
+    finally:
+        for _, f in files:
+            f.close()
 
 
 def _is_tail(buf: bytes, exc: BatchError) -> bool:

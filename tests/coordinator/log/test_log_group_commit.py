@@ -1,0 +1,47 @@
+"""Appends that arrive while a write is in flight share the next write (group commit), each keeps its own
+contiguous offsets, and each append is one atomic unit."""
+from __future__ import annotations
+
+import asyncio
+
+from log_helpers import commit, open_log
+
+from coordinator.log import list_segments, read_segment
+from coordinator.log.batch import iter_batches
+
+
+async def test_concurrent_appends_share_batches_and_get_their_own_offsets(tmp_path):
+    log, _ = await open_log(tmp_path, num_partitions=2)
+    appends = [[commit(f"g{i}", "t", p, i) for p in range(i % 3 + 1)] for i in range(64)]
+    lasts = await asyncio.gather(*[log.append(1, recs) for recs in appends])
+    await log.close()
+
+    segment = [path for p, path in list_segments(tmp_path) if p == 1][0]
+    batches = list(iter_batches(segment.read_bytes()))
+    assert len(batches) < len(appends)  # fsyncs were shared
+    records = list(read_segment(segment))
+    offset_of = {(o_k, o_v): o for o, o_k, o_v in records}
+    for recs, last in zip(appends, lasts):
+        # An append's records are contiguous and end at the offset it was given.
+        assert [offset_of[r] for r in recs] == list(range(last - len(recs) + 1, last + 1))
+    assert [o for o, _, _ in records] == list(range(sum(map(len, appends))))
+
+
+async def test_flush_policies_all_persist_on_close(tmp_path):
+    for policy in ("always", "never", "5"):
+        data_dir = tmp_path / policy
+        log, _ = await open_log(data_dir, flush_policy=policy)
+        await asyncio.gather(*[log.append(0, [commit("g", "t", i, i)]) for i in range(10)])
+        await asyncio.sleep(0.02)
+        await log.close()
+        _, live = await open_log(data_dir)
+        assert live == dict(commit("g", "t", i, i) for i in range(10))
+
+
+def test_bad_flush_policy_is_refused(tmp_path):
+    import pytest
+
+    from coordinator.log import OffsetsLog
+
+    with pytest.raises(ValueError, match="flush policy"):
+        OffsetsLog(tmp_path, flush_policy="sometimes")
