@@ -191,7 +191,8 @@ class Harness:
         leader = responses[0].leader
         generation = responses[0].generation_id
         syncs = [self.sync(group_id, mid, generation,
-                           {x: f"assign-{x}".encode() for x in ids} if mid == leader else None)
+                           {x: f"assign-{x}".encode() for x in ids} if mid == leader else None,
+                           protocol_type=responses[0].protocol_type, protocol_name=responses[0].protocol_name)
                  for mid in ids]
         await self.settle()
         assert all(s.result().error_code == 0 for s in syncs), [s.result() for s in syncs]
