@@ -1,0 +1,114 @@
+"""Offset retention (KIP-211) with a hand-driven clock."""
+from __future__ import annotations
+
+import pytest
+
+from coordinator.group import GroupState
+from group_harness import E, Harness, subscription
+
+RETENTION_MS = 60_000
+
+
+@pytest.fixture
+async def h(tmp_path):
+    harness = await Harness(tmp_path, offsets_retention_minutes=1, offsets_retention_check_interval_ms=1000).start()
+    yield harness
+    await harness.close()
+
+
+async def offsets_of(h: Harness, group_id: str) -> dict:
+    return {k: v[0] for k, v in (await h.fetch(group_id, None))[1].items()}
+
+
+async def test_given_simple_group_then_offsets_expire_from_commit_time_and_group_goes(h):
+    await h.commit("s", {("t", 0): 1})
+    await h.advance(30_000)
+    await h.commit("s", {("t", 1): 2})
+    await h.advance(RETENTION_MS - 30_000 - 1)
+    assert await h.coordinator.expire_offsets() == 0
+    await h.advance(1)
+    assert await h.coordinator.expire_offsets() == 1
+    assert await offsets_of(h, "s") == {("t", 1): 2}
+    await h.advance(30_000)
+    assert await h.coordinator.expire_offsets() == 2  # the last offset and the group tombstone
+    assert h.group("s") is None and await offsets_of(h, "s") == {}
+
+
+async def test_given_consumer_group_that_became_empty_then_retention_counts_from_emptiness(h):
+    (member,) = await h.stable_group("g", 1, session_ms=600_000)
+    await h.commit("g", {("t", 0): 5}, member_id=member, generation=1)
+    await h.advance(RETENTION_MS * 2)
+    assert await h.coordinator.expire_offsets() == 0  # Stable and subscribed to t: never expires
+    await h.leave("g", [(member, None)])
+    await h.advance(0)
+    assert h.group("g").state is GroupState.EMPTY
+    await h.advance(RETENTION_MS - 1)
+    assert await h.coordinator.expire_offsets() == 0
+    await h.advance(1)
+    assert await h.coordinator.expire_offsets() == 2
+    assert h.group("g") is None
+
+
+async def test_given_stable_consumer_group_then_unsubscribed_topics_expire_from_commit_time(h):
+    (member,) = await h.stable_group("g", 1, session_ms=600_000, protocols=(("range", subscription("t")),))
+    await h.commit("g", {("t", 0): 5, ("old", 0): 3}, member_id=member, generation=1)
+    await h.advance(RETENTION_MS)
+    assert await h.coordinator.expire_offsets() == 1
+    assert await offsets_of(h, "g") == {("t", 0): 5}
+    assert h.group("g").state is GroupState.STABLE
+
+
+async def test_given_rebalancing_group_then_nothing_expires(h):
+    ids = await h.stable_group("g", 2, session_ms=600_000, rebalance_ms=600_000)
+    await h.commit("g", {("old", 0): 3}, member_id=ids[0], generation=1)
+    h.join("g", ids[0], session_ms=600_000, rebalance_ms=600_000)
+    await h.settle()
+    await h.advance(RETENTION_MS * 2)
+    assert await h.coordinator.expire_offsets() == 0
+
+
+async def test_given_explicit_retention_time_then_offset_expires_at_its_expire_timestamp(h):
+    await h.commit("s", {("t", 0): 1}, version=2, retention_ms=5_000)
+    await h.commit("s", {("t", 1): 1})
+    await h.advance(5_000)
+    assert await h.coordinator.expire_offsets() == 1
+    assert await offsets_of(h, "s") == {("t", 1): 1}
+
+
+async def test_given_empty_group_without_offsets_then_removed_by_the_next_pass(h):
+    (member,) = await h.stable_group("g", 1)
+    await h.leave("g", [(member, None)])
+    await h.advance(0)
+    assert await h.coordinator.expire_offsets() == 1
+    assert h.group("g") is None
+
+
+async def test_given_retention_task_started_then_it_runs_every_check_interval(h):
+    await h.commit("s", {("t", 0): 1})
+    h.coordinator.start_retention()
+    await h.advance(RETENTION_MS - 1000)
+    assert await offsets_of(h, "s") == {("t", 0): 1}
+    await h.advance(1000)
+    await h.advance(1000)
+    assert await offsets_of(h, "s") == {}
+
+
+async def test_given_expired_offsets_when_restarted_then_they_stay_gone(h):
+    await h.commit("s", {("t", 0): 1})
+    await h.commit("keep", {("t", 0): 2})
+    await h.advance(RETENTION_MS // 2)
+    await h.commit("keep", {("t", 0): 3})
+    await h.advance(RETENTION_MS // 2)
+    assert await h.coordinator.expire_offsets() == 2
+    await h.restart()
+    assert await offsets_of(h, "s") == {} and h.group("s") is None
+    assert await offsets_of(h, "keep") == {("t", 0): 3}
+
+
+async def test_given_append_failure_then_expiry_applies_nothing(h):
+    await h.commit("s", {("t", 0): 1})
+    await h.advance(RETENTION_MS)
+    h.log.fail_with = E.KAFKA_STORAGE_ERROR
+    assert await h.coordinator.expire_offsets() == 0
+    h.log.fail_with = None
+    assert await offsets_of(h, "s") == {("t", 0): 1}
