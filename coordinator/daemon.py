@@ -29,6 +29,7 @@ import os
 import signal
 import sys
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -201,13 +202,16 @@ class Daemon:
             await self._abandon_start()
             raise StartupError(f"cannot start: {type(exc).__name__}: {exc}") from None
 
+        if not metrics.watching_log and getattr(self.server, "log", None) is not None:
+            metrics.watch_log(partial(offsets_log_stats, self.server.log))
         log.info(
             "cohort started",
             extra={
                 "version": __version__,
                 "config_file": str(self.effective.config_file) if self.effective.config_file else "none",
                 "data_dir": str(config.data_dir),
-                "listeners": config.listeners,
+                "listeners": str(HostPort(config.listen_address.host, getattr(self.server, "port", None)
+                                          or config.listen_address.port)),
                 "advertised": str(config.advertised_address),
                 "metrics": f"{config.metrics_address.host}:{self.metrics_http.port}",
                 "start_ms": round((time.monotonic() - started) * 1000),
@@ -287,6 +291,25 @@ class Daemon:
     def _on_hangup(self) -> None:
         if self._log_setup is not None and self._log_setup.reopen():
             log.info("log file reopened")
+
+
+def offsets_log_stats(offsets_log: Any) -> list[Any]:
+    """Bytes and segment count per offsets-log partition, from its public segment list."""
+    from coordinator.metrics import LogPartitionStats
+
+    stats = []
+    for partition in range(offsets_log.num_partitions):
+        segments = offsets_log.segments(partition)
+        if not segments:
+            continue
+        size = 0
+        for path in segments:
+            try:
+                size += path.stat().st_size
+            except OSError:  # rolled or compacted away since listed
+                pass
+        stats.append(LogPartitionStats(partition=partition, size_bytes=size, segments=len(segments)))
+    return stats
 
 
 def _signal_name(signum: int | None) -> str:

@@ -358,6 +358,10 @@ class CoordinatorMetrics:
     def watch_log(self, partitions: Callable[[], Iterable[LogPartitionStats]]) -> None:
         self._log_partitions = partitions
 
+    @property
+    def watching_log(self) -> bool:
+        return self._log_partitions is not None
+
     def watch_readiness(self, state: Callable[[], str]) -> None:
         """Register the server state ("loading", "ready", "stopping") for /health."""
         self._readiness = state

@@ -108,7 +108,7 @@ async def test_metrics_move_with_real_kafka_python_traffic(tmp_path):
             consumer = KafkaConsumer(
                 bootstrap_servers=server.bootstrap, group_id="metrics-group", enable_auto_commit=False,
                 auto_offset_reset="earliest", session_timeout_ms=6000, heartbeat_interval_ms=500,
-                request_timeout_ms=10000, api_version_auto_timeout_ms=10000,
+                request_timeout_ms=10000,
             )
             try:
                 consumer.subscribe(["metrics-topic"])
@@ -130,6 +130,8 @@ async def test_metrics_move_with_real_kafka_python_traffic(tmp_path):
         assert metric_value(after, "cohort_rebalances_total") >= 1
         assert metric_value(after, "cohort_offset_commits_total") >= 1
         assert metric_value(after, "cohort_committed_offsets") >= 1
+        assert metric_value(after, "cohort_log_size_bytes") > 0
+        assert metric_value(after, "cohort_log_segments") >= 1
         assert metric_value(after, "cohort_log_fsync_duration_seconds_count") >= 1
         assert sum(metric_value(after, "cohort_groups", state=s) for s in ("Empty", "Stable", "PreparingRebalance")) >= 1
     finally:
