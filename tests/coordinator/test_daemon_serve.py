@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import signal
 import socket
 import textwrap
@@ -250,3 +251,27 @@ def test_sigint_stops_gracefully_too(tmp_path):
     server.signal(signal.SIGINT)
     assert server.wait(30) == 0, server.stderr()
     assert "Traceback" not in server.stderr()
+
+
+async def test_a_second_signal_exits_at_once_and_the_log_still_loads(tmp_path):
+    data_dir = tmp_path / "data"
+    server = CohortServer(data_dir).start()
+    response = await roundtrip(server.port, simple_commit("before-exit", "t", 0, 77), 2)
+    assert response.topics[0].partitions[0].error_code == 0
+    # Two different signals pending together are handled in one loop pass:
+    # the first starts the graceful stop, the second must cut it short.
+    pid = server.process.pid
+    os.kill(pid, signal.SIGSTOP)
+    os.kill(pid, signal.SIGTERM)
+    os.kill(pid, signal.SIGINT)
+    os.kill(pid, signal.SIGCONT)
+    code = await asyncio.to_thread(server.wait, 30)
+    assert code in (128 + signal.SIGINT, 128 + signal.SIGTERM), server.stderr()
+    assert "second signal" in server.stderr()
+    assert "Traceback" not in server.stderr()
+
+    restarted = CohortServer(data_dir).start()
+    try:
+        assert await committed_offset(restarted.port, "before-exit", "t", 0) == 77
+    finally:
+        assert restarted.stop() == 0, restarted.stderr()
