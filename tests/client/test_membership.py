@@ -1,0 +1,240 @@
+"""Group membership against a real `cohort serve`: forming, failures, leaves, static members, fencing."""
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from client.admin import Admin, NewTopic
+from client.errors import IllegalGenerationError
+from client.membership import GroupMember, MemberState, RebalanceListener
+from client.topic_partition import TopicPartition
+
+pytestmark = pytest.mark.timeout(90)
+
+FAST = dict(heartbeat_interval_ms=200, rebalance_timeout_ms=5000)
+
+
+async def make_topic(bootstrap: str, name: str, partitions: int) -> None:
+    async with Admin(bootstrap) as admin:
+        assert await admin.create_topics([NewTopic(name, partitions)]) == {name: None}
+
+
+async def until(predicate, timeout: float, what: str) -> None:
+    """Poll `predicate` every 50 ms, failing with `what` after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for: {what}")
+        await asyncio.sleep(0.05)
+
+
+def settled(members, partitions: int) -> bool:
+    """Every member stable in one generation, and together they own each partition exactly once."""
+    if not all(m.state is MemberState.STABLE for m in members):
+        return False
+    if len({m.generation.generation_id for m in members}) != 1:
+        return False
+    owned = [tp for m in members for tp in m.assignment]
+    return len(owned) == partitions == len(set(owned))
+
+
+async def test_three_members_split_a_topic(shared_cohort_server):
+    bootstrap = shared_cohort_server.bootstrap
+    await make_topic(bootstrap, "split", 6)
+    members = [GroupMember(bootstrap, "g-split", ["split"], session_timeout_ms=6000, **FAST) for _ in range(3)]
+    try:
+        for m in members:
+            await m.start(wait=False)
+        await until(lambda: settled(members, 6), 20, "three members owning 6 partitions")
+        assert sorted(len(m.assignment) for m in members) == [2, 2, 2]
+        assert sum(m.is_leader for m in members) == 1
+        async with Admin(bootstrap) as admin:
+            description = await admin.describe_group("g-split")
+        assert description.state == "Stable" and description.protocol == "range"
+        assert {d.member_id: set(d.assignment) for d in description.members} == {
+            m.member_id: set(m.assignment) for m in members
+        }
+    finally:
+        await asyncio.gather(*(m.close() for m in members))
+
+
+async def test_killed_member_is_replaced_after_its_session_timeout(shared_cohort_server):
+    bootstrap = shared_cohort_server.bootstrap
+    await make_topic(bootstrap, "killed", 6)
+    script = Path(__file__).with_name("member_process.py")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[2]), os.environ.get("PYTHONPATH", "")])}
+    victim = subprocess.Popen(
+        [sys.executable, str(script), bootstrap, "g-killed", "killed", "2000"],
+        stdout=subprocess.PIPE, text=True, env=env,
+    )
+    survivors = [GroupMember(bootstrap, "g-killed", ["killed"], session_timeout_ms=2000, **FAST) for _ in range(2)]
+    try:
+        for m in survivors:
+            await m.start(wait=False)
+        # The victim reports every assignment it gets; wait until it holds its third.
+        line = await asyncio.wait_for(asyncio.to_thread(victim.stdout.readline), 20)
+        while True:
+            report = json.loads(line)
+            if len(report["partitions"]) == 2 and settled_with(survivors, report, 6):
+                break
+            line = await asyncio.wait_for(asyncio.to_thread(victim.stdout.readline), 20)
+        generation = report["generation"]
+        victim.send_signal(signal.SIGKILL)
+        victim.wait(10)
+        # No LeaveGroup was sent: the coordinator notices when the 2 s session runs out.
+        await until(lambda: settled(survivors, 6), 20, "survivors owning all 6 partitions")
+        assert all(m.generation.generation_id > generation for m in survivors)
+        assert sorted(len(m.assignment) for m in survivors) == [3, 3]
+    finally:
+        if victim.poll() is None:
+            victim.kill()
+        await asyncio.gather(*(m.close() for m in survivors))
+
+
+def settled_with(survivors, report, partitions: int) -> bool:
+    if not all(m.state is MemberState.STABLE and m.generation.generation_id == report["generation"] for m in survivors):
+        return False
+    owned = [tuple(p) for p in report["partitions"]] + [tuple(tp) for m in survivors for tp in m.assignment]
+    return len(owned) == partitions == len(set(owned))
+
+
+async def test_graceful_leave_hands_partitions_over_at_once(shared_cohort_server):
+    bootstrap = shared_cohort_server.bootstrap
+    await make_topic(bootstrap, "leave", 6)
+    # A 30 s session: if the others only took over after the session timeout, this would time out.
+    members = [GroupMember(bootstrap, "g-leave", ["leave"], session_timeout_ms=30000, **FAST) for _ in range(3)]
+    try:
+        for m in members:
+            await m.start(wait=False)
+        await until(lambda: settled(members, 6), 20, "three members settled")
+        revoked = []
+
+        class Watch(RebalanceListener):
+            async def on_partitions_revoked(self, partitions):
+                revoked.append(partitions)
+
+        leaver = members.pop(0)
+        leaver.listener = Watch()
+        before = set(leaver.assignment)
+        started = time.monotonic()
+        await leaver.close(reason="test: scaling down")
+        assert revoked == [frozenset(before)]  # the leaver gave its partitions up first
+        await until(lambda: settled(members, 6), 10, "two members owning all 6 partitions")
+        assert time.monotonic() - started < 30
+    finally:
+        await asyncio.gather(*(m.close() for m in members))
+
+
+async def test_static_member_restarts_within_its_session_without_a_rebalance(shared_cohort_server):
+    bootstrap = shared_cohort_server.bootstrap
+    await make_topic(bootstrap, "static", 6)
+    options = dict(session_timeout_ms=15000, **FAST)
+    others = [GroupMember(bootstrap, "g-static", ["static"], **options) for _ in range(2)]
+    static = GroupMember(bootstrap, "g-static", ["static"], group_instance_id="pod-1", **options)
+    replacement = None
+    try:
+        for m in others + [static]:
+            await m.start(wait=False)
+        await until(lambda: settled(others + [static], 6), 20, "three members settled")
+        generation = static.generation.generation_id
+        owned = static.assignment
+        rebalances = [m.rebalances for m in others]
+        old_member_id = static.member_id
+
+        await static.close()  # a static member does not send LeaveGroup by default
+        replacement = GroupMember(bootstrap, "g-static", ["static"], group_instance_id="pod-1", **options)
+        assert await replacement.start(timeout=10) == owned
+        assert replacement.generation.generation_id == generation
+        assert replacement.member_id != old_member_id
+        await asyncio.sleep(1.0)  # several heartbeats of the others
+        assert [m.generation.generation_id for m in others] == [generation, generation]
+        assert [m.rebalances for m in others] == rebalances
+        assert all(m.state is MemberState.STABLE for m in others)
+    finally:
+        await asyncio.gather(*(m.close() for m in others + ([replacement] if replacement else [])))
+
+
+async def test_commit_from_a_stale_generation_raises_illegal_generation(shared_cohort_server):
+    bootstrap = shared_cohort_server.bootstrap
+    await make_topic(bootstrap, "fenced", 4)
+    # A static member that heartbeats rarely misses the next rebalance but stays in the group
+    # (static members are kept); its generation is then behind the group's.
+    sleepy = GroupMember(bootstrap, "g-fenced", ["fenced"], group_instance_id="sleepy", session_timeout_ms=30000,
+                         heartbeat_interval_ms=60000, rebalance_timeout_ms=1500)
+    newcomer = GroupMember(bootstrap, "g-fenced", ["fenced"], session_timeout_ms=30000, heartbeat_interval_ms=200,
+                           rebalance_timeout_ms=1500)
+    try:
+        await sleepy.start(timeout=10)
+        stale = sleepy.generation.generation_id
+        partition = sorted(sleepy.assignment)[0]
+        await sleepy.commit({partition: (10, "gen-ok")})
+
+        await newcomer.start(timeout=15)
+        assert newcomer.generation.generation_id > stale
+        with pytest.raises(IllegalGenerationError) as info:
+            await sleepy.commit({partition: (11, "too late")})
+        message = str(info.value)
+        assert "ILLEGAL_GENERATION" in message and f"generation {stale}" in message and "g-fenced" in message
+        committed = await newcomer.committed([partition])
+        assert committed[partition].offset == 10  # the fenced commit was not stored
+
+        # The refused commit made the member rejoin; afterwards it can commit again.
+        await until(lambda: sleepy.state is MemberState.STABLE and sleepy.generation.generation_id > stale, 15,
+                    "the fenced member rejoined")
+        mine = sorted(sleepy.assignment)
+        if mine:
+            await sleepy.commit({mine[0]: (12, "rejoined")})
+    finally:
+        await asyncio.gather(sleepy.close(leave=True), newcomer.close())
+
+
+async def test_cooperative_sticky_never_has_two_owners_and_keeps_partitions(shared_cohort_server):
+    bootstrap = shared_cohort_server.bootstrap
+    await make_topic(bootstrap, "coop", 8)
+    owner: dict[TopicPartition, str] = {}
+    violations: list[str] = []
+
+    class Track(RebalanceListener):
+        def __init__(self, name):
+            self.name = name
+
+        async def on_partitions_assigned(self, assigned):
+            for tp in assigned:
+                if tp in owner and owner[tp] != self.name:
+                    violations.append(f"{tp} given to {self.name} while {owner[tp]} owns it")
+                owner[tp] = self.name
+
+        async def on_partitions_revoked(self, revoked):
+            for tp in revoked:
+                owner.pop(tp, None)
+
+    def member(name):
+        return GroupMember(bootstrap, "g-coop", ["coop"], assignors=["cooperative-sticky"], session_timeout_ms=6000,
+                           listener=Track(name), **FAST)
+
+    members = [member("a"), member("b")]
+    try:
+        for m in members:
+            await m.start(wait=False)
+        await until(lambda: settled(members, 8), 20, "two cooperative members settled")
+        kept = {tp for m in members for tp in m.assignment}
+        before = {m.member_id: set(m.assignment) for m in members}
+        members.append(member("c"))
+        await members[-1].start(wait=False)
+        await until(lambda: settled(members, 8) and len(members[-1].assignment) > 0, 20, "three cooperative members")
+        assert violations == []
+        assert sorted(len(m.assignment) for m in members) == [2, 3, 3]
+        # Sticky: the first two kept every partition they still own; only what c needed moved.
+        for m in members[:2]:
+            assert set(m.assignment) <= before[m.member_id]
+        assert kept == {tp for m in members for tp in m.assignment}
+    finally:
+        await asyncio.gather(*(m.close() for m in members))
