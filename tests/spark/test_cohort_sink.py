@@ -1,0 +1,188 @@
+"""The `cohort` streaming sink against a real `cohort serve`, read back by kafka-python.
+
+Every query is bounded (trigger availableNow over the bounded `kafka-shaped`
+example source) and has its own checkpoint, group and coordinator; no sleeps.
+"""
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+from pyspark.errors import StreamingQueryException
+from pyspark.sql import functions as F
+
+from client.spark.commit_plan import CommitMarker
+
+pytestmark = pytest.mark.usefixtures("stop_queries")
+
+TOPICS = "orders:2,payments:1"
+ALL_PARTITIONS = [("orders", 0), ("orders", 1), ("payments", 0)]
+
+
+def start_query(spark, server, checkpoint: Path, group: str, *, end_offset=10, rows_per_batch=4,
+                transform=None, **sink_options):
+    df = (
+        spark.readStream.format("kafka-shaped")
+        .option("topics", TOPICS)
+        .option("rowsPerBatch", rows_per_batch)
+        .option("endOffset", end_offset)
+        .load()
+    )
+    if transform is not None:
+        df = transform(df)
+    writer = (
+        df.writeStream.format("cohort")
+        .option("checkpointLocation", str(checkpoint))
+        .option("bootstrap", server.bootstrap if server else "127.0.0.1:1")
+        .option("group", group)
+    )
+    for key, value in sink_options.items():
+        writer = writer.option(key, value)
+    return writer.trigger(availableNow=True).start()
+
+
+def run_to_end(spark, server, checkpoint, group, **kwargs):
+    query = start_query(spark, server, checkpoint, group, **kwargs)
+    assert query.awaitTermination(120), "query did not finish"
+    assert query.exception() is None
+    return query
+
+
+def committed(admin, group) -> dict[tuple[str, int], tuple[int, CommitMarker | None]]:
+    offsets = admin.list_group_offsets(group)[group]
+    return {(tp.topic, tp.partition): (om.offset, CommitMarker.decode(om.metadata)) for tp, om in offsets.items()}
+
+
+def commit_records(data_dir: Path, group: str) -> list[tuple[str, int, int, CommitMarker | None]]:
+    """The group's offset-commit records in the server's log, in log order per log partition."""
+    from coordinator.log.segments import list_segments, read_segment
+    from coordinator.records import OffsetCommitRecord, decode_record
+
+    out = []
+    for _, segment in list_segments(data_dir):
+        for _, key, value in read_segment(segment):
+            record = decode_record(key, value)
+            if isinstance(record, OffsetCommitRecord) and record.group == group:
+                out.append((record.topic, record.partition, record.offset, CommitMarker.decode(record.metadata)))
+    return out
+
+
+def failure_of(spark, server, checkpoint, group, **kwargs) -> str:
+    """The message a misconfigured or failing query ends with (at start or in a batch)."""
+    try:
+        query = start_query(spark, server, checkpoint, group, **kwargs)
+        query.awaitTermination(120)
+    except Exception as exc:  # refused at start()
+        return str(exc)
+    exc = query.exception()
+    assert exc is not None, "the query was expected to fail"
+    return str(exc)
+
+
+def test_each_batch_commits_max_plus_one_per_partition(spark, cohort_server, admin, tmp_path):
+    # Given rows spread over three tasks per batch (so tasks see the same partitions),
+    # when a query writes 3 batches (offsets [0,4), [4,8), [8,10) per partition)...
+    query = run_to_end(spark, cohort_server, tmp_path / "ckpt", "sink-g1",
+                       transform=lambda df: df.repartition(3))
+
+    # ...then kafka-python reads max(offset)+1 for every partition, stamped with the last batch,
+    expected_marker = CommitMarker(str(query.id), 2)
+    assert committed(admin, "sink-g1") == {tp: (10, expected_marker) for tp in ALL_PARTITIONS}
+    # and the log shows one commit per partition per batch, each exactly that batch's max+1.
+    records = commit_records(cohort_server.data_dir, "sink-g1")
+    by_partition = {tp: [(offset, marker.batch_id) for t, p, offset, marker in records if (t, p) == tp]
+                    for tp in ALL_PARTITIONS}
+    assert by_partition == {tp: [(4, 0), (8, 1), (10, 2)] for tp in ALL_PARTITIONS}
+
+
+def test_replayed_batch_changes_nothing_and_restart_continues(spark, cohort_server, admin, tmp_path):
+    checkpoint = tmp_path / "ckpt"
+    first = run_to_end(spark, cohort_server, checkpoint, "sink-g2")
+    before = committed(admin, "sink-g2")
+    records_before = commit_records(cohort_server.data_dir, "sink-g2")
+
+    # Crash window: the sink committed batch 2 but Spark never wrote commits/2, so the
+    # restarted query replays batch 2 under the same id.
+    (checkpoint / "commits" / "2").unlink()
+    run_to_end(spark, cohort_server, checkpoint, "sink-g2")
+    assert committed(admin, "sink-g2") == before
+    assert commit_records(cohort_server.data_dir, "sink-g2") == records_before  # not even re-written
+
+    # A restart with more input continues from the checkpoint: batches 3, 4 (offsets 14, 18).
+    run_to_end(spark, cohort_server, checkpoint, "sink-g2", end_offset=18)
+    assert committed(admin, "sink-g2") == {tp: (18, CommitMarker(str(first.id), 4)) for tp in ALL_PARTITIONS}
+
+
+def test_failing_task_aborts_the_batch_and_commits_nothing(spark, cohort_server, admin, tmp_path):
+    checkpoint = tmp_path / "ckpt"
+    # Batch 1 holds offset 6 of orders-1, which this transform nulls: that task fails.
+    poison = lambda df: df.withColumn(  # noqa: E731
+        "offset",
+        F.when((F.col("topic") == "orders") & (F.col("partition") == 1) & (F.col("offset") == 6), F.lit(None))
+        .otherwise(F.col("offset")),
+    )
+    message = failure_of(spark, cohort_server, checkpoint, "sink-g3", transform=poison)
+    assert "null" in message
+
+    # Batch 0 stays the last commit, for every partition (the other tasks of batch 1 succeeded).
+    after_failure = committed(admin, "sink-g3")
+    assert {tp: offset for tp, (offset, _) in after_failure.items()} == {tp: 4 for tp in ALL_PARTITIONS}
+    assert {marker.batch_id for _, marker in after_failure.values()} == {0}
+
+    # Without the fault, the restarted query re-runs batch 1 and finishes.
+    query = run_to_end(spark, cohort_server, checkpoint, "sink-g3")
+    assert committed(admin, "sink-g3") == {tp: (10, CommitMarker(str(query.id), 2)) for tp in ALL_PARTITIONS}
+
+
+def test_group_with_active_members_is_refused(spark, cohort_server, tmp_path):
+    from kafka import KafkaConsumer
+
+    consumer = KafkaConsumer(
+        "orders", group_id="busy-group", bootstrap_servers=cohort_server.bootstrap,
+        session_timeout_ms=10000, heartbeat_interval_ms=1000, enable_auto_commit=False,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not consumer.assignment() and time.monotonic() < deadline:
+            consumer.poll(timeout_ms=200)
+        assert consumer.assignment(), "the kafka-python consumer never joined the group"
+        message = failure_of(spark, cohort_server, tmp_path / "ckpt", "busy-group")
+    finally:
+        consumer.close()
+    assert "'busy-group'" in message and "active member" in message
+
+
+def test_another_query_is_refused_unless_take_over_is_allowed(spark, cohort_server, admin, tmp_path):
+    run_to_end(spark, cohort_server, tmp_path / "a", "shared-group")
+
+    message = failure_of(spark, cohort_server, tmp_path / "b", "shared-group")
+    assert "'shared-group'" in message and "another Spark query" in message
+
+    second = run_to_end(spark, cohort_server, tmp_path / "c", "shared-group", allowQueryTakeover="true")
+    assert committed(admin, "shared-group") == {tp: (10, CommitMarker(str(second.id), 2)) for tp in ALL_PARTITIONS}
+
+
+@pytest.mark.parametrize(
+    ("options", "expected"),
+    [
+        ({"group": ""}, "missing required option(s) group"),
+        ({"offsetColumn": "position"}, "no column 'position'"),
+        ({"transform": lambda df: df.withColumn("partition", F.col("partition").cast("string"))},
+         "column 'partition' has type string"),
+        ({"retries": "lots"}, "retries='lots' must be an integer"),
+    ],
+    ids=["missing-group", "missing-column", "wrong-type", "bad-number"],
+)
+def test_misconfiguration_fails_the_query_with_one_clear_message(spark, tmp_path, options, expected):
+    # No coordinator at all: these are refused before the sink touches the network.
+    options = dict(options)
+    group = options.pop("group", "config-group")
+    message = failure_of(spark, None, tmp_path / "ckpt", group, **options)
+    assert expected in message
+
+
+def test_unreachable_coordinator_fails_the_first_batch(spark, tmp_path):
+    message = failure_of(spark, None, tmp_path / "ckpt", "lonely-group", commitTimeoutMs="500", retries="1")
+    assert "could not be committed to group 'lonely-group' at 127.0.0.1:1" in message
