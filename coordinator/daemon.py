@@ -31,7 +31,7 @@ import sys
 import time
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from coordinator import __version__
 from coordinator.config import EffectiveConfig, HostPort
@@ -202,8 +202,7 @@ class Daemon:
             await self._abandon_start()
             raise StartupError(f"cannot start: {type(exc).__name__}: {exc}") from None
 
-        if not metrics.watching_log and getattr(self.server, "log", None) is not None:
-            metrics.watch_log(partial(offsets_log_stats, self.server.log))
+        self._watch_what_the_server_does_not(metrics)
         log.info(
             "cohort started",
             extra={
@@ -221,6 +220,14 @@ class Daemon:
         await self._stop_requested.wait()
         await self._stop_server()
         return self._exit_code()
+
+    def _watch_what_the_server_does_not(self, metrics: Any) -> None:
+        """Scrape-time series read through the components' public APIs, if the server left them unset."""
+        if not metrics.watching_log and getattr(self.server, "log", None) is not None:
+            metrics.watch_log(partial(offsets_log_stats, self.server.log))
+        offsets = getattr(getattr(self.server, "groups", None), "offsets", None)
+        if metrics.group_offsets_enabled and not metrics.watching_group_offsets and offsets is not None:
+            metrics.watch_offsets(offsets.__len__, partial(group_offsets, offsets))
 
     async def _start_server(self) -> bool:
         """Run `server.start()` unless a stop signal arrives first; True if it finished."""
@@ -310,6 +317,14 @@ def offsets_log_stats(offsets_log: Any) -> list[Any]:
                 pass
         stats.append(LogPartitionStats(partition=partition, size_bytes=size, segments=len(segments)))
     return stats
+
+
+def group_offsets(offsets: Any) -> Iterator[Any]:
+    """Every committed offset, for the optional per-group series (metrics.group.offsets.enable)."""
+    from coordinator.metrics import GroupOffset
+
+    for group, topic, partition, value in offsets.items():
+        yield GroupOffset(group, topic, partition, value.offset)
 
 
 def _signal_name(signum: int | None) -> str:

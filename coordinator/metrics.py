@@ -362,6 +362,10 @@ class CoordinatorMetrics:
     def watching_log(self) -> bool:
         return self._log_partitions is not None
 
+    @property
+    def watching_group_offsets(self) -> bool:
+        return self._group_offsets is not None
+
     def watch_readiness(self, state: Callable[[], str]) -> None:
         """Register the server state ("loading", "ready", "stopping") for /health."""
         self._readiness = state

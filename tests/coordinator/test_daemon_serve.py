@@ -139,6 +139,23 @@ async def test_metrics_move_with_real_kafka_python_traffic(tmp_path):
         assert server.stop() == 0, server.stderr()
 
 
+async def test_per_group_offset_series_only_when_enabled(tmp_path):
+    server = CohortServer(tmp_path / "data", "--metrics.group.offsets.enable", "true").start()
+    try:
+        response = await roundtrip(server.port, simple_commit("tracked", "orders", 3, 1234), 2)
+        assert response.topics[0].partitions[0].error_code == 0
+        scraped = server.scrape()
+        assert metric_value(scraped, "cohort_group_committed_offset", group="tracked", topic="orders", partition="3") == 1234
+        assert metric_value(scraped, "cohort_committed_offsets") == 1
+    finally:
+        assert server.stop() == 0, server.stderr()
+    plain = CohortServer(tmp_path / "data").start()
+    try:
+        assert "cohort_group_committed_offset" not in plain.scrape()
+    finally:
+        assert plain.stop() == 0, plain.stderr()
+
+
 async def commit_load(port: int, group: str, stop: asyncio.Event, acked: dict, sent: dict, window: int = 8) -> None:
     """Pipelined simple commits of increasing offsets for one group, until the server goes away."""
     try:
