@@ -10,9 +10,9 @@ Signals:
 * SIGTERM / SIGINT, first time: the server's graceful `stop()` — stop
   accepting, finish the requests in flight, flush and fsync the log, close —
   bounded by ``shutdown.timeout.ms``; exit 0 (1 if the bound was hit).
-* The same signals a second time: exit at once (128 + signal). Signal handlers
-  run on the event loop between callbacks, never inside a synchronous write,
-  and the log's recovery truncates any torn tail anyway.
+* The same signals a second time: exit at once (128 + signal). Acknowledged
+  commits are already fsynced; a batch cut short mid-write is a torn tail that
+  the next load truncates, so no half-written record is ever read back.
 * SIGHUP: reopen the log file (after logrotate moved it).
 
 Every failure an operator can cause (bad config, port in use, data directory
@@ -137,7 +137,7 @@ class Daemon:
         self._stop_requested: asyncio.Event | None = None
         self._stop_signal: int | None = None
         self._log_setup: Any = None
-        self._timed_out = False
+        self._unclean_stop = False
 
     def run(self) -> int:
         from coordinator.logs import configure_logging
@@ -211,7 +211,7 @@ class Daemon:
                 "data_dir": str(config.data_dir),
                 "listeners": str(HostPort(config.listen_address.host, getattr(self.server, "port", None)
                                           or config.listen_address.port)),
-                "advertised": str(config.advertised_address),
+                "advertised": str(self._advertised()),
                 "metrics": f"{config.metrics_address.host}:{self.metrics_http.port}",
                 "start_ms": round((time.monotonic() - started) * 1000),
                 **metrics.state_summary(),
@@ -220,6 +220,10 @@ class Daemon:
         await self._stop_requested.wait()
         await self._stop_server()
         return self._exit_code()
+
+    def _advertised(self) -> HostPort:
+        advertised = getattr(self.server, "advertised_address", None)
+        return advertised() if callable(advertised) else self.config.advertised_address
 
     def _watch_what_the_server_does_not(self, metrics: Any) -> None:
         """Scrape-time series read through the components' public APIs, if the server left them unset."""
@@ -265,17 +269,17 @@ class Daemon:
         try:
             await asyncio.wait_for(self.server.stop(), budget)
         except asyncio.TimeoutError:
-            self._timed_out = True
+            self._unclean_stop = True
             log.error("graceful shutdown did not finish in time; exiting", extra={"timeout_ms": self.config.shutdown_timeout_ms})
         except Exception:
-            self._timed_out = True
+            self._unclean_stop = True
             log.exception("error while stopping")
         if self.metrics_http is not None:
             await self.metrics_http.stop()
         log.info("cohort stopped", extra={"stop_ms": round((time.monotonic() - begun) * 1000)})
 
     def _exit_code(self) -> int:
-        return EXIT_FAILURE if self._timed_out else EXIT_OK
+        return EXIT_FAILURE if self._unclean_stop else EXIT_OK
 
     def _state(self) -> str:
         if self.server is None:
@@ -287,8 +291,10 @@ class Daemon:
     def _on_stop_signal(self, signum: int) -> None:
         assert self._stop_requested is not None
         if self._stop_signal is not None:
-            # Second signal: the operator wants out now. We are on the loop
-            # between callbacks, so no record write is half done in this thread.
+            # Second signal: the operator wants out now. A batch a log writer
+            # thread is writing may be cut short; nothing acknowledged is lost
+            # (acknowledgements wait for fsync) and the next load truncates
+            # the torn tail, so no half-written record is ever read back.
             log.warning("second signal; exiting immediately", extra={"signal": _signal_name(signum)})
             logging.shutdown()
             os._exit(128 + signum)
