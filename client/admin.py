@@ -41,6 +41,8 @@ from protocol.messages import (
 
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
+# Topic changes retried by Kafka's admin client; e.g. UNKNOWN_TOPIC_OR_PARTITION is final here.
+TOPIC_CHANGE_RETRIABLE = frozenset({ErrorCode.NOT_CONTROLLER, ErrorCode.THROTTLING_QUOTA_EXCEEDED})
 GROUP_STATES = ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead")
 
 
@@ -369,7 +371,7 @@ class Admin:
                 for name in pending:
                     code, message = answers.get(name, (ErrorCode.UNKNOWN_SERVER_ERROR, f"{what}: no answer"))
                     error = None if code == ErrorCode.NONE else kafka_error(code, message or f"{what} {name!r}")
-                    if error is not None and error.retriable and not deadline.expired:
+                    if error is not None and error.code in TOPIC_CHANGE_RETRIABLE and not deadline.expired:
                         retry.append(name)
                         if error.code == ErrorCode.NOT_CONTROLLER:
                             await self.cluster.metadata([])
