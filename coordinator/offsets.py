@@ -19,12 +19,17 @@ from __future__ import annotations
 from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass
+from itertools import chain
+from operator import itemgetter
+
+from coordinator.records import OffsetCommitRun
 
 __all__ = ["OffsetAndMetadata", "OffsetsTable"]
 
 _ABSENT = -(2**63)  # offset slot of a partition with no committed offset
 _DENSE_SLACK = 64
 _EMPTY_SLOT = array("q", (_ABSENT, -1, -1, -1))
+_SLOT_FIELDS = itemgetter(slice(1, 5))  # (partition, offset, epoch, commit ts, expire ts) -> the 4 slots
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +157,32 @@ class OffsetsTable:
             return None
         t = topics.get(topic)
         return None if t is None else t.get(partition)
+
+    def put_run(self, run: OffsetCommitRun) -> None:
+        """Store a column-wise run of commits (`coordinator.records.decode_for_load`), the load path.
+
+        A run that covers partitions 0..n-1 of a topic the table has no offsets
+        for yet (the usual case at load time) becomes the topic's array in one
+        C-level step; anything else is stored commit by commit.
+        """
+        topics = self._groups.get(run.group)
+        if topics is None:
+            topics = self._groups[run.group] = {}
+        t = topics.get(run.topic)
+        n = len(run.partitions)
+        if t is None and run.metadata is None and n:
+            rows = sorted(zip(run.partitions, run.offsets, run.leader_epochs, run.commit_timestamps,
+                              run.expire_timestamps))
+            if rows[0][0] == 0 and rows[-1][0] == n - 1:
+                t = topics[run.topic] = _TopicOffsets()
+                t.slots = array("q", chain.from_iterable(map(_SLOT_FIELDS, rows)))
+                t.count = n
+                self._count += n
+                return
+        for rec in run.records():
+            self.put(rec.group, rec.topic, rec.partition,
+                     OffsetAndMetadata(rec.offset, rec.leader_epoch, rec.metadata, rec.commit_timestamp,
+                                       rec.expire_timestamp))
 
     def delete(self, group: str, topic: str, partition: int) -> bool:
         """Forget one offset; False if there was none."""

@@ -27,6 +27,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
+from operator import itemgetter
 from pathlib import Path
 
 from coordinator.log.batch import encode_batch
@@ -45,6 +46,8 @@ from coordinator.log.segments import (
 from protocol.errors import ErrorCode
 
 log = logging.getLogger("cohort.log")
+
+_VALUE = itemgetter(1)
 
 ReplayCallback = Callable[[int, list[tuple[bytes, bytes]]], None]
 
@@ -250,7 +253,8 @@ class OffsetsLog:
             p.active_size = size
             p.next_offset = next_offset
             p.rolled_since_clean = len(segs) - 1
-        live = [(k, v) for k, v in latest.items() if v is not None]
+        # Values are never empty (append refuses them), so "truthy" means "not a tombstone".
+        live = list(filter(_VALUE, latest.items()))
         return records, live
 
     # ------------------------------------------------------------------ append
@@ -273,8 +277,9 @@ class OffsetsLog:
         records = list(records)
         for item in records:
             if (len(item) != 2 or type(item[0]) is not bytes or not item[0]
-                    or (item[1] is not None and type(item[1]) is not bytes)):
-                raise TypeError(f"a record is (key: non-empty bytes, value: bytes | None), not {item!r:.80}")
+                    or (item[1] is not None and (type(item[1]) is not bytes or not item[1]))):
+                raise TypeError(f"a record is (key: non-empty bytes, value: non-empty bytes | None), "
+                                f"not {item!r:.80}")
         if not records:
             return p.next_offset - 1
         fut = asyncio.get_running_loop().create_future()

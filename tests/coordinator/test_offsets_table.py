@@ -1,7 +1,7 @@
 """OffsetsTable behaves exactly like a plain dict keyed by (group, topic, partition)."""
 from __future__ import annotations
 
-from hypothesis import settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
@@ -80,3 +80,25 @@ def test_metadata_is_stored_only_where_it_is_not_empty():
     assert table.get("g", "t", 0) == OffsetAndMetadata(2)
     assert table.get("g", "t", 1) is None
     assert table.get("nope", "t", 0) is None
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    partitions=st.lists(st.integers(0, 20), unique=True, min_size=1, max_size=12),
+    offsets=st.lists(st.integers(0, 2**40), min_size=12, max_size=12),
+    existing=st.booleans(),
+)
+def test_a_column_wise_run_stores_what_commit_by_commit_puts_store(partitions, offsets, existing):
+    from coordinator.records import OffsetCommitRun
+
+    n = len(partitions)
+    run = OffsetCommitRun("g", "t", tuple(partitions), tuple(offsets[:n]), (3,) * n, (7,) * n, (-1,) * n)
+    by_run, by_put = OffsetsTable(), OffsetsTable()
+    if existing:
+        for table in (by_run, by_put):
+            table.put("g", "t", 99, OffsetAndMetadata(1))
+    by_run.put_run(run)
+    for p, o in zip(partitions, offsets):
+        by_put.put("g", "t", p, OffsetAndMetadata(o, 3, "", 7, -1))
+    assert by_run.group_offsets("g") == by_put.group_offsets("g")
+    assert len(by_run) == len(by_put)
