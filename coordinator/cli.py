@@ -5,7 +5,7 @@ import argparse
 import sys
 
 from coordinator import __version__
-from coordinator import cli_serve
+from coordinator import cli_log, cli_serve
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -13,6 +13,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"cohort {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     cli_serve.register(subparsers)
+    cli_log.register(subparsers)
     return parser
 
 

@@ -1,0 +1,289 @@
+"""``cohort log dump | verify | compact``: the offsets log for the operator at 3 a.m.
+
+Like Kafka's ``kafka-dump-log.sh``: read the segment files directly, with no
+server needed.  ``dump`` and ``verify`` only read (safe beside a running
+server); ``compact`` rewrites files and so takes the data-dir lock, refusing
+to run while a server holds it.  Every failure is one line on stderr and a
+non-zero exit code, never a traceback: 0 = fine, 1 = damage found, 2 = could
+not run (bad arguments, unreadable data dir, server running).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+EXIT_OK = 0
+EXIT_DAMAGE = 1
+EXIT_ERROR = 2
+
+_TYPES = {
+    "offset-commit": ("OffsetCommitRecord", "OffsetCommitTombstone"),
+    "group-metadata": ("GroupMetadataRecord", "GroupMetadataTombstone"),
+    "topic": ("TopicRecord", "TopicTombstone"),
+}
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``cohort log`` and its subcommands to the ``cohort`` parser."""
+    log_parser = subparsers.add_parser(
+        "log", help="inspect, verify or compact the offsets log",
+        description="Read the offsets log's segment files directly (no server needed).")
+    commands = log_parser.add_subparsers(dest="log_command", metavar="COMMAND", required=True)
+
+    dump = commands.add_parser("dump", help="print the records (JSON lines or a table)",
+                               description="Print every record of the offsets log, oldest first per partition.")
+    _data_dir_argument(dump)
+    dump.add_argument("--group", help="only records of this group")
+    dump.add_argument("--type", choices=sorted(_TYPES), help="only records of this type")
+    dump.add_argument("--partition", type=int, help="only this offsets partition")
+    dump.add_argument("--format", choices=("json", "table"), default="json", help="output format (default json)")
+    dump.set_defaults(func=dump_command)
+
+    verify = commands.add_parser(
+        "verify", help="check checksums, offsets and record layouts",
+        description="Check every batch checksum, that offsets only grow, and that every record decodes. "
+        "Prints one line per problem; exit 1 if there is damage. A torn tail (cut on the next start) is "
+        "reported as a warning and fails only with --strict.")
+    _data_dir_argument(verify)
+    verify.add_argument("--strict", action="store_true", help="treat a torn tail as damage too")
+    verify.set_defaults(func=verify_command)
+
+    compact = commands.add_parser(
+        "compact", help="compact closed segments now (offline)",
+        description="Compact the closed segments of every partition: keep the latest record per key and drop "
+        "tombstones older than --delete-retention-ms. Refuses to run while a server holds the data dir.")
+    _data_dir_argument(compact)
+    compact.add_argument("--delete-retention-ms", type=int, default=86400000,
+                         help="keep tombstones this long after they were written (default 86400000)")
+    compact.add_argument("--segment-bytes", type=int, default=104857600,
+                         help="merge small segments up to this size (default 104857600)")
+    compact.set_defaults(func=compact_command)
+
+
+def _data_dir_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--data-dir", type=Path, default=Path("./data"), help="the server's data dir (default ./data)")
+
+
+def _fail(message: str, code: int = EXIT_ERROR) -> int:
+    print(f"cohort log: {message}", file=sys.stderr)
+    return code
+
+
+def _check_data_dir(data_dir: Path) -> str | None:
+    if not data_dir.is_dir():
+        return f"data dir {data_dir} does not exist or is not a directory"
+    from coordinator.log import list_partitions
+
+    if not list_partitions(data_dir):
+        return f"no offsets log in {data_dir} (no __consumer_offsets-* segments)"
+    return None
+
+
+# ------------------------------------------------------------------------------ dump
+def _jsonable(obj: object) -> object:
+    import dataclasses
+    import uuid
+
+    if dataclasses.is_dataclass(obj):
+        return {f.name: _jsonable(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, list):
+        return [_jsonable(x) for x in obj]
+    if isinstance(obj, bytes):
+        return obj.hex()
+    if isinstance(obj, uuid.UUID):
+        return str(obj)
+    return obj
+
+
+def _type_name(rec: object) -> str:
+    name = type(rec).__name__
+    for label, classes in _TYPES.items():
+        if name in classes:
+            return label
+    return name
+
+
+def _dump_rows(args: argparse.Namespace) -> Iterator[dict]:
+    from coordinator.log import list_partitions, read_partition
+    from coordinator.records import RecordDecodeError, decode_record
+
+    partitions = list_partitions(args.data_dir)
+    if args.partition is not None:
+        partitions = [p for p in partitions if p == args.partition]
+    wanted = _TYPES.get(args.type) if args.type else None
+    for p in partitions:
+        for offset, key, value in read_partition(args.data_dir, p):
+            try:
+                rec = decode_record(key, value)
+            except RecordDecodeError as exc:
+                if args.group is None and wanted is None:
+                    yield {"log_partition": p, "log_offset": offset, "type": "undecodable", "error": str(exc),
+                           "key": key.hex(), "value": None if value is None else value.hex()}
+                continue
+            if wanted is not None and type(rec).__name__ not in wanted:
+                continue
+            if args.group is not None and getattr(rec, "group", None) != args.group:
+                continue
+            yield {"log_partition": p, "log_offset": offset, "type": _type_name(rec),
+                   "tombstone": value is None, "record": _jsonable(rec)}
+
+
+def dump_command(args: argparse.Namespace) -> int:
+    from coordinator.log import CorruptLogError
+
+    problem = _check_data_dir(args.data_dir)
+    if problem:
+        return _fail(problem)
+    try:
+        if args.format == "json":
+            for row in _dump_rows(args):
+                print(json.dumps(row, ensure_ascii=False))
+        else:
+            print(f"{'PART':>4} {'OFFSET':>10} {'TYPE':<15} {'GROUP/TOPIC':<40} VALUE")
+            for row in _dump_rows(args):
+                print(_table_row(row))
+    except CorruptLogError as exc:
+        return _fail(f"damaged log: {exc}", EXIT_DAMAGE)
+    except BrokenPipeError:
+        sys.stderr.close()  # `cohort log dump | head`: not an error
+        return EXIT_OK
+    except OSError as exc:
+        return _fail(f"cannot read {args.data_dir}: {exc.strerror or exc}")
+    return EXIT_OK
+
+
+def _table_row(row: dict) -> str:
+    kind = row["type"]
+    r = row.get("record", {})
+    if kind == "offset-commit":
+        what = f"{r['group']} / {r['topic']}-{r['partition']}"
+        value = "<tombstone>" if row["tombstone"] else (
+            f"offset={r['offset']} epoch={r['leader_epoch']} metadata={r['metadata']!r} "
+            f"commit_ts={r['commit_timestamp']} expire_ts={r['expire_timestamp']}")
+    elif kind == "group-metadata":
+        what = r["group"]
+        value = "<tombstone>" if row["tombstone"] else (
+            f"generation={r['generation']} protocol_type={r['protocol_type']!r} protocol={r['protocol']!r} "
+            f"leader={r['leader']!r} members={len(r['members'])}")
+    elif kind == "topic":
+        what = r["name"]
+        value = "<tombstone>" if row["tombstone"] else f"id={r['topic_id']} partitions={r['partitions']}"
+    else:
+        what = ""
+        value = row.get("error", "")
+    return f"{row['log_partition']:>4} {row['log_offset']:>10} {kind:<15} {what:<40} {value}"
+
+
+# ------------------------------------------------------------------------------ verify
+def verify_command(args: argparse.Namespace) -> int:
+    from coordinator.log import list_partitions
+    from coordinator.log.segments import (
+        CorruptLogError,
+        list_partition_segments,
+        partition_dir,
+        recover_segment,
+    )
+    from coordinator.records import RecordDecodeError, decode_record
+
+    problem = _check_data_dir(args.data_dir)
+    if problem:
+        return _fail(problem)
+    damage = 0
+    warnings = 0
+    batches = records = 0
+    import logging
+
+    logging.getLogger("cohort.log").setLevel(logging.ERROR)  # verify reports torn tails itself
+    for p in list_partitions(args.data_dir):
+        pdir = partition_dir(args.data_dir, p)
+        leftovers = sorted(n.name for n in pdir.iterdir() if n.name.endswith((".swap", ".cleaned")))
+        for name in leftovers:
+            warnings += 1
+            print(f"warning: {pdir / name}: unfinished compaction (resolved on the next start)")
+        segs = list_partition_segments(pdir)
+        next_offset = 0
+        for i, path in enumerate(segs):
+            try:
+                with open(path, "rb") as f:
+                    data = f.read()
+            except OSError as exc:
+                damage += 1
+                print(f"{path}: unreadable: {exc.strerror or exc}")
+                continue
+            try:
+                scan, buf, views = recover_segment(path, is_last=i == len(segs) - 1, min_offset=next_offset,
+                                                   truncate=False, buf=data)
+            except CorruptLogError as exc:
+                damage += 1
+                print(f"{exc.path}: position {exc.position}: {exc.reason}")
+                continue
+            if scan.size < len(data):
+                warnings += 1
+                print(f"warning: {path}: position {scan.size}: torn tail of {len(data) - scan.size} bytes "
+                      f"(cut on the next start)")
+            next_offset = scan.next_offset
+            batches += scan.batches
+            records += scan.records
+            for v in views:
+                keys, values = v.keys_values(buf)
+                for offset, key, value in zip(v.offsets(buf), keys, values):
+                    try:
+                        decode_record(key, value)
+                    except RecordDecodeError as exc:
+                        damage += 1
+                        print(f"{path}: position {v.position}: record at offset {offset}: {exc}")
+    if args.strict:
+        damage += warnings
+    status = "damaged" if damage else "ok"
+    print(f"{status}: {records} records in {batches} batches checked, {damage} problems, {warnings} warnings",
+          file=sys.stderr)
+    return EXIT_DAMAGE if damage else EXIT_OK
+
+
+# ------------------------------------------------------------------------------ compact
+def compact_command(args: argparse.Namespace) -> int:
+    import time
+
+    from coordinator.daemon import DataDirLock, StartupError
+    from coordinator.log import CorruptLogError, compact_closed_segments, list_partitions
+    from coordinator.log.segments import (
+        complete_pending_compaction,
+        list_partition_segments,
+        partition_dir,
+        segment_base,
+    )
+
+    problem = _check_data_dir(args.data_dir)
+    if problem:
+        return _fail(problem)
+    if args.delete_retention_ms < 0 or args.segment_bytes < 1:
+        return _fail("--delete-retention-ms must be >= 0 and --segment-bytes > 0")
+    lock = DataDirLock(args.data_dir)
+    try:
+        lock.acquire()
+    except StartupError as exc:
+        return _fail(f"{exc}; stop it before compacting offline")
+    try:
+        now_ms = int(time.time() * 1000)
+        for p in list_partitions(args.data_dir):
+            pdir = partition_dir(args.data_dir, p)
+            complete_pending_compaction(pdir)
+            segs = list_partition_segments(pdir)
+            if len(segs) < 2:
+                continue
+            result = compact_closed_segments(
+                pdir, segs[:-1], segment_base(segs[-1]), segment_bytes=args.segment_bytes,
+                delete_retention_ms=args.delete_retention_ms, now_ms=now_ms)
+            print(f"partition {p}: {result.segments_before} -> {result.segments_after} closed segments, "
+                  f"{result.records_before} -> {result.records_after} records, "
+                  f"{result.tombstones_dropped} tombstones dropped")
+    except CorruptLogError as exc:
+        return _fail(f"damaged log, not compacted: {exc}", EXIT_DAMAGE)
+    except OSError as exc:
+        return _fail(f"compaction failed: {exc.filename or args.data_dir}: {exc.strerror or exc}")
+    finally:
+        lock.release()
+    return EXIT_OK

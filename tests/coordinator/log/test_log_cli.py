@@ -1,0 +1,118 @@
+"""`cohort log dump | verify | compact`: readable output, damage found with file and position, one-line
+errors and meaningful exit codes (0 fine, 1 damage, 2 could not run)."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import uuid
+
+import pytest
+from log_helpers import open_log
+
+from coordinator.cli import main
+from coordinator.daemon import DataDirLock
+from coordinator.log import list_segments
+from coordinator.log.batch import iter_batches
+from coordinator.records import (
+    GroupMemberRecord,
+    GroupMetadataRecord,
+    OffsetCommitRecord,
+    OffsetCommitTombstone,
+    TopicRecord,
+    encode_record,
+)
+
+
+@pytest.fixture
+async def data_dir(tmp_path):
+    log, _ = await open_log(tmp_path, num_partitions=2, segment_bytes=250)
+    for i in range(8):
+        await log.append(1, [encode_record(OffsetCommitRecord("payments", "orders", i % 2, 100 + i, 4, "", 17))])
+    await log.append(1, [encode_record(GroupMetadataRecord(
+        "payments", "consumer", 7, "range", "m-1", 5,
+        [GroupMemberRecord("m-1", "static-1", "client", "/10.0.0.1", 300000, 45000, b"\x00\x01", b"\x00\x02")]))])
+    await log.append(0, [encode_record(TopicRecord("orders", uuid.UUID(int=1), 2)),
+                         encode_record(OffsetCommitTombstone("billing", "orders", 0))])
+    await log.close()
+    return tmp_path
+
+
+def run(capsys, *args):
+    code = main(["log", *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+async def test_dump_prints_every_record_as_json_lines_with_filters(data_dir, capsys):
+    code, out, _ = run(capsys, "dump", "--data-dir", str(data_dir))
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert code == 0 and len(rows) == 11
+    assert rows[0] == {"log_partition": 0, "log_offset": 0, "type": "topic", "tombstone": False,
+                       "record": {"name": "orders", "topic_id": str(uuid.UUID(int=1)), "partitions": 2}}
+    assert rows[1]["tombstone"] is True and rows[1]["record"]["group"] == "billing"
+
+    code, out, _ = run(capsys, "dump", "--data-dir", str(data_dir), "--group", "payments", "--type", "group-metadata")
+    [row] = [json.loads(line) for line in out.splitlines()]
+    assert row["record"]["generation"] == 7 and row["record"]["members"][0]["group_instance_id"] == "static-1"
+    assert row["record"]["members"][0]["assignment"] == "0002"
+
+    code, out, _ = run(capsys, "dump", "--data-dir", str(data_dir), "--format", "table", "--type", "offset-commit")
+    lines = out.splitlines()
+    assert code == 0 and lines[0].split()[:3] == ["PART", "OFFSET", "TYPE"]
+    assert "payments / orders-1" in lines[-1] and "offset=107" in lines[-1]
+    assert "billing / orders-0" in out and "<tombstone>" in out
+
+
+async def test_verify_passes_a_healthy_log_and_reports_damage_with_file_and_position(data_dir, capsys):
+    code, out, err = run(capsys, "verify", "--data-dir", str(data_dir))
+    assert code == 0 and out == "" and err.startswith("ok: 11 records")
+
+    segment = [path for p, path in list_segments(data_dir) if p == 1][0]
+    data = bytearray(segment.read_bytes())
+    batch = list(iter_batches(bytes(data)))[0]
+    data[batch.position + 38] ^= 0x40
+    segment.write_bytes(bytes(data))
+    code, out, err = run(capsys, "verify", "--data-dir", str(data_dir))
+    assert code == 1
+    assert out.splitlines() == [f"{segment}: position {batch.position}: " + out.split(": ", 2)[2].splitlines()[0]]
+    assert "checksum mismatch" in out and err.startswith("damaged")
+
+
+async def test_verify_warns_about_a_torn_tail_and_fails_on_it_only_when_strict(data_dir, capsys):
+    segment = [path for p, path in list_segments(data_dir) if p == 0][-1]
+    segment.write_bytes(segment.read_bytes()[:-3])
+    code, out, _ = run(capsys, "verify", "--data-dir", str(data_dir))
+    assert code == 0 and out.startswith(f"warning: {segment}: position 0: torn tail")
+    code, _, _ = run(capsys, "verify", "--data-dir", str(data_dir), "--strict")
+    assert code == 1
+    assert segment.stat().st_size > 0  # verify never repairs
+
+
+async def test_offline_compaction_keeps_the_latest_records_and_refuses_a_locked_data_dir(data_dir, capsys):
+    lock = DataDirLock(data_dir)
+    lock.acquire()
+    try:
+        code, _, err = run(capsys, "compact", "--data-dir", str(data_dir))
+    finally:
+        lock.release()
+    assert code == 2 and "in use by another cohort server" in err and len(err.splitlines()) == 1
+
+    code, out, _ = run(capsys, "compact", "--data-dir", str(data_dir), "--delete-retention-ms", "0")
+    assert code == 0 and "partition 1:" in out
+    _, live = await open_log(data_dir, num_partitions=2)
+    expected = dict(encode_record(OffsetCommitRecord("payments", "orders", p, 106 + p, 4, "", 17)) for p in (0, 1))
+    assert {k: v for k, v in live.items() if k in expected} == expected
+
+
+def test_errors_are_one_line_with_exit_code_2_and_no_traceback(tmp_path):
+    missing = tmp_path / "nope"
+    proc = subprocess.run([sys.executable, "-m", "coordinator.cli", "log", "dump", "--data-dir", str(missing)],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == f"cohort log: data dir {missing} does not exist or is not a directory"
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    proc = subprocess.run([sys.executable, "-m", "coordinator.cli", "log", "verify", "--data-dir", str(empty)],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "no offsets log" in proc.stderr and "Traceback" not in proc.stderr
