@@ -34,6 +34,7 @@ import asyncio
 import base64
 import logging
 import os
+import struct
 import time
 import uuid
 from collections import deque
@@ -51,12 +52,16 @@ from protocol.framing import (
     API_VERSIONS_KEY,
     FrameReader,
     FrameTooLarge,
+    RequestHeader,
     UnknownApiKey,
     UnsupportedVersion,
     api_versions_fallback,
     decode_request,
+    decode_request_header,
     encode_response,
 )
+from protocol.messages import FetchRequest, FetchResponse
+from protocol.schema import compile_struct
 
 log = logging.getLogger("coordinator.server")
 
@@ -65,6 +70,69 @@ TOPIC_REGISTRY_PARTITION = 0
 META_PROPERTIES = "meta.properties"
 # Log a refused connection at most this often (a client storm must not flood the log).
 _REFUSAL_LOG_INTERVAL_S = 10.0
+_FETCH_KEY = 1
+_SIZE_AND_CORRELATION = struct.Struct(">ii")
+
+
+class FlexibleFetchV0:
+    """librdkafka's Fetch v0 in flexible encoding, understood and answered in kind.
+
+    librdkafka lowers its Fetch version to 0 unless the broker also advertises
+    Produce v3 (its "MSGVER2" feature needs both); Cohort has no Produce. But
+    it chooses the encoding from the negotiated version (16, flexible) before
+    lowering it, so it sends Fetch v0 *fields* in the *flexible* encoding
+    (request header v2, compact strings and arrays, tagged fields), and reads
+    the answer the same way. Such a frame does not parse as Fetch v0; it is
+    tried once more with the decoder derived from the same declaration for
+    (v0, flexible), and the response is encoded with the matching encoder under
+    response header v1. Nothing else is special-cased.
+
+    One more librdkafka detail: before parsing the topics it checks that at
+    least 25 bytes per topic remain (a size that assumes the non-flexible
+    encoding). A short topic name in compact form can fall below that, so the
+    answer is padded with an unknown tagged field, which every Kafka decoder
+    skips.
+    """
+
+    PADDING_TAG = 0x7FFF
+    _MIN_BYTES_PER_TOPIC = 25
+
+    def __init__(self) -> None:
+        cache: dict = {}
+        self._request = compile_struct(FetchRequest.SCHEMA.struct, 0, True, cache)
+        self._response = compile_struct(FetchResponse.SCHEMA.struct, 0, True, cache)
+
+    def decode(self, frame: bytes) -> tuple[RequestHeader, object] | None:
+        """The header and body if `frame` is such a request (exactly, to its last byte), else None."""
+        try:
+            header = decode_request_header(frame)
+        except ProtocolError:
+            return None
+        pos = header.header_size
+        if header.api_key != _FETCH_KEY or header.api_version != 0 or pos >= len(frame) or frame[pos] != 0:
+            return None  # not Fetch v0, or no empty tagged-field section closing a v2 header
+        try:
+            body, end = self._request.decode(frame, pos + 1, len(frame))
+        except Exception:  # the generated decoder's own failure type: not this form either
+            return None
+        return (header, body) if end == len(frame) else None
+
+    def encode(self, header: RequestHeader, response) -> bytes:
+        out = bytearray(8)
+        out.append(0)  # response header v1: no tagged fields
+        self._response.encode(response, out)
+        topics = len(response.responses)
+        # bytes after the topic count (a one-byte uvarint below 127 topics) must reach 25 per topic
+        shortfall = self._MIN_BYTES_PER_TOPIC * topics - (len(out) - 9 - 1)
+        if shortfall > 0:
+            response._unknown_tags = {self.PADDING_TAG: bytes(shortfall)}
+            out = bytearray(9)
+            self._response.encode(response, out)
+        _SIZE_AND_CORRELATION.pack_into(out, 0, len(out) - 4, header.correlation_id)
+        return bytes(out)
+
+
+FLEXIBLE_FETCH_V0 = FlexibleFetchV0()
 
 
 class CoordinatorServer:
@@ -344,8 +412,14 @@ class _Connection(asyncio.Protocol):
             self._reject("protocol_error", str(exc))
             return
         except ProtocolError as exc:
-            self._reject("protocol_error", f"malformed request: {exc}")
-            return
+            decoded = FLEXIBLE_FETCH_V0.decode(frame)
+            if decoded is None:
+                self._reject("protocol_error", f"malformed request: {exc}")
+                return
+            header, request = decoded
+            encode = FLEXIBLE_FETCH_V0.encode
+        else:
+            encode = encode_response
         key = header.api_key
         ctx = self._ctx
         if header.client_id != ctx.client_id:
@@ -354,7 +428,7 @@ class _Connection(asyncio.Protocol):
         if handler is not None:
             try:
                 response = handler(request, header.api_version, ctx)
-                payload = encode_response(header, response)
+                payload = encode(header, response)
             except Exception:
                 self._fail(header)
                 return
@@ -368,12 +442,12 @@ class _Connection(asyncio.Protocol):
             return
         slot = _Slot()
         self.pending.append(slot)
-        self.server._spawn(self._complete(slot, header, handler(request, header.api_version, ctx), started))
+        self.server._spawn(self._complete(slot, header, handler(request, header.api_version, ctx), started, encode))
 
-    async def _complete(self, slot: _Slot, header, pending_response, started: float) -> None:
+    async def _complete(self, slot: _Slot, header, pending_response, started: float, encode) -> None:
         try:
             response = await pending_response
-            payload = encode_response(header, response)
+            payload = encode(header, response)
         except asyncio.CancelledError:
             raise
         except Exception:
