@@ -5,13 +5,19 @@
 from dataclasses import dataclass
 
 from protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
+from protocol.messages.create_partitions import CreatePartitionsRequest, CreatePartitionsResponse
+from protocol.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
 from protocol.messages.delete_groups import DeleteGroupsRequest, DeleteGroupsResponse
+from protocol.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
 from protocol.messages.describe_groups import DescribeGroupsRequest, DescribeGroupsResponse
+from protocol.messages.fetch import FetchRequest, FetchResponse
 from protocol.messages.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
 from protocol.messages.heartbeat import HeartbeatRequest, HeartbeatResponse
 from protocol.messages.join_group import JoinGroupRequest, JoinGroupResponse
 from protocol.messages.leave_group import LeaveGroupRequest, LeaveGroupResponse
 from protocol.messages.list_groups import ListGroupsRequest, ListGroupsResponse
+from protocol.messages.list_offsets import ListOffsetsRequest, ListOffsetsResponse
+from protocol.messages.metadata import MetadataRequest, MetadataResponse
 from protocol.messages.offset_commit import OffsetCommitRequest, OffsetCommitResponse
 from protocol.messages.offset_delete import OffsetDeleteRequest, OffsetDeleteResponse
 from protocol.messages.offset_fetch import OffsetFetchRequest, OffsetFetchResponse
@@ -48,6 +54,12 @@ API_SCHEMAS: dict[int, Api] = {a.key: a for a in [
     _api("ListGroups", ListGroupsRequest, ListGroupsResponse),
     _api("DeleteGroups", DeleteGroupsRequest, DeleteGroupsResponse),
     _api("OffsetDelete", OffsetDeleteRequest, OffsetDeleteResponse),
+    _api("Metadata", MetadataRequest, MetadataResponse),
+    _api("CreateTopics", CreateTopicsRequest, CreateTopicsResponse),
+    _api("DeleteTopics", DeleteTopicsRequest, DeleteTopicsResponse),
+    _api("CreatePartitions", CreatePartitionsRequest, CreatePartitionsResponse),
+    _api("ListOffsets", ListOffsetsRequest, ListOffsetsResponse),
+    _api("Fetch", FetchRequest, FetchResponse),
 ]}
 
 __all__ = [
@@ -64,4 +76,10 @@ __all__ = [
     "ListGroupsRequest", "ListGroupsResponse",
     "DeleteGroupsRequest", "DeleteGroupsResponse",
     "OffsetDeleteRequest", "OffsetDeleteResponse",
+    "MetadataRequest", "MetadataResponse",
+    "CreateTopicsRequest", "CreateTopicsResponse",
+    "DeleteTopicsRequest", "DeleteTopicsResponse",
+    "CreatePartitionsRequest", "CreatePartitionsResponse",
+    "ListOffsetsRequest", "ListOffsetsResponse",
+    "FetchRequest", "FetchResponse",
 ]
