@@ -23,17 +23,18 @@ from pathlib import Path
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
-__all__ = ["CohortLogSource", "LOG_SCHEMA", "log_rows", "LogReadError"]
+__all__ = ["CohortLogSource", "LOG_SCHEMA", "LOG_COLUMNS", "log_rows", "record_columns", "LogReadError"]
 
 LOG_SCHEMA = (
     "log_partition int, log_offset long, segment string, record_type string, is_tombstone boolean, "
     "group string, topic string, partition int, committed_offset long, leader_epoch int, "
     "metadata string, commit_timestamp timestamp, expire_timestamp timestamp, "
-    "generation int, protocol string, members int, topic_partitions int"
+    "generation int, protocol string, members int, topic_partitions int, error string"
 )
-"""One row per record.  record_type is offset_commit, group_metadata or topic; columns
-that do not apply to a record type are null.  Timestamps are null when the record has
-none (-1 on disk)."""
+"""One row per record.  record_type is offset-commit, group-metadata or topic (the names
+`cohort log dump` uses), or undecodable with the reason in `error`; columns that do not
+apply to a record type are null.  Timestamps are null when the record has none (-1 on
+disk); for group metadata, commit_timestamp holds the group's state timestamp."""
 
 
 class LogReadError(ValueError):
@@ -44,51 +45,57 @@ def _timestamp(ms: int) -> datetime | None:
     return None if ms < 0 else datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
 
 
-def log_rows(log_partition: int, segment: str | Path) -> Iterator[tuple]:
-    """The rows of one segment file, in log order (the reader's per-partition work)."""
-    # Imported here: this runs in executor processes, which unpickle only the partition.
-    from coordinator.log.segments import read_segment
+LOG_COLUMNS = tuple(column.split()[0] for column in LOG_SCHEMA.split(","))
+
+
+def record_columns(rec) -> dict:
+    """The non-null columns of one decoded record (everything but the log position)."""
     from coordinator.records import (
         GroupMetadataRecord,
         GroupMetadataTombstone,
         OffsetCommitRecord,
         OffsetCommitTombstone,
-        RecordDecodeError,
         TopicRecord,
         TopicTombstone,
-        decode_record,
     )
+
+    if isinstance(rec, OffsetCommitRecord):
+        return dict(record_type="offset-commit", is_tombstone=False, group=rec.group, topic=rec.topic,
+                    partition=rec.partition, committed_offset=rec.offset, leader_epoch=rec.leader_epoch,
+                    metadata=rec.metadata, commit_timestamp=_timestamp(rec.commit_timestamp),
+                    expire_timestamp=_timestamp(rec.expire_timestamp))
+    if isinstance(rec, OffsetCommitTombstone):
+        return dict(record_type="offset-commit", is_tombstone=True, group=rec.group, topic=rec.topic,
+                    partition=rec.partition)
+    if isinstance(rec, GroupMetadataRecord):
+        return dict(record_type="group-metadata", is_tombstone=False, group=rec.group,
+                    commit_timestamp=_timestamp(rec.current_state_timestamp), generation=rec.generation,
+                    protocol=rec.protocol, members=len(rec.members))
+    if isinstance(rec, GroupMetadataTombstone):
+        return dict(record_type="group-metadata", is_tombstone=True, group=rec.group)
+    if isinstance(rec, TopicRecord):
+        return dict(record_type="topic", is_tombstone=False, topic=rec.name, topic_partitions=rec.partitions)
+    if isinstance(rec, TopicTombstone):
+        return dict(record_type="topic", is_tombstone=True, topic=rec.name)
+    raise LogReadError(f"no row layout for {type(rec).__name__}")  # a record type added without a mapping
+
+
+def log_rows(log_partition: int, segment: str | Path) -> Iterator[tuple]:
+    """The rows of one segment file, in log order (the reader's per-partition work)."""
+    # Imported here: this runs in executor processes, which unpickle only the partition.
+    from coordinator.log import read_segment
+    from coordinator.records import RecordDecodeError, decode_record
 
     name = Path(segment).name
     try:
         for log_offset, key, value in read_segment(segment):
             try:
-                rec = decode_record(key, value)
+                columns = record_columns(decode_record(key, value))
             except RecordDecodeError as exc:
-                raise LogReadError(f"{segment}: log offset {log_offset}: {exc}") from None
-            base = (log_partition, log_offset, name)
-            if isinstance(rec, OffsetCommitRecord):
-                yield base + ("offset_commit", False, rec.group, rec.topic, rec.partition, rec.offset,
-                              rec.leader_epoch, rec.metadata, _timestamp(rec.commit_timestamp),
-                              _timestamp(rec.expire_timestamp), None, None, None, None)
-            elif isinstance(rec, OffsetCommitTombstone):
-                yield base + ("offset_commit", True, rec.group, rec.topic, rec.partition, None,
-                              None, None, None, None, None, None, None, None)
-            elif isinstance(rec, GroupMetadataRecord):
-                yield base + ("group_metadata", False, rec.group, None, None, None, None, None,
-                              _timestamp(rec.current_state_timestamp), None, rec.generation,
-                              rec.protocol, len(rec.members), None)
-            elif isinstance(rec, GroupMetadataTombstone):
-                yield base + ("group_metadata", True, rec.group, None, None, None, None, None,
-                              None, None, None, None, None, None)
-            elif isinstance(rec, TopicRecord):
-                yield base + ("topic", False, None, rec.name, None, None, None, None, None, None,
-                              None, None, None, rec.partitions)
-            elif isinstance(rec, TopicTombstone):
-                yield base + ("topic", True, None, rec.name, None, None, None, None, None, None,
-                              None, None, None, None)
-            else:  # a record type added to coordinator.records but not mapped here yet
-                raise LogReadError(f"{segment}: log offset {log_offset}: no row layout for {type(rec).__name__}")
+                # Like `cohort log dump`: show the record rather than hide the rest of the log.
+                columns = dict(record_type="undecodable", is_tombstone=value is None, error=str(exc))
+            columns.update(log_partition=log_partition, log_offset=log_offset, segment=name)
+            yield tuple(columns.get(column) for column in LOG_COLUMNS)
     except FileNotFoundError:
         return  # replaced by compaction since planning; see the module docstring
 
@@ -104,7 +111,7 @@ class CohortLogReader(DataSourceReader):
         self.data_dir = data_dir
 
     def partitions(self) -> list[SegmentPartition]:
-        from coordinator.log.segments import list_segments
+        from coordinator.log import list_segments
 
         return [SegmentPartition(p, str(path)) for p, path in list_segments(self.data_dir)]
 

@@ -5,7 +5,6 @@ example source) and has its own checkpoint, group and coordinator; no sleeps.
 """
 from __future__ import annotations
 
-import shutil
 import time
 from pathlib import Path
 
@@ -106,6 +105,7 @@ def test_replayed_batch_changes_nothing_and_restart_continues(spark, cohort_serv
     # Crash window: the sink committed batch 2 but Spark never wrote commits/2, so the
     # restarted query replays batch 2 under the same id.
     (checkpoint / "commits" / "2").unlink()
+    (checkpoint / "commits" / ".2.crc").unlink(missing_ok=True)  # Hadoop's checksum file beside it
     run_to_end(spark, cohort_server, checkpoint, "sink-g2")
     assert committed(admin, "sink-g2") == before
     assert commit_records(cohort_server.data_dir, "sink-g2") == records_before  # not even re-written
