@@ -195,4 +195,9 @@ def count_errors(counter: Counter) -> dict:
 
 def invocation() -> str:
     """The command line that started this process, for reproduction."""
-    return " ".join([os.path.basename(sys.executable), *sys.argv])
+    argv = list(sys.argv)
+    if argv and argv[0].endswith(os.path.join("bench", "__main__.py")):
+        argv[0:1] = ["-m", "bench"]
+    elif argv and argv[0].endswith(os.path.join("bench", "report.py")):
+        argv[0:1] = ["-m", "bench.report"]
+    return " ".join(["python", *argv])

@@ -283,6 +283,22 @@ class ZooKeeperServer(_ManagedProcess):
         self._spawn([java, f"-Dzookeeper.log.dir={self.workdir}", "-Dzookeeper.root.logger=WARN,CONSOLE",
                      "-cp", classpath, "org.apache.zookeeper.server.ZooKeeperServerMain", str(config)],
                     ready_timeout_s=60)
+        self._wait_ruok(timeout_s=60)
+
+    def _wait_ruok(self, timeout_s: float) -> None:
+        """ZooKeeper accepts connections before it serves; "ruok" → "imok" says it serves."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            try:
+                with socket.create_connection((self.host, self.port), timeout=2) as s:
+                    s.sendall(b"ruok")
+                    if s.recv(16) == b"imok":
+                        return
+            except OSError:
+                pass
+            time.sleep(0.1)
+        self.close()
+        raise TargetError(f"ZooKeeper on {self.address} did not answer ruok within {timeout_s:.0f} s")
 
 
 class ExternalTarget(Target):
@@ -296,9 +312,13 @@ class ExternalTarget(Target):
 
 
 def start_target(spec: str, **cohort_settings) -> Target:
-    """A target by name ("cohort", "tansu", "zookeeper") or as HOST:PORT."""
+    """A target by name ("cohort", "cohort-never" = fsync never, "tansu", "zookeeper") or as HOST:PORT."""
     if spec == "cohort":
         return CohortServer(settings=cohort_settings or None)
+    if spec == "cohort-never":
+        server = CohortServer(settings={**cohort_settings, "offsets.flush.policy": "never"})
+        server.name = "cohort-never"
+        return server
     if spec == "tansu":
         return TansuServer()
     if spec == "zookeeper":

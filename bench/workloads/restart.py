@@ -1,0 +1,174 @@
+"""`restart`: how fast Cohort loads its offsets log, and what a committed offset costs in RAM.
+
+For each log size N:
+1. A Cohort server (flush policy `never`, to fill fast; loading reads the same
+   bytes either way) receives N offset-commit records over the wire: K distinct
+   offsets (groups × 100 topics × 10 partitions, ~1 000 partitions per
+   request), committed N / K times with increasing values.
+2. It is stopped (SIGTERM) and started again on the same data dir. The clock
+   runs from the moment the process is spawned until every group answers
+   OffsetFetch with its last committed offset (COORDINATOR_LOAD_IN_PROGRESS
+   answers are retried): "time to serve all groups".
+3. RSS of the restarted server, minus the RSS of a server started on an empty
+   data dir, divided by K: bytes per committed offset held.
+
+Only meaningful for a Cohort the suite starts (it needs the data dir).
+"""
+from __future__ import annotations
+
+import asyncio
+import re
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+from protocol.errors import ErrorCode
+from protocol.messages import OffsetCommitRequest, OffsetFetchRequest
+
+from bench.closed_loop import run_closed_loop
+from bench.stats import Result, read_rss_bytes
+from bench.targets import CohortServer, Target, TargetError
+from bench.wire import SEQUENCE_SENTINEL, KafkaSession, RequestTemplate
+from bench.workloads.offsets import _usage
+from bench.workloads.profile import Profile
+
+TOPICS_PER_GROUP = 100
+PARTITIONS_PER_TOPIC = 10
+SETTLE_S = 1.0  # let the restarted server drop load-time garbage before reading RSS
+
+_Topic = OffsetCommitRequest.OffsetCommitRequestTopic
+_Partition = _Topic.OffsetCommitRequestPartition
+
+
+def layout(distinct_offsets: int) -> tuple[int, int]:
+    """(groups, topics per group) holding `distinct_offsets` offsets of 10 partitions per topic."""
+    topics = max(1, min(TOPICS_PER_GROUP, distinct_offsets // PARTITIONS_PER_TOPIC))
+    groups = max(1, distinct_offsets // (topics * PARTITIONS_PER_TOPIC))
+    return groups, topics
+
+
+def fill_request(group: str, topics: int) -> OffsetCommitRequest:
+    return OffsetCommitRequest(group_id=group, generation_id_or_member_epoch=-1, member_id="", topics=[
+        _Topic(name=f"bench-t{t}", partitions=[
+            _Partition(partition_index=p, committed_offset=SEQUENCE_SENTINEL, committed_metadata="")
+            for p in range(PARTITIONS_PER_TOPIC)]) for t in range(topics)])
+
+
+async def run_restart(target: Target, profile: Profile) -> list[Result]:
+    if not isinstance(target, CohortServer):
+        raise TargetError("the restart workload needs a Cohort the suite starts itself (it owns the data dir)")
+    # The server the suite started is only used for its settings; this workload runs its own.
+    settings = {k: v for k, v in target.settings.items() if k not in ("offsets.flush.policy", "metrics")}
+    results = []
+    for records in profile.restart_records:
+        results.append(await _one_size(records, min(profile.restart_offsets, records), settings))
+    return results
+
+
+async def _one_size(records: int, distinct: int, settings: dict) -> Result:
+    groups, topics = layout(distinct)
+    distinct = groups * topics * PARTITIONS_PER_TOPIC
+    passes = max(1, round(records / distinct))
+    records = passes * distinct
+    workdir = Path(tempfile.mkdtemp(prefix="cohort-restart-"))
+    data_dir = workdir / "data"
+    try:
+        with CohortServer(data_dir=workdir / "empty", settings=settings) as empty:
+            await asyncio.sleep(SETTLE_S)
+            baseline_rss = read_rss_bytes(empty.pid)
+
+        fill_started = time.perf_counter()
+        with CohortServer(data_dir=data_dir, settings={**settings, "offsets.flush.policy": "never"}) as filler:
+            group_ids = [f"bench-restart-{g}" for g in range(groups)]
+            session = await KafkaSession.open(filler.host, filler.port)
+            version = session.pick_version(OffsetCommitRequest.API_KEY, 2)
+            await session.close()
+            templates = [RequestTemplate(fill_request(g, topics), version) for g in group_ids]
+            fill = await run_closed_loop(filler, templates, connections=4, depth=4, duration_s=3600,
+                                         max_ops=groups * passes)
+            if fill.errors or fill.operations != groups * passes:
+                raise RuntimeError(f"filling the log failed: {fill.operations} of {groups * passes} requests, "
+                                   f"errors {fill.errors}")
+        fill_s = time.perf_counter() - fill_started
+        log_bytes = sum(f.stat().st_size for f in data_dir.rglob("*.log"))
+
+        spawned = time.perf_counter()
+        with CohortServer(data_dir=data_dir, settings={**settings, "log-level": "INFO"},
+                          ready_timeout_s=600) as restarted:
+            listening_s = time.perf_counter() - spawned
+            await _verify_all_groups(restarted, group_ids, topics)
+            serving_s = time.perf_counter() - spawned
+            await asyncio.sleep(SETTLE_S)
+            rss = read_rss_bytes(restarted.pid)
+            load_log = _load_lines(restarted.log_path)
+            command = " ".join(restarted.command)
+            info = restarted.describe()
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    per_offset = (rss - baseline_rss) / distinct
+    reported = _reported_load(load_log)
+    return Result(workload="restart", variant=f"records-{records}", target="cohort", params={
+        "records": records, "distinct_offsets": distinct, "groups": groups, "topics_per_group": topics,
+        "partitions_per_topic": PARTITIONS_PER_TOPIC, "fill_flush_policy": "never"},
+        operations=records, duration_s=round(serving_s, 3), throughput_per_s=round(records / serving_s, 1),
+        server={"rss_end_bytes": rss, "rss_baseline_bytes": baseline_rss},
+        extra={"time_to_listen_s": round(listening_s, 3), "time_to_serve_all_groups_s": round(serving_s, 3),
+               "load_records_per_s": round(records / serving_s, 1), "rss_bytes_per_offset": round(per_offset, 1),
+               "log_bytes": log_bytes, "fill_s": round(fill_s, 2), "server_load_log": load_log,
+               **reported},
+        target_info={**info, "command": command})
+
+
+async def _verify_all_groups(target: Target, group_ids: list[str], topics: int, timeout_s: float = 600) -> None:
+    """Every group answers with its last offset; retried while its partition is loading."""
+    deadline = time.monotonic() + timeout_s
+    session = await KafkaSession.open(target.host, target.port)
+    try:
+        version = session.pick_version(OffsetFetchRequest.API_KEY, 5)
+        pending = list(group_ids)
+        while pending:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{len(pending)} groups not served after {timeout_s:.0f} s")
+            responses = await asyncio.gather(*(session.request(OffsetFetchRequest(group_id=g, topics=[
+                OffsetFetchRequest.OffsetFetchRequestTopic(name=f"bench-t{topics - 1}", partition_indexes=[0])]),
+                version) for g in pending))
+            still = []
+            for g, response in zip(pending, responses):
+                if response.error_code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+                    still.append(g)
+                    continue
+                if response.error_code:
+                    raise RuntimeError(f"OffsetFetch for {g} failed with {ErrorCode(response.error_code).name}")
+                offset = response.topics[0].partitions[0].committed_offset
+                if offset < 0:
+                    raise RuntimeError(f"group {g} lost its offsets across the restart")
+            pending = still
+            if pending:
+                await asyncio.sleep(0.01)
+    finally:
+        await session.close()
+
+
+_LOAD_LINE = re.compile(r"load|replay|records", re.IGNORECASE)
+_LOAD_TOTAL = re.compile(r"(\d+) records in (\d+(?:\.\d+)?) ?ms")
+
+
+def _reported_load(lines: list[str]) -> dict:
+    """The server's own total ("... N records in M ms"): log replay alone, without process start-up."""
+    for line in reversed(lines):
+        match = _LOAD_TOTAL.search(line)
+        if match:
+            records, ms = int(match.group(1)), float(match.group(2))
+            return {"server_reported_load_ms": ms,
+                    "server_reported_records_per_s": round(records / (ms / 1000), 1) if ms else None}
+    return {}
+
+
+def _load_lines(path: Path, limit: int = 5) -> list[str]:
+    """The server's own log lines about loading (last few), for the report."""
+    try:
+        lines = [line.strip() for line in path.read_text(errors="replace").splitlines() if _LOAD_LINE.search(line)]
+    except OSError:
+        return []
+    return lines[-limit:]
