@@ -68,6 +68,8 @@ class ServerThread:
         return f"127.0.0.1:{self.server.port}"
 
     def stop(self) -> None:
+        if self.loop.is_closed():
+            return
         try:
             self.call(self.server.stop())
         finally:
