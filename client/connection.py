@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import socket
 import time
 from collections import deque
 from dataclasses import dataclass
@@ -292,6 +294,11 @@ class BrokerConnection:
 def _describe(exc: BaseException) -> str:
     if isinstance(exc, asyncio.TimeoutError):
         return "timed out"
-    if isinstance(exc, OSError) and exc.strerror:
-        return exc.strerror
+    if isinstance(exc, socket.gaierror) and exc.strerror:
+        return exc.strerror.lower()
+    if isinstance(exc, OSError):
+        if exc.errno and exc.errno > 0:
+            return os.strerror(exc.errno).lower()
+        if exc.strerror:
+            return exc.strerror
     return str(exc) or type(exc).__name__

@@ -6,6 +6,7 @@ import sys
 
 from coordinator import __version__
 from coordinator import cli_log, cli_serve
+from client import cli as client_cli
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -14,6 +15,7 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     cli_serve.register(subparsers)
     cli_log.register(subparsers)
+    client_cli.register(subparsers)
     return parser
 
 

@@ -115,3 +115,19 @@ def shared_cohort_server(tmp_path_factory):
         yield server
     finally:
         server.stop()
+
+
+def run_cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    """Run the real `cohort` command and capture its output."""
+    return subprocess.run(cohort_command(*args), capture_output=True, text=True, timeout=timeout, env=clean_env())
+
+
+def assert_one_line_error(result: subprocess.CompletedProcess, exit_code: int, *fragments: str) -> str:
+    """A failure is exactly one stderr line starting with 'Error:' (after any WARN lines), never a traceback."""
+    assert result.returncode == exit_code, (result.returncode, result.stdout, result.stderr)
+    assert "Traceback" not in result.stderr
+    errors = [line for line in result.stderr.splitlines() if not line.startswith("WARN:")]
+    assert len(errors) == 1 and errors[0].startswith("Error: "), result.stderr
+    for fragment in fragments:
+        assert fragment in errors[0], (fragment, errors[0])
+    return errors[0]

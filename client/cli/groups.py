@@ -1,0 +1,481 @@
+"""`cohort groups …`: kafka-consumer-groups.sh, for any Kafka-protocol coordinator.
+
+Conventions follow Kafka's tool: the same column names, "has no active
+members" for inactive groups, dry-run by default for resets with the same
+warning, `--export` CSV plans that `--from-file` reads back, and resets
+refused unless the group is inactive (Empty or Dead).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Iterable
+
+from client.admin import EARLIEST_TIMESTAMP, GROUP_STATES, LATEST_TIMESTAMP, Admin, GroupDescription
+from client.cli.offset_reset import (
+    LogRange,
+    ResetInputError,
+    Scenario,
+    format_plan_csv,
+    now_minus_ms,
+    parse_datetime_ms,
+    parse_duration,
+    parse_plan_csv,
+    plan_reset,
+)
+from client.cli.output import MISSING, error, print_json, print_table, warn
+from client.cli.runner import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_USAGE,
+    CommandError,
+    OneLineArgumentParser,
+    add_connection_options,
+    run_admin_command,
+)
+from client.errors import KafkaError
+from client.topic_partition import TopicPartition
+from protocol.errors import ErrorCode
+
+OFFSETS_COLUMNS = ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST", "CLIENT-ID"]
+MEMBERS_COLUMNS = ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS"]
+MEMBERS_VERBOSE_COLUMNS = ["GROUP", "CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "ASSIGNMENT"]
+STATE_COLUMNS = ["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"]
+RESET_COLUMNS = ["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"]
+
+DRY_RUN_WARNING = (
+    "No action will be performed as the --execute option is missing. In a future major release, the default "
+    "behavior of this command will be to prompt the user before executing the reset rather than doing a dry run. "
+    "You should add the --dry-run option explicitly if you are scripting this command and want to keep the current "
+    "default behavior without prompting."
+)
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "groups", help="list, describe, reset, delete consumer groups (kafka-consumer-groups.sh conventions)",
+        description="Consumer-group administration over the Kafka protocol.",
+    )
+    parser.set_defaults(func=lambda args: _usage(parser))
+    commands = parser.add_subparsers(dest="groups_command", metavar="COMMAND", parser_class=OneLineArgumentParser)
+
+    p = commands.add_parser("list", help="list groups")
+    add_connection_options(p)
+    p.add_argument("--state", nargs="?", const="", metavar="STATE[,STATE]",
+                   help="show the state column; with states, only groups in them (e.g. stable,empty)")
+    p.set_defaults(func=lambda args: run_admin_command(args, list_groups))
+
+    p = commands.add_parser("describe", help="offsets, members or state of groups")
+    add_connection_options(p)
+    _add_group_selection(p)
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--offsets", action="store_true", help="committed offsets and lag per partition (default)")
+    mode.add_argument("--members", action="store_true", help="the members and their partition counts")
+    mode.add_argument("--state", action="store_true", help="coordinator, assignment strategy, state, #members")
+    p.add_argument("--verbose", action="store_true", help="with --members: instance ids and assignments")
+    p.set_defaults(func=lambda args: run_admin_command(args, describe_groups))
+
+    p = commands.add_parser("reset-offsets", help="plan (dry run) or execute an offset reset of inactive groups")
+    add_connection_options(p)
+    _add_group_selection(p)
+    scope = p.add_mutually_exclusive_group()
+    scope.add_argument("--all-topics", action="store_true", help="every partition the group has an offset for")
+    scope.add_argument("--topic", action="append", metavar="TOPIC[:P,P…]", help="a topic, or some of its partitions; repeatable")
+    scenario = p.add_mutually_exclusive_group(required=True)
+    scenario.add_argument("--to-earliest", action="store_true")
+    scenario.add_argument("--to-latest", action="store_true")
+    scenario.add_argument("--to-offset", type=int, metavar="N")
+    scenario.add_argument("--shift-by", type=int, metavar="N", help="current offset plus N (N may be negative)")
+    scenario.add_argument("--to-datetime", metavar="YYYY-MM-DDTHH:mm:SS.sss")
+    scenario.add_argument("--by-duration", metavar="PnDTnHnMnS")
+    scenario.add_argument("--to-current", action="store_true")
+    scenario.add_argument("--from-file", metavar="CSV", help="a plan as written by --export")
+    execution = p.add_mutually_exclusive_group()
+    execution.add_argument("--dry-run", action="store_true", help="only show the plan (the default)")
+    execution.add_argument("--execute", action="store_true", help="apply the plan")
+    p.add_argument("--export", action="store_true", help="print the plan as CSV (topic,partition,offset)")
+    p.set_defaults(func=lambda args: run_admin_command(args, reset_offsets))
+
+    p = commands.add_parser("delete", help="delete inactive groups and their offsets")
+    add_connection_options(p)
+    _add_group_selection(p)
+    p.set_defaults(func=lambda args: run_admin_command(args, delete_groups))
+
+    p = commands.add_parser("delete-offsets", help="delete a group's committed offsets for some topics")
+    add_connection_options(p)
+    p.add_argument("--group", required=True, metavar="GROUP")
+    p.add_argument("--topic", action="append", required=True, metavar="TOPIC[:P,P…]")
+    p.set_defaults(func=lambda args: run_admin_command(args, delete_offsets))
+
+    from client.cli.zookeeper_import import register_import
+
+    register_import(commands)
+
+
+def _usage(parser: argparse.ArgumentParser) -> int:
+    parser.print_help(sys.stderr)
+    return EXIT_USAGE
+
+
+def _add_group_selection(p: argparse.ArgumentParser) -> None:
+    p.add_argument("groups", nargs="*", metavar="GROUP", help="group ids")
+    p.add_argument("--group", action="append", default=[], metavar="GROUP", help="a group id (repeatable)")
+    p.add_argument("--all-groups", action="store_true", help="every group")
+
+
+async def selected_groups(args, admin: Admin) -> list[str]:
+    groups = list(dict.fromkeys(list(args.groups) + list(args.group)))
+    if args.all_groups:
+        if groups:
+            raise CommandError("give group ids or --all-groups, not both", EXIT_USAGE)
+        return [g.group_id for g in await admin.list_groups()]
+    if not groups:
+        raise CommandError("name at least one group (or use --all-groups)", EXIT_USAGE)
+    return groups
+
+
+def parse_topic_specs(specs: Iterable[str]) -> list[tuple[str, list[int] | None]]:
+    """'t' → (t, None: all partitions); 't:0,2' → (t, [0, 2])."""
+    result = []
+    for spec in specs:
+        topic, sep, parts = spec.partition(":")
+        if not topic:
+            raise CommandError(f"bad topic {spec!r}: expected TOPIC or TOPIC:P,P", EXIT_USAGE)
+        if not sep:
+            result.append((topic, None))
+            continue
+        try:
+            numbers = sorted({int(p) for p in parts.split(",") if p.strip()})
+        except ValueError:
+            raise CommandError(f"bad partitions in {spec!r}: expected integers like {topic}:0,1", EXIT_USAGE) from None
+        if not numbers or numbers[0] < 0:
+            raise CommandError(f"bad partitions in {spec!r}", EXIT_USAGE)
+        result.append((topic, numbers))
+    return result
+
+
+# ---------------------------------------------------------------- list
+
+async def list_groups(args, admin: Admin) -> int:
+    states = None
+    if args.state:
+        states = [s.strip() for s in args.state.split(",") if s.strip()]
+        known = {s.lower(): s for s in GROUP_STATES}
+        unknown = [s for s in states if s.lower() not in known]
+        if unknown:
+            raise CommandError(f"unknown state {unknown[0]!r} (valid: {', '.join(GROUP_STATES)})", EXIT_USAGE)
+    listings = await admin.list_groups(states)
+    if args.state is not None and any(g.state is None for g in listings):
+        described = await admin.describe_groups([g.group_id for g in listings])
+        state_of = {g: d.state for g, d in described.items()}
+    else:
+        state_of = {g.group_id: g.state for g in listings}
+    if args.output == "json":
+        print_json([{"group": g.group_id, "state": state_of[g.group_id], "protocol_type": g.protocol_type} for g in listings])
+    elif args.state is not None:
+        print_table(["GROUP", "STATE"], [(g.group_id, state_of[g.group_id]) for g in listings])
+    else:
+        for g in listings:
+            print(g.group_id)
+    return EXIT_OK
+
+
+# ---------------------------------------------------------------- describe
+
+async def log_end_offsets(admin: Admin, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+    """Latest offsets of the partitions that exist (deleted topics are simply absent)."""
+    wanted = sorted(set(partitions))
+    if not wanted:
+        return {}
+    existing = await admin.describe_topics(sorted({tp.topic for tp in wanted}))
+    present = [
+        tp for tp in wanted
+        if existing[tp.topic].error_code == 0 and any(p.partition == tp.partition for p in existing[tp.topic].partitions)
+    ]
+    listed = await admin.list_partition_offsets({tp: LATEST_TIMESTAMP for tp in present})
+    return {tp: o.offset for tp, o in listed.items() if o.offset >= 0}
+
+
+async def describe_groups(args, admin: Admin) -> int:
+    groups = await selected_groups(args, admin)
+    descriptions = await admin.describe_groups(groups)
+    exit_code = EXIT_OK
+    results = []
+    for group in groups:
+        d = descriptions[group]
+        if not d.exists:
+            error(f"Consumer group '{group}' does not exist.")
+            exit_code = EXIT_FAILED
+            continue
+        if d.state in ("PreparingRebalance", "CompletingRebalance") and args.output == "table":
+            warn(f"Consumer group '{group}' is rebalancing.")
+        if args.members:
+            rows = _member_rows(d, args.verbose)
+            columns = MEMBERS_VERBOSE_COLUMNS if args.verbose else MEMBERS_COLUMNS
+        elif args.state:
+            rows = [_state_row(d)]
+            columns = STATE_COLUMNS
+        else:
+            rows = await _offset_rows(admin, d)
+            columns = OFFSETS_COLUMNS
+        if args.output == "json":
+            results.extend(dict(zip(_json_keys(columns), row)) for row in rows)
+            continue
+        print()
+        if not d.members and not args.state:
+            print(f"Consumer group '{group}' has no active members.")
+            if not rows:
+                continue
+            print()
+        print_table(columns, rows)
+    if args.output == "json":
+        print_json(results)
+    return exit_code
+
+
+def _json_keys(columns: list[str]) -> list[str]:
+    names = {"COORDINATOR (ID)": "coordinator", "#PARTITIONS": "partitions", "#MEMBERS": "members"}
+    return [names.get(c, c.lower().replace("-", "_")) for c in columns]
+
+
+async def _offset_rows(admin: Admin, d: GroupDescription) -> list[list]:
+    committed = await admin.fetch_offsets(d.group_id)
+    owner = {tp: m for m in d.members for tp in m.assignment}
+    partitions = sorted(set(committed) | set(owner))
+    ends = await log_end_offsets(admin, partitions)
+    rows = []
+    for tp in partitions:
+        current = committed[tp].offset if tp in committed else None
+        end = ends.get(tp)
+        lag = end - current if current is not None and end is not None and current >= 0 else None
+        m = owner.get(tp)
+        rows.append([d.group_id, tp.topic, tp.partition, current, end, lag,
+                     m.member_id if m else None, m.host if m else None, m.client_id if m else None])
+    # Members without partitions still show up, as in Kafka's tool.
+    for m in d.members:
+        if not m.assignment:
+            rows.append([d.group_id, None, None, None, None, None, m.member_id, m.host, m.client_id])
+    return rows
+
+
+def _member_rows(d: GroupDescription, verbose: bool) -> list[list]:
+    rows = []
+    for m in sorted(d.members, key=lambda m: m.member_id):
+        if verbose:
+            by_topic: dict[str, list[int]] = {}
+            for tp in m.assignment:
+                by_topic.setdefault(tp.topic, []).append(tp.partition)
+            assignment = ",".join(f"{t}({','.join(map(str, sorted(ps)))})" for t, ps in sorted(by_topic.items()))
+            rows.append([d.group_id, m.member_id, m.group_instance_id, m.host, m.client_id, len(m.assignment),
+                         assignment or MISSING])
+        else:
+            rows.append([d.group_id, m.member_id, m.host, m.client_id, len(m.assignment)])
+    return rows
+
+
+def _state_row(d: GroupDescription) -> list:
+    c = d.coordinator
+    coordinator = f"{c.host}:{c.port} ({c.node_id})" if c else None
+    return [d.group_id, coordinator, d.protocol or None, d.state, len(d.members)]
+
+
+# ---------------------------------------------------------------- reset-offsets
+
+def _scenario(args) -> Scenario:
+    if args.to_earliest:
+        return Scenario("to-earliest")
+    if args.to_latest:
+        return Scenario("to-latest")
+    if args.to_offset is not None:
+        return Scenario("to-offset", args.to_offset)
+    if args.shift_by is not None:
+        return Scenario("shift-by", args.shift_by)
+    if args.to_datetime is not None:
+        return Scenario("to-datetime", parse_datetime_ms(args.to_datetime))
+    if args.by_duration is not None:
+        return Scenario("by-duration", now_minus_ms(parse_duration(args.by_duration)))
+    if args.to_current:
+        return Scenario("to-current")
+    return Scenario("from-file", args.from_file)
+
+
+def _read_plan_file(path: str) -> dict[str | None, dict[TopicPartition, int]]:
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as exc:
+        raise CommandError(f"cannot read {path}: {exc.strerror or exc}", EXIT_USAGE) from None
+    except UnicodeDecodeError:
+        raise ResetInputError(f"{path} is not a UTF-8 text file") from None
+    try:
+        return parse_plan_csv(text)
+    except ResetInputError as exc:
+        raise ResetInputError(f"{path}: {exc}") from None
+
+
+async def _partitions_in_scope(admin: Admin, args, committed, file_plan) -> list[TopicPartition]:
+    if file_plan is not None:
+        return sorted(file_plan)
+    if args.all_topics:
+        return sorted(committed)
+    specs = parse_topic_specs(args.topic)
+    topics = await admin.describe_topics(sorted({t for t, _ in specs}))
+    partitions = []
+    for topic, numbers in specs:
+        info = topics[topic]
+        if info.error_code != 0 or not info.partitions:
+            raise CommandError(f"topic '{topic}' does not exist")
+        existing = {p.partition for p in info.partitions}
+        if numbers is None:
+            numbers = sorted(existing)
+        missing = [n for n in numbers if n not in existing]
+        if missing:
+            raise CommandError(f"topic '{topic}' has no partition {missing[0]} (it has {len(existing)})")
+        partitions.extend(TopicPartition(topic, n) for n in numbers)
+    return sorted(set(partitions))
+
+
+async def _log_ranges(admin: Admin, partitions: list[TopicPartition]) -> dict[TopicPartition, LogRange]:
+    topics = await admin.describe_topics(sorted({tp.topic for tp in partitions}))
+    for tp in partitions:
+        info = topics[tp.topic]
+        if info.error_code != 0 or all(p.partition != tp.partition for p in info.partitions):
+            raise CommandError(f"partition {tp} does not exist")
+    earliest = await admin.list_partition_offsets({tp: EARLIEST_TIMESTAMP for tp in partitions})
+    latest = await admin.list_partition_offsets({tp: LATEST_TIMESTAMP for tp in partitions})
+    return {tp: LogRange(earliest[tp].offset, latest[tp].offset) for tp in partitions}
+
+
+async def reset_offsets(args, admin: Admin) -> int:
+    scenario = _scenario(args)
+    file_plans = _read_plan_file(args.from_file) if scenario.kind == "from-file" else None
+    if file_plans is None and not args.all_topics and not args.topic:
+        raise CommandError("choose the partitions: --all-topics or --topic TOPIC[:P,P…]", EXIT_USAGE)
+    groups = await selected_groups(args, admin)
+    if not args.execute and not args.dry_run and not args.export:
+        warn(DRY_RUN_WARNING)
+    plans: dict[str, dict[TopicPartition, int]] = {}
+    exit_code = EXIT_OK
+    descriptions = await admin.describe_groups(groups)
+    for group in groups:
+        d = descriptions[group]
+        if not d.is_inactive:
+            error(f"Assignments can only be reset if the group '{group}' is inactive, but the current state is {d.state}.")
+            exit_code = EXIT_FAILED
+            continue
+        file_plan = None
+        if file_plans is not None:
+            file_plan = file_plans.get(group, file_plans.get(None))
+            if file_plan is None:
+                warn(f"the plan file has no rows for group '{group}'; skipping it")
+                continue
+        committed = {tp: om.offset for tp, om in (await admin.fetch_offsets(group)).items()}
+        partitions = await _partitions_in_scope(admin, args, committed, file_plan)
+        if not partitions:
+            raise CommandError(f"group '{group}' has no committed offsets to reset; name the partitions with --topic")
+        logs = await _log_ranges(admin, partitions)
+        by_timestamp = None
+        if scenario.needs_timestamps:
+            found = await admin.list_partition_offsets({tp: int(scenario.value) for tp in partitions})
+            by_timestamp = {tp: o.offset for tp, o in found.items()}
+        plan, warnings = plan_reset(scenario, partitions, committed, logs, by_timestamp, file_plan)
+        for w in warnings:
+            warn(w)
+        plans[group] = plan
+
+    if args.export:
+        sys.stdout.write(format_plan_csv(plans))
+    elif args.output == "json":
+        print_json([
+            {"group": g, "topic": tp.topic, "partition": tp.partition, "new_offset": o}
+            for g, plan in plans.items() for tp, o in sorted(plan.items())
+        ])
+    else:
+        rows = [[g, tp.topic, tp.partition, o] for g, plan in plans.items() for tp, o in sorted(plan.items())]
+        if rows:
+            print()
+            print_table(RESET_COLUMNS, rows)
+
+    if args.execute:
+        for group, plan in plans.items():
+            try:
+                await admin.alter_offsets(group, {tp: (offset, "") for tp, offset in plan.items()})
+            except KafkaError as exc:
+                error(f"resetting offsets of group '{group}' failed: {exc}")
+                exit_code = EXIT_FAILED
+    return exit_code
+
+
+# ---------------------------------------------------------------- delete, delete-offsets
+
+def _explain(group: str, exc: KafkaError) -> str:
+    if exc.code == ErrorCode.GROUP_ID_NOT_FOUND:
+        return f"Consumer group '{group}' does not exist."
+    if exc.code == ErrorCode.NON_EMPTY_GROUP:
+        return f"Consumer group '{group}' could not be deleted: it is not empty (NON_EMPTY_GROUP)."
+    return f"Consumer group '{group}' could not be deleted: {exc.name}."
+
+
+async def delete_groups(args, admin: Admin) -> int:
+    groups = await selected_groups(args, admin)
+    results = await admin.delete_groups(groups)
+    deleted = [g for g, e in results.items() if e is None]
+    failed = {g: e for g, e in results.items() if e is not None}
+    if args.output == "json":
+        print_json([{"group": g, "deleted": e is None, "error": None if e is None else e.name} for g, e in results.items()])
+    elif deleted:
+        print(f"Deletion of requested consumer groups ({', '.join(repr(g) for g in deleted)}) was successful.")
+    for group, exc in failed.items():
+        error(_explain(group, exc))
+    return EXIT_FAILED if failed else EXIT_OK
+
+
+async def delete_offsets(args, admin: Admin) -> int:
+    group = args.group
+    specs = parse_topic_specs(args.topic)
+    wanted: list[TopicPartition] = []
+    unknown_topics = [t for t, ns in specs if ns is None]
+    described = await admin.describe_topics(unknown_topics) if unknown_topics else {}
+    committed = None
+    for topic, numbers in specs:
+        if numbers is None:
+            info = described[topic]
+            if info.error_code == 0 and info.partitions:
+                numbers = [p.partition for p in info.partitions]
+            else:
+                if committed is None:
+                    committed = await admin.fetch_offsets(group)
+                numbers = sorted(tp.partition for tp in committed if tp.topic == topic)
+                if not numbers:
+                    raise CommandError(f"topic '{topic}' does not exist and group '{group}' has no offsets for it")
+        wanted.extend(TopicPartition(topic, n) for n in numbers)
+    try:
+        results = await admin.delete_offsets(group, wanted)
+    except KafkaError as exc:
+        if exc.code == ErrorCode.GROUP_ID_NOT_FOUND:
+            raise CommandError(f"Consumer group '{group}' does not exist.") from None
+        if exc.code == ErrorCode.NON_EMPTY_GROUP:
+            raise CommandError(f"Deleting offsets of a consumer group '{group}' is forbidden if the group is not empty.") from None
+        raise
+    failed = {tp: code for tp, code in results.items() if code != 0}
+    if args.output == "json":
+        print_json([
+            {"topic": tp.topic, "partition": tp.partition, "status": "Successful" if code == 0 else _code_name(code)}
+            for tp, code in sorted(results.items())
+        ])
+    else:
+        print_table(
+            ["TOPIC", "PARTITION", "STATUS"],
+            [[tp.topic, tp.partition, "Successful" if code == 0 else f"Error: {_code_name(code)}"]
+             for tp, code in sorted(results.items())],
+        )
+    if failed:
+        tp, code = next(iter(sorted(failed.items())))
+        reason = "the group is subscribed to the topic" if code == ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC else _code_name(code)
+        error(f"{len(failed)} of {len(results)} partitions kept their offsets ({tp}: {reason})")
+        return EXIT_FAILED
+    return EXIT_OK
+
+
+def _code_name(code: int) -> str:
+    return KafkaError(code).name

@@ -1,0 +1,40 @@
+"""How the admin commands print: aligned tables for people, JSON for scripts, one-line errors."""
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any, TextIO
+
+MISSING = "-"
+
+
+def cell(value: Any) -> str:
+    return MISSING if value is None or value == "" else str(value)
+
+
+def render_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """Left-aligned columns, two spaces apart, like kafka-consumer-groups.sh."""
+    cells = [[cell(v) for v in row] for row in rows]
+    widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip()]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells]
+    return "\n".join(lines)
+
+
+def print_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], out: TextIO | None = None) -> None:
+    print(render_table(headers, rows), file=out or sys.stdout)
+
+
+def print_json(value: Any, out: TextIO | None = None) -> None:
+    json.dump(value, out or sys.stdout, indent=2, sort_keys=False, default=str)
+    (out or sys.stdout).write("\n")
+
+
+def warn(message: str) -> None:
+    print(f"WARN: {message}", file=sys.stderr)
+
+
+def error(message: str) -> None:
+    """Errors are exactly one line on stderr."""
+    print("Error: " + " ".join(str(message).split()), file=sys.stderr)
