@@ -1,0 +1,92 @@
+"""The StreamingQueryListener committer: endOffset of Kafka-shaped sources, never backwards."""
+from __future__ import annotations
+
+import logging
+from types import SimpleNamespace
+
+import pytest
+
+from client.blocking import BlockingAdmin
+from client.spark.commit_plan import CommitMarker
+from client.spark.listener import CohortOffsetCommitter
+
+
+def offsets_of(bootstrap: str, group: str) -> dict[tuple[str, int], tuple[int, CommitMarker | None]]:
+    with BlockingAdmin(bootstrap, api_timeout_ms=10000) as admin:
+        return {(tp.topic, tp.partition): (om.offset, CommitMarker.decode(om.metadata))
+                for tp, om in admin.fetch_offsets(group).items()}
+
+
+def progress_event(query_id: str, batch_id: int, *end_offsets, name: str | None = None):
+    """A QueryProgressEvent as the listener sees it (offsets are JSON strings, first start is "None")."""
+    sources = [SimpleNamespace(startOffset="None", endOffset=end, description="source") for end in end_offsets]
+    return SimpleNamespace(progress=SimpleNamespace(id=query_id, name=name, batchId=batch_id, sources=sources))
+
+
+@pytest.mark.usefixtures("stop_queries")
+def test_listener_commits_end_offsets_of_a_kafka_shaped_query(spark, cohort_server, admin, tmp_path):
+    # Given payments-0 already ahead of what the query will reach (someone committed 50)...
+    with BlockingAdmin(cohort_server.bootstrap, api_timeout_ms=10000) as ours:
+        ours.commit_offsets("listener-g", {("payments", 0): 50})
+    listener = CohortOffsetCommitter(cohort_server.bootstrap)
+    spark.streams.addListener(listener)
+    try:
+        # ...when a query over a Kafka-shaped source names its group in a source option...
+        query = (
+            spark.readStream.format("kafka-shaped")
+            .option("topics", "orders:2,payments:1").option("rowsPerBatch", 4).option("endOffset", 10)
+            .option("cohort.group", "listener-g")
+            .load()
+            .writeStream.format("noop")
+            .option("checkpointLocation", str(tmp_path / "ckpt"))
+            .trigger(availableNow=True)
+            .start()
+        )
+        assert query.awaitTermination(120)
+        assert listener.wait_for_batch(str(query.id), 2, timeout=60), "progress of batch 2 never arrived"
+    finally:
+        spark.streams.removeListener(listener)
+
+    # ...then the group holds every partition's endOffset, but payments-0 did not move backwards.
+    committed = {tp: offset for tp, (offset, _) in offsets_of(cohort_server.bootstrap, "listener-g").items()}
+    assert committed == {("orders", 0): 10, ("orders", 1): 10, ("payments", 0): 50}
+    # kafka-python sees the same, with the query's marker on what the listener committed.
+    seen = admin.list_group_offsets("listener-g")["listener-g"]
+    marked = {(tp.topic, tp.partition): CommitMarker.decode(om.metadata) for tp, om in seen.items()}
+    assert marked[("orders", 0)] == CommitMarker(str(query.id), 2)
+
+
+def test_listener_maps_query_names_and_ignores_other_sources(cohort_server, caplog):
+    listener = CohortOffsetCommitter(cohort_server.bootstrap, {"orders-job": "mapped-g"})
+    caplog.set_level(logging.INFO, logger="cohort.spark.listener")
+
+    listener.onQueryProgress(progress_event("q1", 0, '{"orders": {"0": 4}}', "12345", name="orders-job"))
+    listener.onQueryProgress(progress_event("q1", 1, '{"orders": {"0": 8}}', "12399", name="orders-job"))
+    listener.onQueryProgress(progress_event("q2", 0, '{"orders": {"0": 99}}', name="unmapped-job"))
+
+    assert offsets_of(cohort_server.bootstrap, "mapped-g") == {("orders", 0): (8, CommitMarker("q1", 1))}
+    not_kafka = [r for r in caplog.records if "not Kafka-shaped" in r.getMessage()]
+    assert len(not_kafka) == 1  # one line per source, not one per batch
+    assert any("unmapped-job has no group" in r.getMessage() for r in caplog.records)
+
+
+def test_listener_never_moves_backwards_on_a_replayed_or_older_end_offset(cohort_server):
+    listener = CohortOffsetCommitter(cohort_server.bootstrap, {"job": "forward-g"})
+    listener.onQueryProgress(progress_event("q", 5, '{"t": {"0": 20, "1": 20}}', name="job"))
+    listener.onQueryProgress(progress_event("q", 6, '{"t": {"0": 15, "1": 25}}', name="job"))
+
+    offsets = offsets_of(cohort_server.bootstrap, "forward-g")
+    assert offsets == {("t", 0): (20, CommitMarker("q", 5)), ("t", 1): (25, CommitMarker("q", 6))}
+
+
+def test_listener_survives_the_coordinator_being_down_and_catches_up(cohort_server, caplog):
+    listener = CohortOffsetCommitter(cohort_server.bootstrap, {"job": "outage-g"}, commit_timeout_ms=300, retries=1)
+    listener.onQueryProgress(progress_event("q", 0, '{"t": {"0": 3}}', name="job"))
+
+    cohort_server.stop()
+    listener.onQueryProgress(progress_event("q", 1, '{"t": {"0": 6}}', name="job"))  # must not raise
+    assert any("not committed to group 'outage-g'" in r.getMessage() for r in caplog.records)
+
+    cohort_server.start()  # same port, same data dir
+    listener.onQueryProgress(progress_event("q", 2, '{"t": {"0": 9}}', name="job"))
+    assert offsets_of(cohort_server.bootstrap, "outage-g") == {("t", 0): (9, CommitMarker("q", 2))}
