@@ -20,7 +20,6 @@ from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import chain
-from operator import itemgetter
 
 from coordinator.records import OffsetCommitRun
 
@@ -29,7 +28,16 @@ __all__ = ["OffsetAndMetadata", "OffsetsTable"]
 _ABSENT = -(2**63)  # offset slot of a partition with no committed offset
 _DENSE_SLACK = 64
 _EMPTY_SLOT = array("q", (_ABSENT, -1, -1, -1))
-_SLOT_FIELDS = itemgetter(slice(1, 5))  # (partition, offset, epoch, commit ts, expire ts) -> the 4 slots
+_RANGES: dict[int, tuple[int, ...]] = {}
+
+
+def _range_tuple(n: int) -> tuple[int, ...]:
+    r = _RANGES.get(n)
+    if r is None:
+        r = tuple(range(n))
+        if n <= 4096:
+            _RANGES[n] = r
+    return r
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,20 +170,28 @@ class OffsetsTable:
         """Store a column-wise run of commits (`coordinator.records.decode_for_load`), the load path.
 
         A run that covers partitions 0..n-1 of a topic the table has no offsets
-        for yet (the usual case at load time) becomes the topic's array in one
-        C-level step; anything else is stored commit by commit.
+        for yet (the usual case at load time) becomes the topic's slots in one
+        C-level step (the table takes over `run.slots`); anything else is
+        stored commit by commit.
         """
         topics = self._groups.get(run.group)
         if topics is None:
             topics = self._groups[run.group] = {}
-        t = topics.get(run.topic)
         n = len(run.partitions)
-        if t is None and run.metadata is None and n:
-            rows = sorted(zip(run.partitions, run.offsets, run.leader_epochs, run.commit_timestamps,
-                              run.expire_timestamps))
-            if rows[0][0] == 0 and rows[-1][0] == n - 1:
+        if run.topic not in topics and n:
+            parts = tuple(run.partitions)
+            slots = None
+            if parts == _range_tuple(n):
+                slots = run.slots
+            else:
+                order = sorted(range(n), key=parts.__getitem__)
+                if parts[order[0]] == 0 and parts[order[-1]] == n - 1:
+                    s = run.slots
+                    rows = list(zip(s[0::4], s[1::4], s[2::4], s[3::4]))
+                    slots = array("q", chain.from_iterable(map(rows.__getitem__, order)))
+            if slots is not None:
                 t = topics[run.topic] = _TopicOffsets()
-                t.slots = array("q", chain.from_iterable(map(_SLOT_FIELDS, rows)))
+                t.slots = slots
                 t.count = n
                 self._count += n
                 return

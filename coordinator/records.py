@@ -29,11 +29,13 @@ group state timestamp, as on the wire; ``protocol_type == ""`` means none.
 from __future__ import annotations
 
 import struct
+import sys
 import uuid
+from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from itertools import groupby, repeat
-from operator import itemgetter
+from itertools import compress, groupby
+from operator import itemgetter, not_
 
 from construct import (
     Bytes,
@@ -588,75 +590,142 @@ def decode_records(pairs: Iterable[tuple[bytes, bytes | None]]) -> Iterator[Reco
 # --------------------------------------------------------------------------------------
 @dataclass(slots=True)
 class OffsetCommitRun:
-    """Offset commits of one (group, topic), column-wise: what `decode_for_load` yields for bulk loading.
+    """Offset commits of one (group, topic) with metadata "", column-wise: the bulk load unit.
 
-    Row i is the commit of `partitions[i]`.  `metadata` is None when every
-    commit's metadata is "" (nearly always), else one string per row.
+    Row i is the commit of `partitions[i]`; `slots[4*i : 4*i + 4]` holds its
+    offset, leader epoch, commit timestamp and expire timestamp as int64, the
+    very layout `OffsetsTable` keeps, so a run can become table state in one
+    copy.
     """
 
     group: str
     topic: str
     partitions: Sequence[int]
-    offsets: Sequence[int]
-    leader_epochs: Sequence[int]
-    commit_timestamps: Sequence[int]
-    expire_timestamps: Sequence[int]
-    metadata: Sequence[str] | None = None
+    slots: array
+
+    @property
+    def offsets(self) -> array:
+        return self.slots[0::4]
+
+    @property
+    def leader_epochs(self) -> array:
+        return self.slots[1::4]
+
+    @property
+    def commit_timestamps(self) -> array:
+        return self.slots[2::4]
+
+    @property
+    def expire_timestamps(self) -> array:
+        return self.slots[3::4]
 
     def records(self) -> Iterator[OffsetCommitRecord]:
-        md = self.metadata if self.metadata is not None else repeat("")
-        for p, o, e, m, c, x in zip(self.partitions, self.offsets, self.leader_epochs, md,
-                                     self.commit_timestamps, self.expire_timestamps):
-            yield OffsetCommitRecord(self.group, self.topic, p, o, e, m, c, x)
+        s = self.slots
+        for i, p in enumerate(self.partitions):
+            yield OffsetCommitRecord(self.group, self.topic, p, s[4 * i], s[4 * i + 1], "", s[4 * i + 2],
+                                     s[4 * i + 3])
 
 
-_V3_NO_METADATA = struct.Struct(">hqihq")  # version 3, offset, epoch, metadata length 0, commit ts
 _KEY_PREFIX = itemgetter(slice(0, -4))
 _KEY_PARTITION = itemgetter(slice(-4, None))
-_ONLY_24, _ONLY_3, _ONLY_0 = {24}, {3}, {0}
 _FIRST = itemgetter(0)
 _SECOND = itemgetter(1)
+_IS_24 = (24).__eq__
+_ONLY_24 = {24}
+# Bytes 0-1 (version) and 14-15 (metadata length) of an OffsetCommitValue v3 without metadata.
+_V3_EMPTY_MARKERS = (0, 3, 0, 0).__eq__
+_SIGN_BYTE = bytes(0 if b < 0x80 else 0xFF for b in range(256))  # top byte of an int32 -> its sign extension
 
 
 def decode_for_load(pairs: Iterable[tuple[bytes, bytes]]) -> Iterator[OffsetCommitRun | Record]:
-    """Decode live records for loading: runs of offset commits column-wise, everything else as records.
+    """Decode live records for loading: offset commits column-wise in runs, everything else as records.
 
     Why: at start-up a coordinator may replay millions of commits, and a
     Python-level step per record costs more than the whole rest of the load.
-    Consecutive commits of the same (group, topic) (a consumer commits all its
-    partitions together, so they sit together in the log) are cut into
-    columns with C-level operations (`map`, `itertools.groupby`,
-    `struct.iter_unpack`): one Python step per run, not per record.  Commits
-    the fast layout does not cover (value v1, non-empty metadata) come out of
-    the same run through `decode_records`; other record types are yielded as
-    typed records, in log order relative to each other.
+    Here every per-record step is a C-level one over the whole list (`map`,
+    `bytes.join`, strided slice copies, `itertools.groupby`), and Python runs
+    once per run of consecutive commits of the same (group, topic) (a consumer
+    commits all its partitions together, so they sit together in the log).
+    The common value layout (OffsetCommitValue v3, metadata "": 24 bytes) is
+    converted to `OffsetsTable`'s int64 slots by copying byte columns; other
+    commits (v1, non-empty metadata) and other record types go through
+    `decode_records`.  Each key is expected once (the replay's live records),
+    so the order in which runs and records come out does not matter.
     """
     pairs = pairs if isinstance(pairs, list) else list(pairs)
-    keys = map(_FIRST, pairs)
-    names: dict[bytes, tuple[str, str] | None] = {}
-    for prefix, group in groupby(zip(map(_KEY_PREFIX, keys), pairs), key=_FIRST):
-        run = list(map(_SECOND, group))
-        names_of = names.get(prefix, 0)
-        if names_of == 0:
-            names_of = names[prefix] = _offset_commit_prefix(prefix)
-        if names_of is None:
-            yield from decode_records(run)
-            continue
-        values = list(map(_SECOND, run))
-        try:
-            fixed_size = set(map(len, values)) == _ONLY_24
-        except TypeError:  # a None (tombstone) value
-            fixed_size = False
-        if not fixed_size:
-            yield from decode_records(run)
-            continue
-        versions, offsets, epochs, mlens, stamps = zip(*_V3_NO_METADATA.iter_unpack(b"".join(values)))
-        if set(versions) != _ONLY_3 or set(mlens) != _ONLY_0:
-            yield from decode_records(run)
-            continue
-        n = len(run)
-        partitions = _ints_struct(n).unpack(b"".join(map(_KEY_PARTITION, map(_FIRST, run))))
-        yield OffsetCommitRun(names_of[0], names_of[1], partitions, offsets, epochs, stamps, (-1,) * n)
+    if not pairs:
+        return
+    values = list(map(_SECOND, pairs))
+    try:
+        sizes = set(map(len, values))
+    except TypeError:  # a None (tombstone) value: not a live record list, take the general path
+        yield from decode_records(pairs)
+        return
+    if sizes != _ONLY_24:
+        fixed = list(map(_IS_24, map(len, values)))
+        yield from decode_records(compress(pairs, map(not_, fixed)))
+        pairs = list(compress(pairs, fixed))
+        values = list(map(_SECOND, pairs))
+    blob = b"".join(values)
+    n = len(pairs)
+    if not (blob[0::24].count(0) == blob[1::24].count(3) == blob[14::24].count(0) == blob[15::24].count(0) == n):
+        markers = list(map(_V3_EMPTY_MARKERS, zip(blob[0::24], blob[1::24], blob[14::24], blob[15::24])))
+        yield from decode_records(compress(pairs, map(not_, markers)))
+        pairs = list(compress(pairs, markers))
+        blob = b"".join(map(_SECOND, pairs))
+        n = len(pairs)
+    if not n:
+        return
+    slots = _v3_values_to_slots(blob, n)
+    keys = list(map(_FIRST, pairs))
+    try:
+        partitions = _ints_struct(n).unpack(b"".join(map(_KEY_PARTITION, keys)))
+    except struct.error:  # a key shorter than 4 bytes: not an offset commit
+        yield from decode_records(pairs)
+        return
+    names = _PREFIX_NAMES
+    pos = 0
+    for prefix, same in groupby(map(_KEY_PREFIX, keys)):
+        end = pos + len(list(same))
+        group_topic = names.get(prefix, 0)
+        if group_topic == 0:
+            group_topic = _offset_commit_prefix(prefix)
+            if len(names) < 100_000:
+                names[prefix] = group_topic
+        if group_topic is None:
+            yield from decode_records(pairs[pos:end])
+        else:
+            yield OffsetCommitRun(group_topic[0], group_topic[1], partitions[pos:end], slots[4 * pos : 4 * end])
+        pos = end
+
+
+def _v3_values_to_slots(blob: bytes, n: int) -> array:
+    """n concatenated 24-byte OffsetCommitValue v3 (metadata "") -> int64 (offset, epoch, commit ts, -1) x n.
+
+    Value layout: version int16 @0, offset int64 @2, leader epoch int32 @10,
+    metadata length int16 @14, commit timestamp int64 @16.  Each output field
+    is assembled big-endian with strided slice copies, then byte-swapped.
+    """
+    out = bytearray(32 * n)
+    for j in range(8):
+        out[j::32] = blob[2 + j :: 24]  # offset
+        out[16 + j :: 32] = blob[16 + j :: 24]  # commit timestamp
+    sign = blob[10::24].translate(_SIGN_BYTE)
+    for j in range(4):
+        out[8 + j :: 32] = sign  # leader epoch, sign-extended to 64 bits
+        out[12 + j :: 32] = blob[10 + j :: 24]
+    none = b"\xff" * n
+    for j in range(8):
+        out[24 + j :: 32] = none  # expire timestamp: -1
+    slots = array("q")
+    slots.frombytes(out)
+    if sys.byteorder == "little":
+        slots.byteswap()
+    return slots
+
+
+# Shared by every load: one str object per (group, topic) name, however many partitions load it.
+_PREFIX_NAMES: dict[bytes, tuple[str, str] | None] = {}
 
 
 def _offset_commit_prefix(prefix: bytes) -> tuple[str, str] | None:

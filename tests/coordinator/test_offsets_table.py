@@ -92,7 +92,10 @@ def test_a_column_wise_run_stores_what_commit_by_commit_puts_store(partitions, o
     from coordinator.records import OffsetCommitRun
 
     n = len(partitions)
-    run = OffsetCommitRun("g", "t", tuple(partitions), tuple(offsets[:n]), (3,) * n, (7,) * n, (-1,) * n)
+    from array import array
+
+    slots = array("q", [x for o in offsets[:n] for x in (o, 3, 7, -1)])
+    run = OffsetCommitRun("g", "t", tuple(partitions), slots)
     by_run, by_put = OffsetsTable(), OffsetsTable()
     if existing:
         for table in (by_run, by_put):
