@@ -1,0 +1,128 @@
+"""How the server treats connections: pipelining and response order, limits, idle timeout, shutdown."""
+from __future__ import annotations
+
+import socket
+import threading
+import time
+
+import pytest
+
+from protocol.framing import decode_response, encode_request
+from protocol.messages import (
+    ApiVersionsRequest,
+    FetchRequest,
+    FindCoordinatorRequest,
+    JoinGroupRequest,
+    MetadataRequest,
+    OffsetCommitRequest,
+    OffsetFetchRequest,
+)
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def parked_fetch(max_wait_ms: int) -> FetchRequest:
+    """A Fetch the server holds for its max wait (there are never records to return early)."""
+    partition = FetchRequest.FetchTopic.FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1024)
+    return FetchRequest(max_wait_ms=max_wait_ms, min_bytes=1,
+                        topics=[FetchRequest.FetchTopic(topic="pipelined", partitions=[partition])])
+
+
+def commit(group: str, offset: int) -> OffsetCommitRequest:
+    partition = OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition(
+        partition_index=0, committed_offset=offset, committed_metadata="")
+    return OffsetCommitRequest(group_id=group, generation_id_or_member_epoch=-1, member_id="", topics=[
+        OffsetCommitRequest.OffsetCommitRequestTopic(name="pipelined", partitions=[partition])])
+
+
+def test_pipelined_requests_are_answered_in_request_order(server, raw_client):
+    client = raw_client(server.port)
+    client.request(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name="pipelined")]), 9)
+    # A slow request first (a parked Fetch), then fast ones of every kind, all sent before reading.
+    requests = [(parked_fetch(300), 11), (ApiVersionsRequest(), 2), (commit("p", 5), 8),
+                (FindCoordinatorRequest(key="p"), 3), (MetadataRequest(topics=None), 12), (commit("p", 6), 8)]
+    frames = b"".join(encode_request(m, v, correlation_id=100 + i, client_id="pipe")
+                      for i, (m, v) in enumerate(requests))
+    client.send_bytes(frames)
+    answers = [decode_response(m.API_KEY, v, client.receive_frame()) for m, v in requests]
+    assert [correlation_id for correlation_id, _ in answers] == [100 + i for i in range(len(requests))]
+    assert all(getattr(response, "error_code", 0) == 0 for _, response in answers)
+    # Both commits were applied, in order.
+    fetched = client.request(OffsetFetchRequest(group_id="p", topics=None), 7)
+    assert fetched.topics[0].partitions[0].committed_offset == 6
+
+
+def join(member_id: str = "") -> JoinGroupRequest:
+    protocol = JoinGroupRequest.JoinGroupRequestProtocol(name="range", metadata=b"\x00\x00\x00\x00\x00\x00\x00\x00")
+    return JoinGroupRequest(group_id="parked", session_timeout_ms=30000, rebalance_timeout_ms=30000,
+                            member_id=member_id, protocol_type="consumer", protocols=[protocol])
+
+
+def test_a_parked_join_does_not_stop_the_connection_from_reading(server, raw_client):
+    """A JoinGroup parked for the join phase does not keep later requests on its connection from running."""
+    first = raw_client(server.port)
+    leader = first.request(join(), 3)  # v3: no MEMBER_ID_REQUIRED round trip; no initial delay in tests
+    assert (leader.error_code, leader.generation_id) == (0, 1)
+    # A new member's join starts a rebalance and parks until the leader rejoins (or 30 s pass).
+    second = raw_client(server.port)
+    second.send_bytes(encode_request(join(), 3, correlation_id=1, client_id="newcomer")
+                      + encode_request(join(leader.member_id), 3, correlation_id=2, client_id="leader"))
+    # The leader's rejoin, queued behind the parked join on the same connection, completes the
+    # phase at once; both answers come back in request order.
+    answers = [decode_response(11, 3, second.receive_frame()) for _ in range(2)]
+    assert [correlation_id for correlation_id, _ in answers] == [1, 2]
+    assert [(r.error_code, r.generation_id) for _, r in answers] == [(0, 2), (0, 2)]
+    assert answers[1][1].member_id == leader.member_id
+
+
+def test_connections_beyond_max_connections_are_refused(server_factory, raw_client):
+    server = server_factory(max_connections=2)
+    first, second = raw_client(server.port), raw_client(server.port)
+    assert first.request(ApiVersionsRequest(), 0).error_code == 0
+    assert second.request(ApiVersionsRequest(), 0).error_code == 0
+    third = raw_client(server.port)
+    assert third.is_closed_by_server()
+    second.close()
+    deadline = time.monotonic() + 10
+    while True:  # the slot frees once the server has seen the close
+        fourth = raw_client(server.port)
+        try:
+            assert fourth.request(ApiVersionsRequest(), 0).error_code == 0
+            break
+        except (ConnectionError, OSError):
+            assert time.monotonic() < deadline, "closed connection never freed its slot"
+            time.sleep(0.05)
+    assert first.request(ApiVersionsRequest(), 0).error_code == 0
+
+
+def test_idle_connections_are_closed(server_factory, raw_client):
+    server = server_factory(connections_max_idle_ms=200)
+    idle = raw_client(server.port)
+    assert idle.request(ApiVersionsRequest(), 0).error_code == 0
+    assert idle.is_closed_by_server(timeout=5)
+
+
+def test_requests_queued_beyond_the_limit_wait_but_are_all_answered(server_factory, raw_client):
+    server = server_factory(queued_max_requests_per_connection=2)
+    client = raw_client(server.port)
+    client.request(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name="pipelined")]), 9)
+    frames = b"".join(encode_request(parked_fetch(50), 11, correlation_id=i, client_id="q") for i in range(10))
+    client.send_bytes(frames)
+    assert [decode_response(1, 11, client.receive_frame())[0] for _ in range(10)] == list(range(10))
+
+
+def test_stop_answers_parked_requests_and_closes(server_factory, raw_client):
+    server = server_factory(fetch_max_wait_cap_ms=30000)
+    client = raw_client(server.port)
+    client.request(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name="pipelined")]), 9)
+    client.send(parked_fetch(30000), 11)  # would wait 30 s
+    time.sleep(0.2)
+    stopper = threading.Thread(target=server.stop)
+    stopper.start()
+    _, response = client.receive(1, 11)  # answered by the shutdown, not the timeout
+    assert response.responses[0].partitions[0].error_code == 0
+    stopper.join(20)
+    assert not stopper.is_alive()
+    assert client.is_closed_by_server()
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", server.port), timeout=1).recv(1)
