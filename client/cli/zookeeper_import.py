@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 from dataclasses import dataclass, field
 
 from client.admin import Admin, NewTopic
@@ -57,12 +58,19 @@ def read_zookeeper_offsets(hosts: str, groups: list[str] | None, timeout_s: floa
     except ImportError:
         raise CommandError("kazoo is not installed (pip install 'cohort[zookeeper]')", EXIT_USAGE) from None
 
+    # kazoo logs every failed connection attempt; the command reports one line itself.
+    kazoo_log = logging.getLogger("kazoo")
+    kazoo_log.addHandler(logging.NullHandler())
+    kazoo_log.propagate = False
     zk = KazooClient(hosts=hosts, timeout=timeout_s, connection_retry={"max_tries": 1}, command_retry={"max_tries": 1})
     try:
         try:
             zk.start(timeout=timeout_s)
         except (KazooTimeoutError, ValueError, OSError) as exc:
-            raise CommandError(f"cannot connect to ZooKeeper at {hosts}: {exc or 'timed out'}", EXIT_UNREACHABLE) from None
+            raise CommandError(
+                f"cannot connect to ZooKeeper at {hosts}: no session within {timeout_s:g} s ({exc or 'timed out'})",
+                EXIT_UNREACHABLE,
+            ) from None
         try:
             available = sorted(zk.get_children(CONSUMERS_PATH))
         except NoNodeError:
