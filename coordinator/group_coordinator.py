@@ -47,7 +47,7 @@ from coordinator.group import (
     Scheduler,
     SyncResult,
 )
-from coordinator.log import OffsetsLog, StorageError
+from coordinator.log import OffsetsLog, PartitionState, StorageError
 from coordinator.offsets import OffsetAndMetadata, OffsetsTable
 from coordinator.records import (
     GroupMemberRecord,
@@ -145,22 +145,28 @@ class GroupCoordinator:
             return E.COORDINATOR_NOT_AVAILABLE
         if partition in self._loaded:
             return E.NONE
-        if partition in self._failed:
+        if partition in self._failed or self._log.partition_state(partition) is PartitionState.FAILED:
             return E.NOT_COORDINATOR
         return E.COORDINATOR_LOAD_IN_PROGRESS
 
     def is_loaded(self, partition: int) -> bool:
         return partition in self._loaded
 
-    async def load(self) -> None:
-        """Open the offsets log and replay it. Raises `LogLoadError` if some partitions failed (those
-        answer NOT_COORDINATOR; the rest serve normally)."""
+    async def load(self, *, start_retention: bool = True) -> None:
+        """Open the offsets log, replay it, then (by default) start the offset-expiry task.
+
+        Raises `LogLoadError` if some partitions failed: those answer NOT_COORDINATOR, the rest
+        serve normally. (A server that opens the log itself passes `on_partition_loaded` as the
+        replay callback and calls `start_retention()` afterwards.)
+        """
         try:
             await self._log.open(self.on_partition_loaded)
         finally:
             for p in range(self._num_partitions):
                 if p not in self._loaded:
                     self._failed.add(p)
+            if start_retention:
+                self.start_retention()
 
     def on_partition_loaded(self, partition: int, records: list[tuple[bytes, bytes]]) -> None:
         """The offsets log's replay callback: rebuild the partition's groups and offsets."""
@@ -506,6 +512,9 @@ class GroupCoordinator:
                         and not self.offsets.has_offsets(group_id) and not created.members:
                     self._drop_group(created)
                 return self._commit_response(req, lambda p: results[id(p)] or error)
+            if group_id not in self._groups:
+                # The group was deleted while we wrote: the offsets still exist, so does a simple group.
+                self._groups[group_id] = self._new_group(group_id)
             for rec in records:
                 self._apply_commit(rec)
         return self._commit_response(req, lambda p: results[id(p)])
@@ -734,8 +743,10 @@ class GroupCoordinator:
         now = self.scheduler.now_ms()
         retention_ms = self.config.offsets_retention_minutes * 60_000
         by_partition: dict[int, list[tuple[str, list[Record]]]] = {}
-        for group_id in list(self._groups):
-            group = self._groups[group_id]
+        for group_id in list(dict.fromkeys([*self._groups, *self.offsets.groups()])):
+            group = self._groups.get(group_id)
+            if group is None:  # offsets without a group: treat them as a simple group's
+                group = self._groups[group_id] = self._new_group(group_id)
             partition = self.partition_for(group_id)
             if partition not in self._loaded:
                 continue

@@ -47,7 +47,7 @@ class Harness:
         self.coordinator = GroupCoordinator(self.config, self.log, scheduler=self.clock)
 
     async def start(self) -> "Harness":
-        await self.coordinator.load()
+        await self.coordinator.load(start_retention=False)
         return self
 
     async def close(self) -> None:
@@ -61,7 +61,7 @@ class Harness:
         self.log = FailingLog(self.data_dir, num_partitions=self.config.offsets_topic_num_partitions,
                               flush_policy="never")
         self.coordinator = GroupCoordinator(self.config, self.log, scheduler=self.clock)
-        await self.coordinator.load()
+        await self.coordinator.load(start_retention=False)
         return self
 
     async def settle(self) -> None:
