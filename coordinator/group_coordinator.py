@@ -716,8 +716,8 @@ class GroupCoordinator:
     # Retention (KIP-211)
     # =========================================================================================
     def start_retention(self) -> None:
-        """Run offset expiry every `offsets.retention.check.interval.ms` until shutdown."""
-        if self._closed:
+        """Run offset expiry every `offsets.retention.check.interval.ms` until shutdown (idempotent)."""
+        if self._closed or self._retention_timer is not None or self._retention_task is not None:
             return
         self._retention_timer = self.scheduler.call_later(
             self.config.offsets_retention_check_interval_ms, self._retention_due)
@@ -734,7 +734,7 @@ class GroupCoordinator:
                 log.exception("offset expiry pass failed")
             finally:
                 self._retention_task = None
-                self.start_retention()
+            self.start_retention()
 
         self._retention_task = asyncio.get_running_loop().create_task(run())
 

@@ -112,3 +112,10 @@ async def test_given_append_failure_then_expiry_applies_nothing(h):
     assert await h.coordinator.expire_offsets() == 0
     h.log.fail_with = None
     assert await offsets_of(h, "s") == {("t", 0): 1}
+
+
+async def test_given_retention_started_twice_then_only_one_timer_runs(h):
+    h.coordinator.start_retention()
+    armed = h.clock.pending()
+    h.coordinator.start_retention()
+    assert h.clock.pending() == armed
