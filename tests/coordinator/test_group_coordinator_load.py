@@ -68,3 +68,24 @@ async def test_given_replayed_records_then_state_is_rebuilt_without_writes(h):
     c.replay(GroupMetadataTombstone("x"))
     assert h.group("x") is None
     assert c.offsets.get("x", "t", 0).offset == 9
+
+
+async def test_given_loaded_group_over_max_size_then_it_rebalances_and_extra_members_are_refused(tmp_path):
+    from coordinator.records import encode_record
+    from group_harness import subscription
+    h = await Harness(tmp_path, group_max_size=2).start()
+    try:
+        members = [GroupMemberRecord(f"m{i}", None, "cid", "/h", 10000, 30000, subscription("t"), b"")
+                   for i in range(3)]
+        record = GroupMetadataRecord("big", "consumer", 3, "range", "m0", 1, members)
+        h.coordinator.on_partition_loaded(h.coordinator.partition_for("big"), [encode_record(record)])
+        group = h.group("big")
+        assert group.state is GroupState.PREPARING_REBALANCE
+        first = [h.join("big", f"m{i}", protocols=(("range", subscription("t")),)) for i in range(2)]
+        await h.settle()
+        third = await h.join_now("big", "m2", protocols=(("range", subscription("t")),))
+        assert third.error_code == E.GROUP_MAX_SIZE_REACHED
+        assert [t.result().generation_id for t in first] == [4, 4]
+        assert sorted(group.members) == ["m0", "m1"]
+    finally:
+        await h.close()
