@@ -127,7 +127,11 @@ class GroupCoordinator:
         self._loaded: set[int] = set()
         self._failed: set[int] = set()
         self._high_watermarks: dict[str, dict[int, int]] = {}
-        self._inflight: dict[int, set[asyncio.Future]] = {}
+        # Per partition: appends started / finished, and RequireStable fetches waiting for a count.
+        # The log completes a partition's appends in order, so "finished >= n" means the first n are done.
+        self._writes_started: dict[int, int] = {}
+        self._writes_finished: dict[int, int] = {}
+        self._write_waiters: dict[int, list[tuple[int, asyncio.Future]]] = {}
         self._retention_timer = None
         self._retention_task: asyncio.Task | None = None
         self._closed = False
@@ -259,22 +263,39 @@ class GroupCoordinator:
         except (ValueError, TypeError) as exc:
             log.error("cannot encode records for offsets partition %d: %s", partition, exc)
             return E.UNKNOWN_SERVER_ERROR
-        fut = asyncio.ensure_future(self._log.append(partition, encoded))
-        pending = self._inflight.setdefault(partition, set())
-        pending.add(fut)
+        self._writes_started[partition] = self._writes_started.get(partition, 0) + 1
         try:
-            await fut
+            await self._log.append(partition, encoded)
         except StorageError as exc:
             log.warning("offsets partition %d: append failed: %s", partition, exc)
             return map_write_error(exc.error_code)
         finally:
-            pending.discard(fut)
+            finished = self._writes_finished[partition] = self._writes_finished.get(partition, 0) + 1
+            waiters = self._write_waiters.get(partition)
+            if waiters:
+                still = []
+                for target, waiter in waiters:
+                    if finished >= target:
+                        if not waiter.done():
+                            waiter.set_result(None)
+                    else:
+                        still.append((target, waiter))
+                self._write_waiters[partition] = still
         return E.NONE
 
-    async def _wait_for_pending_writes(self, partition: int) -> None:
-        pending = self._inflight.get(partition)
-        if pending:
-            await asyncio.gather(*list(pending), return_exceptions=True)
+    def writes_in_flight(self) -> int:
+        """Appends started and not yet finished, over all partitions."""
+        return sum(n - self._writes_finished.get(p, 0) for p, n in self._writes_started.items())
+
+    async def wait_for_writes(self, partition: int | None = None) -> None:
+        """Wait until the appends already started (on one partition, or all) have finished."""
+        for p in (list(self._writes_started) if partition is None else [partition]):
+            target = self._writes_started.get(p, 0)
+            if self._writes_finished.get(p, 0) >= target:
+                continue
+            waiter = asyncio.get_running_loop().create_future()
+            self._write_waiters.setdefault(p, []).append((target, waiter))
+            await waiter
 
     def _apply_commit(self, rec: OffsetCommitRecord) -> None:
         self.offsets.put(rec.group, rec.topic, rec.partition, OffsetAndMetadata(
@@ -574,7 +595,7 @@ class GroupCoordinator:
         if error:
             return error, []
         if require_stable:
-            await self._wait_for_pending_writes(partition)
+            await self.wait_for_writes(partition)
         table = self.offsets
         if topics is None:
             return E.NONE, [(topic, sorted(parts.items())) for topic, parts in table.group_offsets(group_id).items()]

@@ -71,12 +71,16 @@ class Harness:
                 for _ in range(5):
                     await asyncio.sleep(0)
                 busy = [t for g in self.coordinator.groups() for t in g._tasks]
-                busy += [f for fs in self.coordinator._inflight.values() for f in fs]
-                if not busy:
+                if busy:
+                    await asyncio.wait(busy, timeout=1)
+                elif self.coordinator.writes_in_flight():
+                    await self.coordinator.wait_for_writes()
+                else:
                     for _ in range(5):
                         await asyncio.sleep(0)
-                    return
-                await asyncio.wait(busy, timeout=1)
+                    if not self.coordinator.writes_in_flight() and not any(
+                            g._tasks for g in self.coordinator.groups()):
+                        return
         await asyncio.wait_for(drain(), timeout=10)
 
     async def advance(self, ms: int) -> None:
