@@ -238,3 +238,15 @@ async def test_given_unparseable_subscriptions_then_every_topic_counts_as_subscr
             partition_index=0)])])
     r = await h.coordinator.offset_delete(req, 0, CTX)
     assert r.topics[0].partitions[0].error_code == E.GROUP_SUBSCRIBED_TO_TOPIC
+
+
+async def test_given_commit_in_flight_when_fetching_with_require_stable_then_it_waits_for_it(h):
+    import asyncio
+    commit = asyncio.ensure_future(h.commit("s", {("t", 0): 7}))
+    await asyncio.sleep(0)  # the commit is now appending
+    assert h.coordinator.writes_in_flight() == 1
+    req = m.OffsetFetchRequest(group_id="s", require_stable=True, topics=[
+        m.OffsetFetchRequest.OffsetFetchRequestTopic(name="t", partition_indexes=[0])])
+    r = await h.coordinator.offset_fetch(req, 7, CTX)
+    assert r.topics[0].partitions[0].committed_offset == 7
+    assert (await commit) == {("t", 0): 0}
