@@ -21,7 +21,7 @@ from pathlib import Path
 
 import hypothesis.strategies as st
 from hypothesis import HealthCheck, settings
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from coordinator.group import GroupState
 from group_harness import E, Harness, subscription
