@@ -33,9 +33,10 @@ ENV COHORT_ADVERTISED_LISTENERS=localhost:9092 \
     COHORT_METRICS_LISTEN=0.0.0.0:9464 \
     COHORT_SHUTDOWN_TIMEOUT_MS=8000 \
     PYTHONUNBUFFERED=1
-# /health answers 200 once the offsets log is loaded, 503 while loading or stopping.
+# /health answers 200 once the offsets log is loaded, 503 while loading or stopping
+# (on the metrics port, wherever COHORT_METRICS_LISTEN puts it).
 HEALTHCHECK --interval=10s --timeout=3s --start-period=60s --retries=3 \
-    CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:9464/health', timeout=2)"]
+    CMD ["python", "-c", "import os, urllib.request; port = os.environ.get('COHORT_METRICS_LISTEN', ':9464').rsplit(':', 1)[1]; urllib.request.urlopen(f'http://127.0.0.1:{port}/health', timeout=2)"]
 # Graceful stop (finish requests, fsync the log) within 8 s, inside `docker stop`'s default 10 s.
 STOPSIGNAL SIGTERM
 ENTRYPOINT ["cohort", "serve", "--listen", "0.0.0.0:9092", "--data-dir", "/data"]

@@ -218,7 +218,7 @@ def test_entrypoint_serves_health_and_stops_cleanly_outside_a_container(dockerfi
                 .replace(":9464", f":{metrics_port}"))
 
     entry = [str(Path(sys.executable).with_name("cohort"))] + [localise(w) for w in entry[1:]]
-    health = [sys.executable] + [localise(w) for w in health[1:]]
+    health = [sys.executable] + health[1:]  # as Docker runs it: in the container's environment
     env = {k: v for k, v in os.environ.items() if not k.startswith("COHORT_")}
     env.update({k: localise(v) for k, v in env_of(final).items()})
     env["COHORT_METRICS_LISTEN"] = f"127.0.0.1:{metrics_port}"
@@ -231,7 +231,7 @@ def test_entrypoint_serves_health_and_stops_cleanly_outside_a_container(dockerfi
             deadline = time.monotonic() + 60
             while True:
                 assert server.poll() is None, f"entrypoint exited {server.returncode}: {log_path.read_text()}"
-                if subprocess.run(health, capture_output=True, timeout=10).returncode == 0:
+                if subprocess.run(health, env=env, capture_output=True, timeout=10).returncode == 0:
                     break
                 assert time.monotonic() < deadline, "HEALTHCHECK never passed: " + log_path.read_text()
                 time.sleep(0.1)
