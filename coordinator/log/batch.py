@@ -34,7 +34,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from itertools import accumulate, repeat
+from itertools import accumulate, filterfalse, repeat
 
 import crc32c
 from construct import Const, Int8sb, Int32sb, Int32ub, Int64sb, Struct
@@ -65,6 +65,7 @@ _SAMPLE = dict(base_offset=7, batch_length=9, crc=11, attributes=2, last_offset_
 assert BATCH_HEADER.build(_SAMPLE) == _HEADER.pack(7, 9, 11, MAGIC, 2, 3, 5, 4)
 
 _INT_ARRAYS: dict[int, struct.Struct] = {}
+_NEXT = (1).__add__
 
 
 def _ints(n: int) -> struct.Struct:
@@ -151,6 +152,36 @@ class BatchView:
                 if v < 0:
                     values[i] = None
         return keys, values
+
+    def merge_older_into(self, buf: bytes, latest: dict[bytes, bytes | None]) -> None:
+        """Add this batch's records to `latest` for the keys it doesn't hold yet (replay newest first).
+
+        Replaying newest-first, a record only matters if no newer record has
+        its key, so values are cut out only for those keys: on a log that
+        rewrites the same keys over and over, most records never get past
+        their key.  Within the batch the last record of a key wins.
+        """
+        n = self.record_count
+        pos = self.position + HEADER_SIZE
+        lens = _ints(2 * n).unpack_from(buf, pos)
+        pos += 8 * n
+        if self.attributes & ATTR_OFFSET_DELTAS:
+            pos += 4 * n
+        kpos = list(accumulate(lens[:n], initial=pos))
+        keys = map(buf.__getitem__, map(slice, kpos, kpos[1:]))
+        index = dict(zip(keys, range(n)))
+        fresh = list(filterfalse(latest.__contains__, index)) if latest else list(index)
+        if not fresh:
+            return
+        rows = list(map(index.__getitem__, fresh))
+        if self.attributes & ATTR_TOMBSTONES:
+            _, values = self.keys_values(buf)
+            latest.update(zip(fresh, map(values.__getitem__, rows)))
+            return
+        vpos = list(accumulate(lens[n:], initial=kpos[-1]))
+        starts = map(vpos.__getitem__, rows)
+        ends = map(vpos.__getitem__, map(_NEXT, rows))
+        latest.update(zip(fresh, map(buf.__getitem__, map(slice, starts, ends))))
 
     def offsets(self, buf: bytes) -> Sequence[int]:
         """The log offset of each record."""

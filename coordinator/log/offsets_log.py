@@ -228,18 +228,26 @@ class OffsetsLog:
         p.path.mkdir(parents=True, exist_ok=True)
         complete_pending_compaction(p.path)
         segs = list_partition_segments(p.path)
+        # Newest segment first: the replay keeps the first record it meets per key (see
+        # BatchView.merge_older_into), and the last segment is where a torn tail is cut.
         latest: dict[bytes, bytes | None] = {}
         records = 0
         next_offset = 0
         size = 0
-        for i, path in enumerate(segs):
-            scan, buf, views = recover_segment(path, is_last=i == len(segs) - 1, min_offset=next_offset)
-            for v in views:
-                keys, values = v.keys_values(buf)
-                latest.update(zip(keys, values))
+        following_base: int | None = None
+        for i in range(len(segs) - 1, -1, -1):
+            path = segs[i]
+            base = segment_base(path)
+            scan, buf, views = recover_segment(path, is_last=i == len(segs) - 1, min_offset=base)
+            if following_base is not None and scan.next_offset > following_base:
+                raise CorruptLogError(path, scan.size, f"offsets run up to {scan.next_offset - 1}, past the "
+                                      f"start of the next segment ({following_base})")
+            if following_base is None:
+                next_offset, size = scan.next_offset, scan.size
+            following_base = base
+            for v in reversed(views):
+                v.merge_older_into(buf, latest)
             records += scan.records
-            next_offset = scan.next_offset
-            size = scan.size
             del buf, views
         if not segs:
             path = p.path / segment_name(0)
