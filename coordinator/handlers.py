@@ -26,8 +26,11 @@ response message. Group APIs (JoinGroup … OffsetDelete) are forwarded to the
   declines them when its session cache is full: session id 0, full responses.
 
 Sync handlers return the response; async ones are coroutines. The server
-calls the sync ones inline (no task per request) and runs the async ones as
-tasks, writing responses in request order either way.
+calls the sync ones inline, steps the async ones inline too and gives them a
+task only if they suspend (a commit waiting for its fsync, a parked join);
+responses are written in request order either way. So code a handler runs
+before its first ``await`` must not need a current task (no
+``asyncio.timeout`` there).
 """
 from __future__ import annotations
 

@@ -13,7 +13,9 @@ a frame larger than ``socket.request.max.bytes`` from its 4-byte size prefix,
 before buffering it. Requests may be pipelined; every request is dispatched
 the moment it is decoded (so a parked JoinGroup does not stall a Heartbeat
 behind it, and one connection's commits share fsyncs), but responses are
-written strictly in request order, as Kafka clients require. No request has
+written strictly in request order, as Kafka clients require. A handler runs
+inline until it first suspends, and only then gets a task; answers finished
+in one loop iteration leave in one write. No request has
 to come first: some clients send ApiVersions only on their first connection.
 
 Bad input costs only its own connection: an undecodable frame, an unknown API
@@ -322,6 +324,39 @@ class CoordinatorServer:
                     conn.close("idle")
 
 
+class _Resumed:
+    """Awaitable that carries on a handler coroutine already stepped once outside any task.
+
+    It hands the future the coroutine is waiting on to the running task, then
+    forwards every resumption (value or exception, including cancellation) to
+    the coroutine, exactly as if the task had run it from the start; so from
+    its first suspension on, the handler runs inside a task as usual.
+    """
+
+    __slots__ = ("_coro", "_awaiting")
+
+    def __init__(self, coro, awaiting) -> None:
+        self._coro = coro
+        self._awaiting = awaiting
+
+    def __await__(self):
+        coro = self._coro
+        awaiting = self._awaiting
+        while True:
+            try:
+                yield awaiting
+            except BaseException as exc:
+                try:
+                    awaiting = coro.throw(exc)
+                except StopIteration as done:
+                    return done.value
+            else:
+                try:
+                    awaiting = coro.send(None)
+                except StopIteration as done:
+                    return done.value
+
+
 class _Slot:
     """One request's place in a connection's response order; `payload` is set when answered."""
 
@@ -342,6 +377,8 @@ class _Connection(asyncio.Protocol):
         self.max_pending = server.config.queued_max_requests_per_connection
         self.transport: asyncio.Transport | None = None
         self.pending: deque[_Slot] = deque()
+        self._out: list[bytes] = []
+        self._write_scheduled = False
         self.peer = ""
         self.closed = False
         self.reading_paused = False
@@ -440,9 +477,26 @@ class _Connection(asyncio.Protocol):
             # The codec knows this API but the server does not answer it (not advertised).
             self._reject("protocol_error", f"API key {key} is not served")
             return
+        # Run the handler's first step right here: most requests (commits
+        # aside) finish without ever suspending, and then need no task at all.
+        coro = handler(request, header.api_version, ctx)
+        try:
+            awaiting = coro.send(None)
+        except StopIteration as done:
+            try:
+                payload = encode(header, done.value)
+            except Exception:
+                self._fail(header)
+                return
+            self._answer(_Slot(payload))
+            self._observe(header, done.value, started)
+            return
+        except Exception:
+            self._fail(header)
+            return
         slot = _Slot()
         self.pending.append(slot)
-        self.server._spawn(self._complete(slot, header, handler(request, header.api_version, ctx), started, encode))
+        self.server._spawn(self._complete(slot, header, _Resumed(coro, awaiting), started, encode))
 
     async def _complete(self, slot: _Slot, header, pending_response, started: float, encode) -> None:
         try:
@@ -461,22 +515,35 @@ class _Connection(asyncio.Protocol):
 
     def _answer(self, slot: _Slot) -> None:
         if not self.pending:
-            self.transport.write(slot.payload)  # type: ignore[union-attr, arg-type]
+            self._emit(slot.payload)  # type: ignore[arg-type]
         else:
             self.pending.append(slot)
             self._flush()
 
     def _flush(self) -> None:
-        """Write every answered response at the head of the queue, in order."""
+        """Move every answered response at the head of the queue to the output, in order."""
         pending = self.pending
-        if not pending or pending[0].payload is None:
-            return
-        ready = []
         while pending and pending[0].payload is not None:
-            ready.append(pending.popleft().payload)
-        self.transport.write(ready[0] if len(ready) == 1 else b"".join(ready))  # type: ignore[union-attr]
-        self.last_active = self._loop.time()
+            self._emit(pending.popleft().payload)  # type: ignore[arg-type]
         self._update_reading()
+
+    def _emit(self, payload: bytes) -> None:
+        # Responses finished in one loop iteration leave in one write (one
+        # syscall): pipelining clients get many answers per iteration.
+        self._out.append(payload)
+        if not self._write_scheduled:
+            self._write_scheduled = True
+            self._loop.call_soon(self._write_out)
+
+    def _write_out(self) -> None:
+        self._write_scheduled = False
+        out = self._out
+        if self.closed or not out:
+            out.clear()
+            return
+        self.transport.write(out[0] if len(out) == 1 else b"".join(out))  # type: ignore[union-attr]
+        out.clear()
+        self.last_active = self._loop.time()
 
     def _observe(self, header, response, started: float) -> None:
         metrics = self.metrics
@@ -522,6 +589,9 @@ class _Connection(asyncio.Protocol):
         self.pending.clear()
         self.server._forget(self, reason)
         if self.transport is not None:
+            if self._out:  # answers already made still go out; close() flushes the transport's buffer
+                self.transport.write(b"".join(self._out))
+            self._out.clear()
             self.transport.close()
 
 
