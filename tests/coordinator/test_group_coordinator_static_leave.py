@@ -182,3 +182,24 @@ async def test_given_last_members_leave_during_join_phase_then_group_completes_o
     await h.settle()
     await h.leave("g", [(ids[1], None)])  # everyone left is waiting: complete now
     assert t.result().generation_id == 2
+
+
+async def test_given_rebalance_when_new_instance_replaces_a_parked_static_member_then_old_join_is_fenced(h):
+    ids = await static_group(h, session_ms=60000)
+    leader_join = h.join("g", ids["i1"], instance_id="i1", session_ms=60000)
+    h.join("g", ids["i2"], instance_id="i2", session_ms=60000)
+    await h.settle()
+    assert leader_join.done()  # both rejoined: the phase completed at once
+    gen2 = leader_join.result().generation_id
+    h.group("g").prepare_rebalance("test: metadata changed")
+    old_join = h.join("g", ids["i2"], instance_id="i2", session_ms=60000)
+    await h.settle()
+    assert not old_join.done()
+    new_join = h.join("g", "", instance_id="i2", session_ms=60000)
+    await h.settle()
+    assert old_join.result().error_code == E.FENCED_INSTANCE_ID
+    rejoin_leader = h.join("g", ids["i1"], instance_id="i1", session_ms=60000)
+    await h.settle()
+    new = new_join.result()
+    assert new.error_code == E.NONE and new.member_id != ids["i2"] and new.generation_id == gen2 + 1
+    assert rejoin_leader.result().generation_id == gen2 + 1

@@ -250,3 +250,16 @@ async def test_given_commit_in_flight_when_fetching_with_require_stable_then_it_
     r = await h.coordinator.offset_fetch(req, 7, CTX)
     assert r.topics[0].partitions[0].committed_offset == 7
     assert (await commit) == {("t", 0): 0}
+
+
+async def test_given_loading_partition_then_describe_and_list_report_load_in_progress(tmp_path):
+    h = Harness(tmp_path)
+    try:
+        g = (await h.coordinator.describe_groups(m.DescribeGroupsRequest(groups=["g"]), 5, CTX)).groups[0]
+        assert (g.group_id, g.error_code) == ("g", E.COORDINATOR_LOAD_IN_PROGRESS)
+        r = await h.coordinator.list_groups(m.ListGroupsRequest(), 4, CTX)
+        assert (r.error_code, r.groups) == (E.COORDINATOR_LOAD_IN_PROGRESS, [])
+        r = await h.coordinator.delete_groups(m.DeleteGroupsRequest(groups_names=["g"]), 2, CTX)
+        assert r.results[0].error_code == E.COORDINATOR_LOAD_IN_PROGRESS
+    finally:
+        h.coordinator.shutdown()
