@@ -566,11 +566,11 @@ def decode_records(pairs: Iterable[tuple[bytes, bytes | None]]) -> Iterator[Reco
                             gb = key[4:tpos]
                             group = names.get(gb)
                             if group is None:
-                                group = names[bytes(gb)] = bytes(gb).decode("utf-8")
+                                group = names[bytes(gb)] = sys.intern(bytes(gb).decode("utf-8"))
                             tb = key[tpos + 2 : tpos + 2 + tlen]
                             topic = names.get(tb)
                             if topic is None:
-                                topic = names[bytes(tb)] = bytes(tb).decode("utf-8")
+                                topic = names[bytes(tb)] = sys.intern(bytes(tb).decode("utf-8"))
                             if mlen == 0:
                                 metadata = ""
                             else:
@@ -683,15 +683,13 @@ def decode_for_load(pairs: Iterable[tuple[bytes, bytes]]) -> Iterator[OffsetComm
     except struct.error:  # a key shorter than 4 bytes: not an offset commit
         yield from decode_records(pairs)
         return
-    names = _PREFIX_NAMES
+    names: dict[bytes, tuple[str, str] | None] = {}
     pos = 0
     for prefix, same in groupby(map(_KEY_PREFIX, keys)):
         end = pos + len(list(same))
         group_topic = names.get(prefix, 0)
         if group_topic == 0:
-            group_topic = _offset_commit_prefix(prefix)
-            if len(names) < 100_000:
-                names[prefix] = group_topic
+            group_topic = names[prefix] = _offset_commit_prefix(prefix)
         if group_topic is None:
             yield from decode_records(pairs[pos:end])
         else:
@@ -724,10 +722,6 @@ def _v3_values_to_slots(blob: bytes, n: int) -> array:
     return slots
 
 
-# Shared by every load: one str object per (group, topic) name, however many partitions load it.
-_PREFIX_NAMES: dict[bytes, tuple[str, str] | None] = {}
-
-
 def _offset_commit_prefix(prefix: bytes) -> tuple[str, str] | None:
     """(group, topic) if `prefix` is an offset-commit key minus its partition, else None."""
     if len(prefix) < 6:
@@ -739,7 +733,8 @@ def _offset_commit_prefix(prefix: bytes) -> tuple[str, str] | None:
     if len(prefix) != 6 + glen + tlen:
         return None
     try:
-        return prefix[4 : 4 + glen].decode("utf-8"), prefix[6 + glen :].decode("utf-8")
+        # Interned: one str object per name however many runs, partitions and groups use it.
+        return sys.intern(prefix[4 : 4 + glen].decode("utf-8")), sys.intern(prefix[6 + glen :].decode("utf-8"))
     except UnicodeDecodeError:
         return None
 
