@@ -1,8 +1,8 @@
 """The offsets log: Kafka's ``__consumer_offsets`` idea as a local storage engine.
 
 Storage knows keys and records, not groups: a record is ``(key: bytes,
-value: bytes | None)`` (None = tombstone), and compaction keeps the latest
-value per key.  What the bytes mean is `coordinator.records`' business; which
+value: bytes | None)`` (None = tombstone; keys and values are never empty),
+and compaction keeps the latest value per key.  What the bytes mean is `coordinator.records`' business; which
 partition a group's records go to is the caller's
 (`protocol.partitioning.partition_for`).
 
@@ -16,14 +16,17 @@ Using it (the coordinator)::
 Replay contract: ``on_partition_loaded(partition, records)`` is called on the
 event loop once per partition, with ``records`` = a list of ``(key, value)``:
 the latest value of every key whose latest value is not a tombstone, each key
-once (in the order keys first appeared).  That is exactly the state a
-sequential replay would build, because every record type is keyed by what it
-replaces (Kafka's own loader does the same).  The dedup happens on raw bytes
-before anything is decoded; decode the survivors with
-`coordinator.records.decode_records(records)`, which has a fast path for
-offset commits.  Until its callback has returned a partition is LOADING
-(answer COORDINATOR_LOAD_IN_PROGRESS), then LOADED, or FAILED on damage (see
-`LogLoadError`).
+once, in no particular order.  That is exactly the state a sequential replay
+would build, because every record type is keyed by what it replaces (Kafka's
+own loader does the same).  The dedup happens on raw bytes before anything is
+decoded, newest segment first, so a record whose key was rewritten later is
+never even cut out of its batch.  Decode the survivors with
+`coordinator.records.decode_for_load(records)`: it yields offset commits as
+column-wise `OffsetCommitRun`s (store them with `OffsetsTable.put_run`, no
+per-record Python) and every other record as a typed record;
+`decode_records` is the simple per-record alternative.  Until its callback
+has returned a partition is LOADING (answer COORDINATOR_LOAD_IN_PROGRESS),
+then LOADED, or FAILED on damage (see `LogLoadError`).
 
 Durability: `append` returns the offset of its last record once the batch is
 on disk per the flush policy ("always": fsynced; "<ms>": written, fsynced
