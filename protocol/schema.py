@@ -339,7 +339,7 @@ def _emit_write_uvarint(g: _Gen, ind: int, expr: str) -> None:
 
 
 def _gen_read_value(g: _Gen, ind: int, t: Any, target: str, nullable: bool, flexible: bool,
-                    cache: dict, version: int, label: str) -> None:
+                    cache: dict, version: int, label: str, depth: int = 0) -> None:
     """Emit code reading one value of type `t` at `pos` into local `target`."""
     fmt = _fixed_format(t)
     if fmt is not None:
@@ -374,17 +374,15 @@ def _gen_read_value(g: _Gen, ind: int, t: Any, target: str, nullable: bool, flex
             g.emit(ind + 1, f"{target} = buf[pos:_e]; pos = _e")
         return
     if isinstance(t, Struct):
-        sub = compile_struct(t, version, flexible, cache)
-        dec = g.const(sub.decode, "dec")
         if nullable:
             # Nullable structs carry an int8 presence marker (-1 = null).
             g.emit(ind, "_m = buf[pos]; pos += 1")
             g.emit(ind, "if _m == 255:")
             g.emit(ind + 1, f"{target} = None")
             g.emit(ind, "else:")
-            g.emit(ind + 1, f"{target}, pos = {dec}(buf, pos, end)")
+            _emit_struct_read(g, ind + 1, t, target, version, flexible, cache, depth + 1)
         else:
-            g.emit(ind, f"{target}, pos = {dec}(buf, pos, end)")
+            _emit_struct_read(g, ind, t, target, version, flexible, cache, depth + 1)
         return
     if isinstance(t, Array):
         if flexible:
@@ -413,7 +411,7 @@ def _gen_read_value(g: _Gen, ind: int, t: Any, target: str, nullable: bool, flex
         lst = g.tmp("l")
         g.emit(ind + 1, f"{lst} = []")
         g.emit(ind + 1, "for _ in range(_n):")
-        _gen_read_value(g, ind + 2, el, item, False, flexible, cache, version, label + "[]")
+        _gen_read_value(g, ind + 2, el, item, False, flexible, cache, version, label + "[]", depth)
         g.emit(ind + 2, f"{lst}.append({item})")
         g.emit(ind + 1, f"{target} = {lst}")
         return
@@ -425,32 +423,37 @@ def _absent_expr(f: Field, g: _Gen) -> str:
     if isinstance(f.type, Array):
         return "None" if f.default is None else "[]"
     if isinstance(f.type, Struct):
-        return g.const(_MISSING, "m") if f.default is None else g.const(f.default, "d")
+        return f"{g.const(f.type.cls, 'cls')}()" if f.default is None else g.const(f.default, "d")
     return g.const(f.default, "d")
 
 
-def _gen_decoder(struct_: Struct, version: int, flexible: bool, cache: dict):
-    g = _Gen()
-    cls = struct_.cls
-    g.ns["_cls"] = cls
-    g.emit(0, "def decode(buf, pos, end):")
-    g.emit(1, "try:")
-    ind = 2
-    values: dict[str, str] = {}
+# Nested structs are decoded inline, up to this depth (then through their own decoder).
+_INLINE_DEPTH = 6
+
+
+def _emit_struct_read(g: _Gen, ind: int, struct_: Struct, target: str, version: int, flexible: bool,
+                      cache: dict, depth: int) -> None:
+    """Emit code decoding one `struct_` at `pos` into `target`.
+
+    The object is made with `object.__new__` and its slots are assigned as the
+    fields are read; nested structs are emitted inline (no call per struct),
+    and an empty tagged-field section costs one byte test.
+    """
+    if depth > _INLINE_DEPTH:
+        dec = g.const(compile_struct(struct_, version, flexible, cache).decode, "dec")
+        g.emit(ind, f"{target}, pos = {dec}(buf, pos, end)")
+        return
+    o = target if target.isidentifier() else g.tmp("o")
+    g.emit(ind, f"{o} = _new({g.const(struct_.cls, 'cls')})")
     tagged: list[Field] = []
     fields = struct_.fields
     i = 0
     while i < len(fields):
         f = fields[i]
-        if not _present(f, version) or (flexible and version in f.tagged):
+        if not _present(f, version) or f.tag is not None:
             if flexible and version in f.tagged:
                 tagged.append(f)
-            values[f.name] = _absent_expr(f, g)
-            i += 1
-            continue
-        if f.tag is not None and not flexible:
-            # a tagged-only field outside flexible versions does not exist on the wire
-            values[f.name] = _absent_expr(f, g)
+            g.emit(ind, f"{o}.{f.name} = {_absent_expr(f, g)}")
             i += 1
             continue
         # merge a run of fixed-width fields into one struct read
@@ -458,57 +461,62 @@ def _gen_decoder(struct_: Struct, version: int, flexible: bool, cache: dict):
         j = i
         while j < len(fields):
             fj = fields[j]
-            if (_present(fj, version) and not (flexible and version in fj.tagged) and fj.tag is None
-                    and _fixed_format(fj.type) is not None):
+            if _present(fj, version) and fj.tag is None and _fixed_format(fj.type) is not None:
                 run.append(fj)
                 j += 1
-            elif not _present(fj, version) and run:
-                values[fj.name] = _absent_expr(fj, g)
+            elif not _present(fj, version) and fj.tag is None and run:
+                g.emit(ind, f"{o}.{fj.name} = {_absent_expr(fj, g)}")
                 j += 1
             else:
                 break
         if len(run) > 1:
             s = struct.Struct(">" + "".join(_fixed_format(r.type) for r in run))
-            names = [f"v_{r.name}" for r in run]
-            g.emit(ind, f"{', '.join(names)}, = {g.const(s.unpack_from, 'u')}(buf, pos); pos += {s.size}")
-            for r, n in zip(run, names):
-                values[r.name] = n
+            names = ", ".join(f"{o}.{r.name}" for r in run)
+            g.emit(ind, f"{names}, = {g.const(s.unpack_from, 'u')}(buf, pos); pos += {s.size}")
             i = j
             continue
-        target = f"v_{f.name}"
-        _gen_read_value(g, ind, f.type, target, _is_nullable(f, version), flexible, cache, version,
-                        f"{struct_.name}.{f.name}")
-        values[f.name] = target
+        _gen_read_value(g, ind, f.type, f"{o}.{f.name}", _is_nullable(f, version), flexible, cache, version,
+                        f"{struct_.name}.{f.name}", depth)
         i += 1
-    g.emit(ind, "_unknown = None")
+    g.emit(ind, f"{o}._unknown_tags = None")
     if flexible:
-        for f in tagged:
-            values[f.name] = f"v_{f.name}"
-            g.emit(ind, f"v_{f.name} = {_absent_expr(f, g)}")
-        _emit_read_uvarint(g, ind, "_ntags")
-        g.emit(ind, "if _ntags > end - pos: raise _Fail('tag count ' + str(_ntags) + ' runs past the end', pos)")
-        g.emit(ind, "for _ in range(_ntags):")
-        g.emit(ind + 1, "_tag, pos = _uvarint(buf, pos)")
-        g.emit(ind + 1, "_size, pos = _uvarint(buf, pos)")
-        g.emit(ind + 1, "_tend = pos + _size")
-        g.emit(ind + 1, "if _tend > end: raise _Fail('tagged field ' + str(_tag) + ' runs past the end', pos)")
+        k = g.tmp("")
+        nt, tag, size, tend, saved = f"_nt{k}", f"_tag{k}", f"_size{k}", f"_tend{k}", f"_end{k}"
+        g.emit(ind, "if buf[pos] == 0: pos += 1")
+        g.emit(ind, "else:")
+        ind2 = ind + 1
+        _emit_read_uvarint(g, ind2, nt)
+        g.emit(ind2, f"if {nt} > end - pos: raise _Fail('tag count ' + str({nt}) + ' runs past the end', pos)")
+        g.emit(ind2, f"for _ in range({nt}):")
+        g.emit(ind2 + 1, f"{tag}, pos = _uvarint(buf, pos)")
+        g.emit(ind2 + 1, f"{size}, pos = _uvarint(buf, pos)")
+        g.emit(ind2 + 1, f"{tend} = pos + {size}")
+        g.emit(ind2 + 1, f"if {tend} > end: raise _Fail('tagged field ' + str({tag}) + ' runs past the end', pos)")
         first = True
         for f in tagged:
-            g.emit(ind + 1, f"{'if' if first else 'elif'} _tag == {f.tag}:")
+            g.emit(ind2 + 1, f"{'if' if first else 'elif'} {tag} == {f.tag}:")
             first = False
-            g.emit(ind + 2, "_saved_end = end; end = _tend")
-            _gen_read_value(g, ind + 2, f.type, f"v_{f.name}", _is_nullable(f, version), True, cache, version,
-                            f"{struct_.name}.{f.name}")
-            g.emit(ind + 2, "end = _saved_end; pos = _tend")
+            g.emit(ind2 + 2, f"{saved} = end; end = {tend}")
+            _gen_read_value(g, ind2 + 2, f.type, f"{o}.{f.name}", _is_nullable(f, version), True, cache, version,
+                            f"{struct_.name}.{f.name}", depth)
+            g.emit(ind2 + 2, f"end = {saved}; pos = {tend}")
+        unknown_ind = ind2 + 1
         if tagged:
-            g.emit(ind + 1, "else:")
-            g.emit(ind + 2, "if _unknown is None: _unknown = {}")
-            g.emit(ind + 2, "_unknown[_tag] = buf[pos:_tend]; pos = _tend")
-        else:
-            g.emit(ind + 1, "if _unknown is None: _unknown = {}")
-            g.emit(ind + 1, "_unknown[_tag] = buf[pos:_tend]; pos = _tend")
-    args = ", ".join(values[f.name] for f in struct_.fields)
-    g.emit(ind, f"return _cls({args}{', ' if args else ''}_unknown), pos")
+            g.emit(ind2 + 1, "else:")
+            unknown_ind = ind2 + 2
+        g.emit(unknown_ind, f"if {o}._unknown_tags is None: {o}._unknown_tags = {{}}")
+        g.emit(unknown_ind, f"{o}._unknown_tags[{tag}] = buf[pos:{tend}]; pos = {tend}")
+    if o != target:
+        g.emit(ind, f"{target} = {o}")
+
+
+def _gen_decoder(struct_: Struct, version: int, flexible: bool, cache: dict):
+    g = _Gen()
+    g.ns["_new"] = object.__new__
+    g.emit(0, "def decode(buf, pos, end):")
+    g.emit(1, "try:")
+    _emit_struct_read(g, 2, struct_, "obj", version, flexible, cache, 0)
+    g.emit(2, "return obj, pos")
     g.emit(1, "except _struct_error:")
     g.emit(2, "raise _Fail('truncated', pos) from None")
     g.emit(1, "except IndexError:")
