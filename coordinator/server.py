@@ -47,6 +47,7 @@ from coordinator.config import CoordinatorConfig, HostPort
 from coordinator.group_coordinator import GroupCoordinator, RequestContext
 from coordinator.handlers import RequestHandlers
 from coordinator.log import LogLoadError, OffsetsLog
+from coordinator.metrics import LogPartitionStats
 from coordinator.records import Record, TopicRecord, TopicTombstone, encode_record
 from coordinator.topics import TopicRegistry
 from protocol.errors import ProtocolError
@@ -73,6 +74,7 @@ META_PROPERTIES = "meta.properties"
 # Log a refused connection at most this often (a client storm must not flood the log).
 _REFUSAL_LOG_INTERVAL_S = 10.0
 _FETCH_KEY = 1
+_OFFSET_COMMIT_KEY = 8
 _SIZE_AND_CORRELATION = struct.Struct(">ii")
 
 
@@ -187,6 +189,7 @@ class CoordinatorServer:
         if self.metrics is not None:
             self.metrics.watch_groups(self._groups_by_state, self._member_count)
             self.metrics.watch_offsets(lambda: len(self.groups.offsets))
+            self.metrics.watch_log(self._log_partition_stats)
         host, port = config.listen_address
         loop = asyncio.get_running_loop()
         try:
@@ -276,6 +279,21 @@ class CoordinatorServer:
                 name = str(group.state)
                 counts[name] = counts.get(name, 0) + 1
         return counts
+
+    def _log_partition_stats(self) -> list[LogPartitionStats]:
+        """Size and segment count of every offsets partition (read when Prometheus scrapes)."""
+        stats = []
+        if self.log is not None:
+            for partition in range(self.log.num_partitions):
+                segments = self.log.segments(partition)
+                size = 0
+                for path in segments:
+                    try:
+                        size += path.stat().st_size
+                    except OSError:  # compacted away between listing and stat
+                        pass
+                stats.append(LogPartitionStats(partition, size, len(segments)))
+        return stats
 
     def _member_count(self) -> int:
         return sum(len(g.members) for g in self.groups.groups()) if self.groups is not None else 0
@@ -552,6 +570,10 @@ class _Connection(asyncio.Protocol):
             code = getattr(response, "error_code", 0)
             if code:
                 metrics.count_request_error(header.api_key, code)
+            if header.api_key == _OFFSET_COMMIT_KEY:
+                committed = sum(1 for t in response.topics for p in t.partitions if p.error_code == 0)
+                if committed:
+                    metrics.offsets_committed(committed)
 
     def _update_reading(self) -> None:
         if self.closed or self.transport is None:
