@@ -59,24 +59,37 @@ class FrameReader:
         self._buffer = bytearray()
 
     def feed(self, data: bytes) -> list[bytes]:
-        buf = self._buffer
-        buf += data
+        """Complete frame bodies in `data` (plus what earlier calls left over).
+
+        Frames are cut straight out of `data` when nothing is pending, so only
+        an incomplete tail is ever copied into the buffer; a size over the
+        limit raises before that frame's bytes are kept.
+        """
+        if self._buffer:
+            self._buffer += data
+            view = self._buffer
+        else:
+            view = data
         frames = []
         pos = 0
-        n = len(buf)
+        n = len(view)
+        limit = self.max_frame_bytes
         while n - pos >= 4:
-            (size,) = _SIZE.unpack_from(buf, pos)
-            if size < 0 or size > self.max_frame_bytes:
-                del buf[:]
-                raise FrameTooLarge(f"frame of {size} bytes exceeds the limit of {self.max_frame_bytes}"
+            (size,) = _SIZE.unpack_from(view, pos)
+            if size < 0 or size > limit:
+                self._buffer = bytearray()
+                raise FrameTooLarge(f"frame of {size} bytes exceeds the limit of {limit}"
                                     if size >= 0 else f"negative frame size {size}")
             end = pos + 4 + size
             if end > n:
                 break
-            frames.append(bytes(buf[pos + 4:end]))
+            frames.append(bytes(view[pos + 4:end]))
             pos = end
-        if pos:
-            del buf[:pos]
+        if view is data:
+            if pos < n:
+                self._buffer = bytearray(data[pos:])
+        elif pos:
+            del self._buffer[:pos]
         return frames
 
     @property

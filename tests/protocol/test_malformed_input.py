@@ -242,3 +242,19 @@ def test_api_versions_response_with_garbage_stays_a_protocol_error():
     with pytest.raises(ProtocolError):
         framing.decode_response(18, 3, struct.pack(">i", 1) + b"\x00\x00\xff")
     assert ApiVersionsResponse.decode(ApiVersionsResponse().encode(3), 3) == ApiVersionsResponse()
+
+
+def test_oversized_frame_arriving_with_its_body_is_refused_without_keeping_it():
+    reader = FrameReader(max_frame_bytes=1024)
+    ok = struct.pack(">i", 3) + b"abc"
+    with pytest.raises(FrameTooLarge):
+        reader.feed(ok + struct.pack(">i", 1 << 20) + bytes(1 << 20))
+    assert reader.buffered == 0
+
+
+def test_incomplete_tail_is_kept_until_the_rest_arrives():
+    reader = FrameReader(max_frame_bytes=1024)
+    assert reader.feed(struct.pack(">i", 2) + b"ab" + struct.pack(">i", 3) + b"c") == [b"ab"]
+    assert reader.buffered == 5
+    assert reader.feed(b"de" + struct.pack(">i", 0)) == [b"cde", b""]
+    assert reader.buffered == 0
