@@ -244,8 +244,7 @@ class BrokerConnection:
         self._in_flight.append(_InFlight(self._correlation_id, message.API_KEY, version, future))
         try:
             writer.write(frame)
-            await writer.drain()
-            return await asyncio.wait_for(future, timeout_ms / 1000)
+            return await asyncio.wait_for(self._drain_then(writer, future), timeout_ms / 1000)
         except asyncio.TimeoutError:
             name = API_SCHEMAS[message.API_KEY].name
             self._next_attempt = time.monotonic() + self._backoff.next_delay()
@@ -254,6 +253,12 @@ class BrokerConnection:
         except OSError as exc:
             self._teardown(KafkaConnectionError(f"connection to {self.address} broke: {_describe(exc)}"))
             raise KafkaConnectionError(f"connection to {self.address} broke: {_describe(exc)}") from None
+
+    @staticmethod
+    async def _drain_then(writer: asyncio.StreamWriter, future: asyncio.Future):
+        """Wait until the request left our buffer, then for its response (one timeout covers both)."""
+        await writer.drain()
+        return await future
 
     async def _read_loop(self, reader: asyncio.StreamReader) -> None:
         frames = FrameReader(self.max_frame_bytes)
@@ -286,6 +291,9 @@ class BrokerConnection:
             error = KafkaConnectionError(f"bad response stream from {self.address}: {exc}")
         except OSError as exc:
             error = KafkaConnectionError(f"connection to {self.address} broke: {_describe(exc)}")
+        except Exception as exc:  # noqa: BLE001 - never leave requests waiting on a dead reader
+            log.error("connection to %s: reader failed: %r", self.address, exc)
+            error = KafkaConnectionError(f"connection to {self.address} failed: {exc!r}")
         if self._reader is reader:  # not already replaced by a reconnect
             self._next_attempt = time.monotonic() + self._backoff.next_delay()
             self._teardown(error)

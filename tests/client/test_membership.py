@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from client.errors import IllegalGenerationError
 from client.membership import GroupMember, MemberState, RebalanceListener
 from client.topic_partition import TopicPartition
 
-pytestmark = pytest.mark.timeout(90)
+pytestmark = pytest.mark.timeout(120)
 
 FAST = dict(heartbeat_interval_ms=200, rebalance_timeout_ms=5000)
 
@@ -79,13 +80,13 @@ async def test_killed_member_is_replaced_after_its_session_timeout(shared_cohort
     try:
         for m in survivors:
             await m.start(wait=False)
-        # The victim reports every assignment it gets; wait until it holds its third.
-        line = await asyncio.wait_for(asyncio.to_thread(victim.stdout.readline), 20)
-        while True:
-            report = json.loads(line)
-            if len(report["partitions"]) == 2 and settled_with(survivors, report, 6):
-                break
-            line = await asyncio.wait_for(asyncio.to_thread(victim.stdout.readline), 20)
+        # The victim reports every assignment it gets (one JSON line each); follow the latest.
+        reports = []
+        reader = threading.Thread(target=lambda: reports.extend(json.loads(line) for line in victim.stdout), daemon=True)
+        reader.start()
+        await until(lambda: reports and len(reports[-1]["partitions"]) == 2 and settled_with(survivors, reports[-1], 6),
+                    30, "the victim and two survivors sharing 6 partitions")
+        report = reports[-1]
         generation = report["generation"]
         victim.send_signal(signal.SIGKILL)
         victim.wait(10)
@@ -238,3 +239,45 @@ async def test_cooperative_sticky_never_has_two_owners_and_keeps_partitions(shar
         assert kept == {tp for m in members for tp in m.assignment}
     finally:
         await asyncio.gather(*(m.close() for m in members))
+
+
+async def test_expired_member_loses_its_partitions_and_rejoins(shared_cohort_server):
+    bootstrap = shared_cohort_server.bootstrap
+    await make_topic(bootstrap, "lost", 2)
+    events = []
+
+    class Watch(RebalanceListener):
+        async def on_partitions_assigned(self, assigned):
+            events.append(("assigned", frozenset(assigned)))
+
+        async def on_partitions_lost(self, lost):
+            events.append(("lost", frozenset(lost)))
+
+    # Heartbeats slower than the session: the coordinator expires the member between two heartbeats.
+    member = GroupMember(bootstrap, "g-lost", ["lost"], session_timeout_ms=1000, heartbeat_interval_ms=2500,
+                         rebalance_timeout_ms=3000, listener=Watch())
+    try:
+        first = await member.start(timeout=10)
+        first_id = member.member_id
+        await until(lambda: any(kind == "lost" for kind, _ in events), 15, "the member noticing it was removed")
+        assert events[:2] == [("assigned", first), ("lost", first)]
+        await until(lambda: len(events) >= 3 and member.state is MemberState.STABLE, 15, "the member rejoining")
+        assert events[2] == ("assigned", first) and member.member_id != first_id
+    finally:
+        await member.abort()
+
+
+async def test_async_commit_reports_through_its_task(shared_cohort_server):
+    bootstrap = shared_cohort_server.bootstrap
+    await make_topic(bootstrap, "async-commit", 1)
+    member = GroupMember(bootstrap, "g-async-commit", ["async-commit"], session_timeout_ms=6000, **FAST)
+    try:
+        await member.start(timeout=10)
+        tasks = [member.commit_async({("async-commit", 0): (n, f"n={n}")}) for n in range(1, 6)]
+        await asyncio.gather(*tasks)
+        committed = await member.committed()
+        assert committed[TopicPartition("async-commit", 0)].offset in range(1, 6)
+        with pytest.raises(TypeError):
+            member.commit_async({("async-commit", 0): "not an offset"})
+    finally:
+        await member.close()
