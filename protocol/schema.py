@@ -499,6 +499,7 @@ def _emit_struct_read(g: _Gen, ind: int, struct_: Struct, target: str, version: 
             g.emit(ind2 + 2, f"{saved} = end; end = {tend}")
             _gen_read_value(g, ind2 + 2, f.type, f"{o}.{f.name}", _is_nullable(f, version), True, cache, version,
                             f"{struct_.name}.{f.name}", depth)
+            g.emit(ind2 + 2, f"if pos > {tend}: raise _Fail('tagged field {f.tag} overruns its size', pos)")
             g.emit(ind2 + 2, f"end = {saved}; pos = {tend}")
         unknown_ind = ind2 + 1
         if tagged:

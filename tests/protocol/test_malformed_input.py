@@ -258,3 +258,11 @@ def test_incomplete_tail_is_kept_until_the_rest_arrives():
     assert reader.buffered == 5
     assert reader.feed(b"de" + struct.pack(">i", 0)) == [b"cde", b""]
     assert reader.buffered == 0
+
+
+def test_known_tagged_field_larger_than_its_declared_size_is_refused():
+    plain = ApiVersionsResponse().encode(3)
+    # tag 1 (FinalizedFeaturesEpoch, an int64) announced as 2 bytes long
+    bad = plain[:-1] + b"\x01\x01\x02" + struct.pack(">q", 5)
+    with pytest.raises(ProtocolError, match="ApiVersionsResponse v3: tagged field 1 overruns its size"):
+        ApiVersionsResponse.decode(bad, 3)
