@@ -281,3 +281,20 @@ async def test_async_commit_reports_through_its_task(shared_cohort_server):
             member.commit_async({("async-commit", 0): "not an offset"})
     finally:
         await member.close()
+
+
+async def test_leader_rebalances_when_a_subscribed_topic_grows(shared_cohort_server):
+    bootstrap = shared_cohort_server.bootstrap
+    await make_topic(bootstrap, "grows", 2)
+    members = [GroupMember(bootstrap, "g-grows", ["grows"], session_timeout_ms=6000, metadata_max_age_ms=300, **FAST)
+               for _ in range(2)]
+    try:
+        for m in members:
+            await m.start(wait=False)
+        await until(lambda: settled(members, 2), 20, "two members owning 2 partitions")
+        async with Admin(bootstrap) as admin:
+            assert await admin.create_partitions({"grows": 6}) == {"grows": None}
+        await until(lambda: settled(members, 6), 20, "the new partitions assigned")
+        assert sorted(len(m.assignment) for m in members) == [3, 3]
+    finally:
+        await asyncio.gather(*(m.close() for m in members))
