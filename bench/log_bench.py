@@ -139,10 +139,10 @@ def count_records(data_dir: Path) -> int:
     return total
 
 
-async def commit_throughput(policy: str, seconds: float, committers: int = 64) -> float:
+async def commit_throughput(policy: str, seconds: float, committers: int = 64, writer_threads: int = 16) -> float:
     data_dir = Path(tempfile.mkdtemp(prefix="cohort-commit-bench-"))
     try:
-        log = OffsetsLog(data_dir, num_partitions=PARTITIONS, flush_policy=policy)
+        log = OffsetsLog(data_dir, num_partitions=PARTITIONS, flush_policy=policy, writer_threads=writer_threads)
         await log.open()
         stop = time.perf_counter() + seconds
         counts = [0] * committers
@@ -171,6 +171,7 @@ def main() -> int:
     ap.add_argument("--keys", type=int, default=None, help="distinct keys (default: min(records, 1M))")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--commit-seconds", type=float, default=5.0)
+    ap.add_argument("--writer-threads", type=int, default=16, help="OffsetsLog writer threads (default 16)")
     ap.add_argument("--skip-load", action="store_true")
     ap.add_argument("--skip-commit", action="store_true")
     ap.add_argument("--data-dir", type=Path, help="keep the generated log here (default: a temp dir)")
@@ -214,7 +215,8 @@ def main() -> int:
         results: dict[str, list[float]] = {"always": [], "never": []}
         for _ in range(args.runs):
             for policy in ("always", "never"):
-                results[policy].append(asyncio.run(commit_throughput(policy, args.commit_seconds)))
+                results[policy].append(asyncio.run(commit_throughput(policy, args.commit_seconds,
+                                                                      writer_threads=args.writer_threads)))
         a = statistics.median(results["always"])
         n = statistics.median(results["never"])
         print(f"commit throughput, 64 concurrent committers: always {a:.0f}/s, never {n:.0f}/s "
