@@ -8,7 +8,7 @@ storage layer's own reader (`coordinator.log.segments.read_segment`, which
 stops at an unfinished write) and decodes with `coordinator.records`, so the
 on-disk format is defined in exactly one place.
 
-One Spark partition per segment file.  A segment that compaction replaced
+One Spark partition per (non-empty) segment file.  A segment that compaction replaced
 between planning and reading yields nothing (its surviving records are in the
 segment that replaced it); a read racing compaction can see a record twice,
 and (log_partition, log_offset) identifies it.
@@ -106,6 +106,16 @@ class SegmentPartition(InputPartition):
     path: str
 
 
+_NO_SEGMENT = SegmentPartition(-1, "")
+
+
+def _has_data(path: Path) -> bool:
+    try:
+        return path.stat().st_size > 0
+    except FileNotFoundError:  # compacted away since it was listed
+        return False
+
+
 class CohortLogReader(DataSourceReader):
     def __init__(self, data_dir: str) -> None:
         self.data_dir = data_dir
@@ -113,9 +123,14 @@ class CohortLogReader(DataSourceReader):
     def partitions(self) -> list[SegmentPartition]:
         from coordinator.log import list_segments
 
-        return [SegmentPartition(p, str(path)) for p, path in list_segments(self.data_dir)]
+        # Every log partition has an active segment, mostly empty (50 by default): an empty
+        # file has no records, and a Spark task per empty file would cost more than the read.
+        segments = [SegmentPartition(p, str(path)) for p, path in list_segments(self.data_dir) if _has_data(path)]
+        return segments or [_NO_SEGMENT]
 
     def read(self, partition: SegmentPartition) -> Iterator[tuple]:
+        if partition == _NO_SEGMENT:
+            return iter(())
         return log_rows(partition.log_partition, partition.path)
 
 
