@@ -135,7 +135,12 @@ class GroupMachine(RuleBasedStateMachine):
             if c.sync_task is not None and c.sync_task.done():
                 r = c.sync_task.result()
                 c.sync_task = None
-                if r.error_code == E.UNKNOWN_MEMBER_ID:
+                if r.error_code == E.NONE:
+                    # An assignment is only ever handed out for the group's current, Stable generation.
+                    g = self.group
+                    assert g is not None and g.state is S.STABLE and c.generation == g.generation_id, (c.name, g)
+                    assert r.assignment == g.members[c.member_id].assignment
+                elif r.error_code == E.UNKNOWN_MEMBER_ID:
                     c.member_id, c.generation = "", -1
                 elif r.error_code == E.ILLEGAL_GENERATION:
                     c.generation = -1
@@ -165,18 +170,27 @@ class GroupMachine(RuleBasedStateMachine):
                                       protocols=protocols, session_ms=SESSION_MS, rebalance_ms=REBALANCE_MS)
         self.step(go)
 
-    @rule(data=st.data())
-    def sync(self, data):
+    @rule(data=st.data(), stale=st.booleans())
+    def sync(self, data, stale):
         c = data.draw(st.sampled_from(self.clients))
         if c.sync_task is not None or not c.member_id or c.generation < 0:
             return
         assignments = {mid: mid.encode() for mid in c.leader_members} if c.leader_members else None
         instance = c.instance_id
+        generation = c.generation - 1 if stale else c.generation
+        g = self.group
+        expected = E.UNKNOWN_MEMBER_ID if g is None else expected_member_error(g, c.member_id, instance)
+        if not expected and generation != g.generation_id:
+            expected = E.ILLEGAL_GENERATION
 
         async def go():
-            c.sync_task = self.h.sync(GROUP, c.member_id, c.generation, assignments, version=4,
-                                      instance_id=instance)
-        self.step(go)
+            return self.h.sync(GROUP, c.member_id, generation, assignments, version=4, instance_id=instance)
+        task = self.step(go)
+        if expected:  # fenced: answered at once, with exactly that error
+            assert task.done() and task.result().error_code == expected, (task, expected, g)
+        else:
+            c.sync_task = task
+            self.run(self._settle_and_collect())
 
     @rule(data=st.data(), stale=st.booleans())
     def heartbeat(self, data, stale):
