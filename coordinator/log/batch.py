@@ -226,12 +226,14 @@ def read_batch(buf: bytes, pos: int, min_offset: int) -> BatchView:
     if HEADER_SIZE + arrays > end - pos:
         raise BatchError(pos, f"record count {n} does not fit the batch", torn=False)
     lens = _ints(2 * n).unpack_from(buf, pos + HEADER_SIZE)
-    if min(lens[:n]) < 0 or min(lens[n:]) < -1 or (
-        sum(lens[:n]) + sum(v for v in lens[n:] if v > 0) if attrs & ATTR_TOMBSTONES else sum(lens)
-    ) != end - pos - HEADER_SIZE - arrays:
-        raise BatchError(pos, "record lengths do not add up to the batch length", torn=False)
-    if not attrs & ATTR_TOMBSTONES and min(lens[n:]) < 0:
+    data_size = end - pos - HEADER_SIZE - arrays
+    if min(lens) >= 0:  # no tombstones: one C-level pass
+        if sum(lens) != data_size:
+            raise BatchError(pos, "record lengths do not add up to the batch length", torn=False)
+    elif not attrs & ATTR_TOMBSTONES:
         raise BatchError(pos, "tombstone in a batch not marked as having tombstones", torn=False)
+    elif min(lens[:n]) < 0 or min(lens[n:]) < -1 or sum(lens[:n]) + sum(v for v in lens[n:] if v > 0) != data_size:
+        raise BatchError(pos, "record lengths do not add up to the batch length", torn=False)
     return BatchView(pos, end, base, base + last_delta, attrs, ts, n)
 
 
