@@ -251,7 +251,10 @@ class GroupMember:
         try:
             await commit_offsets(self.cluster, self.group_id, as_offsets(offsets), fence, timeout_ms=timeout_ms)
         except KafkaError as exc:
-            if exc.code in (ErrorCode.ILLEGAL_GENERATION, ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.REBALANCE_IN_PROGRESS):
+            # Fenced in the generation we still believe in: rejoin (REBALANCE_IN_PROGRESS needs
+            # nothing, the heartbeat will see it).
+            fenced = exc.code in (ErrorCode.ILLEGAL_GENERATION, ErrorCode.UNKNOWN_MEMBER_ID)
+            if fenced and self.generation == generation:
                 self.request_rejoin(f"commit refused: {exc.name}")
             raise
 
@@ -328,6 +331,10 @@ class GroupMember:
                 assignment = await self._sync_group(join)
             except _Rejoin as again:
                 self._rejoin_reason = str(again) or "rejoin"
+                continue
+            except KafkaConnectionError as exc:  # e.g. the leader's metadata request
+                await self._coordinator_lost(exc)
+                self._rejoin_reason = "connection lost during the rebalance"
                 continue
             await self._apply_assignment(assignment)
             if self._rejoin_reason is None:
@@ -624,15 +631,22 @@ class GroupMember:
     # ------------------------------------------------------------ helpers
 
     async def _coordinator(self):
-        """The coordinator connection, retrying discovery with backoff (bounded by the API timeout)."""
-        deadline = self.cluster.deadline()
+        """The coordinator connection, retrying discovery with backoff for as long as the member runs.
+
+        A member outlives coordinator outages, as Kafka consumers do; only
+        non-retriable errors (e.g. authorization) stop it. `close()` ends the wait.
+        """
+        warned = False
         while True:
             try:
                 return await self.cluster.coordinator_connection(self.group_id)
             except (KafkaConnectionError, KafkaError) as exc:
-                if not exc.retriable or deadline.expired:
+                if not exc.retriable:
                     raise
-                await asyncio.sleep(min(self._backoff.next_delay(), deadline.remaining()))
+                if not warned:
+                    warned = True
+                    log.warning("group %s: coordinator unavailable (%s); retrying", self.group_id, exc)
+                await asyncio.sleep(self._backoff.next_delay())
 
     async def _coordinator_lost(self, exc: Exception) -> None:
         log.info("group %s: coordinator unavailable (%s); rediscovering", self.group_id, exc)

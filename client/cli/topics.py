@@ -1,7 +1,6 @@
 """`cohort topics …`: the topic registry over the Kafka protocol (create, list, describe, delete, add-partitions)."""
 from __future__ import annotations
 
-import argparse
 import sys
 
 from client.admin import Admin, NewTopic

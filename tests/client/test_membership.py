@@ -298,3 +298,27 @@ async def test_leader_rebalances_when_a_subscribed_topic_grows(shared_cohort_ser
         assert sorted(len(m.assignment) for m in members) == [3, 3]
     finally:
         await asyncio.gather(*(m.close() for m in members))
+
+
+async def test_members_ride_out_a_coordinator_restart(tmp_path):
+    from conftest import CohortServe
+
+    server = CohortServe(tmp_path / "data").start()
+    await make_topic(server.bootstrap, "restart", 4)
+    members = [GroupMember(server.bootstrap, "g-restart", ["restart"], session_timeout_ms=20000, **FAST)
+               for _ in range(2)]
+    try:
+        for m in members:
+            await m.start(wait=False)
+        await until(lambda: settled(members, 4), 20, "two members settled")
+        await members[0].commit({tp: (3, "before restart") for tp in members[0].assignment})
+        server.stop()
+        await asyncio.sleep(0.5)  # heartbeats fail meanwhile; the members keep retrying
+        server.start()
+        # The group was reloaded from the log; the members reconnect, rediscover and carry on.
+        await until(lambda: settled(members, 4) and all(m.error is None for m in members), 30, "members after restart")
+        committed = await members[0].committed()
+        assert {om.offset for om in committed.values()} == {3}
+    finally:
+        await asyncio.gather(*(m.close() for m in members))
+        server.stop()
