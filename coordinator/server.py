@@ -157,8 +157,6 @@ class CoordinatorServer:
         self._tasks: set[asyncio.Task] = set()
         self._idle_task: asyncio.Task | None = None
         self._last_refusal_log = 0.0
-        if metrics is not None:
-            metrics.watch_readiness(lambda: self.state)
 
     # ------------------------------------------------------------------ life cycle
     async def start(self) -> None:
