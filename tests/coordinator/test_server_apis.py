@@ -2,9 +2,12 @@
 registry (CreateTopics, DeleteTopics, CreatePartitions) and record-less ListOffsets/Fetch."""
 from __future__ import annotations
 
+import struct
 import uuid
 
 import pytest
+
+from conftest import size_prefixed
 
 from protocol.errors import ErrorCode
 from protocol.framing import SUPPORTED_VERSIONS
@@ -343,3 +346,61 @@ def test_fetch_sessions_are_declined_like_a_full_session_cache(server, raw_clien
     assert (opened.error_code, opened.session_id) == (0, 0)  # none given: keep sending full fetches
     incremental = fetch(client, "sessions", 0, 0, 12, session_id=1234, session_epoch=3)
     assert (incremental.error_code, incremental.responses) == (ErrorCode.FETCH_SESSION_ID_NOT_FOUND, [])
+
+
+def test_concurrent_auto_creation_makes_one_topic(server, raw_client):
+    clients = [raw_client(server.port) for _ in range(4)]
+    request = MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name="raced")])
+    for client in clients:  # all sent before any answer is read
+        client.send(request, 12)
+    ids = {client.receive(3, 12)[1].topics[0].topic_id for client in clients}
+    assert len(ids) == 1 and ZERO_UUID not in ids
+
+
+def test_a_recreated_topic_starts_from_offset_zero(server, raw_client):
+    client = raw_client(server.port)
+    create_topic(client, "reborn", 1)
+    simple_commit(client, "g", "reborn", 0, 99)
+    assert list_offsets(client, "reborn", 0, -1).offset == 99
+    client.request(DeleteTopicsRequest(topic_names=["reborn"], timeout_ms=1000), 5)
+    create_topic(client, "reborn", 1)
+    assert list_offsets(client, "reborn", 0, -1).offset == 0
+
+
+def test_metadata_reports_authorized_operations_only_when_asked(server, raw_client):
+    client = raw_client(server.port)
+    create_topic(client, "ops", 1)
+    plain = client.request(MetadataRequest(topics=None), 10)
+    assert plain.topics[0].topic_authorized_operations == -2147483648
+    assert plain.cluster_authorized_operations == -2147483648
+    asked = client.request(MetadataRequest(topics=None, include_topic_authorized_operations=True,
+                                           include_cluster_authorized_operations=True), 10)
+    read, describe = 1 << 3, 1 << 8
+    assert asked.topics[0].topic_authorized_operations & (read | describe) == read | describe
+    assert asked.cluster_authorized_operations & describe
+
+
+# What librdkafka 2.16 sends when Produce is not advertised: Fetch v0 fields in the flexible encoding
+# (request header v2, compact arrays and strings, tagged fields). Captured from the wire.
+LIBRDKAFKA_FETCH_V0_FLEXIBLE = bytes.fromhex(
+    "0001000000000004000772646b61666b6100ffffffff000001f40000000102027402"
+    "00000000000000000000000000100000000000")
+
+
+def test_librdkafkas_flexible_fetch_v0_is_answered_in_kind(server, raw_client):
+    client = raw_client(server.port)
+    create_topic(client, "t", 1)
+    simple_commit(client, "g", "t", 0, 5)
+    client.send_bytes(size_prefixed(LIBRDKAFKA_FETCH_V0_FLEXIBLE))
+    frame = client.receive_frame()
+    # response header v1 (correlation id + empty tags), then v0 fields, flexible encoding
+    assert frame[:5] == b"\x00\x00\x00\x04\x00"
+    topics_count, name_length, name = frame[5], frame[6], frame[7:8]
+    assert (topics_count, name_length, name) == (2, 2, b"t")  # compact: N + 1
+    partitions_count = frame[8]
+    partition, error_code, high_watermark = struct.unpack_from(">ihq", frame, 9)
+    assert (partitions_count, partition, error_code, high_watermark) == (2, 0, 0, 5)
+    assert frame[23] == 1  # records: compact bytes, empty
+    # librdkafka wants >= 25 bytes per topic after the topic count; an unknown tagged field pads it.
+    assert len(frame) - 6 >= 25
+    assert client.request(ApiVersionsRequest(), 0).error_code == 0  # the connection is still fine
