@@ -78,13 +78,21 @@ def _ints(n: int) -> struct.Struct:
 
 
 class BatchError(ValueError):
-    """The bytes at a position are not a valid batch; `torn` when they may be an unfinished write."""
+    """The bytes at a position are not a valid batch.
 
-    def __init__(self, position: int, reason: str, *, torn: bool) -> None:
+    `torn`: they run past the end of the data, as an unfinished write does.
+    `zero_filled` and `bad_checksum` say which other failures can also be an
+    unfinished write when they are at the very end (see `segments`).
+    """
+
+    def __init__(self, position: int, reason: str, *, torn: bool, zero_filled: bool = False,
+                 bad_checksum: bool = False) -> None:
         super().__init__(f"position {position}: {reason}")
         self.position = position
         self.reason = reason
         self.torn = torn
+        self.zero_filled = zero_filled
+        self.bad_checksum = bad_checksum
 
 
 def encode_batch(
@@ -206,7 +214,7 @@ def read_batch(buf: bytes, pos: int, min_offset: int) -> BatchView:
     base, blen, crc, magic, attrs, last_delta, ts, n = _HEADER.unpack_from(buf, pos)
     end = pos + LENGTH_FIELD_END + blen
     if blen == 0 and base == 0 and crc == 0:
-        raise BatchError(pos, "zero-filled bytes where a batch should start", torn=True)
+        raise BatchError(pos, "zero-filled bytes where a batch should start", torn=False, zero_filled=True)
     if blen < HEADER_SIZE - LENGTH_FIELD_END or n < 1 or n > blen // 8:
         raise BatchError(pos, f"impossible batch length {blen} / record count {n}", torn=end > size)
     if end > size:
@@ -216,7 +224,8 @@ def read_batch(buf: bytes, pos: int, min_offset: int) -> BatchView:
         memoryview(buf)[pos + CRC_START : end]
     )
     if actual != crc:
-        raise BatchError(pos, f"checksum mismatch (stored {crc:#010x}, computed {actual:#010x})", torn=False)
+        raise BatchError(pos, f"checksum mismatch (stored {crc:#010x}, computed {actual:#010x})", torn=False,
+                         bad_checksum=True)
     if magic != MAGIC:
         raise BatchError(pos, f"unknown batch magic {magic}", torn=False)
     if base < min_offset:

@@ -166,17 +166,17 @@ def read_partition(data_dir: str | os.PathLike, partition: int, *, timeout: floa
 def _is_tail(buf: bytes, exc: BatchError) -> bool:
     """Whether the invalid batch at exc.position can be an unfinished last write."""
     pos = exc.position
-    if "zero-filled" in exc.reason:
+    if exc.zero_filled:
+        # The file grew but its data never reached the disk: zeros up to the end.
         return buf.count(0, pos) == len(buf) - pos
     if exc.torn:
         return True
-    # A complete-looking last batch whose checksum fails: its pages reached the
-    # disk only partly.  Anything followed by more data is damage.
-    try:
+    if exc.bad_checksum:
+        # A complete-looking last batch whose checksum fails: its pages reached the
+        # disk only partly.  The same failure followed by more data is damage.
         (blen,) = struct.unpack_from(">i", buf, pos + 8)
-    except struct.error:
-        return True
-    return pos + 12 + blen == len(buf) and "checksum" in exc.reason
+        return pos + 12 + blen == len(buf)
+    return False
 
 
 @dataclass(slots=True)
