@@ -2,6 +2,7 @@
 
     python -m bench run [--workloads commit,fetch,...] [--target cohort|tansu|zookeeper|HOST:PORT] [--quick]
     python -m bench compare --a cohort --b tansu --workload commit --rounds 3 [--variants simple-1p]
+    python -m bench suite [--rounds 3] [--only commit,fetch,...]   # every deliverable, one report
     python -m bench report RESULTS.json
 
 Named targets are started by the suite (fresh, on loopback, one per workload
@@ -155,10 +156,7 @@ async def cmd_run(args) -> int:
     for w in workloads:
         if w not in WORKLOADS:
             raise SystemExit(f"unknown workload {w!r}; choose from {', '.join(WORKLOADS)}")
-    loop_name = install_uvloop.last if hasattr(install_uvloop, "last") else ""
-    meta = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "command": invocation(),
-            "machine": machine(), "versions": versions(loop_name), "quick": args.quick, "profile": profile.to_dict(),
-            "targets": args.target}
+    meta = _meta(args, profile, args.target)
     results: list[Result] = []
     failures = 0
     for target in args.target:
@@ -179,44 +177,115 @@ async def cmd_run(args) -> int:
     return 1 if failures else 0
 
 
-async def cmd_compare(args) -> int:
-    profile = _profile(args)
-    rounds = args.rounds or profile.rounds
-    meta = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "command": invocation(),
-            "machine": machine(), "versions": versions(""), "quick": args.quick, "profile": profile.to_dict(),
-            "targets": [args.a, args.b], "rounds": rounds}
+async def compare(a: str, b: str, workload: str, profile: Profile, rounds: int, meta: dict,
+                  label: str = "") -> tuple[list[Result], list[dict]]:
+    """Run `workload` against A and B alternately (A B A B …), fresh servers each round."""
     results: list[Result] = []
     by_round: list[tuple[list[Result], list[Result]]] = []
     for i in range(rounds):
         pair = []
-        for spec in (args.a, args.b):
-            print(f"round {i + 1}/{rounds}: {args.workload} → {spec}", flush=True)
-            batch = await run_workload(spec, args.workload, profile)
+        for spec in (a, b):
+            print(f"round {i + 1}/{rounds}: {workload} → {spec}", flush=True)
+            batch = await run_workload(spec, workload, profile)
             _stamp(batch, meta["command"], meta["versions"])
             for r in batch:
                 r.extra["round"] = i + 1
+                if label:
+                    r.extra["comparison"] = label
                 _print_result(r)
             results += batch
             pair.append(batch)
         by_round.append((pair[0], pair[1]))
     comparisons = []
-    variants = [r.variant for r in by_round[0][0]]
-    for variant in variants:
+    for variant in [r.variant for r in by_round[0][0]]:
         pairs = []
         for a_batch, b_batch in by_round:
-            a = next((r for r in a_batch if r.variant == variant), None)
-            b = next((r for r in b_batch if r.variant == variant), None)
-            if a is not None and b is not None:
-                pairs.append((a, b))
+            x = next((r for r in a_batch if r.variant == variant), None)
+            y = next((r for r in b_batch if r.variant == variant), None)
+            if x is not None and y is not None:
+                pairs.append((x, y))
         if pairs:
-            c = report_module.summarize_comparison(args.workload, variant, args.a, args.b, pairs)
+            c = report_module.summarize_comparison(workload, variant, a, b, pairs)
+            if label:
+                c["label"] = label
             comparisons.append(c)
-            print(f"  {variant}: {c['metric']} {args.a} {report_module._fmt(c['a_median'])} vs {args.b} "
+            print(f"  {variant}: {c['metric']} {a} {report_module._fmt(c['a_median'])} vs {b} "
                   f"{report_module._fmt(c['b_median'])} → median ratio {c['median_ratio']} (rounds {c['ratios']})",
                   flush=True)
+    return results, comparisons
+
+
+def _meta(args, profile: Profile, targets: list[str], **more) -> dict:
+    return {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "command": invocation(),
+            "machine": machine(), "versions": versions(getattr(install_uvloop, "last", "")), "quick": args.quick,
+            "profile": profile.to_dict(), "targets": targets, **more}
+
+
+async def cmd_compare(args) -> int:
+    profile = _profile(args)
+    rounds = args.rounds or profile.rounds
+    meta = _meta(args, profile, [args.a, args.b], rounds=rounds)
+    results, comparisons = await compare(args.a, args.b, args.workload, profile, rounds, meta)
     path = _write(_out_dir(args), meta, results, comparisons)
     print(f"results: {path}\nreport:  {path.parent / 'report.md'}")
     return 0
+
+
+# The deliverable measurements: (label, workload, A, B, profile overrides).
+SUITE = [
+    ("durable simple commits vs Tansu", "commit", "cohort", "tansu", {"variants": ("simple-1p",)}),
+    ("durable simple commits vs ZooKeeper", "commit", "cohort", "zookeeper", {"variants": ("simple-1p",)}),
+    ("OffsetFetch vs Tansu", "fetch", "cohort", "tansu", {"variants": ("fetch-1p", "fetch-10p")}),
+    ("fsync always vs never, 64 committers", "commit", "cohort", "cohort-never",
+     {"variants": ("simple-1p",), "connections": 8, "depth": 8}),
+    ("commit throughput vs connections", "commit", "cohort", "tansu", {"variants": ("connections",), "rounds": 1}),
+    ("join storm", "join-storm", "cohort", "tansu", {}),
+    ("heartbeat fleet", "heartbeat", "cohort", "tansu", {}),
+    ("mixed fleet", "mixed", "cohort", "tansu", {"rounds": 1}),
+]
+
+
+async def cmd_suite(args) -> int:
+    """Every deliverable measurement, side by side, into one report with the targets checked."""
+    base = _profile(args)
+    rounds = args.rounds or base.rounds
+    only = {x.strip() for x in args.only.split(",")} if args.only else None
+    meta = _meta(args, base, ["cohort", "tansu", "zookeeper", "cohort-never"], rounds=rounds)
+    results: list[Result] = []
+    comparisons: list[dict] = []
+    failures = 0
+    for label, workload, a, b, overrides in SUITE:
+        if only and workload not in only:
+            continue
+        overrides = dict(overrides)
+        n = min(overrides.pop("rounds", rounds), rounds)
+        profile = base.with_overrides(**overrides) if not args.variants else base
+        print(f"== {label}", flush=True)
+        try:
+            batch, comps = await compare(a, b, workload, profile, n, meta, label)
+        except (TargetError, RuntimeError, TimeoutError, ConnectionError, OSError) as exc:
+            print(f"  FAILED: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+            failures += 1
+            continue
+        results += batch
+        comparisons += comps
+    if not only or "restart" in only:
+        print("== restart (Cohort only)", flush=True)
+        for i in range(rounds):
+            try:
+                batch = await run_workload("cohort", "restart", base)
+            except (TargetError, RuntimeError, TimeoutError, ConnectionError, OSError) as exc:
+                print(f"  FAILED: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+                failures += 1
+                continue
+            _stamp(batch, meta["command"], meta["versions"])
+            for r in batch:
+                r.extra["round"] = i + 1
+                _print_result(r)
+            results += batch
+    path = _write(_out_dir(args), meta, results, comparisons)
+    print(f"results: {path}\nreport:  {path.parent / 'report.md'}")
+    return 1 if failures else 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -241,6 +310,10 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--workload", default="commit", choices=WORKLOADS)
     compare.add_argument("--rounds", type=int, help="rounds (default 3, 1 with --quick)")
     common(compare)
+    suite = sub.add_parser("suite", help="every deliverable comparison (A B rounds) into one report, targets checked")
+    suite.add_argument("--rounds", type=int, help="rounds per comparison (default 3, 1 with --quick)")
+    suite.add_argument("--only", help="comma-separated workloads to include (default: all)")
+    common(suite)
     rep = sub.add_parser("report", help="re-render report.md and charts from a results.json")
     rep.add_argument("results", type=Path)
     rep.add_argument("--out", type=Path)
@@ -256,4 +329,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "run":
         args.target = args.target or ["cohort"]
         return asyncio.run(cmd_run(args))
+    if args.command == "suite":
+        return asyncio.run(cmd_suite(args))
     return asyncio.run(cmd_compare(args))

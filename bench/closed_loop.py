@@ -5,7 +5,7 @@ import asyncio
 import time
 from dataclasses import dataclass
 
-from bench.stats import GeneratorClock, LatencyRecorder, ProcessSampler, ProcessUsage
+from bench.stats import GeneratorClock, LatencyRecorder, ProcessSampler, ProcessUsage, generator_gc_paused
 from bench.targets import Target
 from bench.wire import LoadRun, PipelinedConnection, RequestTemplate, open_pipelined
 
@@ -29,7 +29,7 @@ class ClosedLoopOutcome:
 
 async def run_closed_loop(target: Target, templates: list[RequestTemplate], *, connections: int, depth: int,
                           duration_s: float, max_ops: int, warmup_s: float = 0.0) -> ClosedLoopOutcome:
-    """Drive `templates` (rotated, each connection starting at a different one) and measure.
+    """Drive `templates` (one rotation shared by all connections) and measure.
 
     Operations completing during the warm-up are not counted; throughput is
     measured operations over the time from the end of the warm-up to the last
@@ -37,26 +37,25 @@ async def run_closed_loop(target: Target, templates: list[RequestTemplate], *, c
     """
     run = LoadRun(max_ops=max_ops, duration_s=duration_s, warmup_s=warmup_s)
     run.latencies = LatencyRecorder()
-    stride = max(1, len(templates) // connections)
-    for i in range(connections):
-        conn = await open_pipelined(target.host, target.port,
-                                    lambda i=i: PipelinedConnection(run, templates, depth, start_index=i * stride))
+    for _ in range(connections):
+        conn = await open_pipelined(target.host, target.port, lambda: PipelinedConnection(run, templates, depth))
         run.connections.append(conn)
     sampler = ProcessSampler(target.pid)
-    clock = GeneratorClock()
-    run.begin()
-    sampler.start()
-    for conn in run.connections:
-        conn.start()
-    timeout = warmup_s + duration_s + DRAIN_GRACE_S
-    try:
-        await asyncio.wait_for(asyncio.shield(run.done), timeout)
-    except asyncio.TimeoutError:
-        stuck = sum(len(c.pending) for c in run.connections)
-        run.errors["TIMEOUT"] += stuck
-        run.measured_end = time.perf_counter()
-    server = await sampler.stop()
-    generator = clock.usage()
+    with generator_gc_paused():
+        clock = GeneratorClock()
+        run.begin()
+        sampler.start()
+        for conn in run.connections:
+            conn.start()
+        timeout = warmup_s + duration_s + DRAIN_GRACE_S
+        try:
+            await asyncio.wait_for(asyncio.shield(run.done), timeout)
+        except asyncio.TimeoutError:
+            stuck = sum(len(c.pending) for c in run.connections)
+            run.errors["TIMEOUT"] += stuck
+            run.measured_end = time.perf_counter()
+        server = await sampler.stop()
+        generator = clock.usage()
     for conn in run.connections:
         conn.transport.close()
     measured = max(run.measured_end - max(run.measure_from, run.started), 1e-9)

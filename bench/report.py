@@ -114,11 +114,11 @@ def comparison_table(comparisons: list[dict]) -> list[str]:
     if not comparisons:
         return []
     out = ["", "## Side by side (A B A B …, fresh servers each round)", "",
-           "| workload | variant | metric | A | B | A median | B median | ratio per round | median ratio |",
-           "|---|---|---|---|---|---:|---:|---|---:|"]
+           "| comparison | workload | variant | metric | A | B | A median | B median | ratio per round | median ratio |",
+           "|---|---|---|---|---|---|---:|---:|---|---:|"]
     for c in comparisons:
         ratios = ", ".join(_fmt(x, 2) for x in c["ratios"])
-        out.append(f"| {c['workload']} | {c['variant']} | {c['metric']} | {c['a']} | {c['b']} | "
+        out.append(f"| {c.get('label', '')} | {c['workload']} | {c['variant']} | {c['metric']} | {c['a']} | {c['b']} | "
                    f"{_fmt(c['a_median'])} | {_fmt(c['b_median'])} | {ratios} | **{_fmt(c['median_ratio'], 2)}×** |")
     out.append("")
     out.append("Ratio = how many times better A is than B on the metric (A/B for throughput, B/A for latency "
@@ -150,6 +150,77 @@ def summarize_comparison(workload: str, variant: str, a: str, b: str,
             "a_errors": sum(x.error_count for x, _ in pairs), "b_errors": sum(y.error_count for _, y in pairs)}
 
 
+def _median(values):
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
+def _comparison(comparisons: list[dict], workload: str, variant: str, b: str) -> dict | None:
+    return next((c for c in comparisons if c["workload"] == workload and c["variant"] == variant and c["b"] == b),
+                None)
+
+
+def targets_table(results: list[Result], comparisons: list[dict]) -> list[dict]:
+    """The issue's targets, each with the measured median and whether it was met (None = not measured)."""
+    rows = []
+
+    def ratio_row(name: str, workload: str, variant: str, b: str, goal: float) -> None:
+        c = _comparison(comparisons, workload, variant, b)
+        value = c["median_ratio"] if c else None
+        rows.append({"target": name, "goal": f"≥ {goal}×", "measured": None if value is None else f"{value:.2f}×",
+                     "met": None if value is None else value >= goal,
+                     "detail": "" if c is None else f"{c['a']} {_fmt(c['a_median'])} vs {c['b']} "
+                                                    f"{_fmt(c['b_median'])} {c['metric']}, rounds {c['ratios']}"})
+
+    ratio_row("Durable simple commits vs Tansu", "commit", "simple-1p", "tansu", 1.5)
+    ratio_row("Durable simple commits vs ZooKeeper", "commit", "simple-1p", "zookeeper", 5.0)
+    ratio_row("OffsetFetch vs Tansu", "fetch", "fetch-1p", "tansu", 1.5)
+    c = _comparison(comparisons, "commit", "simple-1p", "cohort-never")
+    if c:
+        kept = (c["a_median"] / c["b_median"]) if c["a_median"] and c["b_median"] else None
+        rows.append({"target": "fsync always within 30 % of never (64 committers)", "goal": "≥ 0.70",
+                     "measured": None if kept is None else f"{kept:.2f}", "met": None if kept is None else kept >= 0.7,
+                     "detail": f"always {_fmt(c['a_median'])} vs never {_fmt(c['b_median'])} ops/s"})
+    storms = [r for r in results if r.workload == "join-storm" and r.target == "cohort"
+              and r.params.get("members") == 500]
+    value = _median([r.extra.get("assigned_after_join_phase_s") for r in storms])
+    rows.append({"target": "Join storm, 500 members: all assigned after the initial delay", "goal": "≤ 1 s",
+                 "measured": None if value is None else f"{value:.3f} s", "met": None if value is None else value <= 1.0,
+                 "detail": "" if not storms else "total from first JoinGroup "
+                 f"{_fmt(_median([r.extra.get('all_assigned_s') for r in storms]))} s with a "
+                 f"{storms[0].params.get('initial_rebalance_delay_ms_configured')} ms initial delay"})
+    fleets = [r for r in results if r.workload == "heartbeat" and r.variant == "fleet" and r.target == "cohort"]
+    value = _median([r.latency_ms.get("p99") for r in fleets])
+    rows.append({"target": "Heartbeats: fleet at its interval, p99", "goal": "< 10 ms",
+                 "measured": None if value is None else f"{value:.2f} ms", "met": None if value is None else value < 10,
+                 "detail": "" if not fleets else f"{fleets[0].params.get('members')} members, "
+                 f"{fleets[0].params.get('groups')} groups, every {fleets[0].params.get('interval_s')} s"})
+    restarts = [r for r in results if r.workload == "restart"]
+    value = _median([r.extra.get("server_reported_records_per_s") for r in restarts])
+    rows.append({"target": "Log load rate (server-reported replay)", "goal": "≥ 1 M records/s",
+                 "measured": None if value is None else f"{value / 1e6:.2f} M/s",
+                 "met": None if value is None else value >= 1e6,
+                 "detail": "" if not restarts else f"{_fmt(restarts[0].params.get('records'))} records; end to end "
+                 f"(process start → all groups served) {_fmt(_median([r.extra.get('load_records_per_s') for r in restarts]))}"
+                 " records/s"})
+    value = _median([r.extra.get("rss_bytes_per_offset") for r in restarts])
+    rows.append({"target": "RSS per committed offset", "goal": "≤ 150 B",
+                 "measured": None if value is None else f"{value:.0f} B", "met": None if value is None else value <= 150,
+                 "detail": "" if not restarts else f"{_fmt(restarts[0].params.get('distinct_offsets'))} offsets held"})
+    return rows
+
+
+def _targets_markdown(rows: list[dict]) -> list[str]:
+    measured = [r for r in rows if r["met"] is not None]
+    if not measured:
+        return []
+    out = ["", "## Targets", "", "| target | goal | measured (median) | met | detail |", "|---|---|---|---|---|"]
+    for r in measured:
+        out.append(f"| {r['target']} | {r['goal']} | {r['measured']} | {'yes' if r['met'] else '**no**'} | "
+                   f"{r['detail']} |")
+    return out
+
+
 def write_report(data: dict, out_dir: Path) -> Path:
     out_dir.mkdir(parents=True, exist_ok=True)
     results: list[Result] = data["results"]
@@ -166,20 +237,22 @@ def write_report(data: dict, out_dir: Path) -> Path:
                   f"- Command: `{meta.get('command', '')}`",
                   f"- Versions: " + ", ".join(f"{k} {v}" for k, v in meta.get("versions", {}).items()),
                   f"- Profile: {'quick (smoke)' if meta.get('quick') else 'full'}", ""]
+    targets = targets_table(results, comparisons)
+    lines += _targets_markdown(targets)
     lines += comparison_table(comparisons)
     lines += ["", "## All results", "", *results_table(results), *workload_details(results)]
     if charts:
         lines += ["", "## Charts", ""] + [f"![{c.stem}]({c.name})" for c in charts]
-    targets = {}
+    servers = {}
     for r in results:
-        targets.setdefault(r.target, r.target_info)
-    if targets:
-        lines += ["", "## Targets", ""] + [f"- **{name}**: {info.get('version', '')} — `{info.get('command', '')}`"
-                                          for name, info in targets.items()]
+        servers.setdefault(r.target, r.target_info)
+    if servers:
+        lines += ["", "## Servers measured", ""] + [
+            f"- **{name}**: {info.get('version', '')} — `{info.get('command', '')}`" for name, info in servers.items()]
     lines.append("")
     report = out_dir / "report.md"
     report.write_text("\n".join(lines))
-    summary = {"meta": meta, "comparisons": comparisons, "results": [
+    summary = {"meta": meta, "targets": targets, "comparisons": comparisons, "results": [
         {"workload": r.workload, "variant": r.variant, "target": r.target, "operations": r.operations,
          "throughput_per_s": r.throughput_per_s, "p50_ms": (r.latency_ms or {}).get("p50"),
          "p99_ms": (r.latency_ms or {}).get("p99"), "p999_ms": (r.latency_ms or {}).get("p999"),

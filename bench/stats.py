@@ -8,6 +8,8 @@ with the exact command and versions so a reader can reproduce the number.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import gc
 import os
 import resource
 import sys
@@ -138,6 +140,59 @@ class ProcessSampler:
         return ProcessUsage(cpu_seconds=round(cpu, 3), cpu_percent=round(100 * cpu / wall, 1),
                             rss_peak_bytes=max(self._rss), rss_mean_bytes=int(sum(self._rss) / len(self._rss)),
                             rss_end_bytes=self._rss[-1])
+
+
+@contextlib.contextmanager
+def generator_gc_paused():
+    """No cyclic GC in the load generator while it measures.
+
+    With thousands of connections (each a transport, a reader, futures) a
+    full collection stops the generator's event loop for hundreds of
+    milliseconds, which shows up as server latency. Objects that exist before
+    the measurement are frozen out of collection, and collection is off until
+    the measurement ends; the runs are bounded, so garbage stays bounded.
+    """
+    was_enabled = gc.isenabled()
+    gc.collect()
+    gc.freeze()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+        if was_enabled:
+            gc.enable()
+
+
+class LoopLagProbe:
+    """How late the generator's own event loop wakes up (10 ms ticks).
+
+    Latency a workload records includes this lag; reporting it lets a reader
+    tell server latency from a busy generator.
+    """
+
+    TICK_S = 0.01
+
+    def __init__(self) -> None:
+        self.lags = LatencyRecorder()
+        self._task: asyncio.Task | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def _run(self) -> None:
+        while True:
+            before = time.perf_counter_ns()
+            await asyncio.sleep(self.TICK_S)
+            self.lags.add(max(0, time.perf_counter_ns() - before - int(self.TICK_S * 1e9)))
+
+    async def stop(self) -> dict:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        summary = self.lags.summary()
+        return {k: summary[k] for k in ("p50", "p99", "max")}
 
 
 class GeneratorClock:

@@ -167,15 +167,13 @@ class LoadRun:
 class PipelinedConnection(asyncio.Protocol):
     """One TCP connection keeping `depth` requests in flight from a rotation of templates."""
 
-    def __init__(self, run: LoadRun, templates: Sequence[RequestTemplate], depth: int,
-                 start_index: int = 0) -> None:
+    def __init__(self, run: LoadRun, templates: Sequence[RequestTemplate], depth: int) -> None:
         self.run = run
         self.templates = templates
         self.depth = depth
         self.pending: deque = deque()
         self.transport: asyncio.Transport | None = None
         self._buffer = bytearray()
-        self._next = start_index
         self._correlation = 0
         self._sequence = 0
         self.closed = asyncio.get_running_loop().create_future()
@@ -199,10 +197,11 @@ class PipelinedConnection(asyncio.Protocol):
 
     def _issue(self, now: float) -> bytearray:
         run = self.run
-        run.issued += 1
         templates = self.templates
-        template = templates[self._next % len(templates)]
-        self._next += 1
+        # One rotation shared by all connections: N requests use templates 0..N-1
+        # exactly once each before any repeats (the restart fill relies on it).
+        template = templates[run.issued % len(templates)]
+        run.issued += 1
         self._correlation = cid = (self._correlation + 1) & 0x7FFFFFFF
         self._sequence += 1
         self.pending.append((time.perf_counter_ns(), cid, template))

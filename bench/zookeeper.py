@@ -22,7 +22,7 @@ import time
 from collections import Counter, deque
 
 from bench.closed_loop import DRAIN_GRACE_S
-from bench.stats import GeneratorClock, LatencyRecorder, ProcessSampler, Result
+from bench.stats import GeneratorClock, LatencyRecorder, ProcessSampler, Result, generator_gc_paused
 from bench.targets import BENCH_TOPIC, Target
 from bench.wire import LoadRun
 from bench.workloads.offsets import _usage, group_name
@@ -88,13 +88,12 @@ class ZkCommitTemplate:
 class ZkPipelinedConnection(asyncio.Protocol):
     """A ZooKeeper session keeping `depth` commits (each `partitions` setData calls) in flight."""
 
-    def __init__(self, run: LoadRun, templates: list[ZkCommitTemplate], depth: int, start_index: int) -> None:
+    def __init__(self, run: LoadRun, templates: list[ZkCommitTemplate], depth: int) -> None:
         self.run = run
         self.templates = templates
         self.depth = depth
         self.pending: deque = deque()
         self._buffer = bytearray()
-        self._next = start_index
         self._xid = 0
         self._sequence = 0
         self.connected = asyncio.get_running_loop().create_future()
@@ -117,9 +116,8 @@ class ZkPipelinedConnection(asyncio.Protocol):
             self.transport.write(b"".join(out))
 
     def _issue(self) -> bytearray:
+        template = self.templates[self.run.issued % len(self.templates)]  # rotation shared by all sessions
         self.run.issued += 1
-        template = self.templates[self._next % len(self.templates)]
-        self._next += 1
         first = self._xid + 1
         self._xid += template.partitions
         self._sequence += 1
@@ -217,23 +215,25 @@ async def run_zookeeper_commit(target: Target, profile: Profile, *, connections:
         loop = asyncio.get_running_loop()
         for i in range(conns):
             _, conn = await loop.create_connection(
-                lambda i=i: ZkPipelinedConnection(run, templates, profile.depth, i * max(1, len(groups) // conns)),
+                lambda: ZkPipelinedConnection(run, templates, profile.depth),
                 target.host, target.port)
             await asyncio.wait_for(conn.connected, 30)
             run.connections.append(conn)
         sampler = ProcessSampler(target.pid)
-        clock = GeneratorClock()
-        run.begin()
-        sampler.start()
-        for conn in run.connections:
-            conn.start()
-        try:
-            await asyncio.wait_for(asyncio.shield(run.done), profile.warmup_s + profile.duration_s + DRAIN_GRACE_S)
-        except asyncio.TimeoutError:
-            run.errors["TIMEOUT"] += sum(len(c.pending) for c in run.connections)
-            run.measured_end = time.perf_counter()
-        server = await sampler.stop()
-        generator = clock.usage()
+        with generator_gc_paused():
+            clock = GeneratorClock()
+            run.begin()
+            sampler.start()
+            for conn in run.connections:
+                conn.start()
+            try:
+                await asyncio.wait_for(asyncio.shield(run.done),
+                                       profile.warmup_s + profile.duration_s + DRAIN_GRACE_S)
+            except asyncio.TimeoutError:
+                run.errors["TIMEOUT"] += sum(len(c.pending) for c in run.connections)
+                run.measured_end = time.perf_counter()
+            server = await sampler.stop()
+            generator = clock.usage()
         for conn in run.connections:
             conn.transport.close()
         measured = max(run.measured_end - run.measure_from, 1e-9)

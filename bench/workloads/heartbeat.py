@@ -19,7 +19,7 @@ from protocol.errors import ErrorCode
 
 from bench.closed_loop import run_closed_loop
 from bench.members import BenchMember, ProtocolVersions, form_groups
-from bench.stats import GeneratorClock, LatencyRecorder, ProcessSampler, Result, count_errors
+from bench.stats import GeneratorClock, LatencyRecorder, ProcessSampler, Result, count_errors, generator_gc_paused, LoopLagProbe
 from bench.targets import Target, wait_until_serving
 from bench.wire import KafkaSession, RequestTemplate, code_name
 from bench.workloads.offsets import _usage, outcome_result
@@ -109,8 +109,12 @@ async def _fleet(target: Target, profile: Profile, fleet: list[BenchMember], ver
                 errors[code_name(code)] += 1
             due += interval
 
-    await asyncio.gather(*(beat(m) for m in fleet))
+    lag = LoopLagProbe()
+    lag.start()
+    with generator_gc_paused():
+        await asyncio.gather(*(beat(m) for m in fleet))
     elapsed = time.perf_counter() - t0
+    loop_lag = await lag.stop()
     server = await sampler.stop()
     generator = clock.usage()
     return Result(workload="heartbeat", variant="fleet", target=target.name, params={
@@ -119,4 +123,5 @@ async def _fleet(target: Target, profile: Profile, fleet: list[BenchMember], ver
         "session_timeout_ms": SESSION_TIMEOUT_MS}, operations=len(latencies), duration_s=round(elapsed, 3),
         throughput_per_s=round(len(latencies) / elapsed, 1), latency_ms=latencies.summary(),
         errors=count_errors(errors), server=_usage(server), generator=_usage(generator),
-        extra={"fleet_formed_s": round(formed_s, 3), "late_heartbeats": late}, target_info=target.describe())
+        extra={"fleet_formed_s": round(formed_s, 3), "late_heartbeats": late,
+                                   "generator_loop_lag_ms": loop_lag}, target_info=target.describe())

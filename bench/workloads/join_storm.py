@@ -27,7 +27,7 @@ import time
 from protocol.errors import ErrorCode
 
 from bench.members import BenchMember, ProtocolVersions, describe_state
-from bench.stats import GeneratorClock, ProcessSampler, Result
+from bench.stats import GeneratorClock, ProcessSampler, Result, generator_gc_paused
 from bench.targets import CohortServer, Target, wait_until_serving
 from bench.wire import KafkaSession
 from bench.workloads.offsets import _usage
@@ -70,9 +70,10 @@ async def _storm(target: Target, profile: Profile, control: KafkaSession, versio
     sampler.start()
     timeout = REBALANCE_TIMEOUT_MS / 1000 + 60
     try:
-        t0 = time.perf_counter()
-        deadline = time.monotonic() + timeout
-        await asyncio.wait_for(asyncio.gather(*(m.join_and_sync(deadline) for m in members)), timeout)
+        with generator_gc_paused():
+            t0 = time.perf_counter()
+            deadline = time.monotonic() + timeout
+            await asyncio.wait_for(asyncio.gather(*(m.join_and_sync(deadline) for m in members)), timeout)
         all_assigned = max(m.assigned_at for m in members) - t0
         join_complete = min(m.first_join_response_at for m in members) - t0
         leader = next((m for m in members if m.leader and m.generation_id == max(x.generation_id for x in members)),
@@ -82,7 +83,8 @@ async def _storm(target: Target, profile: Profile, control: KafkaSession, versio
         if state != "Stable" or count != size:
             errors[f"DESCRIBED_{state.upper()}_{count}_MEMBERS"] = 1
         rejoins_storm = sum(m.rejoins for m in members)
-        leave_s, rejoins_leave = await _leave_rebalance(members, profile.storm_leave_fraction, errors)
+        with generator_gc_paused():
+            leave_s, rejoins_leave = await _leave_rebalance(members, profile.storm_leave_fraction, errors)
     finally:
         server = await sampler.stop()
         generator = clock.usage()

@@ -19,7 +19,7 @@ from collections import Counter
 from protocol.errors import ErrorCode
 
 from bench.members import REJOIN_CODES, BenchMember, ProtocolVersions
-from bench.stats import GeneratorClock, LatencyRecorder, ProcessSampler, Result, count_errors
+from bench.stats import GeneratorClock, LatencyRecorder, ProcessSampler, Result, count_errors, generator_gc_paused, LoopLagProbe
 from bench.targets import Target, wait_until_serving
 from bench.wire import KafkaSession, code_name
 from bench.workloads.heartbeat import REBALANCE_TIMEOUT_MS, SESSION_TIMEOUT_MS, close_fleet, open_fleet
@@ -97,6 +97,10 @@ async def run_mixed(target: Target, profile: Profile) -> list[Result]:
     for member in fleet:
         start(member)
     joins = leaves = 0
+    lag = LoopLagProbe()
+    lag.start()
+    paused = generator_gc_paused()
+    paused.__enter__()
     try:
         while time.perf_counter() + profile.mixed_churn_every_s < end:
             await asyncio.sleep(profile.mixed_churn_every_s)
@@ -124,6 +128,8 @@ async def run_mixed(target: Target, profile: Profile) -> list[Result]:
             if isinstance(outcome, BaseException) and not isinstance(outcome, asyncio.CancelledError):
                 errors[type(outcome).__name__] += 1
     finally:
+        paused.__exit__(None, None, None)
+        loop_lag = await lag.stop()
         for task in tasks.values():
             task.cancel()
         elapsed = time.perf_counter() - t0
@@ -147,4 +153,5 @@ async def run_mixed(target: Target, profile: Profile) -> list[Result]:
         operations=operations, duration_s=round(elapsed, 3), throughput_per_s=round(operations / elapsed, 1),
         latency_ms=combined.summary(), errors=count_errors(errors), server=_usage(server),
         generator=_usage(generator), extra={"per_api_ms": per_api, "rebalance_signals": count_errors(signals),
-                                            "joins": joins, "leaves": leaves}, target_info=target.describe())]
+                                            "joins": joins, "leaves": leaves,
+                                            "generator_loop_lag_ms": loop_lag}, target_info=target.describe())]
