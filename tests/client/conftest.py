@@ -107,9 +107,9 @@ def cohort_server(tmp_path):
         server.stop()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def shared_cohort_server(tmp_path_factory):
-    """One server for a module whose tests use distinct group and topic names."""
+    """One server for every test that uses distinct group and topic names (saves a start per module)."""
     server = CohortServe(tmp_path_factory.mktemp("cohort") / "data").start()
     try:
         yield server
