@@ -176,7 +176,9 @@ class BatchView:
         if self.attributes & ATTR_OFFSET_DELTAS:
             pos += 4 * n
         kpos = list(accumulate(lens[:n], initial=pos))
-        keys = map(buf.__getitem__, map(slice, kpos, kpos[1:]))
+        keys = list(map(buf.__getitem__, map(slice, kpos, kpos[1:])))
+        if latest and all(map(latest.__contains__, keys)):
+            return  # the common case on a log that rewrites the same keys: nothing new here
         index = dict(zip(keys, range(n)))
         fresh = list(filterfalse(latest.__contains__, index)) if latest else list(index)
         if not fresh:
