@@ -90,7 +90,14 @@ class BlockingAdmin:
     # ------------------------------------------------------------ offsets
 
     def commit_offsets(self, group_id: str, offsets: Mapping) -> None:
-        """Simple commit: `offsets` maps (topic, partition) to offset or (offset, metadata)."""
+        """Simple commit (generation -1, no member id) of `offsets`.
+
+        `offsets` maps (topic, partition) to an offset, (offset, metadata) or
+        `OffsetAndMetadata`. Returns once the coordinator acknowledged every
+        partition. Kafka refuses a simple commit while the group has active
+        members: that raises `client.errors.UnknownMemberIdError` (a
+        `CommitFailedError`); other refusals raise `KafkaError` with `.code`.
+        """
         self._run(self._admin.alter_offsets(group_id, offsets))
 
     def fetch_offsets(
