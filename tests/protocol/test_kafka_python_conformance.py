@@ -84,7 +84,7 @@ def _check_round_trip(cls, kp_cls, version, msg):
 
 
 @pytest.mark.parametrize("cls, kp_cls", CASES)
-@settings(max_examples=40)
+@settings(max_examples=30)
 @given(data=st.data())
 def test_every_version_is_byte_identical_to_kafka_python(cls, kp_cls, data):
     # One example draws a message for every version, so each version gets every example.

@@ -61,7 +61,7 @@ def corrupted(draw, data: bytes) -> bytes:
 
 
 @pytest.mark.parametrize("cls", CLASSES)
-@settings(max_examples=12)
+@settings(max_examples=10)
 @given(data=st.data())
 def test_truncated_or_corrupted_message_is_a_clear_protocol_error(cls, data):
     """Per version: a valid message cut short must fail clearly; the same bytes
