@@ -152,12 +152,15 @@ def parse_duration(text: str) -> timedelta:
     match = _DURATION.match(text.strip())
     if not match or not any(match.group(g) for g in ("days", "hours", "minutes", "seconds")) or text.upper().endswith("T"):
         raise ResetInputError(f"bad duration {text!r}: use ISO-8601 PnDTnHnMnS, e.g. P1DT2H30M")
-    duration = timedelta(
-        days=int(match.group("days") or 0),
-        hours=int(match.group("hours") or 0),
-        minutes=int(match.group("minutes") or 0),
-        seconds=float(match.group("seconds") or 0),
-    )
+    try:
+        duration = timedelta(
+            days=int(match.group("days") or 0),
+            hours=int(match.group("hours") or 0),
+            minutes=int(match.group("minutes") or 0),
+            seconds=float(match.group("seconds") or 0),
+        )
+    except OverflowError:
+        raise ResetInputError(f"duration {text!r} is too long") from None
     return -duration if match.group("sign") == "-" else duration
 
 
@@ -169,9 +172,13 @@ def parse_datetime_ms(text: str) -> int:
         raise ResetInputError(f"bad date-time {text!r}: use YYYY-MM-DDTHH:mm:SS.sss, optionally with a zone") from None
     if moment.tzinfo is None:
         moment = moment.astimezone()  # local time, as Kafka's tool reads it
-    return int(moment.timestamp() * 1000)
+    # Negative timestamps mean "earliest"/"latest"/… in ListOffsets: never send one for a date.
+    return max(0, int(moment.timestamp() * 1000))
 
 
 def now_minus_ms(duration: timedelta, now: datetime | None = None) -> int:
-    moment = (now or datetime.now(timezone.utc)) - duration
-    return int(moment.timestamp() * 1000)
+    try:
+        moment = (now or datetime.now(timezone.utc)) - duration
+    except OverflowError:
+        return 0
+    return max(0, int(moment.timestamp() * 1000))
