@@ -15,8 +15,8 @@ the moment it is decoded (so a parked JoinGroup does not stall a Heartbeat
 behind it, and one connection's commits share fsyncs), but responses are
 written strictly in request order, as Kafka clients require. A handler runs
 inline until it first suspends, and only then gets a task; answers finished
-in one loop iteration leave in one write. No request has
-to come first: some clients send ApiVersions only on their first connection.
+in one loop iteration leave in one write. No request has to come first: some
+clients send ApiVersions only on their first connection.
 
 Bad input costs only its own connection: an undecodable frame, an unknown API
 key, or an unsupported version of anything but ApiVersions (which gets
@@ -64,7 +64,7 @@ from protocol.framing import (
     encode_response,
 )
 from protocol.messages import FetchRequest, FetchResponse
-from protocol.schema import compile_struct
+from protocol.schema import compile_struct, uvarint_bytes
 
 log = logging.getLogger("coordinator.server")
 
@@ -126,8 +126,8 @@ class FlexibleFetchV0:
         out.append(0)  # response header v1: no tagged fields
         self._response.encode(response, out)
         topics = len(response.responses)
-        # bytes after the topic count (a one-byte uvarint below 127 topics) must reach 25 per topic
-        shortfall = self._MIN_BYTES_PER_TOPIC * topics - (len(out) - 9 - 1)
+        # the bytes after the topic count (a uvarint of topics + 1) must reach 25 per topic
+        shortfall = self._MIN_BYTES_PER_TOPIC * topics - (len(out) - 9 - len(uvarint_bytes(topics + 1)))
         if shortfall > 0:
             response._unknown_tags = {self.PADDING_TAG: bytes(shortfall)}
             out = bytearray(9)
