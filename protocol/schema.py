@@ -602,13 +602,17 @@ def _gen_write_value(g: _Gen, ind: int, t: Any, expr: str, nullable: bool, flexi
     raise TypeError(f"cannot encode type {t!r}")
 
 
-def _is_default_expr(f: Field, expr: str, g: _Gen) -> str:
+def _is_default_expr(f: Field, expr: str, g: _Gen, version: int) -> str:
+    """Source testing whether a tagged field holds its default (and so stays off the wire)."""
     if isinstance(f.type, Array):
         if f.default is None:
             return f"{expr} is None"
+        if _is_nullable(f, version):
+            return f"({expr} is not None and not {expr})"  # null differs from the empty default
         return f"not {expr}"
     if isinstance(f.type, Struct):
-        return f"{expr} is None or {expr} == {g.const(f.type, 'st')}.cls()"
+        # compared with one shared default instance (never handed out, never mutated)
+        return f"{expr} is None or {expr} == {g.const(f.type.cls(), 'dflt')}"
     return f"{expr} == {g.const(f.default, 'd')}"
 
 
@@ -665,7 +669,7 @@ def _gen_encoder(struct_: Struct, version: int, flexible: bool, cache: dict):
             g.emit(ind, "_items = []")
             for f in tagged:
                 expr = f"obj.{f.name}"
-                g.emit(ind, f"if not ({_is_default_expr(f, expr, g)}):")
+                g.emit(ind, f"if not ({_is_default_expr(f, expr, g, version)}):")
                 g.emit(ind + 1, "_save = out; out = bytearray()")
                 _gen_write_value(g, ind + 1, f.type, expr, _is_nullable(f, version), True, cache, version,
                                  f"{struct_.name}.{f.name}")
