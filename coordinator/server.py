@@ -10,12 +10,13 @@ Life cycle (driven by `coordinator.daemon` or by tests)::
 Connections. Each connection is an `asyncio.Protocol` (no stream wrappers on
 the hot path). Bytes go through `protocol.framing.FrameReader`, which refuses
 a frame larger than ``socket.request.max.bytes`` from its 4-byte size prefix,
-before buffering it. Requests may be pipelined; every request is dispatched
-the moment it is decoded (so a parked JoinGroup does not stall a Heartbeat
-behind it, and one connection's commits share fsyncs), but responses are
-written strictly in request order, as Kafka clients require. A handler runs
-inline until it first suspends, and only then gets a task; answers finished
-in one loop iteration leave in one write. No request has to come first: some
+before buffering it. Requests may be pipelined. Like Kafka, a connection
+runs one request at a time, except that requests which commute (OffsetCommit,
+Heartbeat, Fetch; see `OVERLAPPING_APIS`) may run side by side, so one
+connection's pipelined commits share fsyncs. Responses are written strictly
+in request order, as Kafka clients require. A handler runs inline until it
+first suspends, and only then gets a task; answers finished in one loop
+iteration leave in one write. No request has to come first: some
 clients send ApiVersions only on their first connection.
 
 Bad input costs only its own connection: an undecodable frame, an unknown API
@@ -75,6 +76,13 @@ META_PROPERTIES = "meta.properties"
 _REFUSAL_LOG_INTERVAL_S = 10.0
 _FETCH_KEY = 1
 _OFFSET_COMMIT_KEY = 8
+# Requests that commute with each other, so a connection may run several at
+# once: commits of a pipelining client share fsyncs, and a Fetch parked for its
+# max wait holds up nothing. Any other request starts only when every earlier
+# request on its connection has finished, which is Kafka's guarantee (one
+# request at a time per connection): a pipelined OffsetFetch sees the
+# OffsetCommit sent before it, a JoinGroup follows the commit before it.
+OVERLAPPING_APIS = frozenset({_FETCH_KEY, _OFFSET_COMMIT_KEY, 12})  # Fetch, OffsetCommit, Heartbeat
 _SIZE_AND_CORRELATION = struct.Struct(">ii")
 
 
@@ -373,6 +381,23 @@ class _Resumed:
                     return done.value
 
 
+class _Request:
+    """A decoded request waiting for its turn on its connection."""
+
+    __slots__ = ("slot", "header", "request", "ctx", "handler", "is_async", "encode", "started", "overlaps")
+
+    def __init__(self, slot, header, request, ctx, handler, is_async, encode, started, overlaps) -> None:
+        self.slot = slot
+        self.header = header
+        self.request = request
+        self.ctx = ctx
+        self.handler = handler
+        self.is_async = is_async
+        self.encode = encode
+        self.started = started
+        self.overlaps = overlaps
+
+
 class _Slot:
     """One request's place in a connection's response order; `payload` is set when answered."""
 
@@ -393,6 +418,9 @@ class _Connection(asyncio.Protocol):
         self.max_pending = server.config.queued_max_requests_per_connection
         self.transport: asyncio.Transport | None = None
         self.pending: deque[_Slot] = deque()
+        self._queued: deque[_Request] = deque()
+        self._running = 0
+        self._running_exclusive = 0
         self._out: list[bytes] = []
         self._write_scheduled = False
         self.peer = ""
@@ -421,6 +449,7 @@ class _Connection(asyncio.Protocol):
             self.closed = True
             self.server._forget(self, "client" if exc is None else "error")
         self.pending.clear()
+        self._queued.clear()
 
     def pause_writing(self) -> None:
         # The client is not reading its responses: stop reading its requests.
@@ -474,60 +503,84 @@ class _Connection(asyncio.Protocol):
         else:
             encode = encode_response
         key = header.api_key
+        handler = self.handlers.sync_handlers.get(key)
+        is_async = handler is None
+        if is_async:
+            handler = self.handlers.async_handlers.get(key)
+            if handler is None:
+                # The codec knows this API but the server does not answer it (not advertised).
+                self._reject("protocol_error", f"API key {key} is not served")
+                return
         ctx = self._ctx
         if header.client_id != ctx.client_id:
             ctx = self._ctx = RequestContext(header.client_id, ctx.client_host)
-        handler = self.handlers.sync_handlers.get(key)
-        if handler is not None:
+        slot = _Slot()
+        self.pending.append(slot)
+        self._queued.append(_Request(slot, header, request, ctx, handler, is_async, encode, started,
+                                     key in OVERLAPPING_APIS))
+        self._run_queued()
+
+    def _run_queued(self) -> None:
+        """Start queued requests, in order, as far as the ordering rule allows."""
+        queued = self._queued
+        while queued and not self.closed:
+            if self._running and (self._running_exclusive or not queued[0].overlaps):
+                return
+            self._start(queued.popleft())
+
+    def _start(self, req: "_Request") -> None:
+        self._running += 1
+        if not req.overlaps:
+            self._running_exclusive += 1
+        header = req.header
+        if not req.is_async:
             try:
-                response = handler(request, header.api_version, ctx)
-                payload = encode(header, response)
+                response = req.handler(req.request, header.api_version, req.ctx)
+                payload = req.encode(header, response)
             except Exception:
                 self._fail(header)
                 return
-            self._answer(_Slot(payload))
-            self._observe(header, response, started)
-            return
-        handler = self.handlers.async_handlers.get(key)
-        if handler is None:
-            # The codec knows this API but the server does not answer it (not advertised).
-            self._reject("protocol_error", f"API key {key} is not served")
+            self._finish(req, response, payload)
             return
         # Run the handler's first step right here: most requests (commits
         # aside) finish without ever suspending, and then need no task at all.
-        coro = handler(request, header.api_version, ctx)
+        coro = req.handler(req.request, header.api_version, req.ctx)
         try:
             awaiting = coro.send(None)
         except StopIteration as done:
             try:
-                payload = encode(header, done.value)
+                payload = req.encode(header, done.value)
             except Exception:
                 self._fail(header)
                 return
-            self._answer(_Slot(payload))
-            self._observe(header, done.value, started)
+            self._finish(req, done.value, payload)
             return
         except Exception:
             self._fail(header)
             return
-        slot = _Slot()
-        self.pending.append(slot)
-        self.server._spawn(self._complete(slot, header, _Resumed(coro, awaiting), started, encode))
+        self.server._spawn(self._complete(req, _Resumed(coro, awaiting)))
 
-    async def _complete(self, slot: _Slot, header, pending_response, started: float, encode) -> None:
+    async def _complete(self, req: "_Request", pending_response) -> None:
         try:
             response = await pending_response
-            payload = encode(header, response)
+            payload = req.encode(req.header, response)
         except asyncio.CancelledError:
             raise
         except Exception:
-            self._fail(header)
+            self._fail(req.header)
             return
         if self.closed:
             return
-        slot.payload = payload
+        self._finish(req, response, payload)
+        self._run_queued()
+
+    def _finish(self, req: "_Request", response, payload: bytes) -> None:
+        self._running -= 1
+        if not req.overlaps:
+            self._running_exclusive -= 1
+        req.slot.payload = payload
         self._flush()
-        self._observe(header, response, started)
+        self._observe(req.header, response, req.started)
 
     def _answer(self, slot: _Slot) -> None:
         if not self.pending:
@@ -607,6 +660,7 @@ class _Connection(asyncio.Protocol):
             return
         self.closed = True
         self.pending.clear()
+        self._queued.clear()
         self.server._forget(self, reason)
         if self.transport is not None:
             if self._out:  # answers already made still go out; close() flushes the transport's buffer

@@ -12,7 +12,6 @@ from protocol.messages import (
     ApiVersionsRequest,
     FetchRequest,
     FindCoordinatorRequest,
-    JoinGroupRequest,
     MetadataRequest,
     OffsetCommitRequest,
     OffsetFetchRequest,
@@ -52,27 +51,38 @@ def test_pipelined_requests_are_answered_in_request_order(server, raw_client):
     assert fetched.topics[0].partitions[0].committed_offset == 6
 
 
-def join(member_id: str = "") -> JoinGroupRequest:
-    protocol = JoinGroupRequest.JoinGroupRequestProtocol(name="range", metadata=b"\x00\x00\x00\x00\x00\x00\x00\x00")
-    return JoinGroupRequest(group_id="parked", session_timeout_ms=30000, rebalance_timeout_ms=30000,
-                            member_id=member_id, protocol_type="consumer", protocols=[protocol])
+def committed(client, group: str) -> int:
+    response = client.request(OffsetFetchRequest(group_id=group, topics=None), 7)
+    return response.topics[0].partitions[0].committed_offset if response.topics else -1
 
 
-def test_a_parked_join_does_not_stop_the_connection_from_reading(server, raw_client):
-    """A JoinGroup parked for the join phase does not keep later requests on its connection from running."""
-    first = raw_client(server.port)
-    leader = first.request(join(), 3)  # v3: no MEMBER_ID_REQUIRED round trip; no initial delay in tests
-    assert (leader.error_code, leader.generation_id) == (0, 1)
-    # A new member's join starts a rebalance and parks until the leader rejoins (or 30 s pass).
-    second = raw_client(server.port)
-    second.send_bytes(encode_request(join(), 3, correlation_id=1, client_id="newcomer")
-                      + encode_request(join(leader.member_id), 3, correlation_id=2, client_id="leader"))
-    # The leader's rejoin, queued behind the parked join on the same connection, completes the
-    # phase at once; both answers come back in request order.
-    answers = [decode_response(11, 3, second.receive_frame()) for _ in range(2)]
-    assert [correlation_id for correlation_id, _ in answers] == [1, 2]
-    assert [(r.error_code, r.generation_id) for _, r in answers] == [(0, 2), (0, 2)]
-    assert answers[1][1].member_id == leader.member_id
+def test_a_pipelined_offset_fetch_sees_the_commit_sent_before_it(server, raw_client):
+    """Kafka runs one request at a time per connection; clients rely on read-your-writes."""
+    client = raw_client(server.port)
+    client.request(commit("ryw", 5), 8)
+    for offset in range(6, 16):
+        client.send_bytes(encode_request(commit("ryw", offset), 8, correlation_id=1, client_id="c")
+                          + encode_request(OffsetFetchRequest(group_id="ryw", topics=None), 7, correlation_id=2,
+                                           client_id="c"))
+        assert decode_response(8, 8, client.receive_frame())[0] == 1
+        _, fetched = decode_response(9, 7, client.receive_frame())
+        assert fetched.topics[0].partitions[0].committed_offset == offset
+
+
+def test_a_commit_pipelined_behind_a_parked_fetch_is_not_held_up(server_factory, raw_client):
+    """Commits, heartbeats and fetches commute, so they run side by side on one connection."""
+    server = server_factory(fetch_max_wait_cap_ms=10000)
+    client, observer = raw_client(server.port), raw_client(server.port)
+    client.request(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name="pipelined")]), 9)
+    client.send_bytes(encode_request(parked_fetch(10000), 11, correlation_id=1, client_id="c")
+                      + encode_request(commit("side-by-side", 7), 8, correlation_id=2, client_id="c"))
+    deadline = time.monotonic() + 8
+    while committed(observer, "side-by-side") != 7:  # visible while the Fetch is still parked
+        assert time.monotonic() < deadline, "the commit waited for the parked Fetch"
+        time.sleep(0.05)
+    client.sock.settimeout(0.05)
+    with pytest.raises(socket.timeout):  # ... and its answer still waits its turn behind the Fetch
+        client.sock.recv(1)
 
 
 def test_connections_beyond_max_connections_are_refused(server_factory, raw_client):
