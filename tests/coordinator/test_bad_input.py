@@ -8,7 +8,7 @@ import struct
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from conftest import RawClient, size_prefixed
+from server_harness import RawClient, size_prefixed
 from protocol.errors import ErrorCode
 from protocol.framing import encode_request
 from protocol.messages import ApiVersionsRequest, HeartbeatRequest, MetadataRequest

@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 
-from conftest import size_prefixed
+from server_harness import size_prefixed
 
 from protocol.errors import ErrorCode
 from protocol.framing import SUPPORTED_VERSIONS
