@@ -218,16 +218,17 @@ class LogCapture(logging.Handler):
             self.records.append(record)
 
     def __enter__(self) -> "LogCapture":
+        self._saved_levels = [logger.level for logger in self._loggers]
         for logger in self._loggers:
             logger.addHandler(self)
-            self._saved = logger.level
             if logger.level == logging.NOTSET or logger.level > logging.WARNING:
                 logger.setLevel(logging.WARNING)
         return self
 
     def __exit__(self, *exc_info) -> None:
-        for logger in self._loggers:
+        for logger, level in zip(self._loggers, self._saved_levels):
             logger.removeHandler(self)
+            logger.setLevel(level)
 
     def errors(self) -> list[str]:
         with self._lock:
