@@ -107,7 +107,9 @@ async def converged(bootstrap, group, ours, foreign, timeout: float) -> list:
     [
         ("range", "ours"),
         ("range", "kafka-python"),
+        ("range", "confluent-kafka"),
         ("cooperative-sticky", "ours"),
+        ("cooperative-sticky", "kafka-python"),
         ("cooperative-sticky", "confluent-kafka"),
     ],
 )
