@@ -74,7 +74,8 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     spark = (
         SparkSession.builder.master("local[2]").appName("cohort-offsets-log-report")
-        .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2").getOrCreate()
+        .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2").getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
     from client.spark import register

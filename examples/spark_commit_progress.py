@@ -87,7 +87,8 @@ def main(argv: list[str] | None = None) -> int:
 
     spark = (
         SparkSession.builder.master("local[2]").appName("cohort-spark-example")
-        .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2").getOrCreate()
+        .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2").getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
     register(spark)

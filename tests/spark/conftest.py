@@ -54,6 +54,7 @@ def spark(tmp_path_factory):
         SparkSession.builder.master("local[2]")
         .appName("cohort-spark-tests")
         .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.sql.shuffle.partitions", "2")
