@@ -134,24 +134,30 @@ async def test_graceful_leave_hands_partitions_over_at_once(shared_cohort_server
         await asyncio.gather(*(m.close() for m in members))
 
 
-async def test_static_member_restarts_within_its_session_without_a_rebalance(shared_cohort_server):
+@pytest.mark.parametrize("static_leads", [False, True])
+async def test_static_member_restarts_within_its_session_without_a_rebalance(shared_cohort_server, static_leads):
     bootstrap = shared_cohort_server.bootstrap
-    await make_topic(bootstrap, "static", 6)
+    group, topic = f"g-static-{static_leads}", f"static-{static_leads}"
+    await make_topic(bootstrap, topic, 6)
     options = dict(session_timeout_ms=15000, **FAST)
-    others = [GroupMember(bootstrap, "g-static", ["static"], **options) for _ in range(2)]
-    static = GroupMember(bootstrap, "g-static", ["static"], group_instance_id="pod-1", **options)
+    others = [GroupMember(bootstrap, group, [topic], **options) for _ in range(2)]
+    static = GroupMember(bootstrap, group, [topic], group_instance_id="pod-1", **options)
     replacement = None
     try:
-        for m in others + [static]:
+        # The first member to join leads; a replaced leader must not reassign (SkipAssignment).
+        first, later = ([static], others) if static_leads else (others[:1], others[1:] + [static])
+        await first[0].start(timeout=10)
+        for m in later:
             await m.start(wait=False)
         await until(lambda: settled(others + [static], 6), 20, "three members settled")
+        assert static.is_leader == static_leads
         generation = static.generation.generation_id
         owned = static.assignment
         rebalances = [m.rebalances for m in others]
         old_member_id = static.member_id
 
         await static.close()  # a static member does not send LeaveGroup by default
-        replacement = GroupMember(bootstrap, "g-static", ["static"], group_instance_id="pod-1", **options)
+        replacement = GroupMember(bootstrap, group, [topic], group_instance_id="pod-1", **options)
         assert await replacement.start(timeout=10) == owned
         assert replacement.generation.generation_id == generation
         assert replacement.member_id != old_member_id
