@@ -37,6 +37,7 @@ __all__ = [
 ]
 
 _MARKER_PREFIX = "cohort-spark:"
+_MAX_PARTITION = 2**31 - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +109,8 @@ def next_offsets(rows: Iterable[tuple[str, int, int]]) -> dict[TopicPartition, i
             raise ValueError(f"row with a null topic, partition or offset: {(topic, partition, offset)!r}")
         if partition < 0 or offset < 0:
             raise ValueError(f"row with a negative partition or offset: {(topic, partition, offset)!r}")
+        if partition > _MAX_PARTITION:
+            raise ValueError(f"row with a partition beyond Kafka's int32 range: {(topic, partition, offset)!r}")
         tp = TopicPartition(topic, int(partition))
         candidate = int(offset) + 1
         if candidate > best.get(tp, -1):

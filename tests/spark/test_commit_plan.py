@@ -28,7 +28,7 @@ def test_next_offsets_is_max_plus_one_per_partition():
     assert next_offsets(rows) == {T0: 10, T1: 1, U0: 42}
 
 
-@pytest.mark.parametrize("row", [(None, 0, 1), ("t", None, 1), ("t", 0, None), ("t", -1, 1), ("t", 0, -5)])
+@pytest.mark.parametrize("row", [(None, 0, 1), ("t", None, 1), ("t", 0, None), ("t", -1, 1), ("t", 0, -5), ("t", 2**31, 1)])
 def test_next_offsets_refuses_null_or_negative_fields(row):
     with pytest.raises(ValueError, match="row with"):
         next_offsets([row])
