@@ -156,13 +156,22 @@ def test_group_with_active_members_is_refused(spark, cohort_server, tmp_path):
 
 
 def test_another_query_is_refused_unless_take_over_is_allowed(spark, cohort_server, admin, tmp_path):
-    run_to_end(spark, cohort_server, tmp_path / "a", "shared-group")
+    # Another query's sink committed to the group up to its batch 9 (orders-0 ahead at 12).
+    from client.blocking import BlockingAdmin
+
+    other = CommitMarker("another-query-id", 9).encode()
+    with BlockingAdmin(cohort_server.bootstrap, api_timeout_ms=10000) as ours:
+        ours.commit_offsets("shared-group", {("orders", 0): (12, other), ("orders", 1): (3, other)})
 
     message = failure_of(spark, cohort_server, tmp_path / "b", "shared-group")
-    assert "'shared-group'" in message and "another Spark query" in message
+    assert "'shared-group'" in message and "another Spark query (another-query-id, up to batch 9)" in message
+    assert committed(admin, "shared-group")[("orders", 0)] == (12, CommitMarker("another-query-id", 9))
 
+    # With take-over allowed the new query owns every partition; orders-0 stays ahead (never backwards).
     second = run_to_end(spark, cohort_server, tmp_path / "c", "shared-group", allowQueryTakeover="true")
-    assert committed(admin, "shared-group") == {tp: (10, CommitMarker(str(second.id), 2)) for tp in ALL_PARTITIONS}
+    mine = CommitMarker(str(second.id), 2)
+    assert committed(admin, "shared-group") == {("orders", 0): (12, mine), ("orders", 1): (10, mine),
+                                                ("payments", 0): (10, mine)}
 
 
 @pytest.mark.parametrize(
