@@ -11,7 +11,7 @@ from client.errors import GroupIdNotFoundError, GroupNotEmptyError, KafkaError, 
 from client.membership import GroupMember
 from client.offsets import OffsetAndMetadata
 from client.topic_partition import TopicPartition
-from conftest import CohortServe
+from client_harness import CohortServe
 from protocol.errors import ErrorCode
 
 pytestmark = pytest.mark.timeout(60)

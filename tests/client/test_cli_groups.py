@@ -9,7 +9,7 @@ import pytest
 from client.admin import Admin, NewTopic
 from client.membership import GroupMember
 from client.topic_partition import TopicPartition
-from conftest import assert_one_line_error, free_port, run_cli
+from client_harness import assert_one_line_error, free_port, run_cli
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from conftest import assert_one_line_error, run_cli
+from client_harness import assert_one_line_error, run_cli
 
 pytestmark = pytest.mark.timeout(120)
 

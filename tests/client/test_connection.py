@@ -7,7 +7,7 @@ import pytest
 
 from client.connection import BrokerConnection, parse_address
 from client.errors import KafkaConnectionError, RequestTimedOut
-from conftest import CohortServe, free_port
+from client_harness import CohortServe, free_port
 from protocol.framing import (
     SUPPORTED_VERSIONS,
     FrameReader,

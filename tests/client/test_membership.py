@@ -17,6 +17,7 @@ from client.admin import Admin, NewTopic
 from client.errors import IllegalGenerationError
 from client.membership import GroupMember, MemberState, RebalanceListener
 from client.topic_partition import TopicPartition
+from client_harness import CohortServe
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -307,8 +308,6 @@ async def test_leader_rebalances_when_a_subscribed_topic_grows(shared_cohort_ser
 
 
 async def test_members_ride_out_a_coordinator_restart(tmp_path):
-    from conftest import CohortServe
-
     server = CohortServe(tmp_path / "data").start()
     await make_topic(server.bootstrap, "restart", 4)
     members = [GroupMember(server.bootstrap, "g-restart", ["restart"], session_timeout_ms=20000, **FAST)
