@@ -181,7 +181,7 @@ class OffsetsTable:
         if run.topic not in topics and n:
             parts = tuple(run.partitions)
             slots = None
-            if parts == _range_tuple(n):
+            if parts == (_RANGES.get(n) or _range_tuple(n)):
                 slots = run.slots
             else:
                 order = sorted(range(n), key=parts.__getitem__)

@@ -683,13 +683,11 @@ def decode_for_load(pairs: Iterable[tuple[bytes, bytes]]) -> Iterator[OffsetComm
     except struct.error:  # a key shorter than 4 bytes: not an offset commit
         yield from decode_records(pairs)
         return
-    names: dict[bytes, tuple[str, str] | None] = {}
+    names: dict[bytes, str] = {}
     pos = 0
     for prefix, same in groupby(map(_KEY_PREFIX, keys)):
         end = pos + len(list(same))
-        group_topic = names.get(prefix, 0)
-        if group_topic == 0:
-            group_topic = names[prefix] = _offset_commit_prefix(prefix)
+        group_topic = _offset_commit_prefix(prefix, names)
         if group_topic is None:
             yield from decode_records(pairs[pos:end])
         else:
@@ -722,8 +720,12 @@ def _v3_values_to_slots(blob: bytes, n: int) -> array:
     return slots
 
 
-def _offset_commit_prefix(prefix: bytes) -> tuple[str, str] | None:
-    """(group, topic) if `prefix` is an offset-commit key minus its partition, else None."""
+def _offset_commit_prefix(prefix: bytes, names: dict[bytes, str]) -> tuple[str, str] | None:
+    """(group, topic) if `prefix` is an offset-commit key minus its partition, else None.
+
+    `names` caches decoded names by their bytes: a group's name recurs in every
+    one of its topics' runs, a topic's in every group that commits to it.
+    """
     if len(prefix) < 6:
         return None
     rtype, glen = _OC_KEY_PREFIX.unpack_from(prefix)
@@ -732,11 +734,19 @@ def _offset_commit_prefix(prefix: bytes) -> tuple[str, str] | None:
     tlen = _INT16.unpack_from(prefix, 4 + glen)[0]
     if len(prefix) != 6 + glen + tlen:
         return None
+    gb = prefix[4 : 4 + glen]
+    tb = prefix[6 + glen :]
     try:
-        # Interned: one str object per name however many runs, partitions and groups use it.
-        return sys.intern(prefix[4 : 4 + glen].decode("utf-8")), sys.intern(prefix[6 + glen :].decode("utf-8"))
+        group = names.get(gb)
+        if group is None:
+            # Interned: one str object per name however many runs, partitions and groups use it.
+            group = names[gb] = sys.intern(gb.decode("utf-8"))
+        topic = names.get(tb)
+        if topic is None:
+            topic = names[tb] = sys.intern(tb.decode("utf-8"))
     except UnicodeDecodeError:
         return None
+    return group, topic
 
 
 _INTS: dict[int, struct.Struct] = {}

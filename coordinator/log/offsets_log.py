@@ -354,7 +354,10 @@ class OffsetsLog:
                 view = memoryview(data)
                 pos = 0
                 while pos < len(data):
-                    pos += os.pwrite(p.fd, view[pos:], start + pos)
+                    written = os.pwrite(p.fd, view[pos:], start + pos)
+                    if written <= 0:
+                        raise OSError(errno_mod.EIO, "the disk accepted no bytes")
+                    pos += written
                 if sync:
                     os.fdatasync(p.fd)
             except OSError as exc:
