@@ -124,3 +124,25 @@ def test_confluent_admin_lists_describes_alters_and_deletes(cohort_serve):
         finally:
             member.stop()
     logs.assert_no_repeated_errors()
+
+
+def test_confluent_admin_manages_topics(cohort_serve):
+    from confluent_kafka.admin import NewPartitions
+
+    with LogCapture(CLIENT_LOGGER) as logs:
+        admin = admin_client(cohort_serve.bootstrap)
+        admin.create_topics([NewTopic("ck-managed", num_partitions=2, replication_factor=1)],
+                            validate_only=True)["ck-managed"].result(20)
+        assert "ck-managed" not in admin.list_topics(timeout=10).topics
+        create_topic(admin, "ck-managed", 2)
+        with pytest.raises(confluent_kafka.KafkaException) as refused:
+            admin.create_topics([NewTopic("ck-managed", num_partitions=2, replication_factor=1)])[
+                "ck-managed"].result(20)
+        assert refused.value.args[0].code() == confluent_kafka.KafkaError.TOPIC_ALREADY_EXISTS
+        admin.create_partitions([NewPartitions("ck-managed", 4)])["ck-managed"].result(20)
+        topic = admin.list_topics("ck-managed", timeout=10).topics["ck-managed"]
+        assert sorted(topic.partitions) == [0, 1, 2, 3]
+        assert all(p.leader == 0 and p.replicas == [0] and p.isrs == [0] for p in topic.partitions.values())
+        admin.delete_topics(["ck-managed"])["ck-managed"].result(20)
+        assert "ck-managed" not in admin.list_topics(timeout=10).topics
+    logs.assert_no_repeated_errors()

@@ -1,6 +1,8 @@
 """kafka-python 3.0.12 against ``cohort serve``: consumer groups, commits and the admin client."""
 from __future__ import annotations
 
+import uuid
+
 import pytest
 
 from clients_scenario import ClientAdapter, ConsumerThread, LogCapture, run_group_scenario, wait_for
@@ -117,5 +119,28 @@ def test_kafka_python_admin_lists_describes_alters_and_deletes(cohort_serve):
             assert admin.list_group_offsets({group: None})[group] == {}
         finally:
             member.stop()
+            admin.close()
+    logs.assert_no_repeated_errors()
+
+
+def test_kafka_python_admin_manages_topics(cohort_serve):
+    with LogCapture("kafka") as logs:
+        admin = KafkaAdminClient(bootstrap_servers=cohort_serve.bootstrap, client_id="kp-admin")
+        try:
+            admin.create_topics([NewTopic("kp-managed", 2, 1)], validate_only=True)
+            assert "kp-managed" not in admin.list_topics()
+            admin.create_topics([NewTopic("kp-managed", 2, 1)])
+            with pytest.raises(kafka.errors.TopicAlreadyExistsError):
+                admin.create_topics([NewTopic("kp-managed", 2, 1)])
+            admin.create_partitions({"kp-managed": 5})
+            [described] = admin.describe_topics(["kp-managed"])
+            assert described["error_code"] == 0 and len(described["partitions"]) == 5
+            assert all(p["leader_id"] == 0 and p["replica_nodes"] == [0] for p in described["partitions"])
+            topic_id = uuid.UUID(str(described["topic_id"]))
+            [by_id] = admin.describe_topics([topic_id])  # KIP-516: Metadata v12 by topic id
+            assert (by_id["error_code"], by_id["name"]) == (0, "kp-managed")
+            admin.delete_topics(["kp-managed"])
+            assert "kp-managed" not in admin.list_topics()
+        finally:
             admin.close()
     logs.assert_no_repeated_errors()
