@@ -229,13 +229,15 @@ class CoordinatorServer:
             self.handlers.fetch_waits.release_all()
         if self.groups is not None:
             self.groups.shutdown()
+        # In-flight requests finish (queued ones start as those before them
+        # end), within half the shutdown budget; whatever is left is cancelled.
+        deadline = time.monotonic() + max(0.1, self.config.shutdown_timeout_ms / 2000)
+        while self._tasks and time.monotonic() < deadline:
+            await asyncio.wait(set(self._tasks), timeout=deadline - time.monotonic())
         if self._tasks:
-            budget = max(0.1, self.config.shutdown_timeout_ms / 2000)
-            _done, pending = await asyncio.wait(set(self._tasks), timeout=budget)
-            for task in pending:
+            for task in self._tasks:
                 task.cancel()
-            if pending:
-                await asyncio.wait(pending, timeout=1.0)
+            await asyncio.wait(set(self._tasks), timeout=1.0)
         for conn in list(self._connections):
             conn.close("shutdown")
         if self._listener is not None:
