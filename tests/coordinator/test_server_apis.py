@@ -404,3 +404,15 @@ def test_librdkafkas_flexible_fetch_v0_is_answered_in_kind(server, raw_client):
     # librdkafka wants >= 25 bytes per topic after the topic count; an unknown tagged field pads it.
     assert len(frame) - 6 >= 25
     assert client.request(ApiVersionsRequest(), 0).error_code == 0  # the connection is still fine
+
+
+def test_node_id_and_advertised_address_are_what_clients_are_told(server_factory, raw_client):
+    server = server_factory(node_id=7, advertised_listeners="broker.example:19092")
+    client = raw_client(server.port)
+    create_topic(client, "placed", 2)
+    response = metadata(client, None)
+    assert [(b.node_id, b.host, b.port) for b in response.brokers] == [(7, "broker.example", 19092)]
+    assert response.controller_id == 7
+    assert {(p.leader_id, tuple(p.replica_nodes)) for p in response.topics[0].partitions} == {(7, (7,))}
+    found = client.request(FindCoordinatorRequest(coordinator_keys=["g"]), 4).coordinators[0]
+    assert (found.node_id, found.host, found.port) == (7, "broker.example", 19092)
