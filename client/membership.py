@@ -16,8 +16,10 @@ state machine (Kafka's client-side MemberState):
 - The member the coordinator names leader fetches metadata, runs the chosen
   assignor over every member's subscription, and sends the assignments in
   SyncGroup; followers send none.
-- Heartbeats run every `heartbeat_interval_ms` while STABLE. Rejoin rules are
-  Kafka's: REBALANCE_IN_PROGRESS → rejoin keeping member id and generation;
+- Heartbeats run in their own task every `heartbeat_interval_ms`, from a
+  completed SyncGroup until the next JoinGroup, so slow rebalance callbacks
+  don't cost the session; that task only reports, the member task acts. Rejoin
+  rules are Kafka's: REBALANCE_IN_PROGRESS → rejoin keeping member id and generation;
   ILLEGAL_GENERATION → forget the generation, rejoin; UNKNOWN_MEMBER_ID →
   forget member id and generation, rejoin; FENCED_INSTANCE_ID → fatal;
   coordinator moved or unreachable → rediscover and keep heartbeating.
@@ -72,6 +74,7 @@ from protocol.messages import (
 log = logging.getLogger(__name__)
 
 PROTOCOL_TYPE = "consumer"
+UNREACHABLE = -999  # heartbeat outcome: no answer from the coordinator (not a Kafka error code)
 # JoinGroup/SyncGroup can be held for a whole rebalance timeout; allow that plus this margin.
 JOIN_RESPONSE_MARGIN_MS = 5000
 
@@ -171,6 +174,9 @@ class GroupMember:
         self._previous_generation = -1
         self._rejoin_reason: str | None = "initial join"
         self._wakeup = asyncio.Event()
+        self._heartbeating = False  # True from a completed SyncGroup until the next JoinGroup
+        self._heartbeat_outcome: tuple[Generation, int] | None = None
+        self._last_heartbeat_ok = time.monotonic()
         self._stable = asyncio.Event()
         self._task: asyncio.Task | None = None
         self._backoff = self.cluster.backoff()
@@ -305,11 +311,12 @@ class GroupMember:
     # ------------------------------------------------------------ the member task
 
     async def _run(self) -> None:
+        heartbeat = asyncio.get_running_loop().create_task(self._heartbeat_loop(), name=f"heartbeat-{self.group_id}")
         try:
             while True:
                 if self._rejoin_reason is not None:
                     await self._join_and_sync()
-                await self._heartbeat_until_rejoin()
+                await self._wait_until_rejoin_needed()
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - surfaced to every waiter, logged once
@@ -317,18 +324,24 @@ class GroupMember:
             self.error = exc
             self.state = MemberState.FAILED
             self._stable.clear()
+        finally:
+            heartbeat.cancel()
+            await asyncio.gather(heartbeat, return_exceptions=True)
 
     async def _join_and_sync(self) -> None:
         """Run rebalances until one completes with a usable assignment."""
         while True:
             reason, self._rejoin_reason = self._rejoin_reason or "rejoin", None
             self._stable.clear()
-            await self._prepare_join()
+            await self._prepare_join()  # heartbeats go on meanwhile: callbacks may be slow
             self.state = MemberState.PREPARING_REBALANCE
+            self._heartbeating = False  # a member waiting in JoinGroup/SyncGroup needs none
             try:
                 join = await self._join_group(reason)
                 self.state = MemberState.COMPLETING_REBALANCE
                 assignment = await self._sync_group(join)
+                self._heartbeat_outcome = None
+                self._heartbeating = True
             except _Rejoin as again:
                 self._rejoin_reason = str(again) or "rejoin"
                 continue
@@ -562,46 +575,64 @@ class GroupMember:
 
     # ------------------------------------------------------------ heartbeat
 
-    async def _heartbeat_until_rejoin(self) -> None:
-        last_ok = time.monotonic()
+    async def _heartbeat_loop(self) -> None:
+        """Heartbeat every `heartbeat_interval_ms` while in a generation, in its own task.
+
+        Separate from the member task so that slow rebalance callbacks don't
+        starve the session (a top cause of rebalance storms). It only reports:
+        the member task decides what an error means, so group state keeps one owner.
+        """
+        while True:
+            await asyncio.sleep(self.heartbeat_interval_ms / 1000)
+            generation = self.generation
+            if not self._heartbeating or generation.generation_id < 0 or not generation.member_id:
+                continue
+            error = await self._heartbeat_once(generation)
+            if error is None:
+                self._last_heartbeat_ok = time.monotonic()
+            elif self.generation == generation:
+                self._heartbeat_outcome = (generation, error)
+                self._wakeup.set()
+
+    async def _wait_until_rejoin_needed(self) -> None:
         while self._rejoin_reason is None:
             self._wakeup.clear()
             try:
                 await asyncio.wait_for(self._wakeup.wait(), self.heartbeat_interval_ms / 1000)
             except asyncio.TimeoutError:
                 pass
-            if self._rejoin_reason is not None:
-                break
-            error = await self._heartbeat_once()
-            if error is None:
-                last_ok = time.monotonic()
+            outcome, self._heartbeat_outcome = self._heartbeat_outcome, None
+            if outcome is not None and outcome[0] == self.generation:
+                await self._on_heartbeat_error(outcome[1])
+            elif self._rejoin_reason is None:
                 await self._check_metadata()
-                continue
-            if error == ErrorCode.REBALANCE_IN_PROGRESS:
-                self._rejoin_reason = "the group is rebalancing"
-            elif error == ErrorCode.ILLEGAL_GENERATION:
-                await self._reset(member_id=False, why="Heartbeat: ILLEGAL_GENERATION")
-            elif error == ErrorCode.UNKNOWN_MEMBER_ID:
-                await self._reset(member_id=True, why="Heartbeat: UNKNOWN_MEMBER_ID")
-            elif error == ErrorCode.FENCED_INSTANCE_ID:
-                raise FencedInstanceIdError(
-                    error, f"group {self.group_id!r}: another member took group.instance.id {self.group_instance_id!r}"
-                )
-            elif error in COORDINATOR_MOVED or error == -999 or kafka_error(error).retriable:
-                if time.monotonic() - last_ok > self.session_timeout_ms / 1000:
-                    log.warning("group %s: no heartbeat for a whole session timeout; the coordinator has "
-                                "probably removed this member", self.group_id)
-            else:
-                raise kafka_error(error, f"Heartbeat for group {self.group_id!r}")
 
-    async def _heartbeat_once(self) -> int | None:
-        """One Heartbeat; returns None on success, the error code otherwise (-999: unreachable)."""
+    async def _on_heartbeat_error(self, error: int) -> None:
+        if error == ErrorCode.REBALANCE_IN_PROGRESS:
+            self._rejoin_reason = "the group is rebalancing"
+        elif error == ErrorCode.ILLEGAL_GENERATION:
+            await self._reset(member_id=False, why="Heartbeat: ILLEGAL_GENERATION")
+        elif error == ErrorCode.UNKNOWN_MEMBER_ID:
+            await self._reset(member_id=True, why="Heartbeat: UNKNOWN_MEMBER_ID")
+        elif error == ErrorCode.FENCED_INSTANCE_ID:
+            raise FencedInstanceIdError(
+                error, f"group {self.group_id!r}: another member took group.instance.id {self.group_instance_id!r}"
+            )
+        elif error in COORDINATOR_MOVED or error == UNREACHABLE or kafka_error(error).retriable:
+            if time.monotonic() - self._last_heartbeat_ok > self.session_timeout_ms / 1000:
+                log.warning("group %s: no heartbeat for a whole session timeout; the coordinator has "
+                            "probably removed this member", self.group_id)
+        else:
+            raise kafka_error(error, f"Heartbeat for group {self.group_id!r}")
+
+    async def _heartbeat_once(self, generation: Generation) -> int | None:
+        """One Heartbeat for `generation`; None on success, else the error code (UNREACHABLE: no answer)."""
         try:
             conn = await self._coordinator()
             request = HeartbeatRequest(
                 group_id=self.group_id,
-                generation_id=self.generation.generation_id,
-                member_id=self.member_id,
+                generation_id=generation.generation_id,
+                member_id=generation.member_id,
                 group_instance_id=self.group_instance_id,
             )
             response = await conn.request(request)
@@ -609,7 +640,7 @@ class GroupMember:
             if isinstance(exc, KafkaError) and not exc.retriable:
                 return exc.code
             await self._coordinator_lost(exc)
-            return -999
+            return UNREACHABLE
         if response.error_code in COORDINATOR_MOVED:
             self.cluster.forget_coordinator(self.group_id)
         return None if response.error_code == ErrorCode.NONE else response.error_code
@@ -660,6 +691,7 @@ class GroupMember:
         if member_id:
             self.member_id = ""
         self.generation = NO_GENERATION
+        self._heartbeating = False
         if self.owned:
             await self._give_up_partitions(lost=True)
         self._rejoin_reason = why

@@ -327,3 +327,27 @@ async def test_members_ride_out_a_coordinator_restart(tmp_path):
     finally:
         await asyncio.gather(*(m.close() for m in members))
         server.stop()
+
+
+async def test_slow_rebalance_callbacks_do_not_cost_the_session(shared_cohort_server):
+    bootstrap = shared_cohort_server.bootstrap
+    await make_topic(bootstrap, "slow-callback", 4)
+
+    class Slow(RebalanceListener):
+        async def on_partitions_assigned(self, assigned):
+            await asyncio.sleep(3.0)  # twice the session timeout
+
+    options = dict(session_timeout_ms=1500, heartbeat_interval_ms=200, rebalance_timeout_ms=5000)
+    steady = GroupMember(bootstrap, "g-slow", ["slow-callback"], **options)
+    slow = GroupMember(bootstrap, "g-slow", ["slow-callback"], listener=Slow(), **options)
+    try:
+        await steady.start(timeout=10)
+        await slow.start(wait=False)
+        await until(lambda: settled([steady, slow], 4), 20, "both members settled")
+        generation = steady.generation.generation_id
+        await asyncio.sleep(2.0)
+        # Heartbeats went on during the 3 s callback: nobody was expired, no further rebalance.
+        assert steady.generation.generation_id == slow.generation.generation_id == generation
+        assert settled([steady, slow], 4)
+    finally:
+        await asyncio.gather(steady.close(), slow.close())
