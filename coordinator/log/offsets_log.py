@@ -8,8 +8,8 @@ machinery.  Threading model:
 * Writes (encode + write + fsync) run on a thread pool (16 by default), at most
   one write in flight per partition, so each partition is a sequential log
   while fsyncs of different partitions overlap: the filesystem journal commits
-  concurrent fsyncs together (measured on this box: ~440 fsync/s from one
-  thread, ~13 000/s from 4, ~30 000/s from 16).  Group commit falls out of this: appends
+  concurrent fsyncs together (measured on this box: 450-850 fsync/s from one
+  thread, 11 000-30 000/s from 16).  Group commit falls out of this: appends
   that arrive while a partition's write is in flight queue up and all go in
   the next batch, started the moment the previous fsync returns.  Nothing
   waits for a timer.
