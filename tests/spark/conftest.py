@@ -153,3 +153,4 @@ def admin(cohort_server):
     client = KafkaAdminClient(bootstrap_servers=cohort_server.bootstrap, request_timeout_ms=10000)
     yield client
     client.close()
+

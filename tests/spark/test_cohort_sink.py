@@ -5,14 +5,13 @@ example source) and has its own checkpoint, group and coordinator; no sleeps.
 """
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
-from pyspark.errors import StreamingQueryException
 from pyspark.sql import functions as F
 
 from client.spark.commit_plan import CommitMarker
+from kafka_python_members import join_kafka_python_consumer
 
 pytestmark = pytest.mark.usefixtures("stop_queries")
 
@@ -138,17 +137,8 @@ def test_failing_task_aborts_the_batch_and_commits_nothing(spark, cohort_server,
 
 
 def test_group_with_active_members_is_refused(spark, cohort_server, tmp_path):
-    from kafka import KafkaConsumer
-
-    consumer = KafkaConsumer(
-        "orders", group_id="busy-group", bootstrap_servers=cohort_server.bootstrap,
-        session_timeout_ms=10000, heartbeat_interval_ms=1000, enable_auto_commit=False,
-    )
+    consumer = join_kafka_python_consumer(cohort_server.bootstrap, "busy-group", "orders")
     try:
-        deadline = time.monotonic() + 30
-        while not consumer.assignment() and time.monotonic() < deadline:
-            consumer.poll(timeout_ms=200)
-        assert consumer.assignment(), "the kafka-python consumer never joined the group"
         message = failure_of(spark, cohort_server, tmp_path / "ckpt", "busy-group")
     finally:
         consumer.close()

@@ -4,11 +4,11 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 
 import pytest
 
 from client.blocking import BlockingAdmin
+from kafka_python_members import join_kafka_python_consumer
 from coordinator.log import list_segments
 
 
@@ -42,8 +42,6 @@ def dataframe_records(log) -> list[tuple]:
 
 
 def test_log_reader_returns_exactly_the_records_of_a_server_run(spark, cohort_server):
-    from kafka import KafkaConsumer
-
     from offsets_log_report import commit_rate, last_commits, regressions
 
     # Given a server run with commits, a regression, deleted offsets, a deleted group and a real consumer group...
@@ -54,13 +52,7 @@ def test_log_reader_returns_exactly_the_records_of_a_server_run(spark, cohort_se
         admin.commit_offsets("log-g2", {("u", 0): 1})
         admin.delete_offsets("log-g1", [("t", 1)])
         assert admin.delete_groups(["log-g2"]) == {"log-g2": None}
-    consumer = KafkaConsumer("members-topic", group_id="log-members", bootstrap_servers=cohort_server.bootstrap,
-                             session_timeout_ms=10000, heartbeat_interval_ms=1000, enable_auto_commit=False)
-    deadline = time.monotonic() + 30
-    while not consumer.assignment() and time.monotonic() < deadline:
-        consumer.poll(timeout_ms=200)
-    assert consumer.assignment(), "the kafka-python consumer never joined"
-    consumer.close()
+    join_kafka_python_consumer(cohort_server.bootstrap, "log-members", "members-topic").close()
 
     # ...when Spark reads the data dir while the server still runs...
     log = spark.read.format("cohort-log").load(str(cohort_server.data_dir)).cache()  # one read, several reports
