@@ -113,6 +113,19 @@ class Generation:
 NO_GENERATION = Generation()
 
 
+async def _stop(task: asyncio.Task | None) -> None:
+    """Cancel `task` and wait for it to end.
+
+    Cancels again until it does: on Python 3.11 `asyncio.wait_for` can swallow a
+    cancellation that races with its inner future completing.
+    """
+    while task is not None and not task.done():
+        task.cancel()
+        await asyncio.wait([task], timeout=1.0)
+    if task is not None and not task.cancelled() and task.exception() is not None:
+        log.debug("task %s ended with %r", task.get_name(), task.exception())
+
+
 class _Rejoin(Exception):
     """Internal: abandon the current join/heartbeat cycle and join again."""
 
@@ -281,9 +294,7 @@ class GroupMember:
         if leave is None:
             leave = self.group_instance_id is None
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
+        await _stop(task)
         try:
             if self.state not in (MemberState.FAILED, MemberState.CLOSED) and self.owned:
                 await self._give_up_partitions(lost=self.generation.generation_id < 0)
@@ -301,9 +312,7 @@ class GroupMember:
     async def abort(self) -> None:
         """Stop at once without LeaveGroup or callbacks, as if the process died (tests, crash drills)."""
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
+        await _stop(task)
         self.state = MemberState.CLOSED
         self._stable.clear()
         await self.cluster.close()
@@ -325,8 +334,7 @@ class GroupMember:
             self.state = MemberState.FAILED
             self._stable.clear()
         finally:
-            heartbeat.cancel()
-            await asyncio.gather(heartbeat, return_exceptions=True)
+            await _stop(heartbeat)
 
     async def _join_and_sync(self) -> None:
         """Run rebalances until one completes with a usable assignment."""
