@@ -142,8 +142,6 @@ class GroupMachine(RuleBasedStateMachine):
                     assert r.assignment == g.members[c.member_id].assignment
                 elif r.error_code == E.UNKNOWN_MEMBER_ID:
                     c.member_id, c.generation = "", -1
-                elif r.error_code == E.ILLEGAL_GENERATION:
-                    c.generation = -1
 
     def step(self, coro_fn) -> None:
         async def go():
@@ -163,7 +161,9 @@ class GroupMachine(RuleBasedStateMachine):
         if c.join_task is not None:
             return
         c.protocols = protocols
-        instance = c.instance_id if version >= 5 else None
+        if c.instance_id is not None and version < 5:
+            version = 7  # a static client always sends its instance id (v5+)
+        instance = c.instance_id
 
         async def go():
             c.join_task = self.h.join(GROUP, c.member_id, version=version, instance_id=instance,
@@ -318,6 +318,18 @@ class GroupMachine(RuleBasedStateMachine):
             # ...and never further away than one session (or the new-member join timeout).
             allowed = self.h.config.group_new_member_join_timeout_ms if m.is_new else m.session_timeout_ms
             assert timer.when - now <= allowed, (member_id, timer.when - now, allowed, g)
+
+    @invariant()
+    def dynamic_members_are_those_that_joined_this_generation(self):
+        """A dynamic member that misses a join phase is dropped; only static members are kept."""
+        g = self.group
+        if g is None or g.state not in (S.COMPLETING_REBALANCE, S.STABLE):
+            return
+        clients = {c.member_id: c for c in self.clients if c.member_id}
+        for member_id, m in g.members.items():
+            if not m.is_static:
+                c = clients.get(member_id)
+                assert c is not None and c.generation == g.generation_id, (member_id, g)
 
     @invariant()
     def parked_requests_belong_to_the_group(self):
