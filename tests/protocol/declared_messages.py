@@ -9,7 +9,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, settings, strategies as st
 
 from protocol.messages import API_SCHEMAS
 from protocol.schema import (
@@ -17,6 +17,13 @@ from protocol.schema import (
 )
 
 _INT_RANGES = {INT8: 8, INT16: 16, INT32: 32, INT64: 64}
+
+
+def codec_settings(max_examples: int = 100) -> settings:
+    """Hypothesis settings for the codec suite: reproducible (derandomized, so CI
+    never flakes) and bounded. Applied per test, so other suites keep their own."""
+    return settings(max_examples=max_examples, derandomize=True, deadline=None, print_blob=True,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
 def on_wire(field, version: int, flexible: bool) -> bool:

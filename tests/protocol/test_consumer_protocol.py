@@ -34,6 +34,7 @@ def test_a_newer_version_is_read_with_the_newest_layout_we_know():
     assert decode_subscription(data) == sub
     assignment = ConsumerProtocolAssignment(
         assigned_partitions=[ConsumerProtocolAssignment.TopicPartition(topic="t", partitions=[1])])
+    assert decode_assignment(encode_assignment(assignment, 3)) == assignment
     assert decode_assignment(struct.pack(">h", 5) + assignment.encode(3) + b"\x00") == assignment
 
 

@@ -34,10 +34,11 @@ Documented differences (not exclusions of bytes, only of comparisons):
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, strategies as st
 
 from declared_messages import (
-    KP_BITFIELDS, KP_PATCHED_DEFAULTS, KP_RENAMES, all_versions, from_kafka_python, kafka_python_classes, message_strategy, on_wire, to_kafka_python,
+    KP_BITFIELDS, KP_PATCHED_DEFAULTS, KP_RENAMES, all_versions, codec_settings, from_kafka_python,
+    kafka_python_classes, message_strategy, to_kafka_python,
 )
 from protocol.consumer_protocol import (
     ConsumerProtocolAssignment, ConsumerProtocolSubscription, decode_assignment, decode_subscription,
@@ -84,7 +85,7 @@ def _check_round_trip(cls, kp_cls, version, msg):
 
 
 @pytest.mark.parametrize("cls, kp_cls", CASES)
-@settings(max_examples=30)
+@codec_settings(30)
 @given(data=st.data())
 def test_every_version_is_byte_identical_to_kafka_python(cls, kp_cls, data):
     # One example draws a message for every version, so each version gets every example.
@@ -176,7 +177,7 @@ def test_every_declared_class_is_exported():
     (ConsumerProtocolSubscription, encode_subscription, decode_subscription),
     (ConsumerProtocolAssignment, encode_assignment, decode_assignment),
 ])
-@settings(max_examples=40)
+@codec_settings(40)
 @given(data=st.data())
 def test_consumer_protocol_is_byte_identical_to_kafka_python(cls, encode, decode, data):
     from kafka.protocol.consumer import metadata as kp_metadata

@@ -9,9 +9,9 @@ from __future__ import annotations
 import struct
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, strategies as st
 
-from declared_messages import all_versions, message_strategy
+from declared_messages import all_versions, codec_settings, message_strategy
 from protocol import framing
 from protocol.errors import ProtocolError
 from protocol.framing import FrameReader, FrameTooLarge, decode_request, encode_request
@@ -61,7 +61,7 @@ def corrupted(draw, data: bytes) -> bytes:
 
 
 @pytest.mark.parametrize("cls", CLASSES)
-@settings(max_examples=10)
+@codec_settings(10)
 @given(data=st.data())
 def test_truncated_or_corrupted_message_is_a_clear_protocol_error(cls, data):
     """Per version: a valid message cut short must fail clearly; the same bytes
@@ -87,14 +87,14 @@ def test_truncated_or_corrupted_message_is_a_clear_protocol_error(cls, data):
 
 
 @pytest.mark.parametrize("cls", CLASSES)
-@settings(max_examples=5)
+@codec_settings(5)
 @given(data=st.data())
 def test_garbage_decodes_or_is_a_clear_protocol_error(cls, data):
     for version in all_versions(cls):
         _decode_or_clear_error(cls, data.draw(st.binary(max_size=48), label="garbage"), version)
 
 
-@settings(max_examples=200)
+@codec_settings(200)
 @given(st.binary(max_size=64))
 def test_garbage_request_frame_is_a_protocol_error(frame):
     try:
@@ -103,6 +103,7 @@ def test_garbage_request_frame_is_a_protocol_error(frame):
         pass
 
 
+@codec_settings()
 @given(st.binary(max_size=64))
 def test_garbage_response_frame_is_a_protocol_error(frame):
     for key, api in API_SCHEMAS.items():
@@ -212,7 +213,7 @@ def test_frame_at_the_limit_is_accepted():
     assert reader.feed(struct.pack(">i", 8) + b"12345678") == [b"12345678"]
 
 
-@settings(max_examples=50)
+@codec_settings(50)
 @given(bodies=st.lists(st.binary(max_size=40), max_size=6), cuts=st.lists(st.integers(0, 300), max_size=8))
 def test_frames_split_anywhere_come_out_whole_and_in_order(bodies, cuts):
     stream = b"".join(struct.pack(">i", len(b)) + b for b in bodies)

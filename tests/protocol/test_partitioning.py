@@ -4,6 +4,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, strategies as st
 
+from declared_messages import codec_settings
 from protocol.partitioning import java_string_hash, partition_for
 
 
@@ -22,6 +23,7 @@ def test_reference_vectors(group_id, hash_code, partition):
     assert partition_for(group_id, 50) == partition
 
 
+@codec_settings()
 @given(st.text(max_size=40), st.integers(1, 1000))
 def test_partition_is_in_range_and_matches_the_java_rule(group_id, partitions):
     h = 0
