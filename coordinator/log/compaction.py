@@ -72,8 +72,9 @@ def compact_closed_segments(
     result = CompactionResult(segments_before=len(closed))
     if not closed:
         return result
+    # Pass 1: the offset of the latest record of every key.  Segments are read one at a
+    # time (and again in pass 2) so memory holds one segment plus the key map.
     latest: dict[bytes, int] = {}
-    contents = []
     min_offset = 0
     for path in closed:
         scan, buf, views = recover_segment(path, is_last=False, min_offset=min_offset)
@@ -82,10 +83,13 @@ def compact_closed_segments(
             keys, _ = v.keys_values(buf)
             latest.update(zip(keys, v.offsets(buf)))
         result.records_before += scan.records
-        contents.append((path, buf, views))
+        del buf, views
 
     rewritten: list[_Rewritten] = []
-    for path, buf, views in contents:
+    min_offset = 0
+    for path in closed:
+        scan, buf, views = recover_segment(path, is_last=False, min_offset=min_offset)
+        min_offset = scan.next_offset
         batches: list[bytes] = []
         chunk_k: list[bytes] = []
         chunk_v: list[bytes | None] = []
