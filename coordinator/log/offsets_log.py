@@ -1,20 +1,28 @@
 """`OffsetsLog`: the partitioned, durable, compacted log under the coordinator.
 
 See the package docstring for the API contract; this module holds the
-machinery.  Threading model:
+machinery.  Threading model (group commit across partitions):
 
-* The event loop owns all bookkeeping: the queue of waiting appends, the next
-  offset, the partition states.  It never touches a file descriptor.
-* Writes (encode + write + fsync) run on a thread pool (16 by default), at most
-  one write in flight per partition, so each partition is a sequential log
-  while fsyncs of different partitions overlap: the filesystem journal commits
-  concurrent fsyncs together (measured on this box: 450-850 fsync/s from one
-  thread, 11 000-30 000/s from 16).  Group commit falls out of this: appends
-  that arrive while a partition's write is in flight queue up and all go in
-  the next batch, started the moment the previous fsync returns.  Nothing
-  waits for a timer.
+* The event loop owns all bookkeeping and does the writes itself.  `append`
+  queues its records on the partition and marks it due; one flush per loop
+  turn (call_soon, never a timer) encodes each due partition's queue as one
+  batch and pwrites it inline: a few hundred bytes into the page cache cost
+  microseconds, far less than a thread handoff per append.
+* Policy `never` / `<ms>`: the appends are acknowledged right after the write
+  (the interval flusher fsyncs dirty partitions on a thread).  Policy
+  `always`: the partitions written are handed, all at once, to ONE sync round
+  on the writer pool, which fdatasyncs their files from up to 8 threads in
+  parallel (concurrent fsyncs share ext4 journal commits: 64 files take ~2 ms
+  from 8 threads, 35-70 ms from one), and all the round's appends are
+  acknowledged together when it returns.  Writes made while a round runs wait
+  for the next round, started as soon as this one returns: the busier the log,
+  the more appends share an fsync (adaptive group commit).
+* A failed fsync cuts the partition back to before its first unacknowledged
+  write and fails exactly those appends; a partition whose file is in a sync
+  round never rolls until the round is over (its writes wait), so a round
+  never meets a closed or replaced file.
 * Compaction runs on its own thread and touches only closed segments; it shares
-  one lock with the writer, held only for the segment-list swap.
+  the partition lock with the roll, held only for the segment-list swap.
 """
 from __future__ import annotations
 
@@ -101,6 +109,18 @@ class FlushPolicy:
         self.spec = spec
 
 
+_SYNC_LANES = 8  # threads one sync round fans out to (measured: 8 beat 4 and 16 for 16-64 files)
+
+
+@dataclass(slots=True, eq=False)
+class _Write:
+    """One batch written but not yet fsynced (policy always): where it starts, whose appends it acknowledges."""
+
+    start: int  # position in the active segment
+    base: int  # offset of its first record
+    acks: list  # [(future, offset of the append's last record)]
+
+
 @dataclass(slots=True, eq=False)
 class _Partition:
     index: int
@@ -111,8 +131,12 @@ class _Partition:
     fd: int = -1
     active_size: int = 0
     next_offset: int = 0
-    pending: list = field(default_factory=list)  # [(records, future)]
-    writing: bool = False
+    pending: list = field(default_factory=list)  # [(records, future)] waiting for the next flush
+    due: bool = False  # queued for the next flush
+    unsynced: list[_Write] = field(default_factory=list)  # written, waiting for the next sync round
+    in_round: list[_Write] = field(default_factory=list)  # written, in the sync round in flight
+    syncing: bool = False  # its fd is being fsynced by a thread: do not roll
+    held: bool = False  # a write waits for the sync round to end (it must roll)
     dirty: bool = False  # written but not fsynced (interval/never policies)
     broken_tail: int | None = None  # a failed write could not be cut back: cut before the next write
     rolled_since_clean: int = 0
@@ -149,7 +173,13 @@ class OffsetsLog:
         self._writers = ThreadPoolExecutor(max_workers=max(1, min(writer_threads, num_partitions)),
                                            thread_name_prefix="offsets-log-writer")
         self._cleaner_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="offsets-log-cleaner")
+        self._sync_lanes = max(1, min(_SYNC_LANES, writer_threads, num_partitions))
         self._inflight: set[asyncio.Future] = set()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._due: list[_Partition] = []
+        self._flush_scheduled = False
+        self._to_sync: list[_Partition] = []  # partitions with unsynced writes, not in the round
+        self._round: asyncio.Future | None = None  # the sync round in flight (policy always)
         self._tasks: list[asyncio.Task] = []
         self._opened = False
         self._closed = False
@@ -182,7 +212,7 @@ class OffsetsLog:
         if self._opened:
             raise RuntimeError("OffsetsLog.open() called twice")
         self._opened = True
-        loop = asyncio.get_running_loop()
+        loop = self._loop = asyncio.get_running_loop()
         self.data_dir.mkdir(parents=True, exist_ok=True)
         found = list_partitions(self.data_dir)
         if found and found[-1] >= self.num_partitions:
@@ -292,13 +322,38 @@ class OffsetsLog:
                                 f"not {item!r:.80}")
         if not records:
             return p.next_offset - 1
-        fut = asyncio.get_running_loop().create_future()
+        fut = self._loop.create_future()
         p.pending.append((records, fut))
-        if not p.writing:
-            self._start_write(p)
+        if not p.due:
+            p.due = True
+            self._due.append(p)
+            if not self._flush_scheduled:
+                self._flush_scheduled = True
+                self._loop.call_soon(self._flush)
         return await fut
 
-    def _start_write(self, p: _Partition) -> None:
+    def _flush(self) -> None:
+        """(once per loop turn) Write every due partition's queue, then start a sync round if none runs."""
+        self._flush_scheduled = False
+        self._write_due()
+        if self._round is None and self._to_sync:
+            self._start_round()
+
+    def _write_due(self) -> None:
+        due, self._due = self._due, []
+        if not due:
+            return
+        ts_ms = int(self._clock() * 1000)
+        for p in due:
+            p.due = False
+            if p.pending:
+                self._write_pending(p, ts_ms)
+
+    def _write_pending(self, p: _Partition, ts_ms: int) -> None:
+        """Write a partition's queued appends as one batch; acknowledge or queue them for the next sync round."""
+        if p.syncing and p.active_size >= self.segment_bytes:
+            p.held = True  # rolling would close the file a thread is fsyncing: write after the round
+            return
         appends, p.pending = p.pending, []
         keys: list[bytes] = []
         values: list[bytes | None] = []
@@ -307,88 +362,180 @@ class OffsetsLog:
                 keys.append(k)
                 values.append(v)
         base = p.next_offset
-        p.writing = True
-        cf = asyncio.get_running_loop().run_in_executor(
-            self._writers, self._write, p, base, int(self._clock() * 1000), keys, values)
-        self._inflight.add(cf)
-        cf.add_done_callback(partial(self._write_done, p, appends, base))
-
-    def _write_done(self, p: _Partition, appends: list, base: int, cf: asyncio.Future) -> None:
-        self._inflight.discard(cf)
-        p.writing = False
-        exc = cf.exception() if not cf.cancelled() else StorageError("write cancelled")
-        if exc is not None:
-            if not isinstance(exc, StorageError):
-                exc = StorageError(f"offsets partition {p.index}: {exc!r}")
+        try:
+            start = self._write(p, base, ts_ms, keys, values)
+        except StorageError as exc:
             for _, fut in appends:
                 if not fut.done():
                     fut.set_exception(exc)
+            return
+        offset = base
+        acks = []
+        for recs, fut in appends:
+            offset += len(recs)
+            acks.append((fut, offset - 1))
+        p.next_offset = offset
+        if self.flush_policy.sync_each_write:
+            if not p.unsynced:
+                self._to_sync.append(p)
+            p.unsynced.append(_Write(start, base, acks))
         else:
-            offset = base
-            for recs, fut in appends:
-                offset += len(recs)
+            p.dirty = True
+            for fut, last in acks:
                 if not fut.done():
-                    fut.set_result(offset - 1)
-            p.next_offset = offset
-        if p.pending:
-            self._start_write(p)
+                    fut.set_result(last)
 
-    def _write(self, p: _Partition, base: int, ts_ms: int, keys: list[bytes], values: list) -> None:
-        """(writer thread) Write one batch at the end of the active segment, fsync per the policy."""
+    def _write(self, p: _Partition, base: int, ts_ms: int, keys: list[bytes], values: list) -> int:
+        """Write one batch at the end of the active segment (no fsync); returns where it starts."""
         data = encode_batch(base, ts_ms, keys, values)
-        sync = self.flush_policy.sync_each_write
-        with p.lock:
-            if p.fd < 0:
-                raise StorageError("the offsets log is closed", ErrorCode.NOT_COORDINATOR)
+        if p.fd < 0:
+            raise StorageError("the offsets log is closed", ErrorCode.NOT_COORDINATOR)
+        try:
+            if p.broken_tail is not None:
+                os.ftruncate(p.fd, p.broken_tail)
+                os.fsync(p.fd)
+                p.active_size, p.broken_tail = p.broken_tail, None
+            if p.active_size >= self.segment_bytes:
+                self._roll(p, base)
+        except OSError as exc:
+            raise self._storage_error(p, "preparing a write", exc) from None
+        start = p.active_size
+        try:
+            view = memoryview(data)
+            pos = 0
+            while pos < len(data):
+                written = os.pwrite(p.fd, view[pos:], start + pos)
+                if written <= 0:
+                    raise OSError(errno_mod.EIO, "the disk accepted no bytes")
+                pos += written
+        except OSError as exc:
+            # Cut the partial batch off so nothing half-written stays readable.
             try:
-                if p.broken_tail is not None:
-                    os.ftruncate(p.fd, p.broken_tail)
-                    os.fsync(p.fd)
-                    p.active_size, p.broken_tail = p.broken_tail, None
-                if p.active_size >= self.segment_bytes:
-                    self._roll(p, base)
-            except OSError as exc:
-                raise self._storage_error(p, "preparing a write", exc) from None
-            start = p.active_size
-            try:
-                view = memoryview(data)
-                pos = 0
-                while pos < len(data):
-                    written = os.pwrite(p.fd, view[pos:], start + pos)
-                    if written <= 0:
-                        raise OSError(errno_mod.EIO, "the disk accepted no bytes")
-                    pos += written
-                if sync:
-                    os.fdatasync(p.fd)
-            except OSError as exc:
-                # Cut the partial batch off so nothing half-written stays readable.
-                try:
-                    os.ftruncate(p.fd, start)
-                    os.fsync(p.fd)
-                except OSError:
-                    p.broken_tail = start
-                raise self._storage_error(p, "appending", exc) from None
-            p.active_size = start + len(data)
-            if not sync:
-                p.dirty = True
+                os.ftruncate(p.fd, start)
+                os.fsync(p.fd)
+            except OSError:
+                p.broken_tail = start
+            raise self._storage_error(p, "appending", exc) from None
+        p.active_size = start + len(data)
+        return start
 
     def _roll(self, p: _Partition, base: int) -> None:
-        """(writer thread, lock held) Close the active segment and start a new one at `base`."""
-        os.fdatasync(p.fd)
-        path = p.path / segment_name(base)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        """Close the active segment (fsynced: its unacknowledged writes are now durable) and start one at `base`."""
         try:
-            fsync_dir(p.path)
-        except OSError:
-            os.close(fd)
-            os.unlink(path)
+            os.fdatasync(p.fd)
+        except OSError as exc:
+            # The unacknowledged writes of this segment may not be on disk: they fail with this write.
+            self._fail_writes(p, p.unsynced, self._storage_error(p, "flushing a full segment", exc))
+            p.unsynced = []
             raise
-        os.close(p.fd)
-        p.fd = fd
-        p.segments.append(path)
-        p.active_size = 0
-        p.dirty = False
-        p.rolled_since_clean += 1
+        self._ack_writes(p.unsynced)
+        p.unsynced = []
+        path = p.path / segment_name(base)
+        # Under the lock from the file's creation on: the cleaner lists the directory under it.
+        with p.lock:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            try:
+                fsync_dir(p.path)
+            except OSError:
+                os.close(fd)
+                os.unlink(path)
+                raise
+            os.close(p.fd)
+            p.fd = fd
+            p.segments.append(path)
+            p.active_size = 0
+            p.dirty = False
+            p.rolled_since_clean += 1
+
+    # ------------------------------------------------------------------ sync rounds (policy always)
+    def _start_round(self) -> None:
+        """Hand every partition written since the last round to one fsync job on the writer pool."""
+        parts = [p for p in self._to_sync if p.unsynced]
+        self._to_sync = []
+        if not parts:
+            return
+        for p in parts:
+            p.in_round, p.unsynced = p.unsynced, []
+            p.syncing = True
+        cf = self._loop.run_in_executor(self._writers, self._sync_fds, [p.fd for p in parts])
+        self._round = cf
+        cf.add_done_callback(partial(self._round_done, parts))
+
+    def _round_done(self, parts: list[_Partition], cf: asyncio.Future) -> None:
+        self._round = None
+        if cf.cancelled():
+            errors: list = [OSError(errno_mod.EIO, "fsync cancelled")] * len(parts)
+        elif cf.exception() is not None:
+            errors = [cf.exception()] * len(parts)
+        else:
+            errors = cf.result()
+        for p, err in zip(parts, errors):
+            p.syncing = False
+            writes, p.in_round = p.in_round, []
+            if err is None:
+                self._ack_writes(writes)
+            else:
+                if not isinstance(err, OSError):
+                    err = OSError(errno_mod.EIO, repr(err))
+                exc = self._storage_error(p, "flushing", err)
+                # Later writes sit after the cut: they go too.
+                self._fail_writes(p, writes + p.unsynced, exc)
+                p.unsynced = []
+            self._release(p)
+        self._write_due()
+        if self._to_sync:
+            self._start_round()
+
+    def _release(self, p: _Partition) -> None:
+        """A sync of p's file ended: a write held back for it may go now."""
+        if p.held:
+            p.held = False
+            if p.pending and not p.due:
+                p.due = True
+                self._due.append(p)
+
+    @staticmethod
+    def _ack_writes(writes: list[_Write]) -> None:
+        for w in writes:
+            for fut, last in w.acks:
+                if not fut.done():
+                    fut.set_result(last)
+
+    def _fail_writes(self, p: _Partition, writes: list[_Write], exc: StorageError) -> None:
+        """Cut the partition back to before the first of `writes` and fail their appends."""
+        if not writes:
+            return
+        first = writes[0]
+        try:
+            os.ftruncate(p.fd, first.start)
+            os.fsync(p.fd)
+        except OSError:
+            p.broken_tail = first.start
+        p.active_size = first.start
+        p.next_offset = first.base
+        for w in writes:
+            for fut, _ in w.acks:
+                if not fut.done():
+                    fut.set_exception(exc)
+
+    def _sync_fds(self, fds: list[int]) -> list[OSError | None]:
+        """(writer thread) fdatasync every fd, fanned out over up to `_sync_lanes` threads; the error of each."""
+        errors: list[OSError | None] = [None] * len(fds)
+
+        def sync(lane: range) -> None:
+            for i in lane:
+                try:
+                    os.fdatasync(fds[i])
+                except OSError as exc:
+                    errors[i] = exc
+
+        lanes = min(self._sync_lanes, len(fds))
+        # At most one round runs at a time, so the pool has a thread for every other lane.
+        others = [self._writers.submit(sync, range(j, len(fds), lanes)) for j in range(1, lanes)]
+        sync(range(0, len(fds), lanes))
+        for f in others:
+            f.result()
+        return errors
 
     @staticmethod
     def _storage_error(p: _Partition, what: str, exc: OSError) -> StorageError:
@@ -402,19 +549,29 @@ class OffsetsLog:
         loop = asyncio.get_running_loop()
         while True:
             await asyncio.sleep(self.flush_policy.interval_ms / 1000)
-            dirty = [p for p in self._parts if p.dirty]
-            if dirty:
-                await loop.run_in_executor(self._writers, self._sync_partitions, dirty)
+            parts = [p for p in self._parts if p.dirty and p.fd >= 0]
+            if not parts:
+                continue
+            for p in parts:
+                p.dirty = False  # a write from now on makes it dirty again
+                p.syncing = True
+            cf = loop.run_in_executor(self._writers, self._sync_fds, [p.fd for p in parts])
+            self._inflight.add(cf)
+            cf.add_done_callback(partial(self._interval_sync_done, parts))
+            await asyncio.wait([cf])
 
-    def _sync_partitions(self, parts: list[_Partition]) -> None:
-        for p in parts:
-            with p.lock:
-                if p.fd >= 0 and p.dirty:
-                    try:
-                        os.fdatasync(p.fd)
-                        p.dirty = False
-                    except OSError as exc:
-                        self._storage_error(p, "flushing", exc)
+    def _interval_sync_done(self, parts: list[_Partition], cf: asyncio.Future) -> None:
+        self._inflight.discard(cf)
+        errors = cf.result() if not cf.cancelled() and cf.exception() is None else [None] * len(parts)
+        for p, err in zip(parts, errors):
+            p.syncing = False
+            if err is not None:
+                p.dirty = True
+                self._storage_error(p, "flushing", err)
+            self._release(p)
+        if self._due and not self._flush_scheduled:
+            self._flush_scheduled = True
+            self._loop.call_soon(self._flush)
 
     # ------------------------------------------------------------------ compaction
     async def compact(self, partition: int | None = None) -> list[CompactionResult]:
@@ -477,8 +634,13 @@ class OffsetsLog:
                 await t
             except (asyncio.CancelledError, Exception):  # noqa: BLE001 - shutting down regardless
                 pass
-        while self._inflight:
-            await asyncio.gather(*list(self._inflight), return_exceptions=True)
+        # Finish the accepted appends: write what is queued, wait for the sync rounds.
+        while True:
+            self._flush()
+            running = list(self._inflight) + ([self._round] if self._round is not None else [])
+            if not running:
+                break
+            await asyncio.gather(*running, return_exceptions=True)
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(self._writers, self._close_files)
         self._writers.shutdown(wait=True)
