@@ -1,0 +1,139 @@
+"""Policy `always`: the appends of one loop turn, over any number of partitions, share one fsync round; a
+write made while a round runs is acknowledged only by a later round; a failed fsync fails only the appends of
+the partition whose file failed."""
+from __future__ import annotations
+
+import asyncio
+import errno
+import os
+import threading
+
+from log_helpers import commit, open_log
+
+from coordinator.log import StorageError, list_segments, read_segment
+from coordinator.log.batch import iter_batches
+
+
+class FdatasyncSpy:
+    """Wraps os.fdatasync: counts calls per inode, can fail for chosen inodes and hold the first call."""
+
+    def __init__(self, real) -> None:
+        self.real = real
+        self.calls: dict[int, int] = {}
+        self.failing: set[int] = set()
+        self.hold_first = False
+        self.held = threading.Event()
+        self.release = threading.Event()
+        self._lock = threading.Lock()
+
+    def __call__(self, fd: int) -> None:
+        ino = os.fstat(fd).st_ino
+        with self._lock:
+            self.calls[ino] = self.calls.get(ino, 0) + 1
+            hold, self.hold_first = self.hold_first, False
+        if hold:
+            self.held.set()
+            assert self.release.wait(10), "the test never released the held fsync"
+        if ino in self.failing:
+            raise OSError(errno.EIO, "Input/output error")
+        self.real(fd)
+
+
+def _segments_by_partition(data_dir) -> dict[int, list]:
+    out: dict[int, list] = {}
+    for p, path in list_segments(data_dir):
+        out.setdefault(p, []).append(path)
+    return out
+
+
+async def _wait_for(predicate, timeout: float = 10.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not predicate():
+        assert asyncio.get_running_loop().time() < deadline, "condition not reached in time"
+        await asyncio.sleep(0.001)
+
+
+async def test_appends_to_many_partitions_in_one_turn_share_one_round_one_fsync_per_file(tmp_path, monkeypatch):
+    log, _ = await open_log(tmp_path, num_partitions=10)
+    spy = FdatasyncSpy(os.fdatasync)
+    monkeypatch.setattr(os, "fdatasync", spy)
+
+    appends = [(i % 10, [commit(f"g{i}", "t", 0, i)]) for i in range(40)]
+    lasts = await asyncio.gather(*[log.append(p, recs) for p, recs in appends])
+    monkeypatch.setattr(os, "fdatasync", spy.real)
+    await log.close()
+
+    segments = _segments_by_partition(tmp_path)
+    inodes = {p: paths[-1].stat().st_ino for p, paths in segments.items()}
+    assert {inodes[p]: spy.calls.get(inodes[p]) for p in range(10)} == {inodes[p]: 1 for p in range(10)}
+    for p in range(10):
+        [segment] = segments[p]
+        assert len(list(iter_batches(segment.read_bytes()))) == 1  # the turn's appends: one batch
+    assert sorted(lasts) == sorted([0, 1, 2, 3] * 10)
+
+
+async def test_a_write_made_during_a_sync_round_is_acknowledged_only_by_the_next_round(tmp_path, monkeypatch):
+    log, _ = await open_log(tmp_path)
+    spy = FdatasyncSpy(os.fdatasync)
+    spy.hold_first = True
+    monkeypatch.setattr(os, "fdatasync", spy)
+
+    first = asyncio.ensure_future(log.append(0, [commit("g", "t", 0, 1)]))
+    await _wait_for(spy.held.is_set)  # round 1 is fsyncing the file
+    second = asyncio.ensure_future(log.append(0, [commit("g", "t", 1, 1)]))
+    await _wait_for(lambda: log.next_offset(0) == 2)  # the second batch is written...
+    await asyncio.sleep(0.01)
+    assert not first.done() and not second.done()  # ...but nothing is acknowledged before its fsync
+
+    spy.release.set()
+    assert await asyncio.wait_for(first, 10) == 0
+    assert await asyncio.wait_for(second, 10) == 1
+    [(_, segment)] = list_segments(tmp_path)
+    assert spy.calls[segment.stat().st_ino] == 2  # round 1, then round 2 for the write made meanwhile
+    monkeypatch.setattr(os, "fdatasync", spy.real)
+    await log.close()
+
+
+async def test_a_failed_fsync_fails_only_the_appends_of_that_partition(tmp_path, monkeypatch):
+    log, _ = await open_log(tmp_path, num_partitions=3)
+    for p in range(3):
+        await log.append(p, [commit(f"g{p}", "t", 0, 1)])
+    segments = _segments_by_partition(tmp_path)
+    sizes = {p: paths[-1].stat().st_size for p, paths in segments.items()}
+    spy = FdatasyncSpy(os.fdatasync)
+    spy.failing.add(segments[1][-1].stat().st_ino)
+    monkeypatch.setattr(os, "fdatasync", spy)
+
+    results = await asyncio.gather(*[log.append(p, [commit(f"g{p}", "t", 0, 2)]) for p in range(3)],
+                                   return_exceptions=True)
+    monkeypatch.setattr(os, "fdatasync", spy.real)
+    assert results[0] == 1 and results[2] == 1
+    assert isinstance(results[1], StorageError) and results[1].errno == errno.EIO
+    assert segments[1][-1].stat().st_size == sizes[1]  # the unacknowledged batch was cut off
+    assert log.next_offset(1) == 1
+
+    assert await log.append(1, [commit("g1", "t", 0, 3)]) == 1  # the disk is back: the same offset again
+    await log.close()
+    _, live = await open_log(tmp_path, num_partitions=3)
+    assert live == dict([commit("g0", "t", 0, 2), commit("g1", "t", 0, 3), commit("g2", "t", 0, 2)])
+
+
+async def test_a_partition_that_must_roll_while_its_file_is_being_fsynced_waits_for_the_round(tmp_path, monkeypatch):
+    log, _ = await open_log(tmp_path, segment_bytes=1)  # every batch fills its segment
+    spy = FdatasyncSpy(os.fdatasync)
+    spy.hold_first = True
+    monkeypatch.setattr(os, "fdatasync", spy)
+
+    first = asyncio.ensure_future(log.append(0, [commit("g", "t", 0, 1)]))  # fills the segment
+    await _wait_for(spy.held.is_set)
+    second = asyncio.ensure_future(log.append(0, [commit("g", "t", 1, 1)]))  # must roll first
+    await asyncio.sleep(0.01)
+    assert log.next_offset(0) == 1  # held back: the round's file stays open and unreplaced
+    spy.release.set()
+    assert await asyncio.wait_for(first, 10) == 0
+    assert await asyncio.wait_for(second, 10) == 1
+    monkeypatch.setattr(os, "fdatasync", spy.real)
+    await log.close()
+
+    segments = [path for _, path in list_segments(tmp_path)]
+    assert [[o for o, _, _ in read_segment(s)] for s in segments] == [[0], [1]]
