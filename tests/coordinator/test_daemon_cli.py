@@ -171,3 +171,14 @@ def test_second_lock_in_one_process_is_refused(tmp_path):
     second = DataDirLock(tmp_path)
     second.acquire()
     second.release()
+
+
+def test_unopenable_log_file_is_refused(tmp_path):
+    result = run_cohort("serve", "--data-dir", str(tmp_path / "d"), "--log-file", str(tmp_path / "missing" / "x.log"))
+    assert_one_line_refusal(result, f"cannot open log file {tmp_path / 'missing' / 'x.log'}")
+
+
+def test_wildcard_listener_needs_an_advertised_address(tmp_path):
+    result = run_cohort("serve", "--data-dir", str(tmp_path / "d"), "--listen", "0.0.0.0:9092")
+    assert_one_line_refusal(result, "advertised.listeners must be set")
+    assert result.returncode == 2
