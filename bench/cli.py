@@ -24,7 +24,7 @@ from pathlib import Path
 
 from bench import report as report_module
 from bench.stats import Result, invocation
-from bench.targets import REPO, CohortServer, Target, TargetError, start_target
+from bench.targets import REPO, CohortServer, Target, TargetError, set_priority, start_target
 from bench.wire import install_uvloop
 from bench.workloads import WORKLOADS, Profile, workload_function
 
@@ -186,7 +186,14 @@ async def compare(a: str, b: str, workload: str, profile: Profile, rounds: int, 
         pair = []
         for spec in (a, b):
             print(f"round {i + 1}/{rounds}: {workload} → {spec}", flush=True)
-            batch = await run_workload(spec, workload, profile)
+            try:
+                batch = await run_workload(spec, workload, profile)
+            except (TargetError, RuntimeError, TimeoutError, ConnectionError, OSError) as exc:
+                # One side failing (a peer that cannot take the load) must not lose the other's numbers.
+                print(f"  FAILED: {spec}: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+                meta.setdefault("failures", []).append({"workload": workload, "target": spec, "round": i + 1,
+                                                        "error": f"{type(exc).__name__}: {exc}"})
+                batch = []
             _stamp(batch, meta["command"], meta["versions"])
             for r in batch:
                 r.extra["round"] = i + 1
@@ -218,7 +225,7 @@ async def compare(a: str, b: str, workload: str, profile: Profile, rounds: int, 
 def _meta(args, profile: Profile, targets: list[str], **more) -> dict:
     return {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "command": invocation(),
             "machine": machine(), "versions": versions(getattr(install_uvloop, "last", "")), "quick": args.quick,
-            "profile": profile.to_dict(), "targets": targets, **more}
+            "profile": profile.to_dict(), "targets": targets, "nice": getattr(args, "nice", None), **more}
 
 
 async def cmd_compare(args) -> int:
@@ -298,6 +305,9 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--set", action="append", metavar="NAME=VALUE",
                        help="override a profile setting, e.g. --set duration_s=20 --set connections=8")
         p.add_argument("--out", help="output directory (default bench/results/<UTC time>)")
+        p.add_argument("--nice", type=int, help="scheduling priority for the generator and every server the "
+                       "suite starts (same for all; negative needs root): keeps other work on a shared machine "
+                       "from deciding the result")
 
     run = sub.add_parser("run", help="run workloads against one or more targets")
     run.add_argument("--workloads", help=f"comma-separated, from: {', '.join(WORKLOADS)} (default: all)")
@@ -315,7 +325,7 @@ def build_parser() -> argparse.ArgumentParser:
     suite.add_argument("--only", help="comma-separated workloads to include (default: all)")
     common(suite)
     rep = sub.add_parser("report", help="re-render report.md and charts from a results.json")
-    rep.add_argument("results", type=Path)
+    rep.add_argument("results", type=Path, nargs="+")
     rep.add_argument("--out", type=Path)
     return parser
 
@@ -323,7 +333,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "report":
-        return report_module.main([str(args.results)] + (["--out", str(args.out)] if args.out else []))
+        return report_module.main([str(p) for p in args.results] + (["--out", str(args.out)] if args.out else []))
+    if getattr(args, "nice", None) is not None:
+        set_priority(args.nice)
     loop_name = install_uvloop()
     install_uvloop.last = loop_name
     if args.command == "run":

@@ -236,10 +236,15 @@ def write_report(data: dict, out_dir: Path) -> Path:
                   f"{machine.get('loadavg_start', '?')}, at end {machine.get('loadavg_end', '?')}",
                   f"- Command: `{meta.get('command', '')}`",
                   f"- Versions: " + ", ".join(f"{k} {v}" for k, v in meta.get("versions", {}).items()),
-                  f"- Profile: {'quick (smoke)' if meta.get('quick') else 'full'}", ""]
+                  f"- Profile: {'quick (smoke)' if meta.get('quick') else 'full'}"
+                  + (f"; generator and servers at nice {meta['nice']}" if meta.get("nice") is not None else ""), ""]
     targets = targets_table(results, comparisons)
     lines += _targets_markdown(targets)
     lines += comparison_table(comparisons)
+    failures = meta.get("failures") or []
+    if failures:
+        lines += ["", "## Runs that failed", ""] + [
+            f"- {f['workload']} → {f['target']} (round {f.get('round', '?')}): {f['error']}" for f in failures]
     lines += ["", "## All results", "", *results_table(results), *workload_details(results)]
     if charts:
         lines += ["", "## Charts", ""] + [f"![{c.stem}]({c.name})" for c in charts]
@@ -358,17 +363,38 @@ def _save(fig, path: Path) -> Path:
     return path
 
 
+def merge(parts: list[dict]) -> dict:
+    """Several runs as one: results and comparisons concatenated, each run's command kept."""
+    if len(parts) == 1:
+        return parts[0]
+    meta = dict(parts[0].get("meta", {}))
+    meta["command"] = " ; ".join(p.get("meta", {}).get("command", "") for p in parts)
+    meta["failures"] = [f for p in parts for f in p.get("meta", {}).get("failures", [])]
+    machine = dict(meta.get("machine", {}))
+    machine["loadavg_end"] = parts[-1].get("meta", {}).get("machine", {}).get("loadavg_end")
+    meta["machine"] = machine
+    return {"meta": meta, "results": [r for p in parts for r in p["results"]],
+            "comparisons": [c for p in parts for c in p["comparisons"]]}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.report", description=__doc__.split("\n")[0])
-    parser.add_argument("results", type=Path, help="results.json written by `python -m bench run/compare`")
-    parser.add_argument("--out", type=Path, help="output directory (default: next to the results file)")
+    parser.add_argument("results", type=Path, nargs="+",
+                        help="results.json written by `python -m bench run/compare/suite`; several are merged")
+    parser.add_argument("--out", type=Path, help="output directory (default: next to the first results file)")
     args = parser.parse_args(argv)
     try:
-        data = load(args.results)
+        parts = [load(path) for path in args.results]
     except (OSError, ValueError) as exc:
-        print(f"cannot read {args.results}: {exc}", file=sys.stderr)
+        print(f"cannot read results: {exc}", file=sys.stderr)
         return 2
-    report = write_report(data, args.out or args.results.parent)
+    data = merge(parts)
+    out = args.out or args.results[0].parent
+    if len(parts) > 1:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "results.json").write_text(json.dumps(
+            {**data, "results": [r.to_dict() for r in data["results"]]}, indent=1))
+    report = write_report(data, out)
     print(report)
     return 0
 

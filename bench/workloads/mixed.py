@@ -18,7 +18,7 @@ from collections import Counter
 
 from protocol.errors import ErrorCode
 
-from bench.members import REJOIN_CODES, BenchMember, ProtocolVersions
+from bench.members import REJOIN_CODES, BenchMember, MemberError, ProtocolVersions
 from bench.stats import GeneratorClock, LatencyRecorder, ProcessSampler, Result, count_errors, generator_gc_paused, LoopLagProbe
 from bench.targets import Target, wait_until_serving
 from bench.wire import KafkaSession, code_name
@@ -67,6 +67,12 @@ async def run_mixed(target: Target, profile: Profile) -> list[Result]:
                 await rejoin(member)
 
     async def life(member: BenchMember) -> None:
+        try:
+            await _life(member)
+        except (ConnectionError, asyncio.TimeoutError, MemberError) as exc:
+            errors[f"{type(exc).__name__}"] += 1  # counted, and this member stops; the fleet goes on
+
+    async def _life(member: BenchMember) -> None:
         hb_due = time.perf_counter() + rng.random() * profile.mixed_heartbeat_s
         commit_due = time.perf_counter() + rng.random() * profile.mixed_commit_s
         while True:
@@ -119,7 +125,11 @@ async def run_mixed(target: Target, profile: Profile) -> list[Result]:
             joins += 1
 
             async def arrive(m: BenchMember = newcomer) -> None:
-                await rejoin(m)
+                try:
+                    await rejoin(m)
+                except (ConnectionError, asyncio.TimeoutError, MemberError) as exc:
+                    errors[f"{type(exc).__name__}"] += 1
+                    return
                 await life(m)
 
             tasks[id(newcomer)] = asyncio.get_running_loop().create_task(arrive())
