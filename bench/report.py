@@ -314,7 +314,7 @@ def write_charts(results: list[Result], comparisons: list[dict], out_dir: Path) 
         ax.legend(fontsize=7)
         charts.append(_save(fig, out_dir / f"latency_cdf_{workload}.png"))
 
-    storms = [r for r in results if r.workload == "join-storm"]
+    storms = [r for r in results if r.workload == "join-storm" and r.extra.get("all_assigned_s") is not None]
     if storms:
         fig, ax = plt.subplots(figsize=(7, 4.5))
         for target in sorted({r.target for r in storms}):

@@ -26,7 +26,7 @@ import time
 
 from protocol.errors import ErrorCode
 
-from bench.members import BenchMember, ProtocolVersions, describe_state
+from bench.members import BenchMember, MemberError, ProtocolVersions, describe_state
 from bench.stats import GeneratorClock, ProcessSampler, Result, generator_gc_paused
 from bench.targets import CohortServer, Target, wait_until_serving
 from bench.wire import KafkaSession
@@ -50,7 +50,14 @@ async def run_join_storm(target: Target, profile: Profile) -> list[Result]:
     try:
         results = []
         for size in profile.storm_sizes:
-            results.append(await _storm(target, profile, control, versions, size))
+            try:
+                results.append(await _storm(target, profile, control, versions, size))
+            except (TimeoutError, ConnectionError, MemberError) as exc:
+                # A server that cannot finish this size still gets its other sizes measured.
+                results.append(Result(workload="join-storm", variant=f"members-{size}", target=target.name,
+                                      params={"members": size}, errors={type(exc).__name__: 1},
+                                      extra={"failure": f"{type(exc).__name__}: {exc}"},
+                                      target_info=target.describe()))
         return results
     finally:
         await control.close()
