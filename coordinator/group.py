@@ -255,6 +255,21 @@ def _answer(future: asyncio.Future | None, result: object) -> bool:
     return True
 
 
+def rebalance_kind(reason: str, initial: bool) -> str:
+    """The bounded metrics label for a rebalance, from the reason this module wrote for it."""
+    if initial:
+        return "initial"
+    if "expiration" in reason:
+        return "member_expired"
+    if "LeaveGroup" in reason:
+        return "member_left"
+    if reason.startswith("static member"):
+        return "static_replaced"
+    if "member" in reason:
+        return "member_joined"
+    return "other"
+
+
 class ClassicGroup:
     """One classic group. Only the GroupCoordinator holds these; it calls in, never reaches in."""
 
@@ -266,8 +281,10 @@ class ClassicGroup:
         scheduler: Scheduler,
         store: StoreGroup,
         state: GroupState = GroupState.EMPTY,
+        metrics=None,
     ) -> None:
         self.group_id = group_id
+        self._metrics = metrics  # coordinator.metrics.CoordinatorMetrics, or None
         self._config = config
         self._scheduler = scheduler
         self._store = store
@@ -289,6 +306,8 @@ class ClassicGroup:
         self._join_timer: TimerHandle | None = None
         self._sync_timer: TimerHandle | None = None
         self._tasks: set[asyncio.Task] = set()
+        self._rebalance_started_ms: int | None = None
+        self._rebalance_kind = "other"
 
     # -----------------------------------------------------------------------------------------
     # State
@@ -529,6 +548,8 @@ class ClassicGroup:
             return
         log.info("group %s: member %s expired (session timeout %d ms)", self.group_id, member_id,
                  member.session_timeout_ms if not member.is_new else self._config.group_new_member_join_timeout_ms)
+        if self._metrics is not None:
+            self._metrics.member_expired()
         self._remove_member_and_update(member, f"removing member {member_id} on heartbeat expiration")
 
     def _cancel_join_timer(self) -> None:
@@ -773,6 +794,9 @@ class ClassicGroup:
         self._cancel_sync_timer()
         self._cancel_join_timer()
         initial = self.state is GroupState.EMPTY
+        if self._rebalance_started_ms is None:
+            self._rebalance_started_ms = self._scheduler.now_ms()
+            self._rebalance_kind = rebalance_kind(reason, initial)
         self.transition_to(GroupState.PREPARING_REBALANCE)
         self.new_member_added = False
         if initial:
@@ -784,6 +808,13 @@ class ClassicGroup:
             self._join_timer = self._scheduler.call_later(self.rebalance_timeout_ms(), self._join_timer_fired)
         log.info("group %s: preparing to rebalance (state was %s, generation %d): %s",
                  self.group_id, self.previous_state, self.generation_id, reason)
+
+    def _rebalance_done(self) -> None:
+        """A rebalance ended in Stable: count it by why it started, timed from its first prepare."""
+        started, self._rebalance_started_ms = self._rebalance_started_ms, None
+        if self._metrics is not None and started is not None:
+            self._metrics.rebalance_completed(self._rebalance_kind,
+                                              max(self._scheduler.now_ms() - started, 0) / 1000.0)
 
     def _initial_delay_elapsed(self, delay_ms: int, remaining_ms: int) -> None:
         self._join_timer = None
@@ -985,6 +1016,7 @@ class ClassicGroup:
             self._propagate_assignment(ErrorCode.NONE)
             self.transition_to(GroupState.STABLE)
             log.info("group %s: generation %d is stable", self.group_id, generation_id)
+            self._rebalance_done()
 
         self._spawn(persist())
 

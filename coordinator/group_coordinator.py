@@ -34,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
@@ -116,9 +117,12 @@ class GroupCoordinator:
         *,
         scheduler: Scheduler | None = None,
         other_records: Callable[[Record], None] | None = None,
+        metrics=None,
     ) -> None:
-        """`other_records` receives replayed records that are not about groups (the topic registry)."""
+        """`other_records` receives replayed records that are not about groups (the topic registry);
+        `metrics` (coordinator.metrics.CoordinatorMetrics) counts rebalances, expiries and loads."""
         self.config = config
+        self.metrics = metrics
         self._log = log_
         self.offsets = offsets if offsets is not None else OffsetsTable()
         self.scheduler: Scheduler = scheduler or LoopScheduler()
@@ -180,6 +184,7 @@ class GroupCoordinator:
         order; commits arrive column-wise (`decode_for_load`) so a start-up over
         millions of offsets costs no Python step per commit.
         """
+        started = time.perf_counter()
         groups = self._groups
         loaded_groups: set[str] = set()
         try:
@@ -203,6 +208,8 @@ class GroupCoordinator:
             if group is not None:
                 group.on_loaded()
         self._loaded.add(partition)
+        if self.metrics is not None:
+            self.metrics.partition_loaded(partition, time.perf_counter() - started, len(records))
 
     def mark_loaded(self, partitions: Iterable[int] | None = None) -> None:
         """Declare partitions loaded without replay (a coordinator over a fresh, empty log)."""
@@ -243,7 +250,8 @@ class GroupCoordinator:
     # Groups, records, writes
     # =========================================================================================
     def _new_group(self, group_id: str) -> ClassicGroup:
-        return ClassicGroup(group_id, config=self.config, scheduler=self.scheduler, store=self._store_group)
+        return ClassicGroup(group_id, config=self.config, scheduler=self.scheduler, store=self._store_group,
+                            metrics=self.metrics)
 
     def group(self, group_id: str) -> ClassicGroup | None:
         """Read-only access for tests and tools; mutate only through the request methods."""
@@ -827,6 +835,8 @@ class GroupCoordinator:
             total += n
         if total:
             log.info("offset expiry: wrote %d tombstones", total)
+            if self.metrics is not None:
+                self.metrics.offsets_expired(total)
         return total
 
     def _expired_records(self, group: ClassicGroup, now: int, retention_ms: int) -> tuple[list[Record], bool]:

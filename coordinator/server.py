@@ -183,7 +183,8 @@ class CoordinatorServer:
             cleaner_backoff_ms=config.log_cleaner_backoff_ms,
         )
         self.topics = TopicRegistry(self._persist_topic_records)
-        self.groups = GroupCoordinator(config, self.log, other_records=self._replay_other_record)
+        self.groups = GroupCoordinator(config, self.log, other_records=self._replay_other_record,
+                                       metrics=self.metrics)
         try:
             await self.groups.load()
         except LogLoadError as exc:
