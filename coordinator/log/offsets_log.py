@@ -364,7 +364,10 @@ class OffsetsLog:
         base = p.next_offset
         try:
             start = self._write(p, base, ts_ms, keys, values)
-        except StorageError as exc:
+        except Exception as exc:  # noqa: BLE001 - a waiting append must always get an answer
+            if not isinstance(exc, StorageError):
+                log.exception("offsets partition %d: write failed", p.index)
+                exc = StorageError(f"offsets partition {p.index}: write failed: {exc!r}")
             for _, fut in appends:
                 if not fut.done():
                     fut.set_exception(exc)
