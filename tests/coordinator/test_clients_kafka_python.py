@@ -1,6 +1,7 @@
 """kafka-python 3.0.12 against ``cohort serve``: consumer groups, commits and the admin client."""
 from __future__ import annotations
 
+import time
 import uuid
 
 import pytest
@@ -17,12 +18,27 @@ pytestmark = pytest.mark.timeout(150)
 
 def kafka_python_adapter(bootstrap: str, topic: str) -> ClientAdapter:
     def open_consumer(group_id: str) -> KafkaConsumer:
-        return KafkaConsumer(
+        consumer = KafkaConsumer(
             topic, bootstrap_servers=bootstrap, group_id=group_id, client_id=f"kp-{group_id}",
             enable_auto_commit=False, auto_offset_reset="earliest",
             session_timeout_ms=6000, heartbeat_interval_ms=300, fetch_max_wait_ms=100,
             request_timeout_ms=30000, retry_backoff_ms=50,
         )
+        # Know the topic's partitions before the first poll joins. Otherwise a leader may assign
+        # from metadata without them, then rejoin only because they showed up (need_rejoin() is
+        # True from its metadata snapshot alone). kafka-python 3.0.12 applies a join's result only
+        # inside poll(): if that rejoin's SyncGroup answer lands just after a poll gave up waiting,
+        # the snapshots now match, need_rejoin() reads False, and the consumer never applies the
+        # assignment nor re-enables heartbeats. The coordinator rightly expires it after the
+        # session timeout and the group carries on without it, while it waits forever with no
+        # partitions (seen under CPU load: [set(), {0,1,2}, {3,4,5}]).
+        deadline = time.monotonic() + 20  # inside ConsumerThread's 30 s start bound
+        while len(consumer.partitions_for_topic(topic)) == 0:
+            if time.monotonic() > deadline:
+                consumer.close()
+                raise AssertionError(f"kafka-python never saw partitions of {topic}")
+            time.sleep(0.1)
+        return consumer
 
     def commit(c: KafkaConsumer, offsets) -> None:
         c.commit({TopicPartition(t, p): OffsetAndMetadata(o, m, -1) for (t, p), (o, m) in offsets.items()})
