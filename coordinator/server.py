@@ -181,6 +181,7 @@ class CoordinatorServer:
             flush_policy=config.offsets_flush_policy,
             delete_retention_ms=config.delete_retention_ms,
             cleaner_backoff_ms=config.log_cleaner_backoff_ms,
+            metrics=self.metrics,
         )
         self.topics = TopicRegistry(self._persist_topic_records)
         self.groups = GroupCoordinator(config, self.log, other_records=self._replay_other_record,

@@ -157,6 +157,7 @@ class OffsetsLog:
         cleaner_backoff_ms: int = 15000,
         clock: Callable[[], float] = time.time,
         writer_threads: int = 16,
+        metrics=None,
     ) -> None:
         if num_partitions < 1:
             raise ValueError("num_partitions must be at least 1")
@@ -169,6 +170,7 @@ class OffsetsLog:
         self.delete_retention_ms = delete_retention_ms
         self.cleaner_backoff_ms = cleaner_backoff_ms
         self._clock = clock
+        self._metrics = metrics  # coordinator.metrics.CoordinatorMetrics: log_flushed / log_compacted
         self._parts = [_Partition(i, partition_dir(self.data_dir, i)) for i in range(num_partitions)]
         self._writers = ThreadPoolExecutor(max_workers=max(1, min(writer_threads, num_partitions)),
                                            thread_name_prefix="offsets-log-writer")
@@ -471,7 +473,10 @@ class OffsetsLog:
         elif cf.exception() is not None:
             errors = [cf.exception()] * len(parts)
         else:
-            errors = cf.result()
+            errors, seconds = cf.result()
+            if self._metrics is not None:
+                records = sum(w.acks[-1][1] - w.base + 1 for p in parts for w in p.in_round)
+                self._metrics.log_flushed(records, seconds)
         for p, err in zip(parts, errors):
             p.syncing = False
             writes, p.in_round = p.in_round, []
@@ -521,8 +526,9 @@ class OffsetsLog:
                 if not fut.done():
                     fut.set_exception(exc)
 
-    def _sync_fds(self, fds: list[int]) -> list[OSError | None]:
-        """(writer thread) fdatasync every fd, fanned out over up to `_sync_lanes` threads; the error of each."""
+    def _sync_fds(self, fds: list[int]) -> tuple[list[OSError | None], float]:
+        """(writer thread) fdatasync every fd, fanned out over up to `_sync_lanes` threads; each one's error, seconds."""
+        started = time.perf_counter()
         errors: list[OSError | None] = [None] * len(fds)
 
         def sync(lane: range) -> None:
@@ -538,7 +544,7 @@ class OffsetsLog:
         sync(range(0, len(fds), lanes))
         for f in others:
             f.result()
-        return errors
+        return errors, time.perf_counter() - started
 
     @staticmethod
     def _storage_error(p: _Partition, what: str, exc: OSError) -> StorageError:
@@ -565,7 +571,7 @@ class OffsetsLog:
 
     def _interval_sync_done(self, parts: list[_Partition], cf: asyncio.Future) -> None:
         self._inflight.discard(cf)
-        errors = cf.result() if not cf.cancelled() and cf.exception() is None else [None] * len(parts)
+        errors = cf.result()[0] if not cf.cancelled() and cf.exception() is None else [None] * len(parts)
         for p, err in zip(parts, errors):
             p.syncing = False
             if err is not None:
@@ -584,8 +590,24 @@ class OffsetsLog:
         results = []
         for p in parts:
             if p.state is PartitionState.LOADED:
-                results.append(await loop.run_in_executor(self._cleaner_pool, self._compact, p))
+                results.append(self._compacted(await loop.run_in_executor(self._cleaner_pool, self._compact_timed, p)))
         return results
+
+    def _compact_timed(self, p: _Partition) -> tuple[CompactionResult, int, float]:
+        """(cleaner thread) `_compact`, with the bytes it reclaimed and how long it took."""
+        started = time.perf_counter()
+        with p.lock:
+            closed = list(p.segments[:-1])
+        before = sum(_size(s) for s in closed)
+        result = self._compact(p)
+        after = sum(_size(s) for s in result.written) if result.removed else before
+        return result, before - after, time.perf_counter() - started
+
+    def _compacted(self, timed: tuple[CompactionResult, int, float]) -> CompactionResult:
+        result, reclaimed, seconds = timed
+        if self._metrics is not None and result.removed:
+            self._metrics.log_compacted(max(0, reclaimed), seconds)
+        return result
 
     def _compact(self, p: _Partition) -> CompactionResult:
         with p.lock:
@@ -620,7 +642,7 @@ class OffsetsLog:
                     return
                 if self._needs_compaction(p):
                     try:
-                        await loop.run_in_executor(self._cleaner_pool, self._compact, p)
+                        self._compacted(await loop.run_in_executor(self._cleaner_pool, self._compact_timed, p))
                     except (OSError, CorruptLogError) as exc:
                         log.error("offsets partition %d: compaction failed: %s", p.index, exc)
 
@@ -659,3 +681,10 @@ class OffsetsLog:
                         self._storage_error(p, "the final flush", exc)
                     os.close(p.fd)
                     p.fd = -1
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
