@@ -335,18 +335,19 @@ async def test_slow_rebalance_callbacks_do_not_cost_the_session(shared_cohort_se
 
     class Slow(RebalanceListener):
         async def on_partitions_assigned(self, assigned):
-            await asyncio.sleep(3.0)  # twice the session timeout
+            await asyncio.sleep(6.0)  # twice the session timeout
 
-    options = dict(session_timeout_ms=1500, heartbeat_interval_ms=200, rebalance_timeout_ms=5000)
+    # A 3 s session leaves room for a loaded CI machine's scheduling stalls.
+    options = dict(session_timeout_ms=3000, heartbeat_interval_ms=300, rebalance_timeout_ms=8000)
     steady = GroupMember(bootstrap, "g-slow", ["slow-callback"], **options)
     slow = GroupMember(bootstrap, "g-slow", ["slow-callback"], listener=Slow(), **options)
     try:
         await steady.start(timeout=10)
         await slow.start(wait=False)
-        await until(lambda: settled([steady, slow], 4), 20, "both members settled")
+        await until(lambda: settled([steady, slow], 4), 30, "both members settled")
         generation = steady.generation.generation_id
-        await asyncio.sleep(2.0)
-        # Heartbeats went on during the 3 s callback: nobody was expired, no further rebalance.
+        await asyncio.sleep(4.0)
+        # Heartbeats went on during the 6 s callback: nobody was expired, no further rebalance.
         assert steady.generation.generation_id == slow.generation.generation_id == generation
         assert settled([steady, slow], 4)
     finally:
