@@ -418,6 +418,27 @@ def _gen_read_value(g: _Gen, ind: int, t: Any, target: str, nullable: bool, flex
     raise TypeError(f"cannot decode type {t!r}")
 
 
+def _fixed_run(fields: list[Field], i: int, version: int) -> tuple[list[Field], list[Field], int]:
+    """The run of fixed-width, untagged fields starting at `i`, read or written with one `struct` call.
+
+    Fields absent in `version` inside the run are skipped (and returned, so a
+    decoder can give them their defaults); returns (run, absent, index after the run).
+    """
+    run: list[Field] = []
+    absent: list[Field] = []
+    j = i
+    while j < len(fields):
+        fj = fields[j]
+        if _present(fj, version) and fj.tag is None and _fixed_format(fj.type) is not None:
+            run.append(fj)
+        elif not _present(fj, version) and fj.tag is None and run:
+            absent.append(fj)
+        else:
+            break
+        j += 1
+    return run, absent, j
+
+
 def _absent_expr(f: Field, g: _Gen) -> str:
     """Source for the value of a field that is not on the wire in this version."""
     if isinstance(f.type, Array):
@@ -457,19 +478,10 @@ def _emit_struct_read(g: _Gen, ind: int, struct_: Struct, target: str, version: 
             i += 1
             continue
         # merge a run of fixed-width fields into one struct read
-        run = []
-        j = i
-        while j < len(fields):
-            fj = fields[j]
-            if _present(fj, version) and fj.tag is None and _fixed_format(fj.type) is not None:
-                run.append(fj)
-                j += 1
-            elif not _present(fj, version) and fj.tag is None and run:
-                g.emit(ind, f"{o}.{fj.name} = {_absent_expr(fj, g)}")
-                j += 1
-            else:
-                break
+        run, absent, j = _fixed_run(fields, i, version)
         if len(run) > 1:
+            for fa in absent:
+                g.emit(ind, f"{o}.{fa.name} = {_absent_expr(fa, g)}")
             s = struct.Struct(">" + "".join(_fixed_format(r.type) for r in run))
             names = ", ".join(f"{o}.{r.name}" for r in run)
             g.emit(ind, f"{names}, = {g.const(s.unpack_from, 'u')}(buf, pos); pos += {s.size}")
@@ -633,17 +645,7 @@ def _gen_encoder(struct_: Struct, version: int, flexible: bool, cache: dict):
             tagged.append(f)
             i += 1
             continue
-        run = []
-        j = i
-        while j < len(fields):
-            fj = fields[j]
-            if (_present(fj, version) and fj.tag is None and _fixed_format(fj.type) is not None):
-                run.append(fj)
-                j += 1
-            elif not _present(fj, version) and run:
-                j += 1
-            else:
-                break
+        run, _absent, j = _fixed_run(fields, i, version)
         if len(run) > 1:
             s = struct.Struct(">" + "".join(_fixed_format(r.type) for r in run))
             args = ", ".join(f"obj.{r.name}" for r in run)
