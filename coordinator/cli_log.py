@@ -235,6 +235,27 @@ def verify_command(args: argparse.Namespace) -> int:
                     except RecordDecodeError as exc:
                         damage += 1
                         print(f"{path}: position {v.position}: record at offset {offset}: {exc}")
+    from coordinator.log.journal import CheckpointError, list_journals, read_checkpoint, read_journal
+
+    try:
+        read_checkpoint(Path(args.data_dir))
+    except CheckpointError as exc:
+        damage += 1
+        print(exc)
+    for _, path in list_journals(Path(args.data_dir)):
+        try:
+            entries, valid = read_journal(path, 1 << 30)
+            size = path.stat().st_size
+        except OSError as exc:
+            damage += 1
+            print(f"{path}: unreadable: {exc.strerror or exc}")
+            continue
+        if valid < size:
+            warnings += 1
+            print(f"warning: {path}: position {valid}: unfinished entry of {size - valid} bytes "
+                  f"(never acknowledged; ignored on the next start)")
+        if entries:
+            print(f"{path}: {len(entries)} batches after the last checkpoint (replayed on the next start)")
     if args.strict:
         damage += warnings
     status = "damaged" if damage else "ok"
@@ -249,6 +270,7 @@ def compact_command(args: argparse.Namespace) -> int:
 
     from coordinator.daemon import DataDirLock, StartupError
     from coordinator.log import CorruptLogError, compact_closed_segments, list_partitions
+    from coordinator.log.journal import CheckpointError, read_checkpoint
     from coordinator.log.segments import (
         complete_pending_compaction,
         list_partition_segments,
@@ -268,19 +290,26 @@ def compact_command(args: argparse.Namespace) -> int:
         return _fail(f"{exc}; stop it before compacting offline")
     try:
         now_ms = int(time.time() * 1000)
+        # Segments at or after a partition's checkpoint mark are rebuilt from the journal on the next
+        # start: only the ones before it are the server's to keep, and so compactable.
+        marks = read_checkpoint(Path(args.data_dir)) or {}
         for p in list_partitions(args.data_dir):
             pdir = partition_dir(args.data_dir, p)
             complete_pending_compaction(pdir)
             segs = list_partition_segments(pdir)
             if len(segs) < 2:
                 continue
+            end = marks[p].segment if p in marks else segment_base(segs[-1])
+            closed = [s for s in segs[:-1] if segment_base(s) < end]
+            if not closed:
+                continue
             result = compact_closed_segments(
-                pdir, segs[:-1], segment_base(segs[-1]), segment_bytes=args.segment_bytes,
+                pdir, closed, end, segment_bytes=args.segment_bytes,
                 delete_retention_ms=args.delete_retention_ms, now_ms=now_ms)
             print(f"partition {p}: {result.segments_before} -> {result.segments_after} closed segments, "
                   f"{result.records_before} -> {result.records_after} records, "
                   f"{result.tombstones_dropped} tombstones dropped")
-    except CorruptLogError as exc:
+    except (CorruptLogError, CheckpointError) as exc:
         return _fail(f"damaged log, not compacted: {exc}", EXIT_DAMAGE)
     except OSError as exc:
         return _fail(f"compaction failed: {exc.filename or args.data_dir}: {exc.strerror or exc}")

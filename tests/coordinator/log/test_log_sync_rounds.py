@@ -1,6 +1,7 @@
-"""Policy `always`: the appends of one loop turn, over any number of partitions, share one fsync round; a
-write made while a round runs is acknowledged only by a later round; a failed fsync fails only the appends of
-the partition whose file failed."""
+"""Policy `always`: the appends of one loop turn, over any number of partitions, share one fsync of the
+commit journal; a write made while a round runs is acknowledged only by a later round; a failed journal fsync
+fails every append of the round and keeps none of them; a partition that must roll waits for its
+unacknowledged writes."""
 from __future__ import annotations
 
 import asyncio
@@ -12,6 +13,7 @@ from log_helpers import commit, open_log
 
 from coordinator.log import StorageError, list_segments, read_segment
 from coordinator.log.batch import iter_batches
+from coordinator.log.journal import list_journals
 
 
 class FdatasyncSpy:
@@ -53,19 +55,24 @@ async def _wait_for(predicate, timeout: float = 10.0) -> None:
         await asyncio.sleep(0.001)
 
 
-async def test_appends_to_many_partitions_in_one_turn_share_one_round_one_fsync_per_file(tmp_path, monkeypatch):
+def _journal_inode(data_dir) -> int:
+    [(_, path)] = list_journals(data_dir)
+    return path.stat().st_ino
+
+
+async def test_appends_to_many_partitions_in_one_turn_share_one_journal_fsync(tmp_path, monkeypatch):
     log, _ = await open_log(tmp_path, num_partitions=10)
+    journal = _journal_inode(tmp_path)
     spy = FdatasyncSpy(os.fdatasync)
     monkeypatch.setattr(os, "fdatasync", spy)
 
     appends = [(i % 10, [commit(f"g{i}", "t", 0, i)]) for i in range(40)]
     lasts = await asyncio.gather(*[log.append(p, recs) for p, recs in appends])
     monkeypatch.setattr(os, "fdatasync", spy.real)
+    assert spy.calls == {journal: 1}  # one fsync made 10 partitions' writes durable; no partition file fsynced
     await log.close()
 
     segments = _segments_by_partition(tmp_path)
-    inodes = {p: paths[-1].stat().st_ino for p, paths in segments.items()}
-    assert {inodes[p]: spy.calls.get(inodes[p]) for p in range(10)} == {inodes[p]: 1 for p in range(10)}
     for p in range(10):
         [segment] = segments[p]
         assert len(list(iter_batches(segment.read_bytes()))) == 1  # the turn's appends: one batch
@@ -74,12 +81,13 @@ async def test_appends_to_many_partitions_in_one_turn_share_one_round_one_fsync_
 
 async def test_a_write_made_during_a_sync_round_is_acknowledged_only_by_the_next_round(tmp_path, monkeypatch):
     log, _ = await open_log(tmp_path)
+    journal = _journal_inode(tmp_path)
     spy = FdatasyncSpy(os.fdatasync)
     spy.hold_first = True
     monkeypatch.setattr(os, "fdatasync", spy)
 
     first = asyncio.ensure_future(log.append(0, [commit("g", "t", 0, 1)]))
-    await _wait_for(spy.held.is_set)  # round 1 is fsyncing the file
+    await _wait_for(spy.held.is_set)  # round 1 is fsyncing the journal
     second = asyncio.ensure_future(log.append(0, [commit("g", "t", 1, 1)]))
     await _wait_for(lambda: log.next_offset(0) == 2)  # the second batch is written...
     await asyncio.sleep(0.01)
@@ -88,37 +96,39 @@ async def test_a_write_made_during_a_sync_round_is_acknowledged_only_by_the_next
     spy.release.set()
     assert await asyncio.wait_for(first, 10) == 0
     assert await asyncio.wait_for(second, 10) == 1
-    [(_, segment)] = list_segments(tmp_path)
-    assert spy.calls[segment.stat().st_ino] == 2  # round 1, then round 2 for the write made meanwhile
+    assert spy.calls == {journal: 2}  # round 1, then round 2 for the write made meanwhile
     monkeypatch.setattr(os, "fdatasync", spy.real)
     await log.close()
 
 
-async def test_a_failed_fsync_fails_only_the_appends_of_that_partition(tmp_path, monkeypatch):
+async def test_a_failed_journal_fsync_fails_every_append_of_the_round_and_keeps_none(tmp_path, monkeypatch):
     log, _ = await open_log(tmp_path, num_partitions=3)
     for p in range(3):
         await log.append(p, [commit(f"g{p}", "t", 0, 1)])
     segments = _segments_by_partition(tmp_path)
     sizes = {p: paths[-1].stat().st_size for p, paths in segments.items()}
+    [(_, journal_path)] = list_journals(tmp_path)
+    journal_size = journal_path.stat().st_size
     spy = FdatasyncSpy(os.fdatasync)
-    spy.failing.add(segments[1][-1].stat().st_ino)
+    spy.failing.add(journal_path.stat().st_ino)
     monkeypatch.setattr(os, "fdatasync", spy)
 
     results = await asyncio.gather(*[log.append(p, [commit(f"g{p}", "t", 0, 2)]) for p in range(3)],
                                    return_exceptions=True)
     monkeypatch.setattr(os, "fdatasync", spy.real)
-    assert results[0] == 1 and results[2] == 1
-    assert isinstance(results[1], StorageError) and results[1].errno == errno.EIO
-    assert segments[1][-1].stat().st_size == sizes[1]  # the unacknowledged batch was cut off
-    assert log.next_offset(1) == 1
+    assert all(isinstance(r, StorageError) and r.errno == errno.EIO for r in results)
+    for p in range(3):
+        assert segments[p][-1].stat().st_size == sizes[p]  # the unacknowledged batches were cut off
+        assert log.next_offset(p) == 1
+    assert journal_path.stat().st_size == journal_size  # and their journal entries
 
     assert await log.append(1, [commit("g1", "t", 0, 3)]) == 1  # the disk is back: the same offset again
     await log.close()
     _, live = await open_log(tmp_path, num_partitions=3)
-    assert live == dict([commit("g0", "t", 0, 2), commit("g1", "t", 0, 3), commit("g2", "t", 0, 2)])
+    assert live == dict([commit("g0", "t", 0, 1), commit("g1", "t", 0, 3), commit("g2", "t", 0, 1)])
 
 
-async def test_a_partition_that_must_roll_while_its_file_is_being_fsynced_waits_for_the_round(tmp_path, monkeypatch):
+async def test_a_partition_that_must_roll_while_its_writes_are_unacknowledged_waits_for_the_round(tmp_path, monkeypatch):
     log, _ = await open_log(tmp_path, segment_bytes=1)  # every batch fills its segment
     spy = FdatasyncSpy(os.fdatasync)
     spy.hold_first = True

@@ -1,0 +1,164 @@
+"""The commit journal: after a crash, recovery trusts each partition only up to its checkpoint mark and
+brings back every acknowledged batch from the journal, whatever the page cache did or did not write back
+to the partition files; checkpoints advance the marks and retire journals; damage is reported, never
+loaded silently."""
+from __future__ import annotations
+
+import asyncio
+import random
+import shutil
+import threading
+
+import pytest
+from log_helpers import commit, open_log
+
+from coordinator.log import LogLoadError, OffsetsLog, list_segments
+from coordinator.log import offsets_log as offsets_log_module
+from coordinator.log.journal import list_journals, read_checkpoint
+from coordinator.log.segments import partition_dir, segment_base, segment_name
+
+PARTITIONS = 4
+
+
+async def _commit_many(log: OffsetsLog, n: int, seed: int) -> dict[bytes, bytes]:
+    """n acknowledged appends spread over the partitions, in concurrent waves; returns the model."""
+    rng = random.Random(seed)
+    model: dict[bytes, bytes] = {}
+    for wave in range(0, n, 16):
+        appends = []
+        for i in range(wave, min(n, wave + 16)):
+            group = rng.randrange(6)  # a group's records always go to its partition
+            rec = commit(f"g{group}", "t", rng.randrange(5), i, "m" * rng.randrange(40))
+            appends.append((group % PARTITIONS, rec))
+        await asyncio.gather(*[log.append(p, [rec]) for p, rec in appends])
+        for _, (key, value) in appends:
+            model[key] = value
+    return model
+
+
+def _crash_copy(live_dir, crash_dir):
+    """The files as a crash would find them right now (the log keeps running on the original)."""
+    shutil.copytree(live_dir, crash_dir, ignore=shutil.ignore_patterns(".lock"))
+
+
+def _garble_past_marks(data_dir) -> int:
+    """What a power cut can leave past the checkpoint: garbage instead of the unsynced tail, and segments
+    started after it gone.  Returns how many bytes were garbled."""
+    marks = read_checkpoint(data_dir)
+    garbled = 0
+    for p, mark in marks.items():
+        for _, seg in [(q, s) for q, s in list_segments(data_dir) if q == p]:
+            if segment_base(seg) > mark.segment:
+                seg.unlink()
+        active = partition_dir(data_dir, p) / segment_name(mark.segment)
+        size = active.stat().st_size
+        if size > mark.size:
+            with open(active, "r+b") as f:
+                f.seek(mark.size)
+                f.write(bytes([0xA5]) * (size - mark.size))
+            garbled += size - mark.size
+    return garbled
+
+
+async def test_every_acknowledged_batch_past_the_checkpoint_comes_back_from_the_journal(tmp_path, caplog):
+    live_dir, crash_dir = tmp_path / "live", tmp_path / "crash"
+    log, _ = await open_log(live_dir, num_partitions=PARTITIONS)
+    model = await _commit_many(log, 300, seed=1)
+    _crash_copy(live_dir, crash_dir)
+    await log.close()
+
+    assert _garble_past_marks(crash_dir) > 0  # no checkpoint since the open: everything is past the marks
+    with caplog.at_level("INFO", logger="cohort.log"):
+        _, live = await open_log(crash_dir, num_partitions=PARTITIONS)
+    assert live == model
+    assert any("replayed from the journal" in r.getMessage() for r in caplog.records)
+
+
+async def test_segments_rolled_after_the_checkpoint_are_rebuilt_from_the_journal(tmp_path, monkeypatch):
+    """Segments roll every few batches, but no checkpoint completes: the files started since are lost."""
+    live_dir, crash_dir = tmp_path / "live", tmp_path / "crash"
+    log, _ = await open_log(live_dir, num_partitions=PARTITIONS, segment_bytes=300)
+    release = threading.Event()
+    real_write_checkpoint = offsets_log_module.write_checkpoint
+
+    def held_write_checkpoint(data_dir, marks):
+        assert release.wait(20), "the test never released the checkpoint"
+        real_write_checkpoint(data_dir, marks)
+
+    monkeypatch.setattr(offsets_log_module, "write_checkpoint", held_write_checkpoint)
+    model = await _commit_many(log, 200, seed=2)
+    _crash_copy(live_dir, crash_dir)
+    release.set()
+    await log.close()
+
+    marks = read_checkpoint(crash_dir)
+    rolled_after = [s for p, s in list_segments(crash_dir) if segment_base(s) > marks[p].segment]
+    assert rolled_after  # the crash copy has segments the checkpoint does not cover
+    _garble_past_marks(crash_dir)
+    monkeypatch.setattr(offsets_log_module, "write_checkpoint", real_write_checkpoint)
+    log2, live = await open_log(crash_dir, num_partitions=PARTITIONS, segment_bytes=300)
+    assert live == model
+    await log2.close()
+    _, live = await open_log(crash_dir, num_partitions=PARTITIONS, segment_bytes=300)
+    assert live == model  # and the rebuilt files stand on their own after the next checkpoint
+
+
+async def test_an_unfinished_journal_entry_ends_the_journal(tmp_path, caplog):
+    live_dir, crash_dir = tmp_path / "live", tmp_path / "crash"
+    log, _ = await open_log(live_dir, num_partitions=PARTITIONS)
+    model = await _commit_many(log, 50, seed=3)
+    _crash_copy(live_dir, crash_dir)
+    await log.close()
+
+    [(_, journal)] = list_journals(crash_dir)
+    with open(journal, "ab") as f:
+        f.write(bytes([0, 0, 0, 1, 0, 0, 1, 0]) + b"\x13" * 40)  # an entry header and part of its batch
+    _garble_past_marks(crash_dir)
+    with caplog.at_level("WARNING", logger="cohort.log"):
+        _, live = await open_log(crash_dir, num_partitions=PARTITIONS)
+    assert live == model
+    assert any("not a valid entry" in r.getMessage() for r in caplog.records)
+
+
+async def test_a_checkpoint_advances_the_marks_and_retires_the_journal(tmp_path):
+    log, _ = await open_log(tmp_path, num_partitions=PARTITIONS)
+    [(first_seq, _)] = list_journals(tmp_path)
+    await _commit_many(log, 40, seed=4)
+    await log.checkpoint()
+    [(seq, _)] = list_journals(tmp_path)
+    assert seq == first_seq + 1
+    marks = read_checkpoint(tmp_path)
+    assert {p: m.next_offset for p, m in marks.items()} == {p: log.next_offset(p) for p in range(PARTITIONS)}
+    assert all(m.journal == seq for m in marks.values())
+    await log.close()
+    assert list_journals(tmp_path) == []  # a clean close leaves every partition standing on its own
+
+
+async def test_a_journal_larger_than_its_limit_triggers_a_checkpoint(tmp_path):
+    log, _ = await open_log(tmp_path, num_partitions=PARTITIONS, journal_checkpoint_bytes=2000)
+    [(first_seq, _)] = list_journals(tmp_path)
+    await _commit_many(log, 100, seed=5)
+    deadline = asyncio.get_running_loop().time() + 10
+    while list_journals(tmp_path)[0][0] == first_seq:
+        assert asyncio.get_running_loop().time() < deadline, "no checkpoint within 10 s"
+        await asyncio.sleep(0.01)
+    await log.close()
+
+
+async def test_a_partition_shorter_than_its_checkpoint_with_journal_batches_after_it_is_damage(tmp_path):
+    live_dir, crash_dir = tmp_path / "live", tmp_path / "crash"
+    log, _ = await open_log(live_dir, num_partitions=1)
+    await log.append(0, [commit("g", "t", 0, 1)])
+    await log.checkpoint()
+    checkpointed = list_segments(live_dir)[0][1].stat().st_size
+    await log.append(0, [commit("g", "t", 0, 2)])  # journaled after the checkpoint
+    _crash_copy(live_dir, crash_dir)
+    await log.close()
+
+    [(_, segment)] = list_segments(crash_dir)
+    with open(segment, "r+b") as f:
+        f.truncate(0)  # the checkpointed batch is gone: the journal's batch has nothing to follow
+    assert checkpointed > 0
+    with pytest.raises(LogLoadError) as info:
+        await open_log(crash_dir, num_partitions=1)
+    assert "the journal's next batch starts at offset 1 but the partition ends at 0" in str(info.value)
