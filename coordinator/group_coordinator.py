@@ -59,6 +59,7 @@ from coordinator.records import (
     OffsetCommitTombstone,
     Record,
     decode_for_load,
+    encode_offset_commit,
     encode_record,
 )
 from protocol import messages as m
@@ -290,6 +291,10 @@ class GroupCoordinator:
         except (ValueError, TypeError) as exc:
             log.error("cannot encode records for offsets partition %d: %s", partition, exc)
             return E.UNKNOWN_SERVER_ERROR
+        return await self._append_encoded(partition, encoded)
+
+    async def _append_encoded(self, partition: int, encoded: list[tuple[bytes, bytes | None]]) -> int:
+        """`_append` of records already encoded as (key, value)."""
         self._writes_started[partition] = self._writes_started.get(partition, 0) + 1
         try:
             await self._log.append(partition, encoded)
@@ -325,14 +330,19 @@ class GroupCoordinator:
             await waiter
 
     def _apply_commit(self, rec: OffsetCommitRecord) -> None:
-        self.offsets.put(rec.group, rec.topic, rec.partition, OffsetAndMetadata(
-            rec.offset, rec.leader_epoch, rec.metadata, rec.commit_timestamp, rec.expire_timestamp))
-        if rec.offset >= 0:
-            by_partition = self._high_watermarks.get(rec.topic)
+        self._apply_commit_fields(rec.group, rec.topic, rec.partition, rec.offset, rec.leader_epoch, rec.metadata,
+                                  rec.commit_timestamp, rec.expire_timestamp)
+
+    def _apply_commit_fields(self, group_id: str, topic: str, partition: int, offset: int, leader_epoch: int,
+                             metadata: str, commit_timestamp: int, expire_timestamp: int) -> None:
+        self.offsets.put_fields(group_id, topic, partition, offset, leader_epoch, metadata, commit_timestamp,
+                                expire_timestamp)
+        if offset >= 0:
+            by_partition = self._high_watermarks.get(topic)
             if by_partition is None:
-                by_partition = self._high_watermarks[rec.topic] = {}
-            if rec.offset > by_partition.get(rec.partition, 0):
-                by_partition[rec.partition] = rec.offset
+                by_partition = self._high_watermarks[topic] = {}
+            if offset > by_partition.get(partition, 0):
+                by_partition[partition] = offset
 
     def _raise_high_watermarks(self, topic: str, partitions: Iterable[int], offsets: Iterable[int]) -> None:
         by_partition = self._high_watermarks.get(topic)
@@ -521,68 +531,98 @@ class GroupCoordinator:
         generation = req.generation_id_or_member_epoch if version >= 1 else -1
         member_id = req.member_id if version >= 1 else ""
         instance_id = req.group_instance_id if version >= 7 else None
-        error = E.NONE
         created: ClassicGroup | None = None
-        group = None
         if group_id is None:
-            error = E.INVALID_GROUP_ID
-        else:
-            partition = self.partition_for(group_id)
-            error = self._partition_error(partition)
-        if not error:
-            group = self._groups.get(group_id)
-            if group is None:
-                if generation < 0:
-                    # A standalone consumer or admin tool: a "simple" group exists through its offsets.
-                    log.info("group %s: simple group created by a manual offset commit", group_id)
-                    group = created = self._groups[group_id] = self._new_group(group_id)
-                else:
-                    error = E.GROUP_ID_NOT_FOUND if version >= 9 else E.ILLEGAL_GENERATION
-            else:
-                error = group.validate_offset_commit(member_id, instance_id, generation)
+            return self._commit_error_response(req, E.INVALID_GROUP_ID)
+        partition = self.partition_for(group_id)
+        error = self._partition_error(partition)
         if error:
-            return self._commit_response(req, lambda _p: error)
+            return self._commit_error_response(req, error)
+        group = self._groups.get(group_id)
+        if group is None:
+            if generation >= 0:
+                return self._commit_error_response(req, E.GROUP_ID_NOT_FOUND if version >= 9 else E.ILLEGAL_GENERATION)
+            # A standalone consumer or admin tool: a "simple" group exists through its offsets.
+            log.info("group %s: simple group created by a manual offset commit", group_id)
+            group = created = self._groups[group_id] = self._new_group(group_id)
+        else:
+            error = group.validate_offset_commit(member_id, instance_id, generation)
+            if error:
+                return self._commit_error_response(req, error)
         group.note_offset_commit(member_id)
         now = self.scheduler.now_ms()
         retention = req.retention_time_ms if 2 <= version <= 4 else -1
         expire = now + retention if retention != -1 else -1
         max_metadata = self.config.offset_metadata_max_bytes
-        records: list[OffsetCommitRecord] = []
-        results: dict[int, int] = {}
-        for topic in req.topics:
-            for p in topic.partitions:
-                metadata = p.committed_metadata
-                if metadata is not None and java_string_length(metadata) > max_metadata:
-                    results[id(p)] = E.OFFSET_METADATA_TOO_LARGE
-                    continue
-                commit_ts = p.commit_timestamp if version == 1 and p.commit_timestamp != -1 else now
-                records.append(OffsetCommitRecord(
-                    group=group_id, topic=topic.name, partition=p.partition_index, offset=p.committed_offset,
-                    leader_epoch=p.committed_leader_epoch if version >= 6 else -1,
-                    metadata=metadata if metadata is not None else "",
-                    commit_timestamp=commit_ts, expire_timestamp=expire))
-                results[id(p)] = E.NONE
-        if records:
-            error = await self._append(partition, records)
-            if error:
-                if created is not None and self._groups.get(group_id) is created and created.state is GroupState.EMPTY \
-                        and not self.offsets.has_offsets(group_id) and not created.members:
-                    self._drop_group(created)
-                return self._commit_response(req, lambda p: results[id(p)] or error)
+        with_epoch = version >= 6
+        # One pass builds the log records, what to apply once they are durable, and the
+        # response (accepted partitions answer NONE unless the write fails).
+        encoded: list[tuple[bytes, bytes]] = []
+        commits: list[tuple] = []
+        answers = []
+        try:
+            for topic in req.topics:
+                name = topic.name
+                parts = []
+                for p in topic.partitions:
+                    metadata = p.committed_metadata
+                    if metadata is None:
+                        metadata = ""
+                    # UTF-16 length <= 2 * len, so short metadata needs no exact count
+                    elif len(metadata) * 2 > max_metadata and java_string_length(metadata) > max_metadata:
+                        parts.append(_CommitAnswer(partition_index=p.partition_index,
+                                                   error_code=_METADATA_TOO_LARGE))
+                        continue
+                    commit_ts = p.commit_timestamp if version == 1 and p.commit_timestamp != -1 else now
+                    leader_epoch = p.committed_leader_epoch if with_epoch else -1
+                    offset = p.committed_offset
+                    index = p.partition_index
+                    encoded.append(encode_offset_commit(group_id, name, index, offset, leader_epoch, metadata,
+                                                        commit_ts, expire))
+                    commits.append((name, index, offset, leader_epoch, metadata, commit_ts))
+                    answer = _CommitAnswer(partition_index=index, error_code=0)
+                    parts.append(answer)
+                answers.append(_CommitTopicAnswer(name=name, partitions=parts))
+        except (ValueError, TypeError) as exc:
+            log.error("cannot encode records for offsets partition %d: %s", partition, exc)
+            error = E.UNKNOWN_SERVER_ERROR
+        else:
+            if encoded:
+                error = await self._append_encoded(partition, encoded)
+        if error:
+            if created is not None and self._groups.get(group_id) is created and created.state is GroupState.EMPTY \
+                    and not self.offsets.has_offsets(group_id) and not created.members:
+                self._drop_group(created)
+            return self._commit_response(req, error)
+        if commits:
             if group_id not in self._groups:
                 # The group was deleted while we wrote: the offsets still exist, so does a simple group.
                 self._groups[group_id] = self._new_group(group_id)
-            for rec in records:
-                self._apply_commit(rec)
-        return self._commit_response(req, lambda p: results[id(p)])
+            apply = self._apply_commit_fields
+            for name, index, offset, leader_epoch, metadata, commit_ts in commits:
+                apply(group_id, name, index, offset, leader_epoch, metadata, commit_ts, expire)
+        return m.OffsetCommitResponse(throttle_time_ms=0, topics=answers)
+
+    def _commit_response(self, req, error: int):
+        """Every partition answers `error`, except those refused for their metadata size (a failed write)."""
+        max_metadata = self.config.offset_metadata_max_bytes
+
+        def code(p) -> int:
+            md = p.committed_metadata
+            if md is not None and java_string_length(md) > max_metadata:
+                return _METADATA_TOO_LARGE
+            return error
+        return m.OffsetCommitResponse(throttle_time_ms=0, topics=[
+            _CommitTopicAnswer(name=t.name, partitions=[
+                _CommitAnswer(partition_index=p.partition_index, error_code=int(code(p))) for p in t.partitions])
+            for t in req.topics])
 
     @staticmethod
-    def _commit_response(req, error_of: Callable):
+    def _commit_error_response(req, error: int):
+        """Every partition answers `error` (the request as a whole was refused)."""
         return m.OffsetCommitResponse(throttle_time_ms=0, topics=[
-            m.OffsetCommitResponse.OffsetCommitResponseTopic(name=t.name, partitions=[
-                m.OffsetCommitResponse.OffsetCommitResponseTopic.OffsetCommitResponsePartition(
-                    partition_index=p.partition_index, error_code=int(error_of(p)))
-                for p in t.partitions])
+            _CommitTopicAnswer(name=t.name, partitions=[
+                _CommitAnswer(partition_index=p.partition_index, error_code=int(error)) for p in t.partitions])
             for t in req.topics])
 
     # =========================================================================================
@@ -879,3 +919,6 @@ class GroupCoordinator:
 
 
 _NO_OFFSET = OffsetAndMetadata(-1, -1, "", -1, -1)
+_CommitTopicAnswer = m.OffsetCommitResponse.OffsetCommitResponseTopic
+_CommitAnswer = _CommitTopicAnswer.OffsetCommitResponsePartition
+_METADATA_TOO_LARGE = int(E.OFFSET_METADATA_TOO_LARGE)

@@ -79,17 +79,27 @@ class _TopicOffsets:
                 self.count += 1
             self.sparse[partition] = v
             return
+        self.put_dense(partition, v.offset, v.leader_epoch, v.metadata, v.commit_timestamp, v.expire_timestamp)
+
+    def put_dense(self, partition: int, offset: int, leader_epoch: int, metadata: str, commit_timestamp: int,
+                  expire_timestamp: int) -> None:
+        """`put` of a partition `_dense` accepts, from the fields (no OffsetAndMetadata built)."""
         slots = self.slots
         i = 4 * partition
         if i >= len(slots):
             slots.extend(_EMPTY_SLOT * (partition + 1 - len(slots) // 4))
+        # item by item (no array built per commit); every caller's values were
+        # read from or written to int64 fields already, so none overflows here
         if slots[i] == _ABSENT:
             self.count += 1
-        slots[i : i + 4] = array("q", (v.offset, v.leader_epoch, v.commit_timestamp, v.expire_timestamp))
-        if v.metadata:
+        slots[i] = offset
+        slots[i + 1] = leader_epoch
+        slots[i + 2] = commit_timestamp
+        slots[i + 3] = expire_timestamp
+        if metadata:
             if self.metadata is None:
                 self.metadata = {}
-            self.metadata[partition] = v.metadata
+            self.metadata[partition] = metadata
         elif self.metadata is not None:
             self.metadata.pop(partition, None)
 
@@ -157,6 +167,22 @@ class OffsetsTable:
             t = topics[topic] = _TopicOffsets()
         before = t.count
         t.put(partition, value)
+        self._count += t.count - before
+
+    def put_fields(self, group: str, topic: str, partition: int, offset: int, leader_epoch: int, metadata: str,
+                   commit_timestamp: int, expire_timestamp: int) -> None:
+        """`put` from the fields: the commit path stores without building an OffsetAndMetadata."""
+        topics = self._groups.get(group)
+        if topics is None:
+            topics = self._groups[group] = {}
+        t = topics.get(topic)
+        if t is None:
+            t = topics[topic] = _TopicOffsets()
+        before = t.count
+        if t._dense(partition):
+            t.put_dense(partition, offset, leader_epoch, metadata, commit_timestamp, expire_timestamp)
+        else:
+            t.put(partition, OffsetAndMetadata(offset, leader_epoch, metadata, commit_timestamp, expire_timestamp))
         self._count += t.count - before
 
     def get(self, group: str, topic: str, partition: int) -> OffsetAndMetadata | None:

@@ -70,6 +70,7 @@ __all__ = [
     "Record",
     "RecordDecodeError",
     "encode_record",
+    "encode_offset_commit",
     "decode_record",
     "decode_records",
     "decode_for_load",
@@ -375,44 +376,66 @@ def _topic_key(name: str) -> bytes:
 
 
 def _offset_commit_key(group: str, topic: str, partition: int) -> bytes:
-    g = group.encode("utf-8")
-    t = topic.encode("utf-8")
-    if len(g) > 32767 or len(t) > 32767:
-        raise ValueError("cannot encode OffsetCommitKey: group or topic longer than 32767 bytes")
+    prefix = _KEY_PREFIXES.get((group, topic))
+    if prefix is None:
+        prefix = _offset_commit_key_prefix(group, topic)
     try:
-        return b"".join(
-            (_INT16.pack(_OFFSET_COMMIT_WRITE_TYPE), _INT16.pack(len(g)), g, _INT16.pack(len(t)), t,
-             _INT32.pack(partition))
-        )
+        return prefix + _INT32.pack(partition)
     except struct.error as exc:
         raise ValueError(f"cannot encode OffsetCommitKey: {exc}") from None
 
 
+def _offset_commit_key_prefix(group: str, topic: str) -> bytes:
+    """The key bytes before the partition number, kept for the next commit of the same (group, topic)."""
+    g = group.encode("utf-8")
+    t = topic.encode("utf-8")
+    if len(g) > 32767 or len(t) > 32767:
+        raise ValueError("cannot encode OffsetCommitKey: group or topic longer than 32767 bytes")
+    prefix = b"".join((_INT16.pack(_OFFSET_COMMIT_WRITE_TYPE), _INT16.pack(len(g)), g, _INT16.pack(len(t)), t))
+    if len(_KEY_PREFIXES) >= _KEY_PREFIX_CACHE_SIZE:
+        _KEY_PREFIXES.clear()  # bounded; a busy (group, topic) is back after its next commit
+    _KEY_PREFIXES[(group, topic)] = prefix
+    return prefix
+
+
+# (group, topic) -> encoded key prefix: the same few pairs commit again and again.
+_KEY_PREFIXES: dict[tuple[str, str], bytes] = {}
+_KEY_PREFIX_CACHE_SIZE = 16384
 _INT32 = struct.Struct(">i")
+_OC_V3_NO_METADATA = struct.Struct(">hqihq")  # version, offset, leader epoch, metadata length 0, commit timestamp
 _OC_V3_HEAD = struct.Struct(">hqih")  # version, offset, leader epoch, metadata length
 _OC_V1_HEAD = struct.Struct(">hqh")  # version, offset, metadata length
 _INT64 = struct.Struct(">q")
 _INT64x2 = struct.Struct(">qq")
 
 
-def _encode_offset_commit_fast(rec: OffsetCommitRecord) -> tuple[bytes, bytes]:
-    """struct-based twin of the declared OffsetCommit layout (v3, or v1 with an expire timestamp)."""
-    key = _offset_commit_key(rec.group, rec.topic, rec.partition)
-    md = rec.metadata.encode("utf-8")
-    if len(md) > 32767:
-        raise ValueError("cannot encode OffsetCommitValue: metadata longer than 32767 bytes")
+def encode_offset_commit(group: str, topic: str, partition: int, offset: int, leader_epoch: int, metadata: str,
+                         commit_timestamp: int, expire_timestamp: int) -> tuple[bytes, bytes]:
+    """(key, value) of an `OffsetCommitRecord` with these fields, without building the record (the commit path).
+
+    struct-based twin of the declared OffsetCommit layout (v3, or v1 with an
+    expire timestamp); raises ValueError for what the layout cannot hold.
+    """
+    key = _offset_commit_key(group, topic, partition)
     try:
-        if rec.expire_timestamp == -1:
-            value = _OC_V3_HEAD.pack(3, rec.offset, rec.leader_epoch, len(md)) + md + _INT64.pack(
-                rec.commit_timestamp
-            )
-        else:
-            value = _OC_V1_HEAD.pack(1, rec.offset, len(md)) + md + _INT64x2.pack(
-                rec.commit_timestamp, rec.expire_timestamp
-            )
+        if expire_timestamp == -1:
+            if not metadata:
+                return key, _OC_V3_NO_METADATA.pack(3, offset, leader_epoch, 0, commit_timestamp)
+            md = metadata.encode("utf-8")
+            if len(md) > 32767:
+                raise ValueError("cannot encode OffsetCommitValue: metadata longer than 32767 bytes")
+            return key, _OC_V3_HEAD.pack(3, offset, leader_epoch, len(md)) + md + _INT64.pack(commit_timestamp)
+        md = metadata.encode("utf-8")
+        if len(md) > 32767:
+            raise ValueError("cannot encode OffsetCommitValue: metadata longer than 32767 bytes")
+        return key, _OC_V1_HEAD.pack(1, offset, len(md)) + md + _INT64x2.pack(commit_timestamp, expire_timestamp)
     except struct.error as exc:
         raise ValueError(f"cannot encode OffsetCommitValue: {exc}") from None
-    return key, value
+
+
+def _encode_offset_commit_fast(rec: OffsetCommitRecord) -> tuple[bytes, bytes]:
+    return encode_offset_commit(rec.group, rec.topic, rec.partition, rec.offset, rec.leader_epoch, rec.metadata,
+                                rec.commit_timestamp, rec.expire_timestamp)
 
 
 def encode_offset_commit_declared(rec: OffsetCommitRecord) -> tuple[bytes, bytes]:
