@@ -31,7 +31,9 @@ then LOADED, or FAILED on damage (see `LogLoadError`).
 Durability: `append` returns the offset of its last record once the batch is
 on disk per the flush policy ("always": fsynced; "<ms>": written, fsynced
 within that interval; "never": written).  Appends that arrive while a write is
-in flight share the next write and fsync (group commit).  A failed write
+in flight share the next write and fsync (group commit).  The fsync is of one
+file, the commit journal, whatever partitions the round wrote; checkpoints
+make the partition files durable on their own (`coordinator.log.journal`).  A failed write
 raises `StorageError` (``error_code`` = the Kafka error to map) and leaves
 nothing behind; the next append tries again.
 

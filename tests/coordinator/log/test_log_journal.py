@@ -14,7 +14,7 @@ from log_helpers import commit, open_log
 
 from coordinator.log import LogLoadError, OffsetsLog, list_segments
 from coordinator.log import offsets_log as offsets_log_module
-from coordinator.log.journal import list_journals, read_checkpoint
+from coordinator.log.journal import list_journals, read_checkpoint, read_journal
 from coordinator.log.segments import partition_dir, segment_base, segment_name
 
 PARTITIONS = 4
@@ -111,7 +111,9 @@ async def test_an_unfinished_journal_entry_ends_the_journal(tmp_path, caplog):
     await log.close()
 
     [(_, journal)] = list_journals(crash_dir)
-    with open(journal, "ab") as f:
+    _, end = read_journal(journal, PARTITIONS)
+    with open(journal, "r+b") as f:
+        f.seek(end)  # where the next entry would have gone (the file is zero-filled ahead)
         f.write(bytes([0, 0, 0, 1, 0, 0, 1, 0]) + b"\x13" * 40)  # an entry header and part of its batch
     _garble_past_marks(crash_dir)
     with caplog.at_level("WARNING", logger="cohort.log"):
