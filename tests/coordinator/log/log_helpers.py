@@ -3,7 +3,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from coordinator.log import OffsetsLog
+from coordinator.log import OffsetsLog, list_segments
+from coordinator.log.journal import read_checkpoint
+from coordinator.log.segments import partition_dir, segment_base, segment_name
 from coordinator.records import OffsetCommitRecord, encode_record
 
 
@@ -28,3 +30,22 @@ async def open_log(data_dir: Path, **kwargs) -> tuple[OffsetsLog, dict[bytes, by
     log = OffsetsLog(data_dir, **kwargs)
     await log.open(lambda p, records: live.update(records))
     return log, live
+
+
+def garble_past_marks(data_dir) -> int:
+    """What a power cut can leave past the checkpoint: garbage instead of the unsynced tail, and segments
+    started after it gone.  Returns how many bytes were garbled."""
+    marks = read_checkpoint(data_dir)
+    garbled = 0
+    for p, mark in marks.items():
+        for _, seg in [(q, s) for q, s in list_segments(data_dir) if q == p]:
+            if segment_base(seg) > mark.segment:
+                seg.unlink()
+        active = partition_dir(data_dir, p) / segment_name(mark.segment)
+        size = active.stat().st_size
+        if size > mark.size:
+            with open(active, "r+b") as f:
+                f.seek(mark.size)
+                f.write(bytes([0xA5]) * (size - mark.size))
+            garbled += size - mark.size
+    return garbled

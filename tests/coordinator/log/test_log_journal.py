@@ -10,12 +10,12 @@ import shutil
 import threading
 
 import pytest
-from log_helpers import commit, open_log
+from log_helpers import commit, garble_past_marks, open_log
 
 from coordinator.log import LogLoadError, OffsetsLog, list_segments
 from coordinator.log import offsets_log as offsets_log_module
 from coordinator.log.journal import list_journals, read_checkpoint, read_journal
-from coordinator.log.segments import partition_dir, segment_base, segment_name
+from coordinator.log.segments import segment_base
 
 PARTITIONS = 4
 
@@ -41,25 +41,6 @@ def _crash_copy(live_dir, crash_dir):
     shutil.copytree(live_dir, crash_dir, ignore=shutil.ignore_patterns(".lock"))
 
 
-def _garble_past_marks(data_dir) -> int:
-    """What a power cut can leave past the checkpoint: garbage instead of the unsynced tail, and segments
-    started after it gone.  Returns how many bytes were garbled."""
-    marks = read_checkpoint(data_dir)
-    garbled = 0
-    for p, mark in marks.items():
-        for _, seg in [(q, s) for q, s in list_segments(data_dir) if q == p]:
-            if segment_base(seg) > mark.segment:
-                seg.unlink()
-        active = partition_dir(data_dir, p) / segment_name(mark.segment)
-        size = active.stat().st_size
-        if size > mark.size:
-            with open(active, "r+b") as f:
-                f.seek(mark.size)
-                f.write(bytes([0xA5]) * (size - mark.size))
-            garbled += size - mark.size
-    return garbled
-
-
 async def test_every_acknowledged_batch_past_the_checkpoint_comes_back_from_the_journal(tmp_path, caplog):
     live_dir, crash_dir = tmp_path / "live", tmp_path / "crash"
     log, _ = await open_log(live_dir, num_partitions=PARTITIONS)
@@ -67,7 +48,7 @@ async def test_every_acknowledged_batch_past_the_checkpoint_comes_back_from_the_
     _crash_copy(live_dir, crash_dir)
     await log.close()
 
-    assert _garble_past_marks(crash_dir) > 0  # no checkpoint since the open: everything is past the marks
+    assert garble_past_marks(crash_dir) > 0  # no checkpoint since the open: everything is past the marks
     with caplog.at_level("INFO", logger="cohort.log"):
         _, live = await open_log(crash_dir, num_partitions=PARTITIONS)
     assert live == model
@@ -94,7 +75,7 @@ async def test_segments_rolled_after_the_checkpoint_are_rebuilt_from_the_journal
     marks = read_checkpoint(crash_dir)
     rolled_after = [s for p, s in list_segments(crash_dir) if segment_base(s) > marks[p].segment]
     assert rolled_after  # the crash copy has segments the checkpoint does not cover
-    _garble_past_marks(crash_dir)
+    garble_past_marks(crash_dir)
     monkeypatch.setattr(offsets_log_module, "write_checkpoint", real_write_checkpoint)
     log2, live = await open_log(crash_dir, num_partitions=PARTITIONS, segment_bytes=300)
     assert live == model
@@ -115,7 +96,7 @@ async def test_an_unfinished_journal_entry_ends_the_journal(tmp_path, caplog):
     with open(journal, "r+b") as f:
         f.seek(end)  # where the next entry would have gone (the file is zero-filled ahead)
         f.write(bytes([0, 0, 0, 1, 0, 0, 1, 0]) + b"\x13" * 40)  # an entry header and part of its batch
-    _garble_past_marks(crash_dir)
+    garble_past_marks(crash_dir)
     with caplog.at_level("WARNING", logger="cohort.log"):
         _, live = await open_log(crash_dir, num_partitions=PARTITIONS)
     assert live == model

@@ -1,4 +1,4 @@
-"""Whatever happens (commits, deletes, group writes, compactions, time, restarts), a reopened log replays
+"""Whatever happens (commits, deletes, group writes, compactions, time, restarts, crashes), a reopened log replays
 exactly the latest live record of every key, as a plain dict model says."""
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import tempfile
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+from log_helpers import garble_past_marks
 
 from coordinator.log import OffsetsLog
 from coordinator.records import (
@@ -107,6 +108,21 @@ class OffsetsLogMachine(RuleBasedStateMachine):
         for p, live in self.loaded.items():
             for rec in decode_records(live):
                 assert partition_for(rec.group, PARTITIONS) == p
+
+    @rule(garble=st.booleans())
+    def crash(self, garble):
+        """The files as a crash finds them, and (garble) what a power cut may leave past the checkpoint."""
+        while self.log._checkpoint is not None:  # a copy is not atomic: take it between checkpoints
+            self.loop.run_until_complete(asyncio.wait([self.log._checkpoint]))
+        crashed = tempfile.mkdtemp(prefix="cohort-log-crash-")
+        shutil.copytree(self.dir, crashed, dirs_exist_ok=True)
+        self.loop.run_until_complete(self.log.close())
+        shutil.rmtree(self.dir, ignore_errors=True)
+        self.dir = crashed
+        if garble:
+            garble_past_marks(crashed)
+        self._open()
+        assert {k: v for live in self.loaded.values() for k, v in live} == self.model
 
     @precondition(lambda self: self.log is not None)
     @invariant()
