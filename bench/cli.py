@@ -277,19 +277,18 @@ async def cmd_suite(args) -> int:
         results += batch
         comparisons += comps
     if not only or "restart" in only:
-        print("== restart (Cohort only)", flush=True)
-        for i in range(rounds):
-            try:
-                batch = await run_workload("cohort", "restart", base)
-            except (TargetError, RuntimeError, TimeoutError, ConnectionError, OSError) as exc:
-                print(f"  FAILED: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
-                failures += 1
-                continue
-            _stamp(batch, meta["command"], meta["versions"])
-            for r in batch:
-                r.extra["round"] = i + 1
-                _print_result(r)
-            results += batch
+        print("== restart (Cohort only; one fill, `rounds` restarts of it)", flush=True)
+        try:
+            batch = await run_workload("cohort", "restart", base.with_overrides(restart_repeats=rounds))
+        except (TargetError, RuntimeError, TimeoutError, ConnectionError, OSError) as exc:
+            print(f"  FAILED: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+            failures += 1
+            batch = []
+        _stamp(batch, meta["command"], meta["versions"])
+        for r in batch:
+            r.extra["round"] = r.extra["restart"]
+            _print_result(r)
+        results += batch
     path = _write(_out_dir(args), meta, results, comparisons)
     print(f"results: {path}\nreport:  {path.parent / 'report.md'}")
     return 1 if failures else 0

@@ -34,8 +34,9 @@ class Profile:
     mixed_churn_every_s: float = 1.0
     mixed_connections: int = 50
     # restart
-    restart_records: tuple[int, ...] = (1_000_000,)
+    restart_records: tuple[int, ...] = (10_000_000,)
     restart_offsets: int = 1_000_000
+    restart_repeats: int = 3  # restarts of each filled log (the fill is the slow part)
     # rounds in compare mode
     rounds: int = 3
     extra: dict = field(default_factory=dict)
@@ -46,7 +47,7 @@ class Profile:
                    connection_sweep=(1, 2), heartbeat_members=40, heartbeat_groups=8, heartbeat_interval_s=0.5,
                    heartbeat_duration_s=1.5, heartbeat_connections=4, storm_sizes=(10,), storm_initial_delay_ms=300,
                    mixed_members=20, mixed_groups=4, mixed_duration_s=2.0, mixed_heartbeat_s=0.5, mixed_commit_s=0.7,
-                   mixed_churn_every_s=0.5, mixed_connections=4, restart_records=(2000,), restart_offsets=2000,
+                   mixed_churn_every_s=0.5, mixed_connections=4, restart_records=(2000,), restart_offsets=2000, restart_repeats=1,
                    rounds=1)
 
     def with_overrides(self, **overrides) -> "Profile":

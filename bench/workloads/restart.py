@@ -62,11 +62,12 @@ async def run_restart(target: Target, profile: Profile) -> list[Result]:
     settings = {k: v for k, v in target.settings.items() if k not in ("offsets.flush.policy", "metrics")}
     results = []
     for records in profile.restart_records:
-        results.append(await _one_size(records, min(profile.restart_offsets, records), settings))
+        results += await _one_size(records, min(profile.restart_offsets, records), settings,
+                                   max(1, profile.restart_repeats))
     return results
 
 
-async def _one_size(records: int, distinct: int, settings: dict) -> Result:
+async def _one_size(records: int, distinct: int, settings: dict, repeats: int) -> list[Result]:
     groups, topics = layout(distinct)
     distinct = groups * topics * PARTITIONS_PER_TOPIC
     passes = max(1, round(records / distinct))
@@ -93,19 +94,33 @@ async def _one_size(records: int, distinct: int, settings: dict) -> Result:
         fill_s = time.perf_counter() - fill_started
         log_bytes = sum(f.stat().st_size for f in data_dir.rglob("*.log"))
 
-        spawned = time.perf_counter()
-        with CohortServer(data_dir=data_dir, settings={**settings, "log-level": "INFO"},
-                          ready_timeout_s=600) as restarted:
-            listening_s = time.perf_counter() - spawned
-            await _verify_all_groups(restarted, group_ids, topics)
-            serving_s = time.perf_counter() - spawned
-            await asyncio.sleep(SETTLE_S)
-            rss = read_rss_bytes(restarted.pid)
-            load_log = _load_lines(restarted.log_path)
-            command = " ".join(restarted.command)
-            info = restarted.describe()
+        runs = []
+        for repeat in range(repeats):
+            runs.append(await _restart(data_dir, settings, group_ids, topics) + (repeat + 1,))
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+    params = dict(records=records, distinct=distinct, groups=groups, topics=topics, baseline_rss=baseline_rss,
+                  fill_s=fill_s, log_bytes=log_bytes)
+    return [_result(*run, **params) for run in runs]
+
+
+async def _restart(data_dir: Path, settings: dict, group_ids: list[str], topics: int) -> tuple:
+    """Start a server on the filled log; (listening s, serving s, RSS, its load log lines, command, info)."""
+    spawned = time.perf_counter()
+    with CohortServer(data_dir=data_dir, settings={**settings, "log-level": "INFO"},
+                      ready_timeout_s=600) as restarted:
+        listening_s = time.perf_counter() - spawned
+        await _verify_all_groups(restarted, group_ids, topics)
+        serving_s = time.perf_counter() - spawned
+        await asyncio.sleep(SETTLE_S)
+        rss = read_rss_bytes(restarted.pid)
+        load_log = _load_lines(restarted.log_path)
+        return listening_s, serving_s, rss, load_log, " ".join(restarted.command), restarted.describe()
+
+
+def _result(listening_s: float, serving_s: float, rss: int, load_log: list[str], command: str, info: dict,
+            repeat: int, *, records: int, distinct: int, groups: int, topics: int, baseline_rss: int,
+            fill_s: float, log_bytes: int) -> Result:
     per_offset = (rss - baseline_rss) / distinct
     reported = _reported_load(load_log)
     return Result(workload="restart", variant=f"records-{records}", target="cohort", params={
@@ -116,7 +131,7 @@ async def _one_size(records: int, distinct: int, settings: dict) -> Result:
         extra={"time_to_listen_s": round(listening_s, 3), "time_to_serve_all_groups_s": round(serving_s, 3),
                "load_records_per_s": round(records / serving_s, 1), "rss_bytes_per_offset": round(per_offset, 1),
                "log_bytes": log_bytes, "fill_s": round(fill_s, 2), "server_load_log": load_log,
-               **reported},
+               "restart": repeat, **reported},
         target_info={**info, "command": command})
 
 
