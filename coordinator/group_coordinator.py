@@ -49,7 +49,7 @@ from coordinator.group import (
     SyncResult,
 )
 from coordinator.log import OffsetsLog, PartitionState, StorageError
-from coordinator.offsets import OffsetAndMetadata, OffsetsTable
+from coordinator.offsets import OffsetsTable
 from coordinator.records import (
     GroupMemberRecord,
     GroupMetadataRecord,
@@ -601,6 +601,8 @@ class GroupCoordinator:
             apply = self._apply_commit_fields
             for name, index, offset, leader_epoch, metadata, commit_ts in commits:
                 apply(group_id, name, index, offset, leader_epoch, metadata, commit_ts, expire)
+            if self.metrics is not None:
+                self.metrics.offsets_committed(len(commits))
         return m.OffsetCommitResponse(throttle_time_ms=0, topics=answers)
 
     def _commit_response(self, req, error: int):
@@ -631,52 +633,59 @@ class GroupCoordinator:
     async def offset_fetch(self, req, version: int, ctx: RequestContext):
         require_stable = version >= 7 and req.require_stable
         if version >= 8:
+            Group = m.OffsetFetchResponse.OffsetFetchResponseGroup
             groups = []
             for g in req.groups:
-                topics = None if g.topics is None else [(t.name, list(t.partition_indexes)) for t in g.topics]
-                error, result = await self._fetch_group(g.group_id, topics, require_stable)
-                groups.append(m.OffsetFetchResponse.OffsetFetchResponseGroup(
-                    group_id=g.group_id, error_code=int(error), topics=[
-                        m.OffsetFetchResponse.OffsetFetchResponseGroup.OffsetFetchResponseTopics(name=name, partitions=[
-                            m.OffsetFetchResponse.OffsetFetchResponseGroup.OffsetFetchResponseTopics.OffsetFetchResponsePartitions(
-                                partition_index=p, committed_offset=o.offset, committed_leader_epoch=o.leader_epoch,
-                                metadata=o.metadata, error_code=0)
-                            for p, o in parts])
-                        for name, parts in result]))
+                error = self._fetch_error(g.group_id)
+                if require_stable and not error:
+                    await self.wait_for_writes(self.partition_for(g.group_id))
+                groups.append(Group(group_id=g.group_id, error_code=int(error), topics=[] if error else
+                                    self._fetch_answers(g.group_id, g.topics, Group.OffsetFetchResponseTopics,
+                                                        Group.OffsetFetchResponseTopics.OffsetFetchResponsePartitions)))
             return m.OffsetFetchResponse(throttle_time_ms=0, groups=groups)
-        topics = None if req.topics is None else [(t.name, list(t.partition_indexes)) for t in req.topics]
-        error, result = await self._fetch_group(req.group_id, topics, require_stable)
-        if error and version <= 1:
+        error = self._fetch_error(req.group_id)
+        if require_stable and not error:
+            await self.wait_for_writes(self.partition_for(req.group_id))
+        if not error:
+            topics = self._fetch_answers(req.group_id, req.topics, _FetchTopicAnswer, _FetchAnswer)
+        elif version <= 1:
             # v0-1 have no group-level error: every requested partition carries it.
-            result = [(name, [(p, _NO_OFFSET) for p in parts]) for name, parts in (topics or [])]
-            part_error = error
+            topics = [_FetchTopicAnswer(name=t.name, partitions=[
+                _FetchAnswer(partition_index=p, committed_offset=-1, committed_leader_epoch=-1, metadata="",
+                             error_code=int(error))
+                for p in t.partition_indexes]) for t in (req.topics or [])]
         else:
-            part_error = E.NONE
-        return m.OffsetFetchResponse(
-            throttle_time_ms=0,
-            error_code=int(error) if version >= 2 else 0,
-            topics=[m.OffsetFetchResponse.OffsetFetchResponseTopic(name=name, partitions=[
-                m.OffsetFetchResponse.OffsetFetchResponseTopic.OffsetFetchResponsePartition(
-                    partition_index=p, committed_offset=o.offset, committed_leader_epoch=o.leader_epoch,
-                    metadata=o.metadata, error_code=int(part_error))
-                for p, o in parts])
-                for name, parts in result])
+            topics = []
+        return m.OffsetFetchResponse(throttle_time_ms=0, error_code=int(error) if version >= 2 else 0, topics=topics)
 
-    async def _fetch_group(self, group_id, topics, require_stable: bool):
-        """(group error, [(topic, [(partition, OffsetAndMetadata)])]); unknown offsets are -1/""."""
+    def _fetch_error(self, group_id) -> int:
+        """Why the group's offsets cannot be read (NONE if they can)."""
         if group_id is None:
-            return E.INVALID_GROUP_ID, []
-        partition = self.partition_for(group_id)
-        error = self._partition_error(partition)
-        if error:
-            return error, []
-        if require_stable:
-            await self.wait_for_writes(partition)
-        table = self.offsets
+            return E.INVALID_GROUP_ID
+        return self._partition_error(self.partition_for(group_id))
+
+    def _fetch_answers(self, group_id: str, topics, topic_cls, partition_cls) -> list:
+        """The response topics of a readable group: requested partitions (-1/"" where none is committed),
+        or every committed one when `topics` is None."""
         if topics is None:
-            return E.NONE, [(topic, sorted(parts.items())) for topic, parts in table.group_offsets(group_id).items()]
-        return E.NONE, [(name, [(p, table.get(group_id, name, p) or _NO_OFFSET) for p in parts])
-                        for name, parts in topics]
+            return [topic_cls(name=name, partitions=[
+                partition_cls(partition_index=p, committed_offset=o.offset, committed_leader_epoch=o.leader_epoch,
+                              metadata=o.metadata, error_code=0)
+                for p, o in sorted(parts.items())])
+                for name, parts in self.offsets.group_offsets(group_id).items()]
+        committed = self.offsets.committed
+        answers = []
+        for t in topics:
+            partitions = []
+            for p, c in zip(t.partition_indexes, committed(group_id, t.name, t.partition_indexes)):
+                if c is None:
+                    partitions.append(partition_cls(partition_index=p, committed_offset=-1, committed_leader_epoch=-1,
+                                                    metadata="", error_code=0))
+                else:
+                    partitions.append(partition_cls(partition_index=p, committed_offset=c[0],
+                                                    committed_leader_epoch=c[1], metadata=c[2], error_code=0))
+            answers.append(topic_cls(name=t.name, partitions=partitions))
+        return answers
 
     # =========================================================================================
     # DescribeGroups, ListGroups
@@ -918,7 +927,8 @@ class GroupCoordinator:
             group.shutdown(E.NOT_COORDINATOR)
 
 
-_NO_OFFSET = OffsetAndMetadata(-1, -1, "", -1, -1)
 _CommitTopicAnswer = m.OffsetCommitResponse.OffsetCommitResponseTopic
 _CommitAnswer = _CommitTopicAnswer.OffsetCommitResponsePartition
 _METADATA_TOO_LARGE = int(E.OFFSET_METADATA_TOO_LARGE)
+_FetchTopicAnswer = m.OffsetFetchResponse.OffsetFetchResponseTopic
+_FetchAnswer = _FetchTopicAnswer.OffsetFetchResponsePartition

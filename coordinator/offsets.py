@@ -115,6 +115,20 @@ class _TopicOffsets:
             return self.sparse.get(partition)
         return None
 
+    def committed(self, partition: int) -> tuple[int, int, str] | None:
+        """(offset, leader epoch, metadata) of a partition, or None: what OffsetFetch answers."""
+        i = 4 * partition
+        slots = self.slots
+        if 0 <= i < len(slots):
+            offset = slots[i]
+            if offset != _ABSENT:
+                return offset, slots[i + 1], self.metadata.get(partition, "") if self.metadata is not None else ""
+        if self.sparse is not None:
+            v = self.sparse.get(partition)
+            if v is not None:
+                return v.offset, v.leader_epoch, v.metadata
+        return None
+
     def delete(self, partition: int) -> bool:
         i = 4 * partition
         if 0 <= i < len(self.slots) and self.slots[i] != _ABSENT:
@@ -191,6 +205,14 @@ class OffsetsTable:
             return None
         t = topics.get(topic)
         return None if t is None else t.get(partition)
+
+    def committed(self, group: str, topic: str, partitions: list[int]) -> list[tuple[int, int, str] | None]:
+        """(offset, leader epoch, metadata) of each of `partitions`, None where none is committed (OffsetFetch)."""
+        topics = self._groups.get(group)
+        t = None if topics is None else topics.get(topic)
+        if t is None:
+            return [None] * len(partitions)
+        return [t.committed(p) for p in partitions]
 
     def put_run(self, run: OffsetCommitRun) -> None:
         """Store a column-wise run of commits (`coordinator.records.decode_for_load`), the load path.

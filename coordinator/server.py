@@ -85,6 +85,8 @@ _OFFSET_COMMIT_KEY = 8
 # OffsetCommit sent before it, a JoinGroup follows the commit before it.
 OVERLAPPING_APIS = frozenset({_FETCH_KEY, _OFFSET_COMMIT_KEY, 12})  # Fetch, OffsetCommit, Heartbeat
 _SIZE_AND_CORRELATION = struct.Struct(">ii")
+# Response class -> whether it has a top-level error code (a failed getattr costs an exception).
+_HAS_ERROR_CODE: dict[type, bool] = {}
 
 
 class FlexibleFetchV0:
@@ -430,12 +432,12 @@ class _Continuation:
 
 
 class _Request:
-    """A decoded request waiting for its turn on its connection."""
+    """A decoded request, and its place in the connection's response order (`payload` is set when answered)."""
 
-    __slots__ = ("slot", "header", "request", "ctx", "handler", "is_async", "encode", "started", "overlaps")
+    __slots__ = ("payload", "header", "request", "ctx", "handler", "is_async", "encode", "started", "overlaps")
 
-    def __init__(self, slot, header, request, ctx, handler, is_async, encode, started, overlaps) -> None:
-        self.slot = slot
+    def __init__(self, header, request, ctx, handler, is_async, encode, started, overlaps) -> None:
+        self.payload: bytes | None = None
         self.header = header
         self.request = request
         self.ctx = ctx
@@ -447,7 +449,7 @@ class _Request:
 
 
 class _Slot:
-    """One request's place in a connection's response order; `payload` is set when answered."""
+    """A place in a connection's response order for an answer made without a `_Request`."""
 
     __slots__ = ("payload",)
 
@@ -465,7 +467,7 @@ class _Connection(asyncio.Protocol):
         self.reader = FrameReader(server.config.socket_request_max_bytes)
         self.max_pending = server.config.queued_max_requests_per_connection
         self.transport: asyncio.Transport | None = None
-        self.pending: deque[_Slot] = deque()
+        self.pending: deque[_Request | _Slot] = deque()
         self._queued: deque[_Request] = deque()
         self._running = 0
         self._running_exclusive = 0
@@ -562,10 +564,9 @@ class _Connection(asyncio.Protocol):
         ctx = self._ctx
         if header.client_id != ctx.client_id:
             ctx = self._ctx = RequestContext(header.client_id, ctx.client_host)
-        slot = _Slot()
-        self.pending.append(slot)
-        self._queued.append(_Request(slot, header, request, ctx, handler, is_async, encode, started,
-                                     key in OVERLAPPING_APIS))
+        req = _Request(header, request, ctx, handler, is_async, encode, started, key in OVERLAPPING_APIS)
+        self.pending.append(req)
+        self._queued.append(req)
         self._run_queued()
 
     def _run_queued(self) -> None:
@@ -624,7 +625,7 @@ class _Connection(asyncio.Protocol):
         self._running -= 1
         if not req.overlaps:
             self._running_exclusive -= 1
-        req.slot.payload = payload
+        req.payload = payload
         self._flush()
         self._observe(req.header, response, req.started)
 
@@ -664,13 +665,13 @@ class _Connection(asyncio.Protocol):
         metrics = self.metrics
         if metrics is not None:
             metrics.observe_request(header.api_key, header.api_version, time.perf_counter() - started)
-            code = getattr(response, "error_code", 0)
-            if code:
-                metrics.count_request_error(header.api_key, code)
-            if header.api_key == _OFFSET_COMMIT_KEY:
-                committed = sum(1 for t in response.topics for p in t.partitions if p.error_code == 0)
-                if committed:
-                    metrics.offsets_committed(committed)
+            # (committed offsets are counted by the group coordinator, where they are applied)
+            cls = type(response)
+            has_error_code = _HAS_ERROR_CODE.get(cls)
+            if has_error_code is None:
+                has_error_code = _HAS_ERROR_CODE[cls] = hasattr(cls, "error_code")
+            if has_error_code and response.error_code:
+                metrics.count_request_error(header.api_key, response.error_code)
 
     def _update_reading(self) -> None:
         if self.closed or self.transport is None:
