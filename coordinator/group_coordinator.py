@@ -603,7 +603,7 @@ class GroupCoordinator:
                 apply(group_id, name, index, offset, leader_epoch, metadata, commit_ts, expire)
             if self.metrics is not None:
                 self.metrics.offsets_committed(len(commits))
-        return m.OffsetCommitResponse(throttle_time_ms=0, topics=answers)
+        return _CommitResponse(throttle_time_ms=0, topics=answers)
 
     def _commit_response(self, req, error: int):
         """Every partition answers `error`, except those refused for their metadata size (a failed write)."""
@@ -927,7 +927,8 @@ class GroupCoordinator:
             group.shutdown(E.NOT_COORDINATOR)
 
 
-_CommitTopicAnswer = m.OffsetCommitResponse.OffsetCommitResponseTopic
+_CommitResponse = m.OffsetCommitResponse
+_CommitTopicAnswer = _CommitResponse.OffsetCommitResponseTopic
 _CommitAnswer = _CommitTopicAnswer.OffsetCommitResponsePartition
 _METADATA_TOO_LARGE = int(E.OFFSET_METADATA_TOO_LARGE)
 _FetchTopicAnswer = m.OffsetFetchResponse.OffsetFetchResponseTopic

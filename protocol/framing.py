@@ -13,11 +13,12 @@ Pure functions over bytes; the server and the client both use them.
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.messages import API_SCHEMAS, Api, ApiVersionsResponse
-from protocol.schema import _Fail, _uvarint
+from protocol.schema import EncodeError, _Fail, _uvarint
 
 API_VERSIONS_KEY = 18
 
@@ -173,13 +174,33 @@ def decode_request(frame: bytes) -> tuple[RequestHeader, object]:
 def encode_response(header: RequestHeader, message, version: int | None = None) -> bytes:
     """A size-prefixed response frame for the request `header` described."""
     version = header.api_version if version is None else version
-    out = bytearray(8)
-    api = API_SCHEMAS[header.api_key]
-    if version >= api.flexible_from and header.api_key != API_VERSIONS_KEY:
-        out.append(0)  # response header v1: empty tagged fields
-    message.encode_into(version, out)
+    cls = type(message)
+    entry = _RESPONSE_ENCODERS.get((header.api_key, version, cls))
+    if entry is None:
+        entry = _response_encoder(header.api_key, version, cls)
+    header_bytes, encode = entry
+    out = bytearray(header_bytes)
+    try:
+        encode(message, out)
+    except (struct.error, AttributeError, TypeError, UnicodeEncodeError) as exc:
+        raise EncodeError(f"{cls.SCHEMA.name} v{version}: {exc}") from None
     _RESPONSE_HEADER.pack_into(out, 0, len(out) - 4, header.correlation_id)
     return bytes(out)
+
+
+# (api key, version, response class) -> (header bytes to fill in, generated body encoder):
+# every response of a busy server takes the same few entries.
+_RESPONSE_ENCODERS: dict[tuple[int, int, type], tuple[int, Callable[[object, bytearray], bytearray]]] = {}
+
+
+def _response_encoder(api_key: int, version: int, cls: type) -> tuple[int, Callable[[object, bytearray], bytearray]]:
+    api = API_SCHEMAS[api_key]
+    encode = cls.SCHEMA.codec(version).encode  # raises ProtocolError for a version the message lacks
+    # size + correlation id, then response header v1's empty tagged fields (never for ApiVersions)
+    header_bytes = 9 if version >= api.flexible_from and api_key != API_VERSIONS_KEY else 8
+    if len(_RESPONSE_ENCODERS) < 4096:
+        _RESPONSE_ENCODERS[(api_key, version, cls)] = (header_bytes, encode)
+    return header_bytes, encode
 
 
 def api_versions_fallback(header: RequestHeader) -> bytes:

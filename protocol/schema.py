@@ -545,7 +545,7 @@ def _gen_decoder(struct_: Struct, version: int, flexible: bool, cache: dict):
 
 
 def _gen_write_value(g: _Gen, ind: int, t: Any, expr: str, nullable: bool, flexible: bool,
-                     cache: dict, version: int, label: str) -> None:
+                     cache: dict, version: int, label: str, depth: int = 0) -> None:
     fmt = _fixed_format(t)
     if fmt is not None:
         s = struct.Struct(">" + fmt)
@@ -576,17 +576,17 @@ def _gen_write_value(g: _Gen, ind: int, t: Any, expr: str, nullable: bool, flexi
         g.emit(ind + 1, f"out += {v}")
         return
     if isinstance(t, Struct):
-        sub = compile_struct(t, version, flexible, cache)
-        enc = g.const(sub.encode, "enc")
-        if nullable:
+        v = expr
+        if not expr.isidentifier():
             v = g.tmp("v")
             g.emit(ind, f"{v} = {expr}")
+        if nullable:
             g.emit(ind, f"if {v} is None: out.append(255)")
             g.emit(ind, "else:")
             g.emit(ind + 1, "out.append(1)")
-            g.emit(ind + 1, f"{enc}({v}, out)")
+            _emit_struct_write(g, ind + 1, t, v, version, flexible, cache, depth + 1)
         else:
-            g.emit(ind, f"{enc}({expr}, out)")
+            _emit_struct_write(g, ind, t, v, version, flexible, cache, depth + 1)
         return
     if isinstance(t, Array):
         v = g.tmp("v")
@@ -609,7 +609,7 @@ def _gen_write_value(g: _Gen, ind: int, t: Any, expr: str, nullable: bool, flexi
             return
         item = g.tmp("x")
         g.emit(ind + 1, f"for {item} in {v}:")
-        _gen_write_value(g, ind + 2, el, item, False, flexible, cache, version, label + "[]")
+        _gen_write_value(g, ind + 2, el, item, False, flexible, cache, version, label + "[]", depth)
         return
     raise TypeError(f"cannot encode type {t!r}")
 
@@ -632,7 +632,25 @@ def _gen_encoder(struct_: Struct, version: int, flexible: bool, cache: dict):
     g = _Gen()
     g.ns["_Enc"] = EncodeError
     g.emit(0, "def encode(obj, out):")
-    ind = 1
+    _emit_struct_write(g, 1, struct_, "obj", version, flexible, cache, 0)
+    g.emit(1, "return out")
+    src = "\n".join(g.lines) + "\n"
+    exec(compile(src, f"<encode {struct_.name} v{version}>", "exec"), g.ns)
+    return g.ns["encode"]
+
+
+def _emit_struct_write(g: _Gen, ind: int, struct_: Struct, obj: str, version: int, flexible: bool, cache: dict,
+                       depth: int) -> None:
+    """Emit code appending the struct held in local `obj` to `out`.
+
+    Nested structs are written inline (no call per element), up to
+    `_INLINE_DEPTH`, like the decoder; every helper local gets a unique name
+    so nested sections (tagged fields swap `out`) never clobber each other.
+    """
+    if depth > _INLINE_DEPTH:
+        enc = g.const(compile_struct(struct_, version, flexible, cache).encode, "enc")
+        g.emit(ind, f"{enc}({obj}, out)")
+        return
     fields = struct_.fields
     tagged: list[Field] = []
     i = 0
@@ -648,46 +666,45 @@ def _gen_encoder(struct_: Struct, version: int, flexible: bool, cache: dict):
         run, _absent, j = _fixed_run(fields, i, version)
         if len(run) > 1:
             s = struct.Struct(">" + "".join(_fixed_format(r.type) for r in run))
-            args = ", ".join(f"obj.{r.name}" for r in run)
+            args = ", ".join(f"{obj}.{r.name}" for r in run)
             g.emit(ind, f"out += {g.const(s.pack, 'p')}({args})")
             i = j
             continue
-        _gen_write_value(g, ind, f.type, f"obj.{f.name}", _is_nullable(f, version), flexible, cache, version,
-                         f"{struct_.name}.{f.name}")
+        _gen_write_value(g, ind, f.type, f"{obj}.{f.name}", _is_nullable(f, version), flexible, cache, version,
+                         f"{struct_.name}.{f.name}", depth)
         i += 1
     if flexible:
+        unk = g.tmp("unk")
+        tag, payload = g.tmp("tag"), g.tmp("payload")
         tagged.sort(key=lambda f: f.tag)
         if not tagged:
-            g.emit(ind, "_unk = obj._unknown_tags")
-            g.emit(ind, "if not _unk:")
+            g.emit(ind, f"{unk} = {obj}._unknown_tags")
+            g.emit(ind, f"if not {unk}:")
             g.emit(ind + 1, "out.append(0)")
             g.emit(ind, "else:")
-            g.emit(ind + 1, "_wuv(out, len(_unk))")
-            g.emit(ind + 1, "for _tag in sorted(_unk):")
-            g.emit(ind + 2, "_wuv(out, _tag); _wuv(out, len(_unk[_tag])); out += _unk[_tag]")
+            g.emit(ind + 1, f"_wuv(out, len({unk}))")
+            g.emit(ind + 1, f"for {tag} in sorted({unk}):")
+            g.emit(ind + 2, f"_wuv(out, {tag}); _wuv(out, len({unk}[{tag}])); out += {unk}[{tag}]")
         else:
             # tagged fields are written only when they differ from their default;
             # unknown tags kept from decoding are written back in tag order
-            g.emit(ind, "_items = []")
+            items, save, known = g.tmp("items"), g.tmp("save"), g.tmp("known")
+            g.emit(ind, f"{items} = []")
             for f in tagged:
-                expr = f"obj.{f.name}"
+                expr = f"{obj}.{f.name}"
                 g.emit(ind, f"if not ({_is_default_expr(f, expr, g, version)}):")
-                g.emit(ind + 1, "_save = out; out = bytearray()")
+                g.emit(ind + 1, f"{save} = out; out = bytearray()")
                 _gen_write_value(g, ind + 1, f.type, expr, _is_nullable(f, version), True, cache, version,
-                                 f"{struct_.name}.{f.name}")
-                g.emit(ind + 1, f"_items.append(({f.tag}, out)); out = _save")
-            g.emit(ind, "_unk = obj._unknown_tags")
-            g.emit(ind, "if _unk:")
-            g.emit(ind + 1, "_known = {t for t, _ in _items}")
-            g.emit(ind + 1, "_items.extend((t, b) for t, b in _unk.items() if t not in _known)")
-            g.emit(ind + 1, "_items.sort(key=lambda item: item[0])")
-            g.emit(ind, "_wuv(out, len(_items))")
-            g.emit(ind, "for _tag, _payload in _items:")
-            g.emit(ind + 1, "_wuv(out, _tag); _wuv(out, len(_payload)); out += _payload")
-    g.emit(ind, "return out")
-    src = "\n".join(g.lines) + "\n"
-    exec(compile(src, f"<encode {struct_.name} v{version}>", "exec"), g.ns)
-    return g.ns["encode"]
+                                 f"{struct_.name}.{f.name}", depth)
+                g.emit(ind + 1, f"{items}.append(({f.tag}, out)); out = {save}")
+            g.emit(ind, f"{unk} = {obj}._unknown_tags")
+            g.emit(ind, f"if {unk}:")
+            g.emit(ind + 1, f"{known} = {{t for t, _ in {items}}}")
+            g.emit(ind + 1, f"{items}.extend((t, b) for t, b in {unk}.items() if t not in {known})")
+            g.emit(ind + 1, f"{items}.sort(key=lambda item: item[0])")
+            g.emit(ind, f"_wuv(out, len({items}))")
+            g.emit(ind, f"for {tag}, {payload} in {items}:")
+            g.emit(ind + 1, f"_wuv(out, {tag}); _wuv(out, len({payload})); out += {payload}")
 
 
 # --------------------------------------------------------------------------
