@@ -133,3 +133,64 @@ def test_manual_scheduler_fires_due_timers_in_order_and_skips_cancelled():
     assert fired == ["a", "nested"] and clock.now_ms() == 9
     clock.advance(1)
     assert fired == ["a", "nested", "b"]
+
+
+async def _ok_store(group, assignment):
+    return 0
+
+
+def stable_group_of(*members: GroupMember) -> ClassicGroup:
+    group = ClassicGroup("g", config=CoordinatorConfig(), scheduler=ManualScheduler(), store=_ok_store)
+    for m in members:
+        group.add(m)
+    group.state = S.STABLE
+    group.generation_id = 1
+    return group
+
+
+def test_heartbeats_move_the_session_deadline_without_arming_timers():
+    group = stable_group_of(member("a", "range"))  # session 1000 ms
+    clock = group._scheduler
+    armed = []
+    call_later = clock.call_later
+    clock.call_later = lambda delay, callback: armed.append(delay) or call_later(delay, callback)
+    group.schedule_heartbeat("a")
+    for _ in range(50):
+        clock.advance(100)
+        assert group.heartbeat("a", None, 1) == 0
+    # 50 heartbeats in 5 s: the one timer fired early about once a session and re-armed each time
+    assert len(armed) <= 6 and clock.pending() == 1
+    assert group.session_deadline_ms("a") == clock.now_ms() + 1000
+
+
+async def test_a_session_ends_exactly_one_timeout_after_the_last_heartbeat():
+    group = stable_group_of(member("a", "range"), member("b", "range"))
+    clock = group._scheduler
+    group.schedule_heartbeat("a")
+    group.schedule_heartbeat("b")
+    clock.advance(700)
+    group.heartbeat("a", None, 1)  # a's deadline moves to 1700; its timer still fires at 1000
+    clock.advance(299)
+    assert "b" in group.members
+    clock.advance(1)  # b silent for exactly 1000 ms
+    assert "b" not in group.members and "a" in group.members
+    clock.advance(699)
+    assert group.state is S.PREPARING_REBALANCE and "a" in group.members
+    group._join_timer.cancel()  # (the rebalance timer is not under test)
+    clock.advance(1)  # a silent for exactly 1000 ms
+    assert "a" not in group.members and group.state is S.EMPTY
+    await group.settle()
+
+
+async def test_a_deadline_moved_earlier_than_the_armed_timer_rearms_it():
+    """A new member's long join timeout is replaced by its (shorter) session timeout."""
+    group = stable_group_of(member("a", "range"))
+    clock = group._scheduler
+    group.schedule_heartbeat("a", 300_000)
+    group.schedule_heartbeat("a")  # 1000 ms
+    assert clock.pending() == 1  # the 300 s timer was cancelled, not left to fire late
+    clock.advance(999)
+    assert "a" in group.members
+    clock.advance(1)
+    assert "a" not in group.members and group.session_deadline_ms("a") is None
+    await group.settle()

@@ -313,11 +313,14 @@ class GroupMachine(RuleBasedStateMachine):
         for member_id, m in g.members.items():
             if (m.is_awaiting_join or m.is_awaiting_sync) and not m.is_new:
                 continue
-            timer = g._heartbeat_timers.get(member_id)
-            assert timer is not None and not timer.cancelled and timer.when > now, (member_id, g)
-            # ...and never further away than one session (or the new-member join timeout).
+            deadline = g.session_deadline_ms(member_id)
+            assert deadline is not None and deadline > now, (member_id, g)
+            # ...never further away than one session (or the new-member join timeout)...
             allowed = self.h.config.group_new_member_join_timeout_ms if m.is_new else m.session_timeout_ms
-            assert timer.when - now <= allowed, (member_id, timer.when - now, allowed, g)
+            assert deadline - now <= allowed, (member_id, deadline - now, allowed, g)
+            # ...and watched by a live timer that fires no later than the deadline.
+            handle = g._heartbeat_timers[member_id].handle
+            assert not handle.cancelled and now < handle.when <= deadline, (member_id, handle.when, deadline, g)
 
     @invariant()
     def dynamic_members_are_those_that_joined_this_generation(self):
