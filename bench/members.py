@@ -202,22 +202,63 @@ async def form_groups(members: list[BenchMember], timeout_s: float) -> None:
     With no initial delay, members trickling in cause several rebalances; a
     member learns about each from its heartbeat (REBALANCE_IN_PROGRESS) and
     rejoins, exactly like a client. Settled = one full round of heartbeats
-    with no error.
+    with no error. While some members join, the others keep heartbeating (as
+    a client's heartbeat thread does): on a loaded machine 5 000 joins can take
+    longer than a session, and members left silent that long would expire and
+    start the rebalances over, so the fleet never settled.
     """
     deadline = time.monotonic() + timeout_s
-    await asyncio.gather(*(m.join_and_sync(deadline) for m in members))
+    await _join_keeping_alive(members, set(members), deadline)
     while time.monotonic() < deadline:
         codes = await asyncio.gather(*(m.heartbeat() for m in members))
         disturbed = [m for m, code in zip(members, codes) if code != ErrorCode.NONE]
         if not disturbed:
             return
         for m, code in zip(members, codes):
-            if code not in (ErrorCode.NONE, *REJOIN_CODES, ErrorCode.UNKNOWN_MEMBER_ID):
-                raise MemberError("Heartbeat", code)
-            if code == ErrorCode.UNKNOWN_MEMBER_ID:
-                m.member_id = ""
-        await asyncio.gather(*(m.join_and_sync(deadline) for m in disturbed))
+            _follow_heartbeat_answer(m, code)
+        await _join_keeping_alive(members, set(disturbed), deadline)
     raise TimeoutError(f"{len(members)} members did not settle within {timeout_s:.0f} s")
+
+
+def _follow_heartbeat_answer(member: BenchMember, code: int) -> None:
+    """Check a heartbeat answer during formation: only rejoin signals are expected."""
+    if code not in (ErrorCode.NONE, *REJOIN_CODES, ErrorCode.UNKNOWN_MEMBER_ID):
+        raise MemberError("Heartbeat", code)
+    if code == ErrorCode.UNKNOWN_MEMBER_ID:
+        member.member_id = ""
+
+
+async def _join_keeping_alive(members: list[BenchMember], to_join: set[BenchMember], deadline: float) -> None:
+    """Join and sync `to_join`; every member not joining heartbeats every third of its session
+    (rejoining when told to) until all of them hold an assignment."""
+    if not to_join:
+        return
+    joining = len(to_join)
+    all_joined = asyncio.Event()
+
+    async def rejoin(m: BenchMember) -> None:
+        nonlocal joining
+        await m.join_and_sync(deadline)
+        joining -= 1
+        if joining == 0:
+            all_joined.set()
+
+    async def live(m: BenchMember) -> None:
+        nonlocal joining
+        if m in to_join:
+            await rejoin(m)
+        while not all_joined.is_set():
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(all_joined.wait(), m.session_timeout_ms / 3000)
+            if all_joined.is_set():
+                return
+            code = await m.heartbeat()
+            if code != ErrorCode.NONE:
+                _follow_heartbeat_answer(m, code)
+                joining += 1
+                await rejoin(m)
+
+    await asyncio.gather(*(live(m) for m in members))
 
 
 @contextlib.asynccontextmanager
