@@ -3,7 +3,11 @@
 fleet      N members in M groups (e.g. 5 000 in 500), each on its own connection
            as a consumer is, heartbeating every `interval` with a random phase,
            for a fixed time. The number that matters is latency (p99) at that
-           steady, realistic rate, not throughput.
+           steady, realistic rate, not throughput. The first interval (every
+           member's first heartbeat) is a warm-up and is not recorded: it
+           overlaps the server finishing the fleet's formation (group writes,
+           the generator's and the server's clean-up of the join storm), which
+           is the join-storm workload's subject, not this one's.
 max-rate   the same members' heartbeats, pre-encoded, closed loop on a few
            pipelined connections: how many heartbeats a second the server can
            take.
@@ -82,21 +86,20 @@ async def _fleet(target: Target, profile: Profile, fleet: list[BenchMember], ver
     errors: Counter = Counter()
     late = 0
     sampler = ProcessSampler(target.pid)
-    clock = GeneratorClock()
-    sampler.start()
-    t0 = time.perf_counter()
+    warm_up_end = time.perf_counter() + interval
+    t0 = warm_up_end
     end = t0 + duration
 
     async def beat(member: BenchMember) -> None:
         nonlocal late
-        due = t0 + random.random() * interval
+        due = warm_up_end - interval + random.random() * interval
         while True:
             now = time.perf_counter()
             if due >= end:
                 return
             if due > now:
                 await asyncio.sleep(due - now)
-            elif now - due > interval / 2:
+            elif now - due > interval / 2 and due >= t0:
                 late += 1  # the generator could not keep the schedule
             sent = time.perf_counter_ns()
             try:
@@ -104,22 +107,27 @@ async def _fleet(target: Target, profile: Profile, fleet: list[BenchMember], ver
             except (ConnectionError, asyncio.TimeoutError) as exc:
                 errors[type(exc).__name__] += 1
                 return
-            latencies.add(time.perf_counter_ns() - sent)
+            if due >= t0:
+                latencies.add(time.perf_counter_ns() - sent)
             if code != ErrorCode.NONE:
                 errors[code_name(code)] += 1
             due += interval
 
     lag = LoopLagProbe()
-    lag.start()
     with generator_gc_paused():
-        await asyncio.gather(*(beat(m) for m in fleet))
+        tasks = [asyncio.ensure_future(beat(m)) for m in fleet]
+        await asyncio.sleep(max(t0 - time.perf_counter(), 0))
+        sampler.start()
+        clock = GeneratorClock()
+        lag.start()
+        await asyncio.gather(*tasks)
     elapsed = time.perf_counter() - t0
     loop_lag = await lag.stop()
     server = await sampler.stop()
     generator = clock.usage()
     return Result(workload="heartbeat", variant="fleet", target=target.name, params={
         "api_version": versions.heartbeat, "members": len(fleet), "groups": profile.heartbeat_groups,
-        "connections": len(fleet), "interval_s": interval, "duration_s": duration,
+        "connections": len(fleet), "interval_s": interval, "warm_up_s": interval, "duration_s": duration,
         "session_timeout_ms": SESSION_TIMEOUT_MS}, operations=len(latencies), duration_s=round(elapsed, 3),
         throughput_per_s=round(len(latencies) / elapsed, 1), latency_ms=latencies.summary(),
         errors=count_errors(errors), server=_usage(server), generator=_usage(generator),
