@@ -133,12 +133,13 @@ def decode_request_header(frame: bytes) -> RequestHeader:
         pos = end
     else:
         client_id = ""  # a null client id counts as ""
-    header = RequestHeader(api_key, api_version, correlation_id, client_id)
-    api = API_SCHEMAS.get(api_key)
-    if api is not None and api_version >= api.flexible_from:
+    if api_version >= _FLEXIBLE_FROM.get(api_key, 32767):
         pos = _skip_tagged_fields(frame, pos, "request header")
-    header.header_size = pos
-    return header
+    return RequestHeader(api_key, api_version, correlation_id, client_id, pos)
+
+
+# API key -> its first flexible version (request header v2 from there on).
+_FLEXIBLE_FROM: dict[int, int] = {key: api.flexible_from for key, api in API_SCHEMAS.items()}
 
 
 def _skip_tagged_fields(data: bytes, pos: int, what: str) -> int:

@@ -402,7 +402,9 @@ def _gen_read_value(g: _Gen, ind: int, t: Any, target: str, nullable: bool, flex
             size = struct.calcsize(">" + efmt)
             g.emit(ind + 1, f"_e = pos + _n * {size}")
             g.emit(ind + 1, f"if _e > end: raise _Fail('count ' + str(_n) + ' of {label} runs past the end', pos)")
-            g.emit(ind + 1, f"{target} = list(_struct_unpack('>' + str(_n) + '{efmt}', buf, pos)); pos = _e")
+            # one element (the usual partition list of one) skips building a format string
+            g.emit(ind + 1, f"if _n == 1: {target} = [{g.const(struct.Struct('>' + efmt).unpack_from, 'u')}(buf, pos)[0]]; pos = _e")
+            g.emit(ind + 1, f"else: {target} = list(_struct_unpack('>' + str(_n) + '{efmt}', buf, pos)); pos = _e")
             g.ns["_struct_unpack"] = struct.unpack_from
             return
         # every element takes at least one byte: refuse absurd counts before looping
@@ -605,7 +607,8 @@ def _gen_write_value(g: _Gen, ind: int, t: Any, expr: str, nullable: bool, flexi
         efmt = _fixed_format(el)
         if efmt is not None:
             g.ns["_struct_pack"] = struct.pack
-            g.emit(ind + 1, f"out += _struct_pack('>' + str(len({v})) + '{efmt}', *{v})")
+            g.emit(ind + 1, f"if len({v}) == 1: out += {g.const(struct.Struct('>' + efmt).pack, 'p')}({v}[0])")
+            g.emit(ind + 1, f"else: out += _struct_pack('>' + str(len({v})) + '{efmt}', *{v})")
             return
         item = g.tmp("x")
         g.emit(ind + 1, f"for {item} in {v}:")
