@@ -26,11 +26,12 @@ response message. Group APIs (JoinGroup … OffsetDelete) are forwarded to the
   declines them when its session cache is full: session id 0, full responses.
 
 Sync handlers return the response; async ones are coroutines. The server
-calls the sync ones inline, steps the async ones inline too and gives them a
-task only if they suspend (a commit waiting for its fsync, a parked join);
-responses are written in request order either way. So code a handler runs
-before its first ``await`` must not need a current task (no
-``asyncio.timeout`` there).
+calls the sync ones inline and steps the async ones inline too; one that
+suspends (a commit waiting for its append, a parked join) is resumed by the
+futures it awaits, never inside an asyncio task, and responses are written in
+request order either way. So a handler must not need a current task (no
+``asyncio.timeout`` or ``current_task``); what it gathers or ensure_future()s
+gets a task of its own.
 """
 from __future__ import annotations
 
