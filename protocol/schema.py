@@ -359,19 +359,22 @@ def _gen_read_value(g: _Gen, ind: int, t: Any, target: str, nullable: bool, flex
             g.emit(ind, "_n, = _h(buf, pos); pos += 2")
         else:
             g.emit(ind, "_n, = _i(buf, pos); pos += 4")
-        g.emit(ind, "if _n < 0:")
-        if nullable:
-            g.emit(ind + 1, f"if _n != -1: raise _Fail('invalid length ' + str(_n) + ' for {label}', pos)")
-            g.emit(ind + 1, f"{target} = None")
-        else:
-            g.emit(ind + 1, f"raise _Fail('null or negative length ' + str(_n) + ' for non-nullable {label}', pos)")
-        g.emit(ind, "else:")
+        g.emit(ind, "if _n > 0:")
         g.emit(ind + 1, "_e = pos + _n")
         g.emit(ind + 1, f"if _e > end: raise _Fail('length ' + str(_n) + ' of {label} runs past the end', pos)")
         if t is STRING:
             g.emit(ind + 1, f"{target} = buf[pos:_e].decode('utf-8'); pos = _e")
         else:
             g.emit(ind + 1, f"{target} = buf[pos:_e]; pos = _e")
+        # empty (member ids, metadata) is common: no slice to take
+        g.emit(ind, "elif _n == 0:")
+        g.emit(ind + 1, f"{target} = {repr('' if t is STRING else b'')}")
+        g.emit(ind, "else:")
+        if nullable:
+            g.emit(ind + 1, f"if _n != -1: raise _Fail('invalid length ' + str(_n) + ' for {label}', pos)")
+            g.emit(ind + 1, f"{target} = None")
+        else:
+            g.emit(ind + 1, f"raise _Fail('null or negative length ' + str(_n) + ' for non-nullable {label}', pos)")
         return
     if isinstance(t, Struct):
         if nullable:
