@@ -295,25 +295,32 @@ class GroupCoordinator:
 
     async def _append_encoded(self, partition: int, encoded: list[tuple[bytes, bytes | None]]) -> int:
         """`_append` of records already encoded as (key, value)."""
-        self._writes_started[partition] = self._writes_started.get(partition, 0) + 1
+        self._write_started(partition)
         try:
             await self._log.append(partition, encoded)
         except StorageError as exc:
             log.warning("offsets partition %d: append failed: %s", partition, exc)
             return map_write_error(exc.error_code)
         finally:
-            finished = self._writes_finished[partition] = self._writes_finished.get(partition, 0) + 1
-            waiters = self._write_waiters.get(partition)
-            if waiters:
-                still = []
-                for target, waiter in waiters:
-                    if finished >= target:
-                        if not waiter.done():
-                            waiter.set_result(None)
-                    else:
-                        still.append((target, waiter))
-                self._write_waiters[partition] = still
+            self._write_finished(partition)
         return E.NONE
+
+    def _write_started(self, partition: int) -> None:
+        self._writes_started[partition] = self._writes_started.get(partition, 0) + 1
+
+    def _write_finished(self, partition: int) -> None:
+        """An append ended (durable or failed): RequireStable fetches waiting for it may go on."""
+        finished = self._writes_finished[partition] = self._writes_finished.get(partition, 0) + 1
+        waiters = self._write_waiters.get(partition)
+        if waiters:
+            still = []
+            for target, waiter in waiters:
+                if finished >= target:
+                    if not waiter.done():
+                        waiter.set_result(None)
+                else:
+                    still.append((target, waiter))
+            self._write_waiters[partition] = still
 
     def writes_in_flight(self) -> int:
         """Appends started and not yet finished, over all partitions."""
@@ -587,7 +594,15 @@ class GroupCoordinator:
             error = E.UNKNOWN_SERVER_ERROR
         else:
             if encoded:
-                error = await self._append_encoded(partition, encoded)
+                # `_append_encoded` written out: one coroutine less per commit
+                self._write_started(partition)
+                try:
+                    await self._log.append(partition, encoded)
+                except StorageError as exc:
+                    log.warning("offsets partition %d: append failed: %s", partition, exc)
+                    error = map_write_error(exc.error_code)
+                finally:
+                    self._write_finished(partition)
         if error:
             if created is not None and self._groups.get(group_id) is created and created.state is GroupState.EMPTY \
                     and not self.offsets.has_offsets(group_id) and not created.members:

@@ -162,14 +162,32 @@ def decode_request(frame: bytes) -> tuple[RequestHeader, object]:
     Raises `UnknownApiKey` or `UnsupportedVersion` (both carry the header, so a
     server can answer ApiVersions' special case) or `ProtocolError`.
     """
+    if type(frame) is not bytes:
+        frame = bytes(frame)
     header = decode_request_header(frame)
-    api = API_SCHEMAS.get(header.api_key)
-    if api is None:
-        raise UnknownApiKey(header)
-    if not api.min_version <= header.api_version <= api.max_version:
-        raise UnsupportedVersion(header)
-    body = api.request.decode(frame, header.api_version, pos=header.header_size)
+    version = header.api_version
+    entry = _REQUEST_DECODERS.get((header.api_key, version))
+    if entry is None:
+        api = API_SCHEMAS.get(header.api_key)
+        if api is None:
+            raise UnknownApiKey(header)
+        if not api.min_version <= version <= api.max_version:
+            raise UnsupportedVersion(header)
+        entry = _REQUEST_DECODERS[(header.api_key, version)] = (api.request.SCHEMA.codec(version).decode,
+                                                               api.request.SCHEMA.name)
+    decode, name = entry
+    # the generated decoder, called directly; its failures reported as `<Request>.decode` reports them
+    try:
+        body, _end = decode(frame, header.header_size, len(frame))
+    except _Fail as exc:
+        raise ProtocolError(f"{name} v{version}: {exc.reason} at byte {exc.pos}") from None
+    except RecursionError:
+        raise ProtocolError(f"{name} v{version}: nesting too deep") from None
     return header, body
+
+
+# (api key, version) -> (generated request decoder, request name), for the versions the codec supports.
+_REQUEST_DECODERS: dict[tuple[int, int], tuple[Callable, str]] = {}
 
 
 def encode_response(header: RequestHeader, message, version: int | None = None) -> bytes:
