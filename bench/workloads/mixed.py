@@ -8,6 +8,13 @@ it from a heartbeat or commit (REBALANCE_IN_PROGRESS / ILLEGAL_GENERATION),
 rejoin and sync, as consumers do. Those answers are the protocol working, so
 they are counted as `rebalance_signals`, not errors; the time a member spends
 rejoining is reported as the `rejoin` latency.
+
+The first heartbeat interval is an unrecorded warm-up (it overlaps the server
+finishing the fleet's formation, the join-storm workload's subject), and the
+churn starts after it. After the measured window members keep heartbeating,
+unrecorded, until every rejoin begun inside the window is answered: a rejoin
+waits for the rest of its group, and a group whose members had stopped would
+hold it for the whole rebalance timeout, a tail the server did not cause.
 """
 from __future__ import annotations
 
@@ -41,27 +48,40 @@ async def run_mixed(target: Target, profile: Profile) -> list[Result]:
     rng = random.Random(7)
     duration = profile.mixed_duration_s
     sampler = ProcessSampler(target.pid)
-    clock = GeneratorClock()
-    t0 = time.perf_counter()
+    warm_up = profile.mixed_heartbeat_s
+    t0 = time.perf_counter() + warm_up
     end = t0 + duration
-    rejoin_deadline = time.monotonic() + duration + REBALANCE_TIMEOUT_MS / 1000 + 30
+    t0_ns, end_ns = int(t0 * 1e9), int(end * 1e9)  # perf_counter() and perf_counter_ns() share a clock
+    rejoin_deadline = time.monotonic() + warm_up + duration + REBALANCE_TIMEOUT_MS / 1000 + 30
     tasks: dict[int, asyncio.Task] = {}
-    sampler.start()
     offsets = [0]
+    rejoining = 0  # rejoins in flight; members keep beating past `end` until it is 0
+
+    def record(api: str, sent: int) -> None:
+        if t0_ns <= sent < end_ns:
+            latencies[api].add(time.perf_counter_ns() - sent)
 
     async def rejoin(member: BenchMember) -> None:
+        nonlocal rejoining
         sent = time.perf_counter_ns()
-        await member.join_and_sync(rejoin_deadline)
-        latencies["rejoin"].add(time.perf_counter_ns() - sent)
+        rejoining += 1
+        try:
+            await member.join_and_sync(rejoin_deadline)
+        finally:
+            rejoining -= 1
+        record("rejoin", sent)
 
     async def react(member: BenchMember, code: int, api: str) -> None:
         if code == ErrorCode.NONE:
             return
+        counted = time.perf_counter() < end
         if code in REJOIN_CODES:
-            signals[f"{api}:{code_name(code)}"] += 1
+            if counted:
+                signals[f"{api}:{code_name(code)}"] += 1
             await rejoin(member)
         else:
-            errors[f"{api}:{code_name(code)}"] += 1
+            if counted:
+                errors[f"{api}:{code_name(code)}"] += 1
             if code == ErrorCode.UNKNOWN_MEMBER_ID:
                 member.member_id = ""
                 await rejoin(member)
@@ -78,7 +98,9 @@ async def run_mixed(target: Target, profile: Profile) -> list[Result]:
         while True:
             due = min(hb_due, commit_due)
             if due >= end:
-                return
+                if not rejoining:
+                    return
+                due = commit_due = hb_due  # past the window: heartbeats only, while rejoins wait
             wait = due - time.perf_counter()
             if wait > 0:
                 await asyncio.sleep(wait)
@@ -86,28 +108,32 @@ async def run_mixed(target: Target, profile: Profile) -> list[Result]:
             if hb_due <= commit_due:
                 hb_due += profile.mixed_heartbeat_s
                 code = await member.heartbeat()
-                latencies["heartbeat"].add(time.perf_counter_ns() - sent)
+                record("heartbeat", sent)
                 await react(member, code, "Heartbeat")
             else:
                 commit_due += profile.mixed_commit_s
                 offsets[0] += 1
                 response = await member.session.request(member.commit_request(1, offsets[0]),
                                                         member.versions.commit)
-                latencies["commit"].add(time.perf_counter_ns() - sent)
+                record("commit", sent)
                 codes = [p.error_code for t in response.topics for p in t.partitions if p.error_code]
                 await react(member, codes[0] if codes else 0, "OffsetCommit")
 
     def start(member: BenchMember) -> None:
         tasks[id(member)] = asyncio.get_running_loop().create_task(life(member))
 
-    for member in fleet:
-        start(member)
     joins = leaves = 0
     lag = LoopLagProbe()
-    lag.start()
+    clock = GeneratorClock()
     paused = generator_gc_paused()
     paused.__enter__()
+    for member in fleet:
+        start(member)
     try:
+        await asyncio.sleep(max(t0 - time.perf_counter(), 0))
+        sampler.start()
+        clock = GeneratorClock()
+        lag.start()
         while time.perf_counter() + profile.mixed_churn_every_s < end:
             await asyncio.sleep(profile.mixed_churn_every_s)
             leaver = rng.choice(fleet)
@@ -142,7 +168,7 @@ async def run_mixed(target: Target, profile: Profile) -> list[Result]:
         loop_lag = await lag.stop()
         for task in tasks.values():
             task.cancel()
-        elapsed = time.perf_counter() - t0
+        elapsed = min(time.perf_counter(), end) - t0
         server = await sampler.stop()
         generator = clock.usage()
         await close_fleet(fleet)
@@ -157,7 +183,7 @@ async def run_mixed(target: Target, profile: Profile) -> list[Result]:
     operations = len(combined)
     return [Result(workload="mixed", variant="fleet", target=target.name, params={
         "members": profile.mixed_members, "groups": profile.mixed_groups, "duration_s": duration,
-        "heartbeat_interval_s": profile.mixed_heartbeat_s, "commit_interval_s": profile.mixed_commit_s,
+        "heartbeat_interval_s": profile.mixed_heartbeat_s, "warm_up_s": warm_up, "commit_interval_s": profile.mixed_commit_s,
         "churn_every_s": profile.mixed_churn_every_s, "session_timeout_ms": SESSION_TIMEOUT_MS,
         "versions": {"heartbeat": versions.heartbeat, "commit": versions.commit, "join": versions.join}},
         operations=operations, duration_s=round(elapsed, 3), throughput_per_s=round(operations / elapsed, 1),
