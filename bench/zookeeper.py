@@ -23,7 +23,7 @@ from collections import Counter, deque
 
 from bench.closed_loop import DRAIN_GRACE_S
 from bench.stats import GeneratorClock, LatencyRecorder, ProcessSampler, Result, generator_gc_paused
-from bench.targets import BENCH_TOPIC, Target
+from bench.targets import BENCH_TOPIC, Target, TargetError
 from bench.wire import LoadRun
 from bench.workloads.offsets import _usage, group_name
 from bench.workloads.profile import Profile
@@ -170,11 +170,22 @@ class ZkPipelinedConnection(asyncio.Protocol):
             run.connection_drained()
 
 
+def _kazoo_client(target: Target):
+    """A started kazoo client; a ZooKeeper that does not answer is a TargetError like any other target's."""
+    from kazoo.client import KazooClient
+    from kazoo.handlers.threading import KazooTimeoutError
+    client = KazooClient(hosts=target.address, timeout=30)
+    try:
+        client.start(timeout=30)
+    except KazooTimeoutError:
+        client.close()
+        raise TargetError(f"ZooKeeper at {target.address} did not accept a session within 30 s") from None
+    return client
+
+
 def create_paths(target: Target, groups: list[str], partitions: int) -> None:
     """Create every offset node (kazoo), as the old consumer did on its first commit."""
-    from kazoo.client import KazooClient
-    client = KazooClient(hosts=target.address, timeout=30)
-    client.start(timeout=30)
+    client = _kazoo_client(target)
     try:
         for group in groups:
             for p in range(partitions):
@@ -186,9 +197,7 @@ def create_paths(target: Target, groups: list[str], partitions: int) -> None:
 
 def read_offsets(target: Target, groups: list[str], partitions: int) -> list[int]:
     """The committed values, read back with kazoo to prove the writes landed."""
-    from kazoo.client import KazooClient
-    client = KazooClient(hosts=target.address, timeout=30)
-    client.start(timeout=30)
+    client = _kazoo_client(target)
     try:
         return [int(client.get(offset_path(g, BENCH_TOPIC, p))[0] or b"0") for g in groups for p in range(partitions)]
     finally:
