@@ -164,8 +164,8 @@ class _CheckpointPlan:
     """A journal switch taken on the loop; the thread part makes the marks true and records them."""
 
     marks: dict[int, PartitionMark]
-    active: list[tuple[object, int]]  # (partition, fd) of files written since the last checkpoint
-    closed: list[tuple[object, int]]  # (partition, fd) of segments closed since the last checkpoint
+    active: list[tuple[_Partition, int]]  # (partition, fd) of files written since the last checkpoint
+    closed: list[tuple[_Partition, int]]  # (partition, fd) of segments closed since the last checkpoint
     retired: _Journal
 
 
@@ -359,11 +359,8 @@ class OffsetsLog:
         """(writer thread) Checkpoint what recovery loaded, start an empty journal, drop the replayed ones."""
         seq = max([*old, *(m.journal for m in self._marks.values()), 0]) + 1
         self._journal = self._create_journal(seq)
-        for p in self._parts:
-            if p.state is not PartitionState.FAILED and p.fd >= 0:
-                self._marks[p.index] = self._mark(p, seq)
-        write_checkpoint(self.data_dir, self._marks)
-        self._drop_old_journals()
+        self._marks = self._marks_now(seq)
+        self._record_checkpoint(self._marks)
         for p in self._parts:
             p.checkpoint_base = self._marks[p.index].segment if p.index in self._marks else 0
 
@@ -377,20 +374,27 @@ class OffsetsLog:
             raise
         return _Journal(seq, path, fd)
 
-    def _drop_old_journals(self) -> None:
-        """Delete the journals no partition needs any more (failed partitions keep theirs)."""
-        needed = min((m.journal for m in self._marks.values()), default=None)
-        current = self._journal.seq if self._journal is not None else None
+    def _record_checkpoint(self, marks: dict[int, PartitionMark]) -> None:
+        """(writer thread) Write the marks, then delete the journals no partition needs any more."""
+        write_checkpoint(self.data_dir, marks)
+        if len(marks) < self.num_partitions:
+            return  # a partition that never loaded has no mark: any journal may hold its batches
+        needed = min(m.journal for m in marks.values())
         for seq, path in list_journals(self.data_dir):
-            if seq != current and (needed is None or seq < needed):
+            if seq < needed:
                 try:
                     os.unlink(path)
                 except FileNotFoundError:
                     pass
 
-    @staticmethod
-    def _mark(p: _Partition, journal_seq: int) -> PartitionMark:
-        return PartitionMark(segment_base(p.segments[-1]), p.active_size, p.next_offset, journal_seq)
+    def _marks_now(self, journal_seq: int) -> dict[int, PartitionMark]:
+        """Where every loaded partition ends now; the others keep the mark they had."""
+        marks = dict(self._marks)
+        for p in self._parts:
+            if p.state is PartitionState.LOADED and p.fd >= 0:
+                marks[p.index] = PartitionMark(segment_base(p.segments[-1]), p.active_size, p.next_offset,
+                                               journal_seq)
+        return marks
 
     def _recover(self, p: _Partition, mark: PartitionMark | None,
                  journaled: list[JournalBatch]) -> tuple[int, list[tuple[bytes, bytes]], int]:
@@ -791,17 +795,11 @@ class OffsetsLog:
                     fut.set_exception(exc)
 
     def _storage_error(self, p: _Partition, what: str, exc: OSError) -> StorageError:
-        name = errno_mod.errorcode.get(exc.errno or 0, "error")
-        log.error("offsets partition %d: %s failed: %s %s", p.index, what, name, exc.strerror or exc)
-        return StorageError(f"offsets partition {p.index}: {what} failed: {name} {exc.strerror or exc}",
-                            ErrorCode.KAFKA_STORAGE_ERROR, exc.errno)
+        return _disk_error(f"offsets partition {p.index}", what, exc)
 
     @staticmethod
     def _journal_error(what: str, exc: OSError) -> StorageError:
-        name = errno_mod.errorcode.get(exc.errno or 0, "error")
-        log.error("offsets log: %s failed: %s %s", what, name, exc.strerror or exc)
-        return StorageError(f"offsets log: {what} failed: {name} {exc.strerror or exc}",
-                            ErrorCode.KAFKA_STORAGE_ERROR, exc.errno)
+        return _disk_error("offsets log", what, exc)
 
     # ------------------------------------------------------------------ checkpoints
     def _checkpoint_ready(self) -> bool:
@@ -829,12 +827,11 @@ class OffsetsLog:
             return None
         self._journal = new
         self._checkpoint_due = False
-        marks = dict(self._marks)  # failed partitions keep theirs
+        marks = self._marks_now(new.seq)
         active, closed = [], []
         for p in self._parts:
             if p.state is not PartitionState.LOADED or p.fd < 0:
                 continue
-            marks[p.index] = self._mark(p, new.seq)
             if p.written_since_checkpoint:
                 p.written_since_checkpoint = False
                 active.append((p, p.fd))
@@ -854,14 +851,7 @@ class OffsetsLog:
         failed = next((e for e in errors if e is not None), None)
         if failed is not None:
             raise failed
-        write_checkpoint(self.data_dir, plan.marks)
-        needed = min(m.journal for m in plan.marks.values())
-        for seq, path in list_journals(self.data_dir):
-            if seq < needed:
-                try:
-                    os.unlink(path)
-                except FileNotFoundError:
-                    pass
+        self._record_checkpoint(plan.marks)
 
     def _checkpoint_done(self, plan: _CheckpointPlan, cf: asyncio.Future) -> None:
         self._checkpoint = None
@@ -898,29 +888,26 @@ class OffsetsLog:
 
     async def checkpoint(self) -> None:
         """Make a checkpoint now (and wait for it): compaction can then reach every closed segment."""
-        while self._checkpoint is not None:
-            await asyncio.wait([self._checkpoint])
-        self._checkpoint_due = True
+        self._checkpoint_due = True  # a checkpoint in flight took its marks earlier: one more after it
         self._checkpoint_retry_at = 0.0
         deadline = time.monotonic() + 30
-        while self._checkpoint_due or self._checkpoint is not None:
-            if self._closed:
-                return
-            if self._checkpoint is not None:
-                await asyncio.wait([self._checkpoint])
-                continue
-            self._flush()
+        while (self._checkpoint_due or self._checkpoint is not None) and not self._closed:
             if time.monotonic() > deadline:
                 raise StorageError("offsets log: a checkpoint could not be made")
-            if self._round is not None:
-                await asyncio.wait([self._round])
-            elif self._checkpoint_due and self._checkpoint is None:
-                await asyncio.sleep(0.01)
+            if self._checkpoint is None and self._round is None:
+                self._flush()  # starts the checkpoint, or the round that will
+            running = self._checkpoint or self._round
+            if running is not None:
+                await asyncio.wait([running])
+            else:
+                await asyncio.sleep(0.01)  # postponed after a failure: retried
 
     def _sync_fds(self, fds: list[int]) -> tuple[list[OSError | None], float]:
         """(writer thread) fdatasync every fd, fanned out over up to `_sync_lanes` threads; each one's error, seconds."""
         started = time.perf_counter()
         errors: list[OSError | None] = [None] * len(fds)
+        if not fds:
+            return errors, 0.0
 
         def sync(lane: range) -> None:
             for i in lane:
@@ -931,7 +918,7 @@ class OffsetsLog:
 
         lanes = min(self._sync_lanes, len(fds))
         others = [self._writers.submit(sync, range(j, len(fds), lanes)) for j in range(1, lanes)]
-        sync(range(0, len(fds), lanes) if lanes else range(0))
+        sync(range(0, len(fds), lanes))
         for f in others:
             f.result()
         return errors, time.perf_counter() - started
@@ -1061,17 +1048,10 @@ class OffsetsLog:
             if err is not None:
                 self._storage_error(p, "the final flush", err)
         if journal is not None and not any(errors):
-            marks = dict(self._marks)
-            for p in self._parts:
-                if p.state is PartitionState.LOADED and p.fd >= 0:
-                    marks[p.index] = self._mark(p, journal.seq + 1)
+            marks = self._marks_now(journal.seq + 1)
             try:
-                write_checkpoint(self.data_dir, marks)
+                self._record_checkpoint(marks)
                 self._marks = marks
-                needed = min(m.journal for m in marks.values())
-                for seq, path in list_journals(self.data_dir):
-                    if seq < needed:
-                        os.unlink(path)
             except OSError as exc:
                 log.error("offsets log: the final checkpoint failed (the journal keeps what was "
                           "acknowledged): %s", exc)
@@ -1085,6 +1065,14 @@ class OffsetsLog:
         if journal is not None and journal.fd >= 0:
             _close_quietly(journal.fd)
             journal.fd = -1
+
+
+def _disk_error(where: str, what: str, exc: OSError) -> StorageError:
+    """Log a disk failure once and turn it into the StorageError the client's error is mapped from."""
+    name = errno_mod.errorcode.get(exc.errno or 0, "error")
+    log.error("%s: %s failed: %s %s", where, what, name, exc.strerror or exc)
+    return StorageError(f"{where}: {what} failed: {name} {exc.strerror or exc}", ErrorCode.KAFKA_STORAGE_ERROR,
+                        exc.errno)
 
 
 def _fdatasync_timed(fd: int) -> float:
