@@ -295,7 +295,7 @@ class GroupCoordinator:
 
     async def _append_encoded(self, partition: int, encoded: list[tuple[bytes, bytes | None]]) -> int:
         """`_append` of records already encoded as (key, value)."""
-        self._write_started(partition)
+        self._writes_started[partition] = self._writes_started.get(partition, 0) + 1
         try:
             await self._log.append(partition, encoded)
         except StorageError as exc:
@@ -304,9 +304,6 @@ class GroupCoordinator:
         finally:
             self._write_finished(partition)
         return E.NONE
-
-    def _write_started(self, partition: int) -> None:
-        self._writes_started[partition] = self._writes_started.get(partition, 0) + 1
 
     def _write_finished(self, partition: int) -> None:
         """An append ended (durable or failed): RequireStable fetches waiting for it may go on."""
@@ -575,8 +572,7 @@ class GroupCoordinator:
                     metadata = p.committed_metadata
                     if metadata is None:
                         metadata = ""
-                    # UTF-16 length <= 2 * len, so short metadata needs no exact count
-                    elif len(metadata) * 2 > max_metadata and java_string_length(metadata) > max_metadata:
+                    elif _metadata_too_large(metadata, max_metadata):
                         parts.append(_CommitAnswer(partition_index=p.partition_index,
                                                    error_code=_METADATA_TOO_LARGE))
                         continue
@@ -594,15 +590,7 @@ class GroupCoordinator:
             error = E.UNKNOWN_SERVER_ERROR
         else:
             if encoded:
-                # `_append_encoded` written out: one coroutine less per commit
-                self._write_started(partition)
-                try:
-                    await self._log.append(partition, encoded)
-                except StorageError as exc:
-                    log.warning("offsets partition %d: append failed: %s", partition, exc)
-                    error = map_write_error(exc.error_code)
-                finally:
-                    self._write_finished(partition)
+                error = await self._append_encoded(partition, encoded)
         if error:
             if created is not None and self._groups.get(group_id) is created and created.state is GroupState.EMPTY \
                     and not self.offsets.has_offsets(group_id) and not created.members:
@@ -625,9 +613,7 @@ class GroupCoordinator:
 
         def code(p) -> int:
             md = p.committed_metadata
-            if md is not None and java_string_length(md) > max_metadata:
-                return _METADATA_TOO_LARGE
-            return error
+            return _METADATA_TOO_LARGE if md is not None and _metadata_too_large(md, max_metadata) else error
         return m.OffsetCommitResponse(throttle_time_ms=0, topics=[
             _CommitTopicAnswer(name=t.name, partitions=[
                 _CommitAnswer(partition_index=p.partition_index, error_code=int(code(p))) for p in t.partitions])
@@ -938,6 +924,11 @@ class GroupCoordinator:
             self._retention_task.cancel()
         for group in self._groups.values():
             group.shutdown(E.NOT_COORDINATOR)
+
+
+def _metadata_too_large(metadata: str, max_bytes: int) -> bool:
+    """Kafka counts the metadata's UTF-16 length; that is at most 2 * len, so short metadata needs no count."""
+    return len(metadata) * 2 > max_bytes and java_string_length(metadata) > max_bytes
 
 
 _CommitResponse = m.OffsetCommitResponse
