@@ -193,9 +193,8 @@ class OffsetsTable:
         if t is None:
             t = topics[topic] = _TopicOffsets()
         before = t.count
-        if 0 <= partition < len(t.slots) // 4:  # an existing dense slot: the usual re-commit
-            t.put_dense(partition, offset, leader_epoch, metadata, commit_timestamp, expire_timestamp)
-        elif t._dense(partition):
+        # an existing dense slot (the usual re-commit) needs no density check
+        if 0 <= partition < len(t.slots) // 4 or t._dense(partition):
             t.put_dense(partition, offset, leader_epoch, metadata, commit_timestamp, expire_timestamp)
         else:
             t.put(partition, OffsetAndMetadata(offset, leader_epoch, metadata, commit_timestamp, expire_timestamp))
