@@ -53,7 +53,7 @@ async def test_a_write_past_the_file_size_limit_fails_cleanly_and_the_log_recove
 
 
 async def test_a_failed_fsync_fails_every_waiting_append_and_keeps_none_of_them(tmp_path, monkeypatch):
-    log, _ = await open_log(tmp_path)
+    log, _ = await open_log(tmp_path, fsync_process=False)  # the fsync on a thread, where the patch reaches it
     await log.append(0, [commit("g", "t", 0, 1)])
     [(_, segment)] = list_segments(tmp_path)
     size = segment.stat().st_size

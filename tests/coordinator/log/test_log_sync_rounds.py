@@ -1,7 +1,10 @@
 """Policy `always`: the appends of one loop turn, over any number of partitions, share one fsync of the
 commit journal; a write made while a round runs is acknowledged only by a later round; a failed journal fsync
 fails every append of the round and keeps none of them; a partition that must roll waits for its
-unacknowledged writes."""
+unacknowledged writes.
+
+The journal fsync runs on a writer thread here (`fsync_process=False`) so the spy sees every call; that
+the helper process does the same fsyncs is test_log_fsync_process.py's business."""
 from __future__ import annotations
 
 import asyncio
@@ -61,7 +64,7 @@ def _journal_inode(data_dir) -> int:
 
 
 async def test_appends_to_many_partitions_in_one_turn_share_one_journal_fsync(tmp_path, monkeypatch):
-    log, _ = await open_log(tmp_path, num_partitions=10)
+    log, _ = await open_log(tmp_path, num_partitions=10, fsync_process=False)
     journal = _journal_inode(tmp_path)
     spy = FdatasyncSpy(os.fdatasync)
     monkeypatch.setattr(os, "fdatasync", spy)
@@ -80,7 +83,7 @@ async def test_appends_to_many_partitions_in_one_turn_share_one_journal_fsync(tm
 
 
 async def test_a_write_made_during_a_sync_round_is_acknowledged_only_by_the_next_round(tmp_path, monkeypatch):
-    log, _ = await open_log(tmp_path)
+    log, _ = await open_log(tmp_path, fsync_process=False)
     journal = _journal_inode(tmp_path)
     spy = FdatasyncSpy(os.fdatasync)
     spy.hold_first = True
@@ -102,7 +105,7 @@ async def test_a_write_made_during_a_sync_round_is_acknowledged_only_by_the_next
 
 
 async def test_a_failed_journal_fsync_fails_every_append_of_the_round_and_keeps_none(tmp_path, monkeypatch):
-    log, _ = await open_log(tmp_path, num_partitions=3)
+    log, _ = await open_log(tmp_path, num_partitions=3, fsync_process=False)
     for p in range(3):
         await log.append(p, [commit(f"g{p}", "t", 0, 1)])
     segments = _segments_by_partition(tmp_path)
@@ -129,7 +132,7 @@ async def test_a_failed_journal_fsync_fails_every_append_of_the_round_and_keeps_
 
 
 async def test_a_partition_that_must_roll_while_its_writes_are_unacknowledged_waits_for_the_round(tmp_path, monkeypatch):
-    log, _ = await open_log(tmp_path, segment_bytes=1)  # every batch fills its segment
+    log, _ = await open_log(tmp_path, segment_bytes=1, fsync_process=False)  # every batch fills its segment
     spy = FdatasyncSpy(os.fdatasync)
     spy.hold_first = True
     monkeypatch.setattr(os, "fdatasync", spy)
