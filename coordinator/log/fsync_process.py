@@ -56,6 +56,11 @@ class FsyncProcess:
         self._closed = False
 
     @property
+    def busy(self) -> bool:
+        """A request is in flight."""
+        return self._waiting is not None
+
+    @property
     def pid(self) -> int | None:
         """The helper's process id (None while there is none)."""
         return self._proc.pid if self._proc is not None else None
@@ -93,6 +98,9 @@ class FsyncProcess:
         """Close our end: the helper exits when it sees that.  Reaped on a thread."""
         self._closed = True
         self._drop()
+        waiting, self._waiting = self._waiting, None
+        if waiting is not None and not waiting[0].done():
+            waiting[0].set_exception(OSError(9, "the fsync helper was closed"))
 
     # ------------------------------------------------------------------ internals
     def _spawn(self) -> None:

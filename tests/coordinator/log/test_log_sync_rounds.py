@@ -1,7 +1,8 @@
 """Policy `always`: the appends of one loop turn, over any number of partitions, share one fsync of the
-commit journal; a write made while a round runs is acknowledged only by a later round; a failed journal fsync
-fails every append of the round and keeps none of them; a partition that must roll waits for its
-unacknowledged writes.
+commit journal (a turn of many appends, two: one started mid-turn); a write made while a round runs is
+acknowledged only by a later round, and never before an earlier one; a failed journal fsync fails every
+append of its round and of the rounds after it, and keeps none of them; a partition that must roll waits
+for its unacknowledged writes.
 
 The journal fsync runs on a writer thread here (`fsync_process=False`) so the spy sees every call; that
 the helper process does the same fsyncs is test_log_fsync_process.py's business."""
@@ -20,13 +21,15 @@ from coordinator.log.journal import list_journals, read_journal
 
 
 class FdatasyncSpy:
-    """Wraps os.fdatasync: counts calls per inode, can fail for chosen inodes and hold the first call."""
+    """Wraps os.fdatasync: counts calls per inode, can fail for chosen inodes and hold (and then fail) the
+    first call."""
 
     def __init__(self, real) -> None:
         self.real = real
         self.calls: dict[int, int] = {}
         self.failing: set[int] = set()
         self.hold_first = False
+        self.fail_held = False
         self.held = threading.Event()
         self.release = threading.Event()
         self._lock = threading.Lock()
@@ -39,7 +42,7 @@ class FdatasyncSpy:
         if hold:
             self.held.set()
             assert self.release.wait(10), "the test never released the held fsync"
-        if ino in self.failing:
+        if ino in self.failing or (hold and self.fail_held):
             raise OSError(errno.EIO, "Input/output error")
         self.real(fd)
 
@@ -69,7 +72,7 @@ async def test_appends_to_many_partitions_in_one_turn_share_one_journal_fsync(tm
     spy = FdatasyncSpy(os.fdatasync)
     monkeypatch.setattr(os, "fdatasync", spy)
 
-    appends = [(i % 10, [commit(f"g{i}", "t", 0, i)]) for i in range(40)]
+    appends = [(i % 10, [commit(f"g{i}", "t", 0, i)]) for i in range(30)]
     lasts = await asyncio.gather(*[log.append(p, recs) for p, recs in appends])
     monkeypatch.setattr(os, "fdatasync", spy.real)
     assert spy.calls == {journal: 1}  # one fsync made 10 partitions' writes durable; no partition file fsynced
@@ -79,7 +82,25 @@ async def test_appends_to_many_partitions_in_one_turn_share_one_journal_fsync(tm
     for p in range(10):
         [segment] = segments[p]
         assert len(list(iter_batches(segment.read_bytes()))) == 1  # the turn's appends: one batch
-    assert sorted(lasts) == sorted([0, 1, 2, 3] * 10)
+    assert sorted(lasts) == sorted([0, 1, 2] * 10)
+
+
+async def test_a_turn_of_many_appends_starts_a_round_before_it_ends_and_another_at_its_end(tmp_path, monkeypatch):
+    log, _ = await open_log(tmp_path, num_partitions=4, fsync_process=False)
+    journal = _journal_inode(tmp_path)
+    spy = FdatasyncSpy(os.fdatasync)
+    monkeypatch.setattr(os, "fdatasync", spy)
+
+    lasts = await asyncio.gather(*[log.append(i % 4, [commit(f"g{i}", "t", 0, i)]) for i in range(64)])
+    monkeypatch.setattr(os, "fdatasync", spy.real)
+    assert spy.calls == {journal: 2}  # 32 appends went to a round mid-turn, the other 32 to one at its end
+    await log.close()
+
+    for p, [segment] in _segments_by_partition(tmp_path).items():
+        assert len(list(iter_batches(segment.read_bytes()))) == 2
+    assert sorted(lasts) == sorted(list(range(16)) * 4)
+    _, live = await open_log(tmp_path, num_partitions=4)
+    assert live == dict(commit(f"g{i}", "t", 0, i) for i in range(64))
 
 
 async def test_a_write_made_during_a_sync_round_is_acknowledged_only_by_the_next_round(tmp_path, monkeypatch):
@@ -102,6 +123,34 @@ async def test_a_write_made_during_a_sync_round_is_acknowledged_only_by_the_next
     assert spy.calls == {journal: 2}  # round 1, then round 2 for the write made meanwhile
     monkeypatch.setattr(os, "fdatasync", spy.real)
     await log.close()
+
+
+async def test_a_round_whose_fsync_succeeded_still_fails_when_an_earlier_round_failed(tmp_path, monkeypatch):
+    log, _ = await open_log(tmp_path, num_partitions=2, fsync_process=False)
+    await log.append(0, [commit("g", "t", 0, 1)])
+    sizes = {p: paths[-1].stat().st_size for p, paths in _segments_by_partition(tmp_path).items()}
+    journal = _journal_inode(tmp_path)
+    spy = FdatasyncSpy(os.fdatasync)
+    spy.hold_first = spy.fail_held = True
+    monkeypatch.setattr(os, "fdatasync", spy)
+
+    first = asyncio.ensure_future(log.append(0, [commit("g", "t", 0, 2)]))
+    await _wait_for(spy.held.is_set)  # round 1 is fsyncing the journal (and will fail)
+    second = asyncio.ensure_future(log.append(1, [commit("h", "t", 0, 2)]))
+    await _wait_for(lambda: spy.calls.get(journal) == 2)  # round 2 started meanwhile...
+    await asyncio.sleep(0.05)  # ...and its fsync returned
+    assert not second.done()  # not before round 1
+
+    spy.release.set()
+    results = await asyncio.wait_for(asyncio.gather(first, second, return_exceptions=True), 10)
+    monkeypatch.setattr(os, "fdatasync", spy.real)
+    assert all(isinstance(r, StorageError) and r.errno == errno.EIO for r in results)
+    assert log.next_offset(0) == 1 and log.next_offset(1) == 0
+    for p, paths in _segments_by_partition(tmp_path).items():
+        assert paths[-1].stat().st_size == sizes.get(p, 0)  # both rounds' batches were cut off
+    await log.close()
+    _, live = await open_log(tmp_path, num_partitions=2)
+    assert live == dict([commit("g", "t", 0, 1)])
 
 
 async def test_a_failed_journal_fsync_fails_every_append_of_the_round_and_keeps_none(tmp_path, monkeypatch):
