@@ -48,10 +48,18 @@ class ForeignConsumer:
 
         assignor = {"range": RangePartitionAssignor, "cooperative-sticky": CooperativeStickyAssignor}[strategy]
         consumer = KafkaConsumer(
-            topic, bootstrap_servers=bootstrap, group_id=group, client_id="kafka-python-member",
+            bootstrap_servers=bootstrap, group_id=group, client_id="kafka-python-member",
             partition_assignment_strategy=[assignor], session_timeout_ms=6000, heartbeat_interval_ms=300,
             enable_auto_commit=False,
         )
+        # The topic's metadata before the first join: kafka-python 3.0.12, leading without it, assigns
+        # nothing, rejoins when its metadata arrives, and can drop that SyncGroup answer if poll() times out
+        # at that moment (then it stops heartbeating and is rightly expired): a client bug, not ours.
+        deadline = time.monotonic() + 30
+        while not consumer.partitions_for_topic(topic):
+            assert time.monotonic() < deadline, f"kafka-python never saw {topic}"
+            time.sleep(0.05)
+        consumer.subscribe([topic])
         try:
             while not self._stop.is_set():
                 consumer.poll(timeout_ms=100)
