@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -45,10 +46,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     verify = commands.add_parser(
         "verify", help="check checksums, offsets and record layouts",
         description="Check every batch checksum, that offsets only grow, and that every record decodes. "
-        "Prints one line per problem; exit 1 if there is damage. A torn tail (cut on the next start) is "
-        "reported as a warning and fails only with --strict.")
+        "Prints one line per problem; exit 1 if there is damage. A torn tail, and what a crash left past "
+        "the last checkpoint (both cut on the next start), are reported as warnings and fail only with "
+        "--strict.")
     _data_dir_argument(verify)
-    verify.add_argument("--strict", action="store_true", help="treat a torn tail as damage too")
+    verify.add_argument("--strict", action="store_true", help="treat the warnings as damage too")
     verify.set_defaults(func=verify_command)
 
     compact = commands.add_parser(
@@ -180,11 +182,13 @@ def _table_row(row: dict) -> str:
 # ------------------------------------------------------------------------------ verify
 def verify_command(args: argparse.Namespace) -> int:
     from coordinator.log import list_partitions
+    from coordinator.log.journal import CheckpointError, list_journals, read_checkpoint, read_journal
     from coordinator.log.segments import (
         CorruptLogError,
         list_partition_segments,
         partition_dir,
         recover_segment,
+        segment_base,
     )
     from coordinator.records import RecordDecodeError, decode_record
 
@@ -197,6 +201,12 @@ def verify_command(args: argparse.Namespace) -> int:
     import logging
 
     logging.getLogger("cohort.log").setLevel(logging.ERROR)  # verify reports torn tails itself
+    try:
+        marks = read_checkpoint(Path(args.data_dir)) or {}
+    except CheckpointError as exc:
+        damage += 1
+        print(exc)
+        marks = {}
     for p in list_partitions(args.data_dir):
         pdir = partition_dir(args.data_dir, p)
         leftovers = sorted(n.name for n in pdir.iterdir() if n.name.endswith((".swap", ".cleaned")))
@@ -217,9 +227,20 @@ def verify_command(args: argparse.Namespace) -> int:
                 scan, buf, views = recover_segment(path, is_last=i == len(segs) - 1, min_offset=next_offset,
                                                    truncate=False, buf=data)
             except CorruptLogError as exc:
-                damage += 1
-                print(f"{exc.path}: position {exc.position}: {exc.reason}")
-                continue
+                if exc.position < _unchecked_from(marks.get(p), segment_base(path)):
+                    damage += 1
+                    print(f"{exc.path}: position {exc.position}: {exc.reason}")
+                    continue
+                # What a crash leaves past the last checkpoint: recovery cuts it and replays the journal.
+                warnings += 1
+                print(f"warning: {exc.path}: position {exc.position}: {exc.reason}, after the last "
+                      f"checkpoint (cut on the next start; the journal holds what was acknowledged)")
+                data = data[:exc.position]  # everything before it checked out
+                try:
+                    scan, buf, views = recover_segment(path, is_last=True, min_offset=next_offset,
+                                                       truncate=False, buf=data)
+                except CorruptLogError:
+                    continue
             if scan.size < len(data):
                 warnings += 1
                 print(f"warning: {path}: position {scan.size}: torn tail of {len(data) - scan.size} bytes "
@@ -235,13 +256,6 @@ def verify_command(args: argparse.Namespace) -> int:
                     except RecordDecodeError as exc:
                         damage += 1
                         print(f"{path}: position {v.position}: record at offset {offset}: {exc}")
-    from coordinator.log.journal import CheckpointError, list_journals, read_checkpoint, read_journal
-
-    try:
-        read_checkpoint(Path(args.data_dir))
-    except CheckpointError as exc:
-        damage += 1
-        print(exc)
     for _, path in list_journals(Path(args.data_dir)):
         try:
             entries, valid = read_journal(path, 1 << 30)
@@ -262,6 +276,13 @@ def verify_command(args: argparse.Namespace) -> int:
     print(f"{status}: {records} records in {batches} batches checked, {damage} problems, {warnings} warnings",
           file=sys.stderr)
     return EXIT_DAMAGE if damage else EXIT_OK
+
+
+def _unchecked_from(mark, base: int) -> float:
+    """Where a segment stops being covered by the last checkpoint (inf: all of it is)."""
+    if mark is None or base < mark.segment:
+        return math.inf
+    return mark.size if base == mark.segment else 0
 
 
 # ------------------------------------------------------------------------------ compact

@@ -3,12 +3,13 @@ errors and meaningful exit codes (0 fine, 1 damage, 2 could not run)."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import uuid
 
 import pytest
-from log_helpers import open_log
+from log_helpers import commit, garble_past_marks, open_log
 
 from coordinator.cli import main
 from coordinator.daemon import DataDirLock
@@ -87,6 +88,35 @@ async def test_verify_warns_about_a_torn_tail_and_fails_on_it_only_when_strict(d
     code, _, _ = run(capsys, "verify", "--data-dir", str(data_dir), "--strict")
     assert code == 1
     assert segment.stat().st_size > 0  # verify never repairs
+
+
+async def test_verify_only_warns_about_what_a_crash_leaves_past_the_last_checkpoint(tmp_path, capsys):
+    live_dir, crash_dir = tmp_path / "live", tmp_path / "crash"
+    log, _ = await open_log(live_dir, num_partitions=2)
+    try:
+        for i in range(4):
+            await log.append(i % 2, [commit("g", "t", i, i)])
+        await log.checkpoint()  # the first 4 are covered by the marks, the next 4 only by the journal
+        for i in range(4, 8):
+            await log.append(i % 2, [commit("g", "t", i, i)])
+        shutil.copytree(live_dir, crash_dir)  # the files as a crash would find them
+    finally:
+        await log.close()
+    assert garble_past_marks(crash_dir) > 0
+    code, out, err = run(capsys, "verify", "--data-dir", str(crash_dir))
+    assert code == 0, out
+    assert out.count("after the last checkpoint (cut on the next start") == 2 and err.startswith("ok: 4 records")
+    log, live = await open_log(crash_dir, num_partitions=2)  # and the server recovers every record
+    await log.close()
+    assert live == dict(commit("g", "t", i, i) for i in range(8))
+    garble_past_marks(crash_dir)  # the close checkpointed everything: nothing past the marks now
+
+    segment = [path for p, path in list_segments(crash_dir) if p == 0][0]
+    data = bytearray(segment.read_bytes())
+    data[40] ^= 0x40  # inside the first batch, which the checkpoint covers: damage
+    segment.write_bytes(bytes(data))
+    code, out, err = run(capsys, "verify", "--data-dir", str(crash_dir))
+    assert code == 1 and f"{segment}: position 0: checksum mismatch" in out and err.startswith("damaged")
 
 
 async def test_offline_compaction_keeps_the_latest_records_and_refuses_a_locked_data_dir(data_dir, capsys):
