@@ -148,3 +148,20 @@ async def test_appends_go_on_when_the_helpers_are_killed_and_closing_the_log_end
         if not closed:
             await log.close()
     assert await _reopen(tmp_path, num_partitions=3) == dict(commit("g", "t", i % 3, i) for i in range(37, 40))
+
+
+async def test_when_no_helper_can_be_started_the_fsync_runs_on_a_thread(tmp_path, executor, monkeypatch, caplog):
+    monkeypatch.setattr("sys.executable", str(tmp_path / "no-python-here"))
+    fsync = FsyncProcess(asyncio.get_running_loop(), executor)
+    fsync.start()
+    try:
+        assert fsync.pid is None
+        assert "cannot start the fsync helper" in caplog.text
+        fd = os.open(tmp_path / "f", os.O_WRONLY | os.O_CREAT)
+        try:
+            assert await asyncio.wait_for(fsync.sync(fd, "f"), 10) >= 0
+            assert await asyncio.wait_for(fsync.sync(fd, "f"), 10) >= 0  # within the back-off: a thread again
+        finally:
+            os.close(fd)
+    finally:
+        fsync.close()
