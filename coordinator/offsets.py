@@ -172,13 +172,18 @@ class OffsetsTable:
     def __len__(self) -> int:
         return self._count
 
-    def put(self, group: str, topic: str, partition: int, value: OffsetAndMetadata) -> None:
+    def _topic(self, group: str, topic: str) -> _TopicOffsets:
+        """The group's offsets of `topic`, created empty if it has none."""
         topics = self._groups.get(group)
         if topics is None:
             topics = self._groups[group] = {}
         t = topics.get(topic)
         if t is None:
             t = topics[topic] = _TopicOffsets()
+        return t
+
+    def put(self, group: str, topic: str, partition: int, value: OffsetAndMetadata) -> None:
+        t = self._topic(group, topic)
         before = t.count
         t.put(partition, value)
         self._count += t.count - before
@@ -186,12 +191,7 @@ class OffsetsTable:
     def put_fields(self, group: str, topic: str, partition: int, offset: int, leader_epoch: int, metadata: str,
                    commit_timestamp: int, expire_timestamp: int) -> None:
         """`put` from the fields: the commit path stores without building an OffsetAndMetadata."""
-        topics = self._groups.get(group)
-        if topics is None:
-            topics = self._groups[group] = {}
-        t = topics.get(topic)
-        if t is None:
-            t = topics[topic] = _TopicOffsets()
+        t = self._topic(group, topic)
         before = t.count
         # an existing dense slot (the usual re-commit) needs no density check
         if 0 <= partition < len(t.slots) // 4 or t._dense(partition):

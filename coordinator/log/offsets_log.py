@@ -188,7 +188,6 @@ class _Round:
     upto: int  # the journal's size when the round started: durable once it succeeds
     plan: _CheckpointPlan | None  # the checkpoint whose journal switch this round ends
     sync: asyncio.Future
-    done: bool = False
 
 
 @dataclass(slots=True, eq=False)
@@ -583,6 +582,10 @@ class OffsetsLog:
     def _flush(self) -> None:
         """(once per loop turn) Write every due partition's queue, then start a sync round if none runs."""
         self._flush_scheduled = False
+        self._write_and_sync()
+
+    def _write_and_sync(self) -> None:
+        """Write what is queued; start a round for it if one may start, else a due checkpoint."""
         self._write_due()
         if self._to_sync and self._round_may_start():
             self._start_round()
@@ -768,24 +771,19 @@ class OffsetsLog:
         self._syncs_in_flight += 1
         round_ = _Round(writes, journal, upto, plan, sync)
         self._rounds.append(round_)
-        sync.add_done_callback(partial(self._round_done, round_))
+        sync.add_done_callback(self._round_done)
 
-    def _round_done(self, round_: _Round, sync: asyncio.Future) -> None:
+    def _round_done(self, sync: asyncio.Future) -> None:
         """Answer the rounds that are done, oldest first: a round is good only if every earlier one was."""
         self._syncs_in_flight -= 1
-        round_.done = True
-        while self._rounds and self._rounds[0].done:
+        while self._rounds and self._rounds[0].sync.done():
             head = self._rounds.popleft()
             error = OSError(errno_mod.EIO, "fsync cancelled") if head.sync.cancelled() else head.sync.exception()
             if error is None:
                 self._round_synced(head)
             else:
                 self._rounds_failed(head, error)
-        self._write_due()
-        if self._to_sync and self._round_may_start():
-            self._start_round()
-        elif self._checkpoint_due:
-            self._maybe_checkpoint()
+        self._write_and_sync()
 
     def _round_synced(self, round_: _Round) -> None:
         round_.journal.synced = round_.upto

@@ -1,6 +1,8 @@
-"""Small shared pieces for the offsets-log tests: a controllable clock and open/replay helpers."""
+"""Small shared pieces for the offsets-log tests: a controllable clock, open/replay helpers, a crash copy."""
 from __future__ import annotations
 
+import asyncio
+import shutil
 from pathlib import Path
 
 from coordinator.log import OffsetsLog, list_segments
@@ -30,6 +32,19 @@ async def open_log(data_dir: Path, **kwargs) -> tuple[OffsetsLog, dict[bytes, by
     log = OffsetsLog(data_dir, **kwargs)
     await log.open(lambda p, records: live.update(records))
     return log, live
+
+
+async def wait_for(predicate, timeout: float = 10.0) -> None:
+    """Wait until `predicate()` is true; fail the test after `timeout` seconds."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not predicate():
+        assert asyncio.get_running_loop().time() < deadline, "condition not reached in time"
+        await asyncio.sleep(0.001)
+
+
+def crash_copy(live_dir, crash_dir) -> None:
+    """The files as a crash would find them right now (the log keeps running on the original)."""
+    shutil.copytree(live_dir, crash_dir, ignore=shutil.ignore_patterns(".lock"))
 
 
 def garble_past_marks(data_dir) -> int:

@@ -3,13 +3,12 @@ errors and meaningful exit codes (0 fine, 1 damage, 2 could not run)."""
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 import uuid
 
 import pytest
-from log_helpers import commit, garble_past_marks, open_log
+from log_helpers import commit, crash_copy, garble_past_marks, open_log
 
 from coordinator.cli import main
 from coordinator.daemon import DataDirLock
@@ -99,7 +98,7 @@ async def test_verify_only_warns_about_what_a_crash_leaves_past_the_last_checkpo
         await log.checkpoint()  # the first 4 are covered by the marks, the next 4 only by the journal
         for i in range(4, 8):
             await log.append(i % 2, [commit("g", "t", i, i)])
-        shutil.copytree(live_dir, crash_dir)  # the files as a crash would find them
+        crash_copy(live_dir, crash_dir)
     finally:
         await log.close()
     assert garble_past_marks(crash_dir) > 0

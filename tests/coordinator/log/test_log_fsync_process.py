@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from log_helpers import commit, open_log
+from log_helpers import commit, open_log, wait_for
 
 from coordinator.log.fsync_process import FsyncProcess
 
@@ -32,13 +32,6 @@ def _helpers() -> set[int]:
         if ppid == os.getpid() and state != "Z" and b"fsync_child.py" in cmdline:
             found.add(int(entry.name))
     return found
-
-
-async def _wait_for(predicate, timeout: float = 10.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not predicate():
-        assert asyncio.get_running_loop().time() < deadline, "condition not reached in time"
-        await asyncio.sleep(0.005)
 
 
 @pytest.fixture
@@ -106,13 +99,19 @@ async def _reopen(data_dir, **kwargs) -> dict[bytes, bytes]:
     return live
 
 
-async def test_an_append_waits_for_the_helpers_fsync(tmp_path):
+async def _open_with_helpers(data_dir, **kwargs):
+    """Open a log and append once; returns it, its helpers' pids and the pids of helpers that were there before."""
     others = _helpers()
-    log, _ = await open_log(tmp_path)
+    log, _ = await open_log(data_dir, **kwargs)
+    await log.append(0, [commit("g", "t", 0, 0)])
+    helpers = _helpers() - others
+    assert helpers
+    return log, helpers, others
+
+
+async def test_an_append_waits_for_the_helpers_fsync(tmp_path):
+    log, helpers, _ = await _open_with_helpers(tmp_path)
     try:
-        await log.append(0, [commit("g", "t", 0, 1)])
-        helpers = _helpers() - others
-        assert helpers
         for pid in helpers:
             os.kill(pid, signal.SIGSTOP)
         try:
@@ -129,21 +128,17 @@ async def test_an_append_waits_for_the_helpers_fsync(tmp_path):
 
 
 async def test_appends_go_on_when_the_helpers_are_killed_and_closing_the_log_ends_the_new_ones(tmp_path):
-    others = _helpers()
-    log, _ = await open_log(tmp_path, num_partitions=3)
+    log, first, others = await _open_with_helpers(tmp_path, num_partitions=3)
     closed = False
     try:
-        await log.append(0, [commit("g", "t", 0, 0)])
-        first = _helpers() - others
-        assert first
         for pid in first:
             os.kill(pid, signal.SIGKILL)
         for i in range(1, 40):
             await asyncio.wait_for(log.append(i % 3, [commit("g", "t", i % 3, i)]), 10)
-        await _wait_for(lambda: _helpers() - others and not first & _helpers())  # new helper(s), none of the old
+        await wait_for(lambda: _helpers() - others and not first & _helpers())  # new helper(s), none of the old
         await log.close()
         closed = True
-        await _wait_for(lambda: not _helpers() - others)
+        await wait_for(lambda: not _helpers() - others)
     finally:
         if not closed:
             await log.close()

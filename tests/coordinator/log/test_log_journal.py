@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import random
-import shutil
 import threading
 
 import pytest
-from log_helpers import commit, garble_past_marks, open_log
+from log_helpers import commit, crash_copy, garble_past_marks, open_log
 
 from coordinator.log import LogLoadError, OffsetsLog, list_segments
 from coordinator.log import offsets_log as offsets_log_module
@@ -36,17 +35,18 @@ async def _commit_many(log: OffsetsLog, n: int, seed: int) -> dict[bytes, bytes]
     return model
 
 
-def _crash_copy(live_dir, crash_dir):
-    """The files as a crash would find them right now (the log keeps running on the original)."""
-    shutil.copytree(live_dir, crash_dir, ignore=shutil.ignore_patterns(".lock"))
+async def _committed_then_crashed(tmp_path, n: int, seed: int):
+    """n acknowledged appends, then a crash copy of the files; returns the copy's dir and the model."""
+    live_dir, crash_dir = tmp_path / "live", tmp_path / "crash"
+    log, _ = await open_log(live_dir, num_partitions=PARTITIONS)
+    model = await _commit_many(log, n, seed=seed)
+    crash_copy(live_dir, crash_dir)
+    await log.close()
+    return crash_dir, model
 
 
 async def test_every_acknowledged_batch_past_the_checkpoint_comes_back_from_the_journal(tmp_path, caplog):
-    live_dir, crash_dir = tmp_path / "live", tmp_path / "crash"
-    log, _ = await open_log(live_dir, num_partitions=PARTITIONS)
-    model = await _commit_many(log, 300, seed=1)
-    _crash_copy(live_dir, crash_dir)
-    await log.close()
+    crash_dir, model = await _committed_then_crashed(tmp_path, 300, seed=1)
 
     assert garble_past_marks(crash_dir) > 0  # no checkpoint since the open: everything is past the marks
     with caplog.at_level("INFO", logger="cohort.log"):
@@ -68,7 +68,7 @@ async def test_segments_rolled_after_the_checkpoint_are_rebuilt_from_the_journal
 
     monkeypatch.setattr(offsets_log_module, "write_checkpoint", held_write_checkpoint)
     model = await _commit_many(log, 200, seed=2)
-    _crash_copy(live_dir, crash_dir)
+    crash_copy(live_dir, crash_dir)
     release.set()
     await log.close()
 
@@ -85,11 +85,7 @@ async def test_segments_rolled_after_the_checkpoint_are_rebuilt_from_the_journal
 
 
 async def test_an_unfinished_journal_entry_ends_the_journal(tmp_path, caplog):
-    live_dir, crash_dir = tmp_path / "live", tmp_path / "crash"
-    log, _ = await open_log(live_dir, num_partitions=PARTITIONS)
-    model = await _commit_many(log, 50, seed=3)
-    _crash_copy(live_dir, crash_dir)
-    await log.close()
+    crash_dir, model = await _committed_then_crashed(tmp_path, 50, seed=3)
 
     [(_, journal)] = list_journals(crash_dir)
     _, end = read_journal(journal, PARTITIONS)
@@ -135,7 +131,7 @@ async def test_a_partition_shorter_than_its_checkpoint_with_journal_batches_afte
     await log.checkpoint()
     checkpointed = list_segments(live_dir)[0][1].stat().st_size
     await log.append(0, [commit("g", "t", 0, 2)])  # journaled after the checkpoint
-    _crash_copy(live_dir, crash_dir)
+    crash_copy(live_dir, crash_dir)
     await log.close()
 
     [(_, segment)] = list_segments(crash_dir)

@@ -13,7 +13,7 @@ import errno
 import os
 import threading
 
-from log_helpers import commit, open_log
+from log_helpers import commit, open_log, wait_for
 
 from coordinator.log import StorageError, list_segments, read_segment
 from coordinator.log.batch import iter_batches
@@ -52,13 +52,6 @@ def _segments_by_partition(data_dir) -> dict[int, list]:
     for p, path in list_segments(data_dir):
         out.setdefault(p, []).append(path)
     return out
-
-
-async def _wait_for(predicate, timeout: float = 10.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not predicate():
-        assert asyncio.get_running_loop().time() < deadline, "condition not reached in time"
-        await asyncio.sleep(0.001)
 
 
 def _journal_inode(data_dir) -> int:
@@ -111,9 +104,9 @@ async def test_a_write_made_during_a_sync_round_is_acknowledged_only_by_the_next
     monkeypatch.setattr(os, "fdatasync", spy)
 
     first = asyncio.ensure_future(log.append(0, [commit("g", "t", 0, 1)]))
-    await _wait_for(spy.held.is_set)  # round 1 is fsyncing the journal
+    await wait_for(spy.held.is_set)  # round 1 is fsyncing the journal
     second = asyncio.ensure_future(log.append(0, [commit("g", "t", 1, 1)]))
-    await _wait_for(lambda: log.next_offset(0) == 2)  # the second batch is written...
+    await wait_for(lambda: log.next_offset(0) == 2)  # the second batch is written...
     await asyncio.sleep(0.01)
     assert not first.done() and not second.done()  # ...but nothing is acknowledged before its fsync
 
@@ -135,9 +128,9 @@ async def test_a_round_whose_fsync_succeeded_still_fails_when_an_earlier_round_f
     monkeypatch.setattr(os, "fdatasync", spy)
 
     first = asyncio.ensure_future(log.append(0, [commit("g", "t", 0, 2)]))
-    await _wait_for(spy.held.is_set)  # round 1 is fsyncing the journal (and will fail)
+    await wait_for(spy.held.is_set)  # round 1 is fsyncing the journal (and will fail)
     second = asyncio.ensure_future(log.append(1, [commit("h", "t", 0, 2)]))
-    await _wait_for(lambda: spy.calls.get(journal) == 2)  # round 2 started meanwhile...
+    await wait_for(lambda: spy.calls.get(journal) == 2)  # round 2 started meanwhile...
     await asyncio.sleep(0.05)  # ...and its fsync returned
     assert not second.done()  # not before round 1
 
@@ -187,7 +180,7 @@ async def test_a_partition_that_must_roll_while_its_writes_are_unacknowledged_wa
     monkeypatch.setattr(os, "fdatasync", spy)
 
     first = asyncio.ensure_future(log.append(0, [commit("g", "t", 0, 1)]))  # fills the segment
-    await _wait_for(spy.held.is_set)
+    await wait_for(spy.held.is_set)
     second = asyncio.ensure_future(log.append(0, [commit("g", "t", 1, 1)]))  # must roll first
     await asyncio.sleep(0.01)
     assert log.next_offset(0) == 1  # held back: the round's file stays open and unreplaced
