@@ -7,10 +7,10 @@ import pytest
 
 from clients_scenario import ClientAdapter, LogCapture, run_group_scenario
 
-aiokafka = pytest.importorskip("aiokafka")
-from aiokafka import AIOKafkaConsumer, TopicPartition  # noqa: E402
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic  # noqa: E402
-from aiokafka.structs import OffsetAndMetadata  # noqa: E402
+import aiokafka  # the test command installs every real client: a missing one fails, never skips
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.structs import OffsetAndMetadata
 
 pytestmark = pytest.mark.timeout(150)
 

@@ -8,10 +8,10 @@ import pytest
 
 from clients_scenario import ClientAdapter, ConsumerThread, LogCapture, run_group_scenario, wait_for
 
-kafka = pytest.importorskip("kafka")
-from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition  # noqa: E402
-from kafka.admin import NewTopic  # noqa: E402
-from kafka.structs import OffsetAndMetadata  # noqa: E402
+import kafka  # the test command installs every real client: a missing one fails, never skips
+from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
+from kafka.admin import NewTopic
+from kafka.structs import OffsetAndMetadata
 
 pytestmark = pytest.mark.timeout(150)
 

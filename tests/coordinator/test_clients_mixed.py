@@ -5,11 +5,8 @@ import pytest
 
 from clients_scenario import ASSIGNMENT_TIMEOUT_S, ConsumerThread, LogCapture, assignments_are, wait_for
 
-pytest.importorskip("kafka")
-pytest.importorskip("confluent_kafka")
-
-from test_clients_confluent import CLIENT_LOGGER, confluent_adapter  # noqa: E402
-from test_clients_kafka_python import create_topic, kafka_python_adapter  # noqa: E402
+from test_clients_confluent import CLIENT_LOGGER, confluent_adapter
+from test_clients_kafka_python import create_topic, kafka_python_adapter
 
 pytestmark = pytest.mark.timeout(150)
 
