@@ -34,7 +34,9 @@ class KafkaError(ClientError):
     def __init__(self, code: int, message: str = "") -> None:
         self.code = int(code)
         self.name = error_name(self.code)
-        super().__init__(f"{message}: {self.name}" if message else self.name)
+        # "TOPIC_ALREADY_EXISTS: Topic 't' already exists." — the server's sentence keeps its own
+        # punctuation; appending ": NAME" to it doubled it.
+        super().__init__(f"{self.name}: {message}" if message else self.name)
 
     @property
     def retriable(self) -> bool:

@@ -16,12 +16,26 @@ def build_parser() -> argparse.ArgumentParser:
     cli_serve.register(subparsers)
     cli_log.register(subparsers)
     client_cli.register(subparsers)
+    _remember_own_parser(parser)
     return parser
+
+
+def _remember_own_parser(parser: argparse.ArgumentParser) -> None:
+    """Let every sub-command know its own parser, so its errors print its usage, not the top level's."""
+    parser.set_defaults(_own_parser=parser)
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                _remember_own_parser(sub)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    # argparse reports unknown options from the top-level parser (its usage, not the
+    # sub-command's): collect them and let the sub-command that was chosen complain.
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        getattr(args, "_own_parser", parser).error(f"unrecognized arguments: {' '.join(unknown)}")
     if args.command is None:
         parser.print_help()
         return 2

@@ -4,8 +4,9 @@ Like Kafka's ``kafka-dump-log.sh``: read the segment files directly, with no
 server needed.  ``dump`` and ``verify`` only read (safe beside a running
 server); ``compact`` rewrites files and so takes the data-dir lock, refusing
 to run while a server holds it.  Every failure is one line on stderr and a
-non-zero exit code, never a traceback: 0 = fine, 1 = damage found, 2 = could
-not run (bad arguments, unreadable data dir, server running).
+non-zero exit code, never a traceback: 0 = fine, 1 = damage found or refused
+(a server holds the data dir), 2 = could not run (bad arguments, unreadable
+data dir).
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from pathlib import Path
 
 EXIT_OK = 0
 EXIT_DAMAGE = 1
+EXIT_REFUSED = 1  # the same code as the other commands' "refused" (README: exit codes)
 EXIT_ERROR = 2
 
 _TYPES = {
@@ -278,6 +280,17 @@ def verify_command(args: argparse.Namespace) -> int:
     return EXIT_DAMAGE if damage else EXIT_OK
 
 
+def _ranges(numbers: list[int]) -> str:
+    """``[0, 1, 2, 5]`` -> ``"0-2, 5"``."""
+    spans: list[list[int]] = []
+    for n in sorted(numbers):
+        if spans and n == spans[-1][1] + 1:
+            spans[-1][1] = n
+        else:
+            spans.append([n, n])
+    return ", ".join(f"{a}-{b}" if a != b else str(a) for a, b in spans)
+
+
 def _unchecked_from(mark, base: int) -> float:
     """Where a segment stops being covered by the last checkpoint (inf: all of it is)."""
     if mark is None or base < mark.segment:
@@ -308,9 +321,11 @@ def compact_command(args: argparse.Namespace) -> int:
     try:
         lock.acquire()
     except StartupError as exc:
-        return _fail(f"{exc}; stop it before compacting offline")
+        return _fail(f"{exc}; stop it before compacting offline", EXIT_REFUSED)
     try:
         now_ms = int(time.time() * 1000)
+        compacted = 0
+        active_only: list[int] = []  # partitions whose records all sit in the active segment
         # Segments at or after a partition's checkpoint mark are rebuilt from the journal on the next
         # start: only the ones before it are the server's to keep, and so compactable.
         marks = read_checkpoint(Path(args.data_dir)) or {}
@@ -318,18 +333,28 @@ def compact_command(args: argparse.Namespace) -> int:
             pdir = partition_dir(args.data_dir, p)
             complete_pending_compaction(pdir)
             segs = list_partition_segments(pdir)
-            if len(segs) < 2:
-                continue
-            end = marks[p].segment if p in marks else segment_base(segs[-1])
+            end = marks[p].segment if p in marks else segment_base(segs[-1]) if segs else 0
             closed = [s for s in segs[:-1] if segment_base(s) < end]
             if not closed:
+                if segs and any(s.stat().st_size for s in segs):
+                    active_only.append(p)
                 continue
+            compacted += 1
             result = compact_closed_segments(
                 pdir, closed, end, segment_bytes=args.segment_bytes,
                 delete_retention_ms=args.delete_retention_ms, now_ms=now_ms)
             print(f"partition {p}: {result.segments_before} -> {result.segments_after} closed segments, "
                   f"{result.records_before} -> {result.records_after} records, "
                   f"{result.tombstones_dropped} tombstones dropped")
+        if active_only:
+            # What kafka-dump-log.sh users expect to hear: why records were left as they were.
+            print(f"{len(active_only)} partition(s) not compacted ({_ranges(active_only)}): their records are all "
+                  f"in the active segment, which is never compacted; a segment closes when it reaches "
+                  f"segment.bytes or is offsets.topic.segment.ms old (the server rolls it)")
+        if not compacted and not active_only:
+            print("nothing to compact: the log holds no records")
+        else:
+            print(f"compacted {compacted} partition(s)")
     except (CorruptLogError, CheckpointError) as exc:
         return _fail(f"damaged log, not compacted: {exc}", EXIT_DAMAGE)
     except OSError as exc:

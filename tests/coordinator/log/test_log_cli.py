@@ -1,5 +1,5 @@
 """`cohort log dump | verify | compact`: readable output, damage found with file and position, one-line
-errors and meaningful exit codes (0 fine, 1 damage, 2 could not run)."""
+errors and meaningful exit codes (0 fine, 1 damage or refused, 2 could not run)."""
 from __future__ import annotations
 
 import json
@@ -125,13 +125,32 @@ async def test_offline_compaction_keeps_the_latest_records_and_refuses_a_locked_
         code, _, err = run(capsys, "compact", "--data-dir", str(data_dir))
     finally:
         lock.release()
-    assert code == 2 and "in use by another cohort server" in err and len(err.splitlines()) == 1
+    assert code == 1 and "in use by another cohort server" in err and len(err.splitlines()) == 1
 
     code, out, _ = run(capsys, "compact", "--data-dir", str(data_dir), "--delete-retention-ms", "0")
     assert code == 0 and "partition 1:" in out
+    assert "1 partition(s) not compacted (0): their records are all in the active segment" in out
+    assert out.splitlines()[-1] == "compacted 1 partition(s)"
     _, live = await open_log(data_dir, num_partitions=2)
     expected = dict(encode_record(OffsetCommitRecord("payments", "orders", p, 106 + p, 4, "", 17)) for p in (0, 1))
     assert {k: v for k, v in live.items() if k in expected} == expected
+
+
+async def test_compacting_a_log_whose_records_are_all_in_active_segments_says_why_nothing_changed(tmp_path, capsys):
+    log, _ = await open_log(tmp_path, num_partitions=3)
+    for i in range(107):
+        await log.append(i % 2, [encode_record(OffsetCommitRecord("g", "t", 0, i, 1, "", 17))])
+    await log.close()
+
+    code, out, err = run(capsys, "compact", "--data-dir", str(tmp_path))
+
+    assert code == 0 and not err
+    assert out.splitlines() == [
+        "2 partition(s) not compacted (0-1): their records are all in the active segment, which is never "
+        "compacted; a segment closes when it reaches segment.bytes or is offsets.topic.segment.ms old (the "
+        "server rolls it)",
+        "compacted 0 partition(s)",
+    ]
 
 
 def test_errors_are_one_line_with_exit_code_2_and_no_traceback(tmp_path):
