@@ -113,9 +113,10 @@ def prepare_data_dir(data_dir: Path) -> Path:
     return data_dir
 
 
-def _bind_error(what: str, address: HostPort, exc: OSError) -> StartupError:
+def _bind_error(what: str, flag: str, address: HostPort, exc: OSError) -> StartupError:
+    """One line that names the address and the flag that sets it (the operator's next step)."""
     reason = "address already in use" if exc.errno == errno.EADDRINUSE else (exc.strerror or str(exc))
-    return StartupError(f"cannot listen for {what} on {address}: {reason}")
+    return StartupError(f"cannot listen for {what} on {address}: {reason} (choose another address with {flag})")
 
 
 def new_event_loop_factory():
@@ -139,6 +140,7 @@ class Daemon:
         self._stop_signal: int | None = None
         self._log_setup: Any = None
         self._unclean_stop = False
+        self._lock: DataDirLock | None = None
 
     def run(self) -> int:
         from coordinator.logs import configure_logging
@@ -147,12 +149,7 @@ class Daemon:
             self._log_setup = configure_logging(self.config.log_format, self.config.log_level, self.config.log_file)
         except OSError as exc:
             return fail(f"cannot open log file {self.config.log_file}: {exc.strerror}")
-        lock = DataDirLock(self.config.data_dir)
-        try:
-            prepare_data_dir(self.config.data_dir)
-            lock.acquire()
-        except StartupError as exc:
-            return fail(str(exc))
+        self._lock = DataDirLock(self.config.data_dir)
         try:
             with asyncio.Runner(loop_factory=new_event_loop_factory()) as runner:
                 return runner.run(self._main())
@@ -161,7 +158,7 @@ class Daemon:
         except KeyboardInterrupt:  # Ctrl-C before the loop's handlers were installed
             return 128 + signal.SIGINT
         finally:
-            lock.release()
+            self._lock.release()
             logging.shutdown()
 
     async def _main(self) -> int:
@@ -177,16 +174,32 @@ class Daemon:
 
         metrics = CoordinatorMetrics(group_offsets_enabled=config.metrics_group_offsets_enable)
         metrics.watch_readiness(self._state)
+        from coordinator.server import CoordinatorServer
+
+        # Both ports are bound (not yet served) before the data dir is touched: a
+        # bad address or a taken port fails at once, naming its flag, and leaves
+        # no freshly initialised data dir behind.
         self.metrics_http = MetricsHttpServer(metrics, *config.metrics_address)
         try:
-            await self.metrics_http.start()
+            await self.metrics_http.bind()
         except OSError as exc:
-            raise _bind_error("metrics", config.metrics_address, exc) from None
+            raise _bind_error("metrics", "--metrics", config.metrics_address, exc) from None
+        self.server = CoordinatorServer(config, metrics=metrics)
+        try:
+            await self.server.bind()
+        except OSError as exc:
+            await self.metrics_http.stop()
+            raise _bind_error("clients", "--listen", config.listen_address, exc) from None
+        try:
+            prepare_data_dir(config.data_dir)
+            self._lock.acquire()
+        except StartupError:
+            await self.server.unbind()
+            await self.metrics_http.stop()
+            raise
+        await self.metrics_http.start_serving()
 
         try:
-            from coordinator.server import CoordinatorServer
-
-            self.server = CoordinatorServer(config, metrics=metrics)
             if not await self._start_server():
                 await self._stop_server()
                 return self._exit_code()
@@ -195,8 +208,6 @@ class Daemon:
             raise
         except OSError as exc:
             await self._abandon_start()
-            if exc.errno in (errno.EADDRINUSE, errno.EADDRNOTAVAIL, errno.EACCES):
-                raise _bind_error("clients", config.listen_address, exc) from None
             raise StartupError(f"cannot start: {exc}") from None
         except Exception as exc:
             log.debug("start failed", exc_info=True)

@@ -492,9 +492,19 @@ class MetricsHttpServer:
         self._server: asyncio.Server | None = None
 
     async def start(self) -> None:
-        """Bind; raises OSError (e.g. address in use) for the caller to report."""
-        self._server = await asyncio.start_server(self._serve, self.host, self.port, limit=_MAX_REQUEST_HEAD)
+        """Bind and serve; raises OSError (e.g. address in use) for the caller to report."""
+        await self.bind()
+        await self.start_serving()
+
+    async def bind(self) -> None:
+        """Bind without accepting yet (connections are refused until `start_serving`)."""
+        self._server = await asyncio.start_server(self._serve, self.host, self.port, limit=_MAX_REQUEST_HEAD,
+                                                  start_serving=False)
         self.port = self._server.sockets[0].getsockname()[1]
+
+    async def start_serving(self) -> None:
+        assert self._server is not None, "bind() first"
+        await self._server.start_serving()
 
     async def stop(self) -> None:
         if self._server is not None:

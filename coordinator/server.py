@@ -171,10 +171,30 @@ class CoordinatorServer:
         self._last_refusal_log = 0.0
 
     # ------------------------------------------------------------------ life cycle
+    async def bind(self) -> None:
+        """Bind the Kafka listener without accepting: clients are refused until the log is loaded.
+
+        Separate from `start` so the daemon can fail on a bad address or a taken port before it
+        touches the data dir.
+        """
+        host, port = self.config.listen_address
+        self._listener = await asyncio.get_running_loop().create_server(
+            lambda: _Connection(self), host, port, reuse_address=True, backlog=1024, start_serving=False)
+        self.port = self._listener.sockets[0].getsockname()[1]
+
+    async def unbind(self) -> None:
+        """Release the port of a server that never started (the daemon could not take the data dir)."""
+        if self._listener is not None:
+            self._listener.close()
+            await self._listener.wait_closed()
+            self._listener = None
+
     async def start(self) -> None:
-        """Load the offsets log (state "loading"), then bind and serve (state "ready")."""
+        """Load the offsets log (state "loading"), then serve (state "ready"); binds first if `bind` was not called."""
         config = self.config
         started = time.perf_counter()
+        if self._listener is None:
+            await self.bind()
         data_dir = Path(config.data_dir)
         data_dir.mkdir(parents=True, exist_ok=True)
         self.cluster_id = load_cluster_id(data_dir)
@@ -202,15 +222,9 @@ class CoordinatorServer:
             self.metrics.watch_groups(self._groups_by_state, self._member_count)
             self.metrics.watch_offsets(lambda: len(self.groups.offsets))
             self.metrics.watch_log(self._log_partition_stats)
-        host, port = config.listen_address
+        host = config.listen_address.host
         loop = asyncio.get_running_loop()
-        try:
-            self._listener = await loop.create_server(
-                lambda: _Connection(self), host, port, reuse_address=True, backlog=1024)
-        except OSError:
-            await self._close_storage()
-            raise
-        self.port = self._listener.sockets[0].getsockname()[1]
+        await self._listener.start_serving()
         self._idle_task = loop.create_task(self._close_idle_connections(), name="cohort-idle-connections")
         self.state = "ready"
         log.info("listening", extra={"address": f"{host}:{self.port}", "advertised": str(self.advertised_address()),

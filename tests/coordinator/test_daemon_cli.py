@@ -123,7 +123,8 @@ def test_metrics_port_in_use_is_refused(tmp_path):
         port = busy.getsockname()[1]
         result = run_cohort("serve", "--data-dir", str(tmp_path), "--listen", f"127.0.0.1:{free_port()}",
                             "--metrics", f"127.0.0.1:{port}")
-    assert_one_line_refusal(result, f"cannot listen for metrics on 127.0.0.1:{port}: address already in use")
+    assert_one_line_refusal(result, f"cannot listen for metrics on 127.0.0.1:{port}: address already in use "
+                                    "(choose another address with --metrics)")
 
 
 def test_locked_data_dir_is_refused_naming_the_holder(tmp_path):

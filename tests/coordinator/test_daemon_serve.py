@@ -266,9 +266,21 @@ def test_kafka_port_in_use_is_refused_with_one_line(tmp_path):
                             "--data-dir", str(tmp_path / "data"))
     assert result.returncode != 0
     assert "Traceback" not in result.stderr
-    # The offsets log may have logged its load before the bind failed; the refusal is the last line.
-    last = result.stderr.strip().splitlines()[-1]
-    assert last == f"cohort: error: cannot listen for clients on 127.0.0.1:{port}: address already in use"
+    # The port is bound before the data dir is touched: one line, naming the flag, and no data dir left behind.
+    assert result.stderr.strip().splitlines() == [
+        f"cohort: error: cannot listen for clients on 127.0.0.1:{port}: address already in use "
+        "(choose another address with --listen)"]
+    assert not (tmp_path / "data").exists()
+
+
+def test_an_unresolvable_listen_host_is_refused_before_the_data_dir_is_created(tmp_path):
+    result = run_cohort("serve", "--listen", "nosuchhost.invalid:19092", "--metrics", f"127.0.0.1:{free_port()}",
+                        "--data-dir", str(tmp_path / "data"))
+    assert result.returncode == 1
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith("cohort: error: cannot listen for clients on nosuchhost.invalid:19092: ")
+    assert line.endswith("(choose another address with --listen)")
+    assert not (tmp_path / "data").exists()
 
 
 async def test_sighup_reopens_the_log_file_and_logs_are_structured(tmp_path):
