@@ -88,6 +88,9 @@ _VALUE = itemgetter(1)
 ReplayCallback = Callable[[int, list[tuple[bytes, bytes]]], None]
 
 
+_SLOW_PARTITION_LOAD_MS = 1000  # a partition that takes this long to load gets its own INFO line
+
+
 class StorageError(Exception):
     """An append (or the log) failed; `error_code` is the Kafka error to map for the client.
 
@@ -331,7 +334,7 @@ class OffsetsLog:
             raise LogLoadError({p.index: exc for p in self._parts}) from None
         self._marks = dict(marks or {})
         journals, journaled = await loop.run_in_executor(self._writers, self._read_journals)
-        total_records = 0
+        total_records = total_live = total_replayed = 0
         for p in self._parts:
             t0 = time.perf_counter()
             try:
@@ -347,9 +350,14 @@ class OffsetsLog:
                 continue
             p.state = PartitionState.LOADED
             total_records += records
-            log.info("offsets partition %d loaded: %d records, %d live keys in %.0f ms%s",
-                     p.index, records, len(live), (time.perf_counter() - t0) * 1000,
-                     f" ({replayed} batches replayed from the journal)" if replayed else "")
+            total_live += len(live)
+            total_replayed += replayed
+            took_ms = (time.perf_counter() - t0) * 1000
+            # One summary line at INFO (below); a partition gets its own only when it is worth a look.
+            log.log(logging.INFO if took_ms >= _SLOW_PARTITION_LOAD_MS else logging.DEBUG,
+                    "offsets partition %d loaded: %d records, %d live keys in %.0f ms%s",
+                    p.index, records, len(live), took_ms,
+                    f" ({replayed} batches replayed from the journal)" if replayed else "")
             del live
         del journaled
         try:
@@ -360,8 +368,9 @@ class OffsetsLog:
                     p.state, p.error = PartitionState.FAILED, exc
                     errors[p.index] = exc
             log.error("offsets log cannot start its journal: %s", exc)
-        log.info("offsets log loaded: %d partitions, %d records in %.0f ms%s", self.num_partitions - len(errors),
-                 total_records, (time.perf_counter() - started) * 1000,
+        log.info("offsets log loaded: %d partitions, %d records, %d live keys in %.0f ms%s%s",
+                 self.num_partitions - len(errors), total_records, total_live, (time.perf_counter() - started) * 1000,
+                 f", {total_replayed} batches replayed from the journal" if total_replayed else "",
                  f", {len(errors)} partitions failed" if errors else "")
         if self.flush_policy.sync_each_write and self._use_fsync_process:
             self._fsyncs = [FsyncProcess(loop, self._writers) for _ in range(_ROUNDS_IN_FLIGHT)]
