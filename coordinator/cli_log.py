@@ -183,26 +183,40 @@ def _table_row(row: dict) -> str:
 
 # ------------------------------------------------------------------------------ verify
 def verify_command(args: argparse.Namespace) -> int:
+    import logging
+
+    problem = _check_data_dir(args.data_dir)
+    if problem:
+        return _fail(problem)
+    quiet = logging.getLogger("cohort.log")
+    level = quiet.level
+    quiet.setLevel(logging.CRITICAL)  # verify reports what it finds itself
+    try:
+        return _verify(args)
+    finally:
+        quiet.setLevel(level)
+
+
+def _verify(args: argparse.Namespace) -> int:
     from coordinator.log import list_partitions
-    from coordinator.log.journal import CheckpointError, list_journals, read_checkpoint, read_journal
+    from coordinator.log.journal import CheckpointError, list_journals, read_checkpoint, scan_journal
     from coordinator.log.segments import (
         CorruptLogError,
         list_partition_segments,
         partition_dir,
         recover_segment,
         segment_base,
+        segment_name,
     )
     from coordinator.records import RecordDecodeError, decode_record
 
-    problem = _check_data_dir(args.data_dir)
-    if problem:
-        return _fail(problem)
     damage = 0
     warnings = 0
     batches = records = 0
-    import logging
-
-    logging.getLogger("cohort.log").setLevel(logging.ERROR)  # verify reports torn tails itself
+    holder = _server_holding(args.data_dir)
+    if holder is not None:
+        print(f"note: {args.data_dir} is in use by a running cohort server{holder}: what it is writing right now "
+              "may show as unfinished")
     try:
         marks = read_checkpoint(Path(args.data_dir)) or {}
     except CheckpointError as exc:
@@ -216,6 +230,16 @@ def verify_command(args: argparse.Namespace) -> int:
             warnings += 1
             print(f"warning: {pdir / name}: unfinished compaction (resolved on the next start)")
         segs = list_partition_segments(pdir)
+        mark = marks.get(p)
+        if mark is not None:
+            ends_in = pdir / segment_name(mark.segment)
+            size = ends_in.stat().st_size if ends_in.exists() else -1
+            if size < 0:
+                damage += 1
+                print(f"{ends_in}: missing, but the last checkpoint ends in it")
+            elif size < mark.size:
+                damage += 1
+                print(f"{ends_in}: position {size}: {mark.size - size} bytes the last checkpoint covers are missing")
         next_offset = 0
         for i, path in enumerate(segs):
             try:
@@ -244,9 +268,14 @@ def verify_command(args: argparse.Namespace) -> int:
                 except CorruptLogError:
                     continue
             if scan.size < len(data):
-                warnings += 1
-                print(f"warning: {path}: position {scan.size}: torn tail of {len(data) - scan.size} bytes "
-                      f"(cut on the next start)")
+                if mark is not None and scan.size < _unchecked_from(mark, segment_base(path)):
+                    damage += 1
+                    print(f"{path}: position {scan.size}: {len(data) - scan.size} bytes that do not check out, "
+                          "inside what the last checkpoint covers")
+                else:
+                    warnings += 1
+                    print(f"warning: {path}: position {scan.size}: torn tail of {len(data) - scan.size} bytes "
+                          f"(cut on the next start)")
             next_offset = scan.next_offset
             batches += scan.batches
             records += scan.records
@@ -260,24 +289,46 @@ def verify_command(args: argparse.Namespace) -> int:
                         print(f"{path}: position {v.position}: record at offset {offset}: {exc}")
     for _, path in list_journals(Path(args.data_dir)):
         try:
-            entries, valid = read_journal(path, 1 << 30)
-            size = path.stat().st_size
+            journal = scan_journal(path, _MAX_PARTITIONS)
         except OSError as exc:
             damage += 1
             print(f"{path}: unreadable: {exc.strerror or exc}")
             continue
-        if valid < size:
+        for d in journal.damage:  # damage with valid entries after it: acknowledged writes, not a tail
+            damage += 1
+            print(f"{d}: acknowledged entries that no longer check out")
+        # Zeros past the last entry are the journal's preallocated space, not an unfinished write.
+        if journal.unfinished_bytes:
             warnings += 1
-            print(f"warning: {path}: position {valid}: unfinished entry of {size - valid} bytes "
-                  f"(never acknowledged; ignored on the next start)")
-        if entries:
-            print(f"{path}: {len(entries)} batches after the last checkpoint (replayed on the next start)")
+            print(f"warning: {path}: position {journal.valid_end}: unfinished entry of {journal.unfinished_bytes} "
+                  f"bytes (never acknowledged; ignored on the next start)")
+        if journal.entries:
+            print(f"{path}: {len(journal.entries)} batches after the last checkpoint (replayed on the next start)")
     if args.strict:
         damage += warnings
     status = "damaged" if damage else "ok"
     print(f"{status}: {records} records in {batches} batches checked, {damage} problems, {warnings} warnings",
           file=sys.stderr)
     return EXIT_DAMAGE if damage else EXIT_OK
+
+
+_MAX_PARTITIONS = 1 << 16  # journal entries name their partition; verify accepts any the format allows
+
+
+def _server_holding(data_dir: Path) -> str | None:
+    """`" (pid N)"` (or "") if a server holds the data dir's lock now, else None; never takes it for long."""
+    from coordinator.daemon import LOCK_FILE_NAME, DataDirLock, StartupError
+
+    if not (Path(data_dir) / LOCK_FILE_NAME).exists():
+        return None
+    lock = DataDirLock(Path(data_dir))
+    try:
+        lock.acquire()
+    except StartupError as exc:
+        text = str(exc)
+        return text[text.rfind(" (pid"):] if " (pid" in text else ""
+    lock.release()
+    return None
 
 
 def _ranges(numbers: list[int]) -> str:

@@ -28,9 +28,14 @@ sequence of entries (big-endian), declared once in `ENTRY_HEADER`::
                        CRC covers the rest
     batch      the partition's batch, byte for byte as in its segment
 
-An entry that does not check out ends the journal: it and everything after it
-were written after the last fsync that returned, so none of it was
-acknowledged.
+The journal is written strictly in order and zero-filled ahead of its writes
+(preallocation), so a crash can only leave an unfinished entry followed by
+zeros: that tail was written after the last fsync that returned and was never
+acknowledged.  An entry that does not check out but is followed by valid
+entries is something else: damage to bytes that were durable and acknowledged
+(`JournalDamage`).  Recovery never treats it as a tail: it refills what it can
+from the partitions' own segments and refuses a partition whose acknowledged
+writes it cannot account for (`offsets_log`).
 """
 from __future__ import annotations
 
@@ -80,43 +85,120 @@ def encode_entry(partition: int, batch: bytes) -> bytes:
 
 @dataclass(slots=True)
 class JournalBatch:
-    """One batch found in a journal: its partition, the journal's bytes and where the batch lies in them."""
+    """One batch found in a journal (or, in recovery, a partition's segment): its bytes and where the batch lies."""
 
     partition: int
     buf: bytes
     view: BatchView
+    journal: int = -1  # the journal's sequence number (-1: the batch came from a segment)
 
     @property
     def data(self) -> bytes:
         return self.buf[self.view.position:self.view.end]
 
 
-def read_journal(path: Path, num_partitions: int) -> tuple[list[JournalBatch], int]:
-    """The valid entries of a journal file, in order, and the size of the valid prefix."""
+@dataclass(slots=True, frozen=True)
+class JournalDamage:
+    """Bytes of a journal that were written and acknowledged but no longer check out.
+
+    `partition` and `base_offset` are known when the entry's own header (which
+    its checksum covers) is intact and only the batch inside it is damaged.
+    """
+
+    path: Path
+    position: int  # where the damaged bytes start
+    end: int  # where the next valid entry starts
+    partition: int | None = None
+    base_offset: int | None = None
+
+    def __str__(self) -> str:
+        whose = (f" (the batch of partition {self.partition} starting at offset {self.base_offset})"
+                 if self.partition is not None else "")
+        return f"{self.path}: position {self.position}: {self.end - self.position} damaged bytes{whose}"
+
+
+@dataclass(slots=True)
+class JournalScan:
+    """What one journal file holds: its valid entries, damage between them, and how its end looks."""
+
+    entries: list[JournalBatch]
+    damage: list[JournalDamage]
+    valid_end: int  # one past the last valid entry
+    written_end: int  # one past the last non-zero byte (beyond it: preallocated zeros)
+
+    @property
+    def unfinished_bytes(self) -> int:
+        """Non-zero bytes after the last valid entry: an entry whose write never finished."""
+        return max(0, self.written_end - self.valid_end)
+
+
+def _entry_at(buf: bytes, pos: int, num_partitions: int) -> tuple[int, int, bool]:
+    """(partition, end, batch_ok) of the entry at `pos` if its header checks out, else (-1, -1, False)."""
+    size = len(buf)
+    if pos + ENTRY_HEADER_SIZE > size:
+        return -1, -1, False
+    partition, length, crc = _HEADER.unpack_from(buf, pos)
+    start = pos + ENTRY_HEADER_SIZE
+    end = start + length
+    if (length < _COVERED_BATCH_BYTES or end > size or not 0 <= partition < num_partitions
+            or crc32c.crc32c(buf[start:start + _COVERED_BATCH_BYTES], crc32c.crc32c(buf[pos:pos + 8])) != crc):
+        return -1, -1, False
+    try:
+        view = read_batch(buf, start, 0)
+    except BatchError:
+        return partition, end, False
+    return partition, end, view.end == end
+
+
+def _next_valid_entry(buf: bytes, pos: int, stop: int, num_partitions: int) -> int:
+    """The first position in (pos, stop) where a whole valid entry starts, or -1.
+
+    Only called on damage (never on the normal path), so a plain scan is fine.
+    """
+    candidate = pos
+    last = stop - ENTRY_HEADER_SIZE
+    while True:
+        # An entry starts with its partition number, an int32 below 65536: two zero bytes.
+        candidate = buf.find(b"\0\0", candidate + 1, last + 2)
+        if candidate < 0 or candidate > last:
+            return -1
+        if _entry_at(buf, candidate, num_partitions)[2]:
+            return candidate
+
+
+def scan_journal(path: Path, num_partitions: int, seq: int = -1) -> JournalScan:
+    """Every valid entry of a journal file, in order, and every damaged stretch between them."""
     with open(path, "rb") as f:
         buf = f.read()
+    written_end = len(buf.rstrip(b"\0"))
     entries: list[JournalBatch] = []
+    damage: list[JournalDamage] = []
     pos = 0
-    size = len(buf)
-    while pos + ENTRY_HEADER_SIZE <= size:
-        partition, length, crc = _HEADER.unpack_from(buf, pos)
-        start = pos + ENTRY_HEADER_SIZE
-        end = start + length
-        if (length < _COVERED_BATCH_BYTES or end > size or not 0 <= partition < num_partitions
-                or crc32c.crc32c(buf[start:start + _COVERED_BATCH_BYTES], crc32c.crc32c(buf[pos:pos + 8])) != crc):
-            break
-        try:
-            view = read_batch(buf, start, 0)
-        except BatchError:
-            break
-        if view.end != end:
-            break
-        entries.append(JournalBatch(partition, buf, view))
-        pos = end
-    if pos < size and buf.count(0, pos) != size - pos:
-        log.warning("%s: %d bytes after position %d are not a valid entry: an unfinished write, never "
-                    "acknowledged; ignored", path, size - pos, pos)
-    return entries, pos
+    valid_end = 0
+    while pos < written_end:
+        partition, end, ok = _entry_at(buf, pos, num_partitions)
+        if ok:
+            entries.append(JournalBatch(partition, buf, read_batch(buf, pos + ENTRY_HEADER_SIZE, 0), seq))
+            pos = valid_end = end
+            continue
+        if partition >= 0 and end < written_end and _entry_at(buf, end, num_partitions)[2]:
+            following = end  # the header (checksummed) says where the damaged entry ends
+        else:
+            following = _next_valid_entry(buf, pos, written_end, num_partitions)
+        if following < 0:
+            break  # an unfinished last write: nothing valid follows it
+        base = None
+        if partition >= 0:  # the header checked out; its covered first bytes name the batch's base offset
+            base = struct.unpack_from(">q", buf, pos + ENTRY_HEADER_SIZE)[0]
+        damage.append(JournalDamage(path, pos, following, partition if partition >= 0 else None, base))
+        pos = following
+    return JournalScan(entries, damage, valid_end, written_end)
+
+
+def read_journal(path: Path, num_partitions: int) -> tuple[list[JournalBatch], int]:
+    """The valid entries of a journal file, in order, and the end of the last one."""
+    scan = scan_journal(path, num_partitions)
+    return scan.entries, scan.valid_end
 
 
 def list_journals(data_dir: Path) -> list[tuple[int, Path]]:

@@ -54,18 +54,19 @@ from functools import partial
 from operator import itemgetter
 from pathlib import Path
 
-from coordinator.log.batch import encode_batch
+from coordinator.log.batch import BatchError, encode_batch, read_batch
 from coordinator.log.compaction import CompactionResult, compact_closed_segments
 from coordinator.log.fsync_process import FsyncProcess, fdatasync_timed
 from coordinator.log.journal import (
     CheckpointError,
     JournalBatch,
+    JournalDamage,
     PartitionMark,
     encode_entry,
     journal_name,
     list_journals,
     read_checkpoint,
-    read_journal,
+    scan_journal,
     write_checkpoint,
 )
 from coordinator.log.segments import (
@@ -333,13 +334,13 @@ class OffsetsLog:
             log.error("offsets log cannot load: %s", exc)
             raise LogLoadError({p.index: exc for p in self._parts}) from None
         self._marks = dict(marks or {})
-        journals, journaled = await loop.run_in_executor(self._writers, self._read_journals)
+        journals, journaled, damage = await loop.run_in_executor(self._writers, self._read_journals)
         total_records = total_live = total_replayed = 0
         for p in self._parts:
             t0 = time.perf_counter()
             try:
                 records, live, replayed = await loop.run_in_executor(
-                    self._writers, self._recover, p, self._marks.get(p.index), journaled.get(p.index, []))
+                    self._writers, self._recover, p, self._marks.get(p.index), journaled.get(p.index, []), damage)
                 if on_partition_loaded is not None:
                     on_partition_loaded(p.index, live)
             except (CorruptLogError, OSError, StorageError, ValueError) as exc:
@@ -382,17 +383,26 @@ class OffsetsLog:
         if errors:
             raise LogLoadError(errors)
 
-    def _read_journals(self) -> tuple[list[tuple[int, Path]], dict[int, list[JournalBatch]]]:
-        """(writer thread) The journal files, and the batches each partition must get back from them."""
+    def _read_journals(self) -> tuple[list[tuple[int, Path]], dict[int, list[JournalBatch]],
+                                      list[tuple[int, JournalDamage]]]:
+        """(writer thread) The journal files, the batches each partition must get back from them, and damage."""
         journals = list_journals(self.data_dir)
         journaled: dict[int, list[JournalBatch]] = {}
+        damage: list[tuple[int, JournalDamage]] = []
         for seq, path in journals:
-            entries, _ = read_journal(path, self.num_partitions)
-            for entry in entries:
+            scan = scan_journal(path, self.num_partitions, seq)
+            for entry in scan.entries:
                 mark = self._marks.get(entry.partition)
                 if mark is None or seq >= mark.journal:
                     journaled.setdefault(entry.partition, []).append(entry)
-        return journals, journaled
+            for d in scan.damage:
+                log.error("%s: acknowledged journal entries are damaged (valid entries follow them); the "
+                          "partitions they may belong to are checked against their segments", d)
+                damage.append((seq, d))
+            if scan.unfinished_bytes:
+                log.warning("%s: %d bytes after position %d are not a valid entry: an unfinished write, never "
+                            "acknowledged; ignored", path, scan.unfinished_bytes, scan.valid_end)
+        return journals, journaled, damage
 
     def _start_journal(self, old: list[int]) -> None:
         """(writer thread) Checkpoint what recovery loaded, start an empty journal, drop the replayed ones."""
@@ -435,16 +445,28 @@ class OffsetsLog:
                                                journal_seq)
         return marks
 
-    def _recover(self, p: _Partition, mark: PartitionMark | None,
-                 journaled: list[JournalBatch]) -> tuple[int, list[tuple[bytes, bytes]], int]:
+    def _recover(self, p: _Partition, mark: PartitionMark | None, journaled: list[JournalBatch],
+                 damage: Sequence[tuple[int, JournalDamage]] = ()) -> tuple[int, list[tuple[bytes, bytes]], int]:
         """(writer thread) Repair, validate and replay one partition; open its active segment.
 
         Returns (records replayed, live records, batches brought back from the journal).
+        Raises CorruptLogError, before changing any file, when the partition cannot be
+        brought back without losing acknowledged writes.
         """
         p.path.mkdir(parents=True, exist_ok=True)
         complete_pending_compaction(p.path)
         segs = list_partition_segments(p.path)
+        # Journal damage that may hide this partition's acknowledged writes.
+        damage = [(seq, d) for seq, d in damage
+                  if (mark is None or seq >= mark.journal) and d.partition in (None, p.index)]
+        salvage: list[JournalBatch] = []
         if mark is not None and segs:
+            self._check_checkpointed_bytes(p, segs, mark)
+            if damage:
+                # What the segments hold past the mark (a crashed process's page cache reached
+                # them) can stand in for damaged journal entries: read it before the cut.
+                salvage = self._segment_batches_after(p, segs, mark)
+                self._replay_plan(p, mark.next_offset, journaled, salvage, damage)  # raises if anything is lost
             segs = self._cut_to_mark(p, segs, mark)
         if not segs:
             path = p.path / segment_name(0)
@@ -456,8 +478,10 @@ class OffsetsLog:
         # BatchView.merge_older_into), and the last segment is where a torn tail is cut.
         latest: dict[bytes, bytes | None] = {}
         last = segs[-1]
-        scan, buf, views = recover_segment(last, is_last=True, min_offset=segment_base(last))
-        replayed, segs, size, next_offset = self._replay_journal(p, segs, scan.size, scan.next_offset, journaled)
+        durable = mark.size if mark is not None and segment_base(last) == mark.segment else 0
+        scan, buf, views = recover_segment(last, is_last=True, min_offset=segment_base(last), durable_size=durable)
+        plan = self._replay_plan(p, scan.next_offset, journaled, salvage, damage)
+        replayed, segs, size, next_offset = self._replay_journal(p, segs, scan.size, scan.next_offset, plan)
         for batch in reversed(replayed):
             batch.view.merge_older_into(batch.buf, latest)
         records = sum(b.view.record_count for b in replayed) + scan.records
@@ -487,6 +511,94 @@ class OffsetsLog:
         # Values are never empty (append refuses them), so "truthy" means "not a tombstone".
         live = list(filter(_VALUE, latest.items()))
         return records, live, len(replayed)
+
+    @staticmethod
+    def _check_checkpointed_bytes(p: _Partition, segs: list[Path], mark: PartitionMark) -> None:
+        """Bytes the last checkpoint vouches for must all be there: missing ones are damage, not a torn tail."""
+        active = next((s for s in segs if segment_base(s) == mark.segment), None)
+        if active is None:
+            raise CorruptLogError(p.path / segment_name(mark.segment), 0,
+                                  "the segment the last checkpoint ends in is missing")
+        size = active.stat().st_size
+        if size < mark.size:
+            raise CorruptLogError(active, size, f"{mark.size - size} bytes the last checkpoint covers are missing "
+                                  f"(it says the segment is {mark.size} bytes long): acknowledged commits would "
+                                  "be lost, so the partition is not loaded")
+
+    @staticmethod
+    def _segment_batches_after(p: _Partition, segs: list[Path], mark: PartitionMark) -> list[JournalBatch]:
+        """The valid batches the segments hold past the checkpoint mark, in order, up to the first gap or damage."""
+        found: list[JournalBatch] = []
+        next_offset = mark.next_offset
+        for path in (s for s in segs if segment_base(s) >= mark.segment):
+            try:
+                with open(path, "rb") as f:
+                    buf = f.read()
+            except OSError:
+                break
+            pos = mark.size if segment_base(path) == mark.segment else 0
+            while pos < len(buf):
+                try:
+                    view = read_batch(buf, pos, next_offset)
+                except BatchError:
+                    return found
+                if view.base_offset != next_offset:
+                    return found
+                found.append(JournalBatch(p.index, buf, view))
+                pos, next_offset = view.end, view.last_offset + 1
+        return found
+
+    @staticmethod
+    def _replay_plan(p: _Partition, next_offset: int, journaled: list[JournalBatch], salvage: list[JournalBatch],
+                     damage: Sequence[tuple[int, JournalDamage]]) -> list[JournalBatch]:
+        """The batches that continue the partition from `next_offset`: the journal's, gaps filled from `salvage`.
+
+        Raises CorruptLogError when journal damage may have taken acknowledged writes of this
+        partition that neither the journal nor the segments still hold: refusing the
+        partition beats serving offsets older than ones a client was told are committed.
+        """
+        plan: list[JournalBatch] = []
+        spare = {b.view.base_offset: b for b in salvage}
+
+        def fill_from_segments(until: int | None = None) -> None:
+            """Take segment batches that continue the partition, up to the journal's next batch."""
+            nonlocal next_offset
+            while next_offset != until and next_offset in spare:
+                batch = spare.pop(next_offset)
+                plan.append(batch)
+                next_offset = batch.view.last_offset + 1
+
+        for batch in journaled:
+            view = batch.view
+            if view.last_offset < next_offset:
+                continue  # written before the checkpoint mark (or already taken from a segment)
+            if view.base_offset > next_offset:
+                fill_from_segments(until=view.base_offset)
+                if view.last_offset < next_offset:
+                    continue
+            if view.base_offset != next_offset:
+                lost = f"offsets {next_offset} to {view.base_offset - 1}"
+                why = "; ".join(str(d) for _, d in damage) or "the journal skips them"
+                raise CorruptLogError(p.path, 0, f"{lost} are in neither the journal nor the segments ({why}): "
+                                      "the partition is not loaded rather than serve older offsets")
+            plan.append(batch)
+            next_offset = view.last_offset + 1
+        fill_from_segments()
+        for seq, d in damage:
+            if d.partition is not None:
+                if d.base_offset is not None and d.base_offset >= next_offset:
+                    raise CorruptLogError(d.path, d.position, f"the batch of partition {p.index} starting at offset "
+                                          f"{d.base_offset} is damaged and its segment does not hold it: "
+                                          "acknowledged commits lost, the partition is not loaded")
+                continue
+            # Whose entry it was is unknown. Nothing of this partition is missing before a
+            # batch of it that the journal holds after the damage (the replay is gapless).
+            if not any((b.journal, b.view.position) > (seq, d.end) for b in plan if b.journal >= 0):
+                raise CorruptLogError(d.path, d.position, f"{d.end - d.position} damaged journal bytes may have "
+                                      f"held acknowledged commits of partition {p.index}, and nothing after them "
+                                      "proves otherwise: the partition is not loaded rather than serve older "
+                                      "offsets")
+        return plan
 
     @staticmethod
     def _cut_to_mark(p: _Partition, segs: list[Path], mark: PartitionMark) -> list[Path]:
@@ -523,7 +635,7 @@ class OffsetsLog:
                 view = batch.view
                 if view.last_offset < next_offset:
                     continue  # written before the checkpoint mark: the segment has it
-                if view.base_offset != next_offset:
+                if view.base_offset != next_offset:  # _replay_plan made the batches gapless
                     raise CorruptLogError(p.path, size, f"the journal's next batch starts at offset "
                                           f"{view.base_offset} but the partition ends at {next_offset}")
                 if size >= self.segment_bytes:

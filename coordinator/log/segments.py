@@ -218,11 +218,13 @@ def complete_pending_compaction(pdir: Path) -> None:
 
 
 def recover_segment(path: Path, *, is_last: bool, min_offset: int, truncate: bool = True,
-                    buf: bytes | None = None) -> tuple[SegmentScan, bytes, list[BatchView]]:
+                    buf: bytes | None = None, durable_size: int = 0) -> tuple[SegmentScan, bytes, list[BatchView]]:
     """Validate every batch of a segment; cut a torn tail of the last segment.
 
     Returns the scan, the (possibly shortened) content and its batch views.
-    Damage elsewhere raises CorruptLogError naming the file and position.
+    Damage elsewhere raises CorruptLogError naming the file and position; so
+    does a "tail" that starts inside the first `durable_size` bytes, which a
+    checkpoint made durable (no unfinished write can be there).
     """
     if buf is None:
         with open(path, "rb") as f:
@@ -236,6 +238,9 @@ def recover_segment(path: Path, *, is_last: bool, min_offset: int, truncate: boo
         try:
             view = read_batch(buf, pos, lower)
         except BatchError as exc:
+            if exc.position < durable_size:
+                raise CorruptLogError(path, exc.position, f"{exc.reason}, inside what the last checkpoint made "
+                                      "durable") from None
             if is_last and _is_tail(buf, exc):
                 log.warning("%s: torn tail at position %d (%s): truncating %d bytes to the last valid batch",
                             path, exc.position, exc.reason, size - exc.position)

@@ -14,6 +14,7 @@ from coordinator.cli import main
 from coordinator.daemon import DataDirLock
 from coordinator.log import list_segments
 from coordinator.log.batch import iter_batches
+from coordinator.log.journal import CHECKPOINT_NAME, list_journals
 from coordinator.records import (
     GroupMemberRecord,
     GroupMetadataRecord,
@@ -82,6 +83,12 @@ async def test_verify_passes_a_healthy_log_and_reports_damage_with_file_and_posi
 async def test_verify_warns_about_a_torn_tail_and_fails_on_it_only_when_strict(data_dir, capsys):
     segment = [path for p, path in list_segments(data_dir) if p == 0][-1]
     segment.write_bytes(segment.read_bytes()[:-3])
+    code, out, _ = run(capsys, "verify", "--data-dir", str(data_dir))
+    assert code == 1 and "3 bytes the last checkpoint covers are missing" in out  # the checkpoint vouched for them
+
+    (data_dir / CHECKPOINT_NAME).unlink()  # a log no checkpoint vouches for: a short tail may be unfinished
+    for _, journal in list_journals(data_dir):
+        journal.unlink()
     code, out, _ = run(capsys, "verify", "--data-dir", str(data_dir))
     assert code == 0 and out.startswith(f"warning: {segment}: position 0: torn tail")
     code, _, _ = run(capsys, "verify", "--data-dir", str(data_dir), "--strict")

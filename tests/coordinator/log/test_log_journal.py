@@ -140,4 +140,4 @@ async def test_a_partition_shorter_than_its_checkpoint_with_journal_batches_afte
     assert checkpointed > 0
     with pytest.raises(LogLoadError) as info:
         await open_log(crash_dir, num_partitions=1)
-    assert "the journal's next batch starts at offset 1 but the partition ends at 0" in str(info.value)
+    assert f"{checkpointed} bytes the last checkpoint covers are missing" in str(info.value)
