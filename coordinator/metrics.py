@@ -269,6 +269,7 @@ class CoordinatorMetrics:
         self._group_offsets: Callable[[], Iterable[GroupOffset]] | None = None
         self._log_partitions: Callable[[], Iterable[LogPartitionStats]] | None = None
         self._readiness: Callable[[], str] | None = None
+        self._failed_partitions: Callable[[], Mapping[int, str]] | None = None
         self._failed_providers: set[str] = set()
         self.registry.register(_ScrapeTimeCollector(self))
 
@@ -370,6 +371,25 @@ class CoordinatorMetrics:
         """Register the server state ("loading", "ready", "stopping") for /health."""
         self._readiness = state
 
+    def watch_failed_partitions(self, failed: Callable[[], Mapping[int, str]]) -> None:
+        """Register the offsets partitions that failed to load (partition -> reason), for /health and a gauge."""
+        self._failed_partitions = failed
+
+    def failed_partitions(self) -> Mapping[int, str]:
+        failed = self._provide("failed_partitions", self._failed_partitions)
+        return failed if isinstance(failed, Mapping) else {}
+
+    def health(self) -> tuple[bool, str]:
+        """(healthy, body) for /health: ready with every partition loaded, else what is wrong."""
+        state = self.readiness()
+        failed = self.failed_partitions() if state == "ready" else {}
+        if failed:
+            lines = [f"degraded: {len(failed)} offsets partition(s) failed to load; their groups answer "
+                     "NOT_COORDINATOR until repaired"]
+            lines += [f"partition {p}: {reason}" for p, reason in sorted(failed.items())]
+            return False, "\n".join(lines) + "\n"
+        return state == "ready", f"{state}\n"
+
     def readiness(self) -> str:
         if self._readiness is None:
             return "loading"
@@ -430,6 +450,8 @@ class _ScrapeTimeCollector:
             GaugeMetricFamily("cohort_log_size_bytes", "Offsets-log bytes on disk, by partition.", labels=["partition"]),
             GaugeMetricFamily("cohort_log_segments", "Offsets-log segments, by partition.", labels=["partition"]),
             GaugeMetricFamily("cohort_ready", "1 when the server is ready, 0 while loading or stopping."),
+            GaugeMetricFamily("cohort_offsets_partitions_failed",
+                              "Offsets partitions that failed to load (their groups are unavailable)."),
         ]
 
     def collect(self):
@@ -471,6 +493,10 @@ class _ScrapeTimeCollector:
         yield GaugeMetricFamily(
             "cohort_ready", "1 when the server is ready, 0 while loading or stopping.",
             value=1 if m.readiness() == "ready" else 0,
+        )
+        yield GaugeMetricFamily(
+            "cohort_offsets_partitions_failed", "Offsets partitions that failed to load (their groups are unavailable).",
+            value=len(m.failed_partitions()),
         )
 
 
@@ -538,7 +564,7 @@ class MetricsHttpServer:
         if path == b"/metrics":
             return "200 OK", CONTENT_TYPE_LATEST, self.metrics.exposition()
         if path in (b"/health", b"/ready"):
-            state = self.metrics.readiness()
-            status = "200 OK" if state == "ready" else "503 Service Unavailable"
-            return status, "text/plain; charset=utf-8", f"{state}\n".encode()
+            healthy, body = self.metrics.health()
+            status = "200 OK" if healthy else "503 Service Unavailable"
+            return status, "text/plain; charset=utf-8", body.encode()
         return "404 Not Found", "text/plain; charset=utf-8", b"try /metrics or /health\n"

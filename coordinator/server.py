@@ -48,7 +48,7 @@ from typing import Any
 from coordinator.config import CoordinatorConfig, HostPort
 from coordinator.group_coordinator import GroupCoordinator, RequestContext
 from coordinator.handlers import RequestHandlers
-from coordinator.log import LogLoadError, OffsetsLog
+from coordinator.log import LogLoadError, OffsetsLog, PartitionState
 from coordinator.metrics import LogPartitionStats
 from coordinator.records import Record, TopicRecord, TopicTombstone, encode_record
 from coordinator.topics import TopicRegistry
@@ -182,6 +182,13 @@ class CoordinatorServer:
             lambda: _Connection(self), host, port, reuse_address=True, backlog=1024, start_serving=False)
         self.port = self._listener.sockets[0].getsockname()[1]
 
+    def failed_partitions(self) -> dict[int, str]:
+        """Offsets partitions that failed to load, with why (their groups answer NOT_COORDINATOR)."""
+        if self.log is None:
+            return {}
+        return {p: str(self.log.partition_error(p)) for p in range(self.log.num_partitions)
+                if self.log.partition_state(p) is PartitionState.FAILED}
+
     async def unbind(self) -> None:
         """Release the port of a server that never started (the daemon could not take the data dir)."""
         if self._listener is not None:
@@ -222,6 +229,7 @@ class CoordinatorServer:
             self.metrics.watch_groups(self._groups_by_state, self._member_count)
             self.metrics.watch_offsets(lambda: len(self.groups.offsets))
             self.metrics.watch_log(self._log_partition_stats)
+            self.metrics.watch_failed_partitions(self.failed_partitions)
         host = config.listen_address.host
         loop = asyncio.get_running_loop()
         await self._listener.start_serving()

@@ -67,11 +67,16 @@ class CohortServer:
         return f"127.0.0.1:{self.port}"
 
     def start(self, timeout: float = 30) -> "CohortServer":
+        self.launch()
+        self.wait_ready(timeout)
+        return self
+
+    def launch(self) -> "CohortServer":
+        """Start the process without waiting for it to become ready."""
         self._stderr = open(self.stderr_path, "w")
         self.process = subprocess.Popen(
             cohort_command(*self.args), env=self.env, stdout=subprocess.DEVNULL, stderr=self._stderr
         )
-        self.wait_ready(timeout)
         return self
 
     def wait_ready(self, timeout: float) -> None:

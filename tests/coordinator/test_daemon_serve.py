@@ -330,3 +330,37 @@ async def test_a_second_signal_exits_at_once_and_the_log_still_loads(tmp_path):
         assert await committed_offset(restarted.port, "before-exit", "t", 0) == 77
     finally:
         assert restarted.stop() == 0, restarted.stderr()
+
+
+async def test_health_is_degraded_and_names_a_partition_that_failed_to_load(tmp_path):
+    """A damaged partition is refused at load: /health must not say "ready" while its groups answer NOT_COORDINATOR."""
+    from coordinator.log import list_segments
+    from protocol.partitioning import partition_for
+
+    server = CohortServer(tmp_path / "data").start()
+    try:
+        assert (await roundtrip(server.port, simple_commit("victim", "t", 0, 7), 2)).topics[0].partitions[0].error_code == 0
+    finally:
+        assert server.stop() == 0, server.stderr()
+    damaged = partition_for("victim")
+    [segment] = [path for p, path in list_segments(tmp_path / "data") if p == damaged]
+    segment.write_bytes(segment.read_bytes()[:-4])  # bytes the clean shutdown's checkpoint vouches for
+
+    server.launch()  # it will not become "ready": poll /health here
+    try:
+        deadline = time.monotonic() + 30
+        status, body = None, ""
+        while time.monotonic() < deadline and "degraded" not in body:
+            try:
+                status, body = http_get(f"http://127.0.0.1:{server.metrics_port}/health", timeout=1)
+            except OSError:
+                pass
+            time.sleep(0.05)
+        assert status == 503 and body.startswith("degraded: 1 offsets partition(s) failed to load")
+        assert f"partition {damaged}: {segment}" in body
+        assert metric_value(server.scrape(), "cohort_offsets_partitions_failed") == 1
+        assert metric_value(server.scrape(), "cohort_ready") == 1  # serving: the other partitions work
+        response = await roundtrip(server.port, simple_commit("victim", "t", 0, 8), 2)
+        assert response.topics[0].partitions[0].error_code == 16  # NOT_COORDINATOR
+    finally:
+        assert server.stop() == 0, server.stderr()
