@@ -245,6 +245,9 @@ class RequestHandlers:
         node = self.config.node_id
         include_ops = version >= 8 and request.include_topic_authorized_operations
         requested = request.topics
+        if version < 12 and requested and any(t.name is None or (t.topic_id or ZERO_UUID) != ZERO_UUID
+                                              for t in requested):
+            return self._invalid_metadata_request(requested)
         if requested is None or (version == 0 and not requested):
             entries = [self._topic_metadata(t, version, include_ops) for t in self.topics]
         else:
@@ -269,9 +272,24 @@ class RequestHandlers:
                 if 8 <= version <= 10 and request.include_cluster_authorized_operations else INT32_MIN),
         )
 
+    @staticmethod
+    def _invalid_metadata_request(requested) -> MetadataResponse:
+        """Kafka's answer when a v10/v11 request names a topic by id (or not at all): ids came in v12.
+
+        Kafka refuses the whole request: every requested topic gets INVALID_REQUEST, with the
+        empty string for a missing name (the response field is not nullable before v12).
+        """
+        return MetadataResponse(brokers=[], cluster_id=None, controller_id=-1, topics=[
+            MetadataResponse.MetadataResponseTopic(
+                error_code=ErrorCode.INVALID_REQUEST, name=t.name if t.name is not None else "",
+                topic_id=t.topic_id or ZERO_UUID, is_internal=False, partitions=[])
+            for t in requested])
+
     async def _requested_topic(self, name: str | None, topic_id: uuid.UUID, allow_create: bool, version: int,
                                include_ops: bool):
         entry = MetadataResponse.MetadataResponseTopic
+        if name is None and topic_id == ZERO_UUID:  # v12+: neither an id nor a name
+            return entry(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None, topic_id=topic_id, partitions=[])
         if topic_id != ZERO_UUID:
             topic = self.topics.get_by_id(topic_id)
             if topic is None:
