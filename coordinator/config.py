@@ -280,7 +280,7 @@ class CoordinatorConfig:
     group_max_size: int = _setting(INT32_MAX, IntKind(1), "Most members one group may have (GROUP_MAX_SIZE_REACHED beyond).")
     group_new_member_join_timeout_ms: int = _setting(300000, _POSITIVE_MS, "How long a new member that has not rejoined is kept during a rebalance.")
     # -- offsets --------------------------------------------------------------
-    offset_metadata_max_bytes: int = _setting(4096, IntKind(0), "Largest commit metadata string (OFFSET_METADATA_TOO_LARGE beyond).")
+    offset_metadata_max_bytes: int = _setting(4096, IntKind(0, 32767), "Largest commit metadata string (OFFSET_METADATA_TOO_LARGE beyond; the record format holds at most 32767 bytes).")
     offsets_retention_minutes: int = _setting(10080, IntKind(1), "How long committed offsets of an empty group are kept.")
     offsets_retention_check_interval_ms: int = _setting(600000, _POSITIVE_MS, "How often expired offsets are looked for.")
     offsets_topic_num_partitions: int = _setting(50, IntKind(1), "Offsets partitions groups are hashed onto (Kafka's rule).")

@@ -66,6 +66,9 @@ from protocol import messages as m
 from protocol.errors import ErrorCode
 from protocol.partitioning import partition_for as _partition_for
 
+_INT64_MAX = (1 << 63) - 1
+_INT64_MIN = -(1 << 63)
+
 log = logging.getLogger("cohort.coordinator")
 
 E = ErrorCode
@@ -556,7 +559,8 @@ class GroupCoordinator:
         group.note_offset_commit(member_id)
         now = self.scheduler.now_ms()
         retention = req.retention_time_ms if 2 <= version <= 4 else -1
-        expire = now + retention if retention != -1 else -1
+        # A retention of "forever" (up to 2^63-1 ms) must not overflow the record's int64.
+        expire = max(min(now + retention, _INT64_MAX), _INT64_MIN) if retention != -1 else -1
         max_metadata = self.config.offset_metadata_max_bytes
         with_epoch = version >= 6
         # One pass builds the log records, what to apply once they are durable, and the

@@ -355,6 +355,10 @@ def _gen_read_value(g: _Gen, ind: int, t: Any, target: str, nullable: bool, flex
         nullable = nullable or t is RECORDS
         if flexible:
             _emit_read_uvarint(g, ind, "_n", minus_one=True)
+            if t is STRING:
+                # Kafka's readers refuse a compact string longer than an int16 string could be:
+                # the request is malformed (its connection is closed), not a value to answer.
+                g.emit(ind, f"if _n > 32767: raise _Fail('length ' + str(_n) + ' of {label} exceeds 32767', pos)")
         elif t is STRING:
             g.emit(ind, "_n, = _h(buf, pos); pos += 2")
         else:

@@ -117,3 +117,43 @@ def test_random_request_bodies_never_break_the_server(server, garbage, api_key, 
     finally:
         offender.close()
         bystander.close()
+
+
+def _commit(group: str, topic: str = "t", **request_fields):
+    from protocol.messages import OffsetCommitRequest
+
+    T = OffsetCommitRequest.OffsetCommitRequestTopic
+    return OffsetCommitRequest(group_id=group, generation_id_or_member_epoch=-1, member_id="", topics=[
+        T(name=topic, partitions=[T.OffsetCommitRequestPartition(partition_index=0, committed_offset=5,
+                                                                 committed_metadata="")])], **request_fields)
+
+
+def test_a_retention_of_forever_is_committed_not_an_overflow(server, raw_client, caplog):
+    """OffsetCommit v2-v4 with retention_time_ms = 2^63-1 (hardening, item 10): commit time + retention
+    overflows int64; the expiry is clamped, the commit succeeds, and nothing is logged as an error."""
+    from protocol.messages import OffsetFetchRequest
+
+    client = raw_client(server.port)
+    with caplog.at_level(logging.WARNING):
+        response = client.request(_commit("forever", retention_time_ms=(1 << 63) - 1), 2)
+        assert response.topics[0].partitions[0].error_code == 0
+        fetched = client.request(OffsetFetchRequest(group_id="forever", topics=[
+            OffsetFetchRequest.OffsetFetchRequestTopic(name="t", partition_indexes=[0])]), 1)
+    assert fetched.topics[0].partitions[0].committed_offset == 5
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+
+
+@pytest.mark.parametrize("field", ["group", "topic"])
+def test_a_string_longer_than_32767_bytes_in_a_flexible_version_is_a_malformed_request(
+        server, raw_client, caplog, field):
+    """Kafka's readers refuse compact strings over 32767 bytes: the request is malformed and its
+    connection is closed with one warning (no ERROR, no UNKNOWN_SERVER_ERROR); others are unaffected."""
+    bystander = raw_client(server.port)
+    offender = raw_client(server.port)
+    long = "x" * 40_000
+    with caplog.at_level(logging.WARNING):
+        offender.send(_commit(long) if field == "group" else _commit("g", topic=long), 8)
+        assert offender.is_closed_by_server()
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert any("exceeds 32767" in r.getMessage() for r in caplog.records)
+    assert_well_behaved_client_is_served(bystander)
