@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Mapping, NamedTuple
 
 INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
 ENV_PREFIX = "COHORT_"
 # Names the config file itself rather than a setting, so it is not a setting.
 CONFIG_FILE_ENV = "COHORT_CONFIG"
@@ -284,7 +285,8 @@ class CoordinatorConfig:
     offsets_retention_minutes: int = _setting(10080, IntKind(1), "How long committed offsets of an empty group are kept.")
     offsets_retention_check_interval_ms: int = _setting(600000, _POSITIVE_MS, "How often expired offsets are looked for.")
     offsets_topic_num_partitions: int = _setting(50, IntKind(1), "Offsets partitions groups are hashed onto (Kafka's rule).")
-    offsets_topic_segment_bytes: int = _setting(104857600, IntKind(1), "Size at which an offsets log segment is rolled.")
+    offsets_topic_segment_bytes: int = _setting(104857600, IntKind(1), "Size at which an offsets log segment is rolled (it also rolls once it holds twice what the compacted segments before it hold, from 8 MiB up).")
+    offsets_topic_segment_ms: int = _setting(604800000, IntKind(0, INT64_MAX), "Age at which an offsets log segment is rolled by its next write (0 = never; Kafka's log.roll.ms).")
     offsets_commit_timeout_ms: int = _setting(5000, _POSITIVE_MS, "Longest a commit waits for its write to become durable.")
     offsets_flush_policy: str = _setting("always", FlushPolicyKind(), "When the offsets log is fsynced: always (before acking), never, or every N ms.")
     delete_retention_ms: int = _setting(86400000, _MS, "How long compaction keeps tombstones.")

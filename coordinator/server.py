@@ -209,6 +209,7 @@ class CoordinatorServer:
             data_dir,
             num_partitions=config.offsets_topic_num_partitions,
             segment_bytes=config.offsets_topic_segment_bytes,
+            segment_ms=config.offsets_topic_segment_ms,
             flush_policy=config.offsets_flush_policy,
             delete_retention_ms=config.delete_retention_ms,
             cleaner_backoff_ms=config.log_cleaner_backoff_ms,

@@ -89,6 +89,8 @@ _VALUE = itemgetter(1)
 ReplayCallback = Callable[[int, list[tuple[bytes, bytes]]], None]
 
 
+ROLL_MIN_BYTES = 8 << 20  # the active segment rolls at no smaller size (unless segment.bytes is smaller)
+ROLL_DIRTY_RATIO = 2  # ... and at this many times the bytes its partition's closed segments hold
 _SLOW_PARTITION_LOAD_MS = 1000  # a partition that takes this long to load gets its own INFO line
 
 
@@ -214,6 +216,9 @@ class _Partition:
     checkpoint_base: int = 0  # active segment at the last checkpoint: compaction stays below it
     broken_tail: int | None = None  # a failed write could not be cut back: cut before the next write
     rolled_since_clean: int = 0
+    closed_bytes: int = 0  # bytes in closed segments at the last compaction (or load): about the live records
+    roll_bytes: int = 0  # the active segment rolls at this size (see OffsetsLog._set_roll_bytes)
+    active_first_ms: int | None = None  # append time of the active segment's first batch (time-based roll)
     tombstone_due_ms: int | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -244,6 +249,7 @@ class OffsetsLog:
         metrics=None,
         journal_checkpoint_bytes: int = JOURNAL_CHECKPOINT_BYTES,
         fsync_process: bool = True,
+        segment_ms: int | None = None,
     ) -> None:
         if num_partitions < 1:
             raise ValueError("num_partitions must be at least 1")
@@ -252,6 +258,8 @@ class OffsetsLog:
         self.data_dir = Path(data_dir)
         self.num_partitions = num_partitions
         self.segment_bytes = segment_bytes
+        self.segment_ms = segment_ms or None
+        self._write_ms = 0  # append time of the writes being made now (set per flush)
         self.flush_policy = FlushPolicy(flush_policy)
         self.delete_retention_ms = delete_retention_ms
         self.cleaner_backoff_ms = cleaner_backoff_ms
@@ -480,6 +488,7 @@ class OffsetsLog:
         last = segs[-1]
         durable = mark.size if mark is not None and segment_base(last) == mark.segment else 0
         scan, buf, views = recover_segment(last, is_last=True, min_offset=segment_base(last), durable_size=durable)
+        first_batch_ms = views[0].timestamp if views else None
         plan = self._replay_plan(p, scan.next_offset, journaled, salvage, damage)
         replayed, segs, size, next_offset = self._replay_journal(p, segs, scan.size, scan.next_offset, plan)
         for batch in reversed(replayed):
@@ -508,6 +517,8 @@ class OffsetsLog:
             p.active_size = size
             p.next_offset = next_offset
             p.rolled_since_clean = len(segs) - 1
+            p.active_first_ms = first_batch_ms
+            self._set_roll_bytes(p, sum(_size(s) for s in segs[:-1]))
         # Values are never empty (append refuses them), so "truthy" means "not a tombstone".
         live = list(filter(_VALUE, latest.items()))
         return records, live, len(replayed)
@@ -722,7 +733,7 @@ class OffsetsLog:
         self._queued = 0
         if not due:
             return
-        ts_ms = int(self._clock() * 1000)
+        ts_ms = self._write_ms = int(self._clock() * 1000)
         written: list[tuple[_Partition, _Write]] = []
         for p in due:
             p.due = False
@@ -760,7 +771,7 @@ class OffsetsLog:
 
     def _write_pending(self, p: _Partition, ts_ms: int) -> _Write | None:
         """Write a partition's queued appends as one batch into its active segment (no fsync)."""
-        if (p.in_round or p.unsynced) and p.active_size >= self.segment_bytes:
+        if (p.in_round or p.unsynced) and self._roll_due(p, ts_ms):
             p.held = True  # a cut-back must find its writes in the file it wrote: roll once they are acknowledged
             return None
         appends, p.pending = p.pending, []
@@ -800,11 +811,13 @@ class OffsetsLog:
                 os.ftruncate(p.fd, p.broken_tail)
                 os.fsync(p.fd)
                 p.active_size, p.broken_tail = p.broken_tail, None
-            if p.active_size >= self.segment_bytes:
+            if self._roll_due(p, self._write_ms):
                 self._roll(p, base)
         except OSError as exc:
             raise self._storage_error(p, "preparing a write", exc) from None
         start = p.active_size
+        if start == 0:
+            p.active_first_ms = self._write_ms
         try:
             _write_all(p.fd, data, start)
         except OSError as exc:
@@ -849,6 +862,25 @@ class OffsetsLog:
         except OSError:
             journal.size = journal.broken_tail = size
 
+    def _roll_due(self, p: _Partition, now_ms: int) -> bool:
+        """Whether the next write starts a new segment: by size, or by the age of the active one."""
+        if p.active_size >= p.roll_bytes:
+            return True
+        return (self.segment_ms is not None and p.active_first_ms is not None
+                and now_ms - p.active_first_ms >= self.segment_ms)
+
+    def _set_roll_bytes(self, p: _Partition, closed_bytes: int) -> None:
+        """Roll once the active segment holds ROLL_DIRTY_RATIO times what the compacted segments held.
+
+        Compaction only touches closed segments, so an active segment that never rolls keeps
+        the whole history and a restart reads all of it.  Rolling whenever the new history
+        outgrows the compacted rest (about the live records) keeps what a restart reads to
+        the live records, the active segment and what the cleaner has not reached yet,
+        whatever the history (never below ROLL_MIN_BYTES, never above segment.bytes).
+        """
+        p.closed_bytes = closed_bytes
+        p.roll_bytes = min(self.segment_bytes, max(ROLL_MIN_BYTES, ROLL_DIRTY_RATIO * closed_bytes))
+
     def _roll(self, p: _Partition, base: int) -> None:
         """Start a new active segment at `base`; the closed one is fsynced by the next checkpoint."""
         path = p.path / segment_name(base)
@@ -865,6 +897,7 @@ class OffsetsLog:
             p.fd = fd
             p.segments.append(path)
             p.active_size = 0
+            p.active_first_ms = None
             p.rolled_since_clean += 1
         self._checkpoint_due = True
 
@@ -1164,6 +1197,7 @@ class OffsetsLog:
             p.segments = list_partition_segments(p.path)
             p.rolled_since_clean -= rolled
             p.tombstone_due_ms = result.next_tombstone_expiry_ms
+            self._set_roll_bytes(p, sum(_size(s) for s in p.segments[:-1]))
         if result.removed:
             log.info("offsets partition %d compacted: %d -> %d segments, %d -> %d records, %d tombstones dropped",
                      p.index, result.segments_before, result.segments_after, result.records_before,
