@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["register", "CohortOffsetCommitter"]
+__all__ = ["register", "CohortOffsetCommitter", "check_sink_options"]
 
 
 def register(spark: "SparkSession") -> None:
@@ -36,4 +36,8 @@ def __getattr__(name: str):
         from client.spark.listener import CohortOffsetCommitter
 
         return CohortOffsetCommitter
+    if name == "check_sink_options":
+        from client.spark.sink import check_sink_options
+
+        return check_sink_options
     raise AttributeError(name)

@@ -8,9 +8,12 @@ so lag tools see the query like any consumer.
 
 Where the code runs (measured on PySpark 4.3, see reference/pyspark.md):
 
-* ``CohortSink.streamWriter`` runs at query start (planning) and again, in a
-  JVM-started Python process, before every commit/abort: it validates the
-  options and the schema, so misconfiguration fails the query at start.
+* ``CohortSink.streamWriter`` runs when the query initialises (after ``.start()``
+  has returned) and again, in a JVM-started Python process, before every
+  commit/abort: it validates the options and the schema, so a misconfigured
+  query stops before batch 0 (Spark wraps the ``cohort sink: …`` line in its
+  PYTHON_DATA_SOURCE_ERROR).  `check_sink_options` runs the same checks in the
+  caller's process, before ``.start()``, to fail at once with that one line.
 * ``CohortStreamWriter.write`` runs on executors, once per partition per batch, and
   returns that task's next offsets (``TaskNextOffsets``).
 * ``commit``/``abort`` run in that JVM-started process.  ``commit`` merges the
@@ -45,7 +48,8 @@ from client.spark.commit_plan import (
 from client.spark.coordinator_link import CoordinatorError, GroupActive, link_for
 from client.topic_partition import TopicPartition
 
-__all__ = ["CohortSink", "CohortStreamWriter", "SinkOptions", "SinkConfigError", "CohortSinkError", "TaskNextOffsets"]
+__all__ = ["CohortSink", "CohortStreamWriter", "SinkOptions", "SinkConfigError", "CohortSinkError", "TaskNextOffsets",
+           "check_sink_options"]
 
 log = logging.getLogger("cohort.spark.sink")
 
@@ -181,6 +185,24 @@ class SinkOptions:
         return query_id
 
 
+def check_sink_options(df_or_schema, options: Mapping[str, str]) -> None:
+    """Run the sink's checks now, in this process: raises SinkConfigError with one line.
+
+    Spark validates a data source's options only when the query initialises, after
+    ``.start()`` returned, and reports a failure wrapped in its own error text. Call this
+    with the DataFrame (or its schema) and the options you pass to ``.options(...)``.
+    """
+    schema = getattr(df_or_schema, "schema", df_or_schema)
+    SinkOptions.parse({k: str(v) for k, v in options.items()}, schema)
+
+
+# Best effort, per sink-runner process (Spark runs commit() and abort() of a session in one
+# long-lived Python process): why the last commit of (group, batch) failed, for abort()'s line;
+# and which queries have had a replay reported since their last commit (one WARNING per restart).
+_commit_failures: dict[tuple[str, int], str] = {}
+_replays_reported: set[tuple[str, str]] = set()
+
+
 def _local_path(location: str) -> str | None:
     """The filesystem path of a local checkpoint location, None for a remote one (hdfs:, s3a:, ...)."""
     parsed = urlparse(location)
@@ -220,9 +242,16 @@ class CohortStreamWriter(DataSourceStreamWriter):
 
     def abort(self, messages: list[TaskNextOffsets | None], batchId: int) -> None:
         # A failed or stopped batch commits nothing; Spark re-runs it under the same id.
+        o = self.options
         failed = sum(1 for m in messages if m is None)
-        log.warning("cohort sink: batch %d aborted (%d of %d tasks failed); nothing committed to group %r",
-                    batchId, failed, len(messages), self.options.group)
+        if failed:
+            log.warning("cohort sink: batch %d aborted (%d of %d tasks failed); nothing committed to group %r",
+                        batchId, failed, len(messages), o.group)
+            return
+        # Every task wrote its part: what failed is the commit to the coordinator.
+        why = _commit_failures.pop((o.group, batchId), None)
+        log.warning("cohort sink: batch %d aborted: its commit to group %r at %s failed%s; nothing committed "
+                    "(Spark runs the batch again)", batchId, o.group, o.bootstrap, f" ({why})" if why else "")
 
 
 def commit_batch(options: SinkOptions, batch_id: int, offsets: dict[TopicPartition, int]) -> None:
@@ -246,9 +275,15 @@ def commit_batch(options: SinkOptions, batch_id: int, offsets: dict[TopicPartiti
             allow_query_takeover=options.allow_query_takeover,
         )
         if plan.skip:
-            log.info("cohort sink: batch %d already committed to group %r (stored batch %d); skipped",
-                     batch_id, options.group, plan.skipped_replay_of)
+            # A replay of a batch that already took effect: Spark re-runs the batch that was in
+            # flight when a query stopped. Worth one WARNING per restart, INFO for the rest.
+            replay = (plan.marker.query_id, options.group)
+            level = logging.INFO if replay in _replays_reported else logging.WARNING
+            _replays_reported.add(replay)
+            log.log(level, "cohort sink: batch %d already committed to group %r (stored batch %d): a replay "
+                    "after a restart, skipped", batch_id, options.group, plan.skipped_replay_of)
             return
+        _replays_reported.discard((plan.marker.query_id, options.group))
         for tp, (wanted, kept) in plan.held_back.items():
             log.warning("cohort sink: group %r partition %s is already at %d; batch %d's %d would move it "
                         "backwards, keeping %d", options.group, tp, kept, batch_id, wanted, kept)
@@ -261,6 +296,7 @@ def commit_batch(options: SinkOptions, batch_id: int, offsets: dict[TopicPartiti
     except QueryConflict as exc:
         raise CohortSinkError(f"cohort sink: {exc}") from None
     except CoordinatorError as exc:
+        _commit_failures[(options.group, batch_id)] = str(exc)
         raise CohortSinkError(
             f"cohort sink: batch {batch_id} could not be committed to group {options.group!r} "
             f"at {options.bootstrap}: {exc}"

@@ -185,3 +185,16 @@ def test_misconfiguration_fails_the_query_with_one_clear_message(spark, tmp_path
 def test_unreachable_coordinator_fails_the_first_batch(spark, tmp_path):
     message = failure_of(spark, None, tmp_path / "ckpt", "lonely-group", commitTimeoutMs="500", retries="1")
     assert "could not be committed to group 'lonely-group' at 127.0.0.1:1" in message
+
+
+def test_check_sink_options_refuses_a_misconfigured_query_before_it_starts(spark, tmp_path):
+    from client.spark import check_sink_options
+    from client.spark.sink import SinkConfigError
+
+    df = spark.readStream.format("kafka-shaped").option("topics", TOPICS).load()
+    bad = df.withColumn("partition", F.col("partition").cast("string"))
+    with pytest.raises(SinkConfigError) as failure:
+        check_sink_options(bad, {"bootstrap": "127.0.0.1:1", "group": "g", "checkpointLocation": str(tmp_path)})
+    assert str(failure.value) == "cohort sink: column 'partition' has type string, expected an integer type (int or bigint)"
+    check_sink_options(df, {"bootstrap": "127.0.0.1:1", "group": "g", "checkpointLocation": str(tmp_path)})
+    assert not spark.streams.active

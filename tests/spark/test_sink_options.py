@@ -73,3 +73,52 @@ def test_unreadable_checkpoint_metadata_is_a_clear_error(tmp_path):
     options = SinkOptions.parse({**GOOD, "checkpointLocation": str(tmp_path)}, SCHEMA)
     with pytest.raises(CohortSinkError, match="cannot read the query id from .*metadata.*set option queryId"):
         options.resolve_query_id()
+
+
+def test_check_sink_options_fails_in_the_callers_process_with_one_line():
+    """Spark checks a data source's options only after .start() returned (hardening, item 19)."""
+    from client.spark import check_sink_options
+
+    check_sink_options(SCHEMA, {"bootstrap": "127.0.0.1:9092", "group": "g", "checkpointLocation": "/tmp/c"})
+    with pytest.raises(SinkConfigError) as failure:
+        check_sink_options(SCHEMA, {"bootstrap": "127.0.0.1:9092", "checkpointLocation": "/tmp/c"})
+    assert str(failure.value).splitlines() == [
+        'cohort sink: missing required option(s) group (e.g. .option("bootstrap", "127.0.0.1:9092")'
+        '.option("group", "my-query"))']
+
+
+def test_an_abort_after_a_failed_commit_says_the_commit_failed_and_where(caplog):
+    """Hardening, item 20: with the coordinator unreachable, abort() used to say "0 of 2 tasks failed"."""
+    from client.spark.sink import CohortStreamWriter, TaskNextOffsets
+    from client.topic_partition import TopicPartition
+
+    options = SinkOptions.parse({**GOOD, "bootstrap": "127.0.0.1:1", "queryId": "q", "commitTimeoutMs": "300",
+                                 "retries": "0"}, SCHEMA)
+    writer = CohortStreamWriter(options)
+    messages = [TaskNextOffsets({TopicPartition("t", 0): 5}, 5), TaskNextOffsets({TopicPartition("t", 1): 3}, 3)]
+    with pytest.raises(CohortSinkError):
+        writer.commit(messages, 7)
+    with caplog.at_level("WARNING", logger="cohort.spark.sink"):
+        writer.abort(messages, 7)
+    [line] = [r.getMessage() for r in caplog.records]
+    assert line.startswith("cohort sink: batch 7 aborted: its commit to group 'g' at 127.0.0.1:1 failed (")
+    assert "tasks failed" not in line
+
+
+def test_a_replayed_batch_is_one_warning_per_restart(cohort_server, caplog):
+    from client.spark.sink import commit_batch
+    from client.topic_partition import TopicPartition
+
+    options = SinkOptions.parse({**GOOD, "bootstrap": cohort_server.bootstrap, "group": "replays", "queryId": "q"},
+                                SCHEMA)
+    tp = TopicPartition("t", 0)
+    with caplog.at_level("INFO", logger="cohort.spark.sink"):
+        commit_batch(options, 1, {tp: 10})
+        commit_batch(options, 1, {tp: 10})  # the query restarted and re-ran batch 1
+        commit_batch(options, 1, {tp: 10})
+        commit_batch(options, 2, {tp: 20})
+        commit_batch(options, 2, {tp: 20})  # another restart
+    replays = [(r.levelname, r.getMessage()) for r in caplog.records if "a replay" in r.getMessage()]
+    assert [level for level, _ in replays] == ["WARNING", "INFO", "WARNING"]
+    assert replays[0][1] == ("cohort sink: batch 1 already committed to group 'replays' (stored batch 1): a replay "
+                             "after a restart, skipped")
