@@ -300,6 +300,8 @@ class CoordinatorConfig:
     max_connections: int = _setting(10000, IntKind(1), "Most client connections open at once; more are refused.")
     queued_max_requests_per_connection: int = _setting(500, IntKind(1), "Most requests in flight on one connection before reading pauses.")
     connections_max_idle_ms: int = _setting(600000, _POSITIVE_MS, "Idle connections are closed after this long.")
+    queued_max_request_bytes: int = _setting(104857600, IntKind(1), "Bytes of partly received requests held for all connections together; a connection that would go beyond waits (reading paused) until others finish.")
+    socket_request_read_timeout_ms: int = _setting(30000, _POSITIVE_MS, "A request must arrive whole within this long of its first byte, or its connection is closed (slow-sending clients).")
     # -- operations -------------------------------------------------------------
     metrics_listen: str = _setting("127.0.0.1:9464", ListenerKind(), "Address of the Prometheus /metrics and /health HTTP server.", "--metrics")
     metrics_group_offsets_enable: bool = _setting(False, BoolKind(), "Export one committed-offset series per group/topic/partition (high cardinality).")

@@ -63,6 +63,7 @@ CLOSE_REASONS = (
     "idle",             # connections.max.idle.ms
     "protocol_error",   # malformed frame, unknown API key, unsupported version
     "oversized",        # frame above socket.request.max.bytes
+    "request_read_timeout",  # a request did not arrive whole within socket.request.read.timeout.ms
     "limit",            # refused: max.connections reached
     "shutdown",         # the server is stopping
     "error",            # socket error

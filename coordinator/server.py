@@ -30,7 +30,13 @@ closed connection as retriable).
 Limits from the config: ``max.connections`` (more are refused at accept),
 ``queued.max.requests.per.connection`` (reading pauses while that many
 responses are outstanding), ``connections.max.idle.ms`` (a connection with
-nothing in flight and no bytes for that long is closed).
+nothing in flight and no bytes for that long is closed),
+``queued.max.request.bytes`` (one budget for the partly received requests of
+all connections: a connection holding a partial request that would go beyond
+it stops being read until others finish, so memory stays bounded whatever
+clients send) and ``socket.request.read.timeout.ms`` (a request must arrive
+whole within that long of its first byte: a client trickling bytes cannot
+hold a connection, or the budget, forever).
 """
 from __future__ import annotations
 
@@ -48,6 +54,7 @@ from typing import Any
 from coordinator.config import CoordinatorConfig, HostPort
 from coordinator.group_coordinator import GroupCoordinator, RequestContext
 from coordinator.handlers import RequestHandlers
+from coordinator.listener import Listener, peer_name
 from coordinator.log import LogLoadError, OffsetsLog, PartitionState
 from coordinator.metrics import LogPartitionStats
 from coordinator.records import Record, TopicRecord, TopicTombstone, encode_record
@@ -163,12 +170,14 @@ class CoordinatorServer:
         self.groups: GroupCoordinator | None = None
         self.topics: TopicRegistry | None = None
         self.handlers: RequestHandlers | None = None
-        self._listener: asyncio.base_events.Server | None = None
+        self._listener: Listener | None = None
         self._connections: set[_Connection] = set()
         self._inflight: set[_Continuation] = set()
         self._drained: asyncio.Future | None = None
         self._idle_task: asyncio.Task | None = None
         self._last_refusal_log = 0.0
+        self._request_bytes = 0  # partly received request bytes held by all connections
+        self._waiting_for_budget: deque[_Connection] = deque()
 
     # ------------------------------------------------------------------ life cycle
     async def bind(self) -> None:
@@ -178,9 +187,10 @@ class CoordinatorServer:
         touches the data dir.
         """
         host, port = self.config.listen_address
-        self._listener = await asyncio.get_running_loop().create_server(
-            lambda: _Connection(self), host, port, reuse_address=True, backlog=1024, start_serving=False)
-        self.port = self._listener.sockets[0].getsockname()[1]
+        listener = Listener(host, port, lambda peer: _Connection(self, peer), backlog=1024)
+        await listener.bind()
+        self._listener = listener
+        self.port = listener.port
 
     def failed_partitions(self) -> dict[int, str]:
         """Offsets partitions that failed to load, with why (their groups answer NOT_COORDINATOR)."""
@@ -193,7 +203,6 @@ class CoordinatorServer:
         """Release the port of a server that never started (the daemon could not take the data dir)."""
         if self._listener is not None:
             self._listener.close()
-            await self._listener.wait_closed()
             self._listener = None
 
     async def start(self) -> None:
@@ -233,7 +242,7 @@ class CoordinatorServer:
             self.metrics.watch_failed_partitions(self.failed_partitions)
         host = config.listen_address.host
         loop = asyncio.get_running_loop()
-        await self._listener.start_serving()
+        self._listener.start_serving()
         self._idle_task = loop.create_task(self._close_idle_connections(), name="cohort-idle-connections")
         self.state = "ready"
         log.info("listening", extra={"address": f"{host}:{self.port}", "advertised": str(self.advertised_address()),
@@ -269,11 +278,6 @@ class CoordinatorServer:
             await self._wait_inflight(1.0)
         for conn in list(self._connections):
             conn.close("shutdown")
-        if self._listener is not None:
-            try:
-                await asyncio.wait_for(self._listener.wait_closed(), 1.0)
-            except asyncio.TimeoutError:
-                pass
         await self._close_storage()
         log.info("stopped")
 
@@ -376,16 +380,46 @@ class CoordinatorServer:
 
     async def _close_idle_connections(self) -> None:
         idle_s = self.config.connections_max_idle_ms / 1000
-        interval = min(max(idle_s / 4, 0.05), 30.0)
+        read_s = self.config.socket_request_read_timeout_ms / 1000
+        interval = min(max(min(idle_s, read_s) / 4, 0.05), 30.0)
         loop = asyncio.get_running_loop()
         while True:
             await asyncio.sleep(interval)
-            deadline = loop.time() - idle_s
+            now = loop.time()
+            deadline = now - idle_s
+            read_deadline = now - read_s
             for conn in list(self._connections):
-                if not conn.pending and conn.last_active < deadline:
+                if conn.request_started is not None and conn.request_started < read_deadline:
+                    log.warning("closing connection: a request did not arrive whole within "
+                                "socket.request.read.timeout.ms", extra={
+                                    "peer": conn.peer, "received_bytes": conn.reader.buffered,
+                                    "timeout_ms": self.config.socket_request_read_timeout_ms})
+                    conn.close("request_read_timeout")
+                elif not conn.pending and conn.last_active < deadline:
                     log.info("closing idle connection", extra={"peer": conn.peer, "idle_ms": round(
-                        (loop.time() - conn.last_active) * 1000)})
+                        (now - conn.last_active) * 1000)})
                     conn.close("idle")
+
+    # -- the budget of partly received request bytes (queued.max.request.bytes) -----------
+    def _hold_request_bytes(self, conn: "_Connection", held: int) -> bool:
+        """`conn` now holds `held` bytes of a partial request; False if it must stop reading for now."""
+        self._request_bytes += held - conn.held_bytes
+        conn.held_bytes = held
+        # The sole holder always goes on: a request may be as large as socket.request.max.bytes.
+        return held == 0 or self._request_bytes <= self.config.queued_max_request_bytes \
+            or self._request_bytes == held
+
+    def _release_request_bytes(self, conn: "_Connection") -> None:
+        """`conn` holds no partial request any more: wake connections waiting for the budget."""
+        if conn.held_bytes:
+            self._request_bytes -= conn.held_bytes
+            conn.held_bytes = 0
+        waiting = self._waiting_for_budget
+        while waiting and self._request_bytes < self.config.queued_max_request_bytes:
+            waiter = waiting.popleft()
+            if not waiter.closed:
+                waiter.budget_paused = False
+                waiter._update_reading()
 
 
 class _Continuation:
@@ -483,7 +517,7 @@ class _Slot:
 class _Connection(asyncio.Protocol):
     """One client connection: frames in, responses out in request order."""
 
-    def __init__(self, server: CoordinatorServer) -> None:
+    def __init__(self, server: CoordinatorServer, peer: str = "") -> None:
         self.server = server
         self.handlers = server.handlers
         self.metrics = server.metrics
@@ -496,10 +530,13 @@ class _Connection(asyncio.Protocol):
         self._running_exclusive = 0
         self._out: list[bytes] = []
         self._write_scheduled = False
-        self.peer = ""
+        self.peer = peer  # host:port as accept() returned it (the socket may be reset already)
         self.closed = False
         self.reading_paused = False
         self.writing_paused = False
+        self.budget_paused = False  # waiting for queued.max.request.bytes
+        self.held_bytes = 0  # bytes of a partial request counted against that budget
+        self.request_started: float | None = None  # when the partial request's first byte arrived
         self.last_active = 0.0
         self._loop = asyncio.get_running_loop()
         self._ctx = RequestContext("", "")
@@ -507,9 +544,9 @@ class _Connection(asyncio.Protocol):
     # -- asyncio callbacks --------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
-        peer = transport.get_extra_info("peername")
-        host = peer[0] if isinstance(peer, tuple) and peer else ""
-        self.peer = f"{host}:{peer[1]}" if isinstance(peer, tuple) and len(peer) > 1 else str(peer)
+        if not self.peer:
+            self.peer = peer_name(transport.get_extra_info("peername"))
+        host = self.peer.rpartition(":")[0]
         # Java renders a client's address as "/<ip>"; admin tools show it as is.
         self._ctx = RequestContext("", f"/{host}")
         self.last_active = self._loop.time()
@@ -523,6 +560,7 @@ class _Connection(asyncio.Protocol):
             self.server._forget(self, "client" if exc is None else "error")
         self.pending.clear()
         self._queued.clear()
+        self.server._release_request_bytes(self)
 
     def pause_writing(self) -> None:
         # The client is not reading its responses: stop reading its requests.
@@ -536,12 +574,22 @@ class _Connection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self.closed:
             return
-        self.last_active = self._loop.time()
+        now = self.last_active = self._loop.time()
         try:
             frames = self.reader.feed(data)
         except FrameTooLarge as exc:
             self._reject("oversized", str(exc))
             return
+        held = self.reader.buffered
+        if held:
+            if frames or self.request_started is None:
+                self.request_started = now  # a new request began in this chunk
+            if not self.server._hold_request_bytes(self, held):
+                self.budget_paused = True
+                self.server._waiting_for_budget.append(self)
+        elif self.held_bytes or self.request_started is not None:
+            self.request_started = None
+            self.server._release_request_bytes(self)
         for frame in frames:
             self._dispatch(frame)
             if self.closed:
@@ -699,7 +747,7 @@ class _Connection(asyncio.Protocol):
     def _update_reading(self) -> None:
         if self.closed or self.transport is None:
             return
-        should_pause = self.writing_paused or len(self.pending) >= self.max_pending
+        should_pause = self.writing_paused or self.budget_paused or len(self.pending) >= self.max_pending
         if should_pause and not self.reading_paused:
             self.reading_paused = True
             self.transport.pause_reading()
@@ -732,6 +780,8 @@ class _Connection(asyncio.Protocol):
         self.pending.clear()
         self._queued.clear()
         self.server._forget(self, reason)
+        self.reader.discard()
+        self.server._release_request_bytes(self)
         if self.transport is not None:
             if self._out:  # answers already made still go out; close() flushes the transport's buffer
                 self.transport.write(b"".join(self._out))

@@ -98,6 +98,10 @@ class FrameReader:
         """Bytes of an incomplete frame held so far."""
         return len(self._buffer)
 
+    def discard(self) -> None:
+        """Drop a partial frame (its connection is closing)."""
+        self._buffer = bytearray()
+
 
 @dataclass(slots=True)
 class RequestHeader:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import logging
 import socket
 import struct
+import time
 
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
@@ -157,3 +158,24 @@ def test_a_string_longer_than_32767_bytes_in_a_flexible_version_is_a_malformed_r
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
     assert any("exceeds 32767" in r.getMessage() for r in caplog.records)
     assert_well_behaved_client_is_served(bystander)
+
+
+def test_a_client_that_resets_right_after_a_bad_frame_is_logged_with_its_address(server, caplog):
+    """Hardening, item 11: the address came from the socket after the accept, gone once the client reset."""
+    ports = []
+    with caplog.at_level(logging.WARNING):
+        for _ in range(20):
+            s = socket.create_connection(("127.0.0.1", server.port))
+            ports.append(s.getsockname()[1])
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # close = RST
+            s.sendall(struct.pack(">i", -5) + b"abc")
+            s.close()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            closing = [r for r in caplog.records if "negative frame size" in r.getMessage()]
+            if len(closing) == 20:
+                break
+            time.sleep(0.01)
+    peers = [getattr(r, "peer", None) for r in closing]
+    assert len(peers) == 20 and all(p and p.startswith("127.0.0.1:") for p in peers), peers
+    assert {int(p.rpartition(":")[2]) for p in peers} <= set(ports)

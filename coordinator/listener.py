@@ -1,0 +1,122 @@
+"""The Kafka listener's sockets: bind early, accept with the peer's address in hand.
+
+asyncio's `create_server` (and uvloop's) gives a protocol its peer address by asking
+the socket again after the accept; a client that sent a bad frame and reset at once
+is gone by then, and its connection was logged as ``peer=None``. Accepting here keeps
+the address `accept()` returned, and binding is separate from serving so the daemon
+can fail on a bad address before it touches the data dir.
+"""
+from __future__ import annotations
+
+import asyncio
+import errno
+import logging
+import socket
+from collections.abc import Callable
+
+log = logging.getLogger("cohort.coordinator.listener")
+
+_ACCEPTS_PER_WAKEUP = 64
+_ACCEPT_RETRY_S = 0.1  # after EMFILE/ENFILE/ENOBUFS: try again shortly, don't spin
+
+
+def peer_name(address) -> str:
+    """`host:port` of a socket address (IPv6 hosts unbracketed, as the rest of the logs have them)."""
+    if isinstance(address, tuple) and len(address) >= 2:
+        return f"{address[0]}:{address[1]}"
+    return str(address) if address else "unknown"
+
+
+class Listener:
+    """Listening sockets for one host:port (every address it resolves to), served on the running loop."""
+
+    def __init__(self, host: str, port: int, protocol_factory: Callable[[str], asyncio.Protocol],
+                 backlog: int = 1024) -> None:
+        self.host = host
+        self.requested_port = port
+        self._factory = protocol_factory
+        self._backlog = backlog
+        self.sockets: list[socket.socket] = []
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._serving = False
+        self._tasks: set[asyncio.Task] = set()
+
+    @property
+    def port(self) -> int:
+        return self.sockets[0].getsockname()[1]
+
+    async def bind(self) -> None:
+        """Resolve and bind (no listen yet: connections are refused until `start_serving`). Raises OSError."""
+        self._loop = loop = asyncio.get_running_loop()
+        infos = await loop.getaddrinfo(self.host or None, self.requested_port, type=socket.SOCK_STREAM,
+                                       flags=socket.AI_PASSIVE)
+        port = self.requested_port
+        seen = set()
+        try:
+            for family, kind, proto, _, address in infos:
+                if (family, address[0]) in seen:
+                    continue
+                seen.add((family, address[0]))
+                sock = socket.socket(family, kind, proto)
+                self.sockets.append(sock)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                if family == socket.AF_INET6:
+                    sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+                # Port 0 on several addresses: they all take the port the first one got.
+                sock.bind((address[0], port, *address[2:]))
+                port = sock.getsockname()[1]
+                sock.setblocking(False)
+        except OSError:
+            self.close()
+            raise
+        if not self.sockets:
+            raise OSError(errno.EADDRNOTAVAIL, f"{self.host} resolves to no address")
+
+    def start_serving(self) -> None:
+        assert self._loop is not None, "bind() first"
+        for sock in self.sockets:
+            sock.listen(self._backlog)
+            self._loop.add_reader(sock.fileno(), self._accept, sock)
+        self._serving = True
+
+    def _accept(self, sock: socket.socket) -> None:
+        loop = self._loop
+        for _ in range(_ACCEPTS_PER_WAKEUP):
+            try:
+                conn, address = sock.accept()
+            except (BlockingIOError, InterruptedError, ConnectionAbortedError):
+                return
+            except OSError as exc:
+                if exc.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
+                    log.warning("cannot accept connections for now: %s", exc.strerror)
+                    loop.remove_reader(sock.fileno())
+                    loop.call_later(_ACCEPT_RETRY_S, self._resume_accepting, sock)
+                    return
+                raise
+            conn.setblocking(False)
+            try:
+                conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            except OSError:
+                pass
+            peer = peer_name(address)
+            task = loop.create_task(loop.connect_accepted_socket(lambda: self._factory(peer), conn))
+            self._tasks.add(task)
+            task.add_done_callback(self._accepted)
+
+    def _accepted(self, task: asyncio.Task) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.debug("accepted connection could not be set up: %s", task.exception())
+
+    def _resume_accepting(self, sock: socket.socket) -> None:
+        if self._serving and sock.fileno() >= 0:
+            self._loop.add_reader(sock.fileno(), self._accept, sock)
+
+    def close(self) -> None:
+        """Stop accepting and release the port (open connections are the server's to close)."""
+        for sock in self.sockets:
+            if self._serving and self._loop is not None and sock.fileno() >= 0:
+                self._loop.remove_reader(sock.fileno())
+            sock.close()
+        self._serving = False
+        self.sockets = []
