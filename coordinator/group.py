@@ -219,6 +219,19 @@ class JoinRequest:
     supports_skip_assignment: bool = True  # v9+
 
 
+class _JoinCounter:
+    """How many of a group's members have a JoinGroup parked (Kafka's numMembersAwaitingJoin).
+
+    Kept by the members' own `join_future` setter, so "has everyone rejoined?" is O(1) on
+    every join and expiry instead of a scan of the group (10 k joins cost 10 k scans).
+    """
+
+    __slots__ = ("count",)
+
+    def __init__(self) -> None:
+        self.count = 0
+
+
 @dataclass(slots=True, eq=False)
 class GroupMember:
     member_id: str
@@ -230,9 +243,30 @@ class GroupMember:
     protocol_type: str
     protocols: list[tuple[str, bytes]]
     assignment: bytes = b""
-    join_future: asyncio.Future | None = None
     sync_future: asyncio.Future | None = None
     is_new: bool = False
+    _join_future: asyncio.Future | None = field(default=None, repr=False)
+    _awaiting: _JoinCounter | None = field(default=None, repr=False)  # its group's, while it is a member
+
+    @property
+    def join_future(self) -> asyncio.Future | None:
+        """Its parked JoinGroup, if any (setting it keeps the group's count of awaiting members)."""
+        return self._join_future
+
+    @join_future.setter
+    def join_future(self, future: asyncio.Future | None) -> None:
+        counter = self._awaiting
+        if counter is not None:
+            counter.count += (future is not None) - (self._join_future is not None)
+        self._join_future = future
+
+    def _attach(self, counter: _JoinCounter | None) -> None:
+        """Enter (a counter) or leave (None) a group's count of members awaiting join."""
+        if self._awaiting is not None and self._join_future is not None:
+            self._awaiting.count -= 1
+        self._awaiting = counter
+        if counter is not None and self._join_future is not None:
+            counter.count += 1
 
     @property
     def is_static(self) -> bool:
@@ -331,6 +365,7 @@ class ClassicGroup:
         self.members: dict[str, GroupMember] = {}
         self.static_members: dict[str, str] = {}  # group_instance_id -> member_id
         self.pending_members: set[str] = set()  # ids handed out with MEMBER_ID_REQUIRED
+        self._awaiting_join = _JoinCounter()  # members with a JoinGroup parked
         self.pending_sync_members: set[str] = set()
         self.new_member_added = False
         self.subscribed_topics: frozenset[str] | None = None
@@ -372,7 +407,7 @@ class ClassicGroup:
         return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
 
     def awaiting_join_count(self) -> int:
-        return sum(1 for m in self.members.values() if m.is_awaiting_join)
+        return self._awaiting_join.count
 
     def has_all_members_joined(self) -> bool:
         return self.awaiting_join_count() == len(self.members) and not self.pending_members
@@ -403,6 +438,7 @@ class ClassicGroup:
                 raise RuntimeError(f"static member {member.group_instance_id} is already in the group")
             self.static_members[member.group_instance_id] = member.member_id
         self.members[member.member_id] = member
+        member._attach(self._awaiting_join)
         self._supported_protocols.update(set(member.protocol_names()))
         if self.leader_id is None:
             self.leader_id = member.member_id
@@ -419,6 +455,7 @@ class ClassicGroup:
                 self.static_members.pop(member.group_instance_id, None)
             _answer(member.join_future, JoinResult(error=ErrorCode.UNKNOWN_MEMBER_ID))
             member.join_future = None
+            member._attach(None)
             _answer(member.sync_future, SyncResult(error=ErrorCode.UNKNOWN_MEMBER_ID))
             member.sync_future = None
         if self.leader_id == member_id:
@@ -454,6 +491,7 @@ class ClassicGroup:
         if old is None:
             raise KeyError(f"cannot replace {old_member_id}: not a member of {self.group_id}")
         _answer(old.join_future, JoinResult(error=ErrorCode.FENCED_INSTANCE_ID, member_id=old_member_id))
+        old._attach(None)
         _answer(old.sync_future, SyncResult(error=ErrorCode.FENCED_INSTANCE_ID))
         new = GroupMember(
             member_id=new_member_id,
@@ -467,6 +505,7 @@ class ClassicGroup:
             assignment=old.assignment,
         )
         self.members[new_member_id] = new
+        new._attach(self._awaiting_join)
         if self.leader_id == old_member_id:
             self.leader_id = new_member_id
         if old_member_id in self.pending_sync_members:
@@ -1196,11 +1235,14 @@ class ClassicGroup:
         self.protocol_name = protocol
         self.leader_id = leader
         self.state_timestamp_ms = state_timestamp_ms if state_timestamp_ms >= 0 else None
+        for m in self.members.values():
+            m._attach(None)
         self.members = {}
         self.static_members = {}
         self._supported_protocols = Counter()
         for m in members:
             self.members[m.member_id] = m
+            m._attach(self._awaiting_join)
             self._supported_protocols.update(set(m.protocol_names()))
             if m.group_instance_id is not None:
                 self.static_members[m.group_instance_id] = m.member_id

@@ -303,6 +303,8 @@ class GroupMachine(RuleBasedStateMachine):
             assert not any(m.is_awaiting_sync for m in members.values())
         if members:
             assert g.leader_id in members
+        # The O(1) count of members awaiting join (hardening, item 4) agrees with a full scan.
+        assert g.awaiting_join_count() == sum(1 for m in members.values() if m.join_future is not None)
 
     @invariant()
     def no_member_outlives_its_session(self):
