@@ -322,6 +322,32 @@ def _answer(future: asyncio.Future | None, result: object) -> bool:
     return True
 
 
+ANSWERS_PER_TURN = 256
+
+
+def _answer_all(answers: list[tuple[asyncio.Future | None, object]]) -> None:
+    """Answer many parked requests, at most ANSWERS_PER_TURN per event-loop turn.
+
+    Every answered request runs its handler's rest (encode, write) in the next turn: the
+    10 000 answers of a big group's join phase in one turn kept every other client waiting
+    for all of them. Spread over turns, other connections are served in between.
+    """
+    if len(answers) <= ANSWERS_PER_TURN:
+        for future, result in answers:
+            _answer(future, result)
+        return
+
+    def answer_from(start: int) -> None:
+        end = start + ANSWERS_PER_TURN
+        for future, result in answers[start:end]:
+            _answer(future, result)
+        if end < len(answers):
+            loop.call_soon(answer_from, end)
+
+    loop = asyncio.get_running_loop()
+    answer_from(0)
+
+
 def rebalance_kind(reason: str, initial: bool) -> str:
     """The bounded metrics label for a rebalance, from the reason this module wrote for it."""
     if initial:
@@ -962,13 +988,14 @@ class ClassicGroup:
             return
         log.info("group %s: generation %d with %d members, protocol %s, leader %s",
                  self.group_id, self.generation_id, len(self.members), self.protocol_name, self.leader_id)
+        answers = []
         for member in self.members.values():
-            result = self._join_answer(member, skip_assignment=False)
-            future, member.join_future = member.join_future, None
-            _answer(future, result)
+            answers.append((member.join_future, self._join_answer(member, skip_assignment=False)))
+            member.join_future = None
             member.is_new = False
             self.schedule_heartbeat(member.member_id)
             self.pending_sync_members.add(member.member_id)
+        _answer_all(answers)
         generation = self.generation_id
         self._sync_timer = self._scheduler.call_later(
             self.rebalance_timeout_ms(), lambda: self._pending_sync_expired(generation))
@@ -1024,18 +1051,20 @@ class ClassicGroup:
 
     def _propagate_assignment(self, error: int) -> None:
         ok = error == ErrorCode.NONE
+        answers = []
         for m in self.members.values():
             future, m.sync_future = m.sync_future, None
             if future is None:
                 continue
-            _answer(future, SyncResult(
+            answers.append((future, SyncResult(
                 error=error,
                 protocol_type=self.protocol_type if ok else None,
                 protocol_name=self.protocol_name if ok else None,
                 assignment=m.assignment,
-            ))
+            )))
             # A session may have lapsed while the member waited for the leader: re-arm it.
             self.schedule_heartbeat(m.member_id)
+        _answer_all(answers)
 
     def _remove_member_and_update(self, member: GroupMember, reason: str) -> None:
         self.remove(member.member_id)

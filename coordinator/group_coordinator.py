@@ -110,6 +110,26 @@ class RequestContext:
     client_host: str = ""
 
 
+@dataclass(frozen=True, slots=True)
+class EncodeInThread:
+    """A handler's answer too large to encode on the event loop: the server encodes it on a worker thread."""
+
+    response: object
+
+
+# A request touching more partitions than this is handled in slices, letting other connections
+# in between (one OffsetFetch of a 1 M-partition group held the loop for 5 s), and its answer is
+# encoded off the loop. Smaller requests (nearly all) take the single-pass path untouched.
+LARGE_REQUEST_PARTITIONS = 20_000
+MEMBERS_ENCODED_ON_LOOP = 1_000  # a GroupMetadata record of more members is encoded on a worker thread
+_PARTITIONS_PER_SLICE = 5_000
+
+
+def _request_partitions(topics, field: str) -> int:
+    """How many partitions a request's topic list names (0 for None: "all of them")."""
+    return sum(len(getattr(t, field)) for t in topics) if topics else 0
+
+
 class GroupCoordinator:
     """Owns every classic group and the committed offsets of one coordinator node."""
 
@@ -139,6 +159,7 @@ class GroupCoordinator:
         # Per partition: appends started / finished, and RequireStable fetches waiting for a count.
         # The log completes a partition's appends in order, so "finished >= n" means the first n are done.
         self._writes_started: dict[int, int] = {}
+        self._group_writes: dict[str, asyncio.Future] = {}  # a big group's record write in progress
         self._writes_finished: dict[int, int] = {}
         self._write_waiters: dict[int, list[tuple[int, asyncio.Future]]] = {}
         self._retention_timer = None
@@ -283,9 +304,41 @@ class GroupCoordinator:
         )
 
     def _store_group(self, group: ClassicGroup, assignment: dict[str, bytes]) -> asyncio.Future:
-        """The group's write hook: snapshot the group now, append, resolve to an error code."""
+        """The group's write hook: snapshot the group now, append, resolve to an error code.
+
+        The record of a big group (10 000 members: ~0.2 s to build) is encoded on a worker
+        thread so the loop keeps serving others; the group's later writes wait for it, so its
+        records reach the log in the order they were made (the last one is what a reload sees).
+        """
         record = self._group_metadata_record(group, assignment)
-        return asyncio.ensure_future(self._append(self.partition_for(group.group_id), [record]))
+        partition = self.partition_for(group.group_id)
+        group_id = group.group_id
+        previous = self._group_writes.get(group_id)
+        if previous is None and len(record.members) <= MEMBERS_ENCODED_ON_LOOP:
+            return asyncio.ensure_future(self._append(partition, [record]))
+        write = asyncio.ensure_future(self._append_group_record_in_order(partition, record, previous))
+        self._group_writes[group_id] = write
+
+        def forget(done: asyncio.Future) -> None:
+            if self._group_writes.get(group_id) is done:
+                del self._group_writes[group_id]
+
+        write.add_done_callback(forget)
+        return write
+
+    async def _append_group_record_in_order(self, partition: int, record: GroupMetadataRecord,
+                                            previous: asyncio.Future | None) -> int:
+        if previous is not None:
+            await asyncio.wait([previous])
+        try:
+            if len(record.members) > MEMBERS_ENCODED_ON_LOOP:
+                encoded = await asyncio.get_running_loop().run_in_executor(None, encode_record, record)
+            else:
+                encoded = encode_record(record)
+        except (ValueError, TypeError) as exc:
+            log.error("cannot encode records for offsets partition %d: %s", partition, exc)
+            return E.UNKNOWN_SERVER_ERROR
+        return await self._append_encoded(partition, [encoded])
 
     async def _append(self, partition: int, records: list[Record]) -> int:
         """Append typed records durably; returns NONE or the client-facing (mapped) error."""
@@ -638,18 +691,30 @@ class GroupCoordinator:
         require_stable = version >= 7 and req.require_stable
         if version >= 8:
             Group = m.OffsetFetchResponse.OffsetFetchResponseGroup
+            Topic = Group.OffsetFetchResponseTopics
             groups = []
+            large = False
             for g in req.groups:
                 error = self._fetch_error(g.group_id)
                 if require_stable and not error:
                     await self.wait_for_writes(self.partition_for(g.group_id))
-                groups.append(Group(group_id=g.group_id, error_code=int(error), topics=[] if error else
-                                    self._fetch_answers(g.group_id, g.topics, Group.OffsetFetchResponseTopics,
-                                                        Group.OffsetFetchResponseTopics.OffsetFetchResponsePartitions)))
-            return m.OffsetFetchResponse(throttle_time_ms=0, groups=groups)
+                if error:
+                    topics = []
+                elif self._is_large_fetch(g.group_id, g.topics):
+                    large = True
+                    topics = await self._fetch_answers_in_slices(g.group_id, g.topics, Topic,
+                                                                  Topic.OffsetFetchResponsePartitions)
+                else:
+                    topics = self._fetch_answers(g.group_id, g.topics, Topic, Topic.OffsetFetchResponsePartitions)
+                groups.append(Group(group_id=g.group_id, error_code=int(error), topics=topics))
+            response = m.OffsetFetchResponse(throttle_time_ms=0, groups=groups)
+            return EncodeInThread(response) if large else response
         error = self._fetch_error(req.group_id)
         if require_stable and not error:
             await self.wait_for_writes(self.partition_for(req.group_id))
+        if not error and self._is_large_fetch(req.group_id, req.topics):
+            topics = await self._fetch_answers_in_slices(req.group_id, req.topics, _FetchTopicAnswer, _FetchAnswer)
+            return EncodeInThread(m.OffsetFetchResponse(throttle_time_ms=0, error_code=0, topics=topics))
         if not error:
             topics = self._fetch_answers(req.group_id, req.topics, _FetchTopicAnswer, _FetchAnswer)
         elif version <= 1:
@@ -661,6 +726,37 @@ class GroupCoordinator:
         else:
             topics = []
         return m.OffsetFetchResponse(throttle_time_ms=0, error_code=int(error) if version >= 2 else 0, topics=topics)
+
+    def _is_large_fetch(self, group_id: str, topics) -> bool:
+        if topics is None:
+            return self.offsets.group_offset_count(group_id) > LARGE_REQUEST_PARTITIONS
+        return _request_partitions(topics, "partition_indexes") > LARGE_REQUEST_PARTITIONS
+
+    async def _fetch_answers_in_slices(self, group_id: str, topics, topic_cls, partition_cls) -> list:
+        """`_fetch_answers` for a huge request: the same answers, built a slice at a time."""
+        if topics is None:
+            answers = []
+            for name, parts in list(self.offsets.group_offsets(group_id).items()):
+                items = sorted(parts.items())
+                partitions = []
+                for start in range(0, len(items), _PARTITIONS_PER_SLICE):
+                    partitions += [partition_cls(p, o.offset, o.leader_epoch, o.metadata, 0)
+                                   for p, o in items[start:start + _PARTITIONS_PER_SLICE]]
+                    await asyncio.sleep(0)
+                answers.append(topic_cls(name, partitions))
+            return answers
+        answers = []
+        for t in topics:
+            partitions = []
+            indexes = t.partition_indexes
+            for start in range(0, len(indexes), _PARTITIONS_PER_SLICE):
+                chunk = indexes[start:start + _PARTITIONS_PER_SLICE]
+                for p, c in zip(chunk, self.offsets.committed(group_id, t.name, chunk)):
+                    partitions.append(partition_cls(p, -1, -1, "", 0) if c is None
+                                      else partition_cls(p, c[0], c[1], c[2], 0))
+                await asyncio.sleep(0)
+            answers.append(topic_cls(t.name, partitions))
+        return answers
 
     def _fetch_error(self, group_id) -> int:
         """Why the group's offsets cannot be read (NONE if they can)."""

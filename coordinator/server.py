@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from coordinator.config import CoordinatorConfig, HostPort
-from coordinator.group_coordinator import GroupCoordinator, RequestContext
+from coordinator.group_coordinator import EncodeInThread, GroupCoordinator, RequestContext
 from coordinator.handlers import RequestHandlers
 from coordinator.listener import Listener, peer_name
 from coordinator.log import LogLoadError, OffsetsLog, PartitionState
@@ -682,6 +682,9 @@ class _Connection(asyncio.Protocol):
 
     def _complete(self, req: "_Request", response) -> None:
         """A suspended handler has returned its response."""
+        if type(response) is EncodeInThread:
+            self._encode_in_thread(req, response.response)
+            return
         try:
             payload = req.encode(req.header, response)
         except Exception:
@@ -691,6 +694,21 @@ class _Connection(asyncio.Protocol):
             return
         self._finish(req, response, payload)
         self._run_queued()
+
+    def _encode_in_thread(self, req: "_Request", response) -> None:
+        """Encode a huge response on a worker thread; the loop keeps serving others meanwhile."""
+        encoding = self._loop.run_in_executor(None, req.encode, req.header, response)
+
+        def encoded(done: asyncio.Future) -> None:
+            if self.closed:
+                return
+            if done.exception() is not None:
+                self._fail(req.header, done.exception())
+                return
+            self._finish(req, response, done.result())
+            self._run_queued()
+
+        encoding.add_done_callback(encoded)
 
     def _finish(self, req: "_Request", response, payload: bytes) -> None:
         self._running -= 1
@@ -761,10 +779,10 @@ class _Connection(asyncio.Protocol):
         log.warning("closing connection: %s", message, extra={"peer": self.peer, "client_id": self._ctx.client_id})
         self.close(reason)
 
-    def _fail(self, header) -> None:
-        log.exception("request failed; closing the connection",
-                      extra={"peer": self.peer, "api_key": header.api_key, "api_version": header.api_version,
-                             "client_id": header.client_id})
+    def _fail(self, header, exc: BaseException | None = None) -> None:
+        log.error("request failed; closing the connection", exc_info=exc or True,
+                  extra={"peer": self.peer, "api_key": header.api_key, "api_version": header.api_version,
+                         "client_id": header.client_id})
         self.close("error")
 
     def stop_reading(self) -> None:
