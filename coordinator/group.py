@@ -599,9 +599,13 @@ class ClassicGroup:
         if self.protocol_name is None:
             return None
         topics: set[str] = set()
+        seen: set[bytes] = set()  # members mostly share one subscription: decode each distinct one once
         try:
             for m in self.members.values():
-                topics.update(decode_subscription(m.metadata(self.protocol_name)).topics)
+                metadata = m.metadata(self.protocol_name)
+                if metadata not in seen:
+                    seen.add(metadata)
+                    topics.update(decode_subscription(metadata).topics)
         except Exception as exc:  # any undecodable subscription makes the set unknown (Kafka's rule)
             log.warning("group %s: cannot parse consumer subscription for protocol %s (%s); "
                         "subscribed topics unknown", self.group_id, self.protocol_name, exc)

@@ -481,7 +481,9 @@ class GroupCoordinator:
                     future.cancel()
                 return self._join_response(version, JoinResult(error=error))
         result: JoinResult = await future
-        return self._join_response(version, result)
+        response = self._join_response(version, result)
+        # The leader of a big group gets every member's metadata: encode that off the loop.
+        return EncodeInThread(response) if len(result.members) > MEMBERS_ENCODED_ON_LOOP else response
 
     @staticmethod
     def _join_response(version: int, r: JoinResult):

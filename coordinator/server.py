@@ -668,6 +668,9 @@ class _Connection(asyncio.Protocol):
         try:
             awaiting = coro.send(None)
         except StopIteration as done:
+            if type(done.value) is EncodeInThread:
+                self._encode_in_thread(req, done.value.response)
+                return
             try:
                 payload = req.encode(header, done.value)
             except Exception:
