@@ -1,13 +1,14 @@
 """Does a huge group's join or expiry stall everyone else? (hardening issue, items 4 and 5)
 
     python bench/join_stall.py --members 2500 5000 10000
-    python bench/join_stall.py --fetch-partitions 1000000
+    python bench/join_stall.py --members --commit-partitions 100000 --fetch-partitions 1000000
 
 A separate process commits one offset every 20 ms (its own group, its own connection) and
 records each commit's latency while, in this process:
 * **join**: `--members` members join one group (each on its own connection, JoinGroup with the
   MEMBER_ID_REQUIRED round trip, then SyncGroup), until the group is Stable;
 * **expiry**: they all stop heartbeating at once and their sessions expire, until the group is Empty;
+* **commit** (with `--commit-partitions`): one OffsetCommit of that many partitions;
 * **fetch** (with `--fetch-partitions`): one group commits that many partitions, then another
   connection fetches all of its offsets at once (OffsetFetch with topics=null).
 Reported per phase: the committer's p50 / p99 / p99.9 / max latency (ms) and the phase's duration.
@@ -111,16 +112,28 @@ async def group_state(session: KafkaSession, group_id: str) -> str:
     return next((g.group_state for g in response.groups if g.group_id == group_id), "Dead")
 
 
+def huge_commit(group: str, first: int, last: int) -> OffsetCommitRequest:
+    T = OffsetCommitRequest.OffsetCommitRequestTopic
+    return OffsetCommitRequest(group_id=group, generation_id_or_member_epoch=-1, member_id="", topics=[
+        T(name="t", partitions=[T.OffsetCommitRequestPartition(partition_index=p, committed_offset=p,
+                                                               committed_metadata="") for p in range(first, last)])])
+
+
+async def commit_at_once(host: str, port: int, partitions: int) -> dict:
+    session = await KafkaSession.open(host, port)
+    request = huge_commit("wide", 0, partitions)
+    start = time.time()
+    response = await session.request(request, 2, timeout=300)
+    end = time.time()
+    assert all(p.error_code == 0 for t in response.topics for p in t.partitions)
+    await session.close()
+    return {"commit": (start, end)}
+
+
 async def fetch_everything(host: str, port: int, partitions: int) -> dict:
     session = await KafkaSession.open(host, port)
-    T = OffsetCommitRequest.OffsetCommitRequestTopic
     for first in range(0, partitions, 50_000):
-        await session.request(OffsetCommitRequest(group_id="huge", generation_id_or_member_epoch=-1, member_id="",
-                                                  topics=[T(name="t", partitions=[
-                                                      T.OffsetCommitRequestPartition(partition_index=p, committed_offset=p,
-                                                                                     committed_metadata="")
-                                                      for p in range(first, min(partitions, first + 50_000))])]),
-                              2, timeout=300)
+        await session.request(huge_commit("huge", first, min(partitions, first + 50_000)), 2, timeout=300)
     start = time.time()
     response = await session.request(OffsetFetchRequest(group_id="huge", topics=None), 7, timeout=300)
     end = time.time()
@@ -139,6 +152,8 @@ def run(args, scenario: str, size: int) -> dict:
             time.sleep(1.0)  # the committer's warm-up rows come before every window
             if scenario == "members":
                 phases = asyncio.run(join_and_expire(server.host, server.port, size))
+            elif scenario == "commit":
+                phases = asyncio.run(commit_at_once(server.host, server.port, size))
             else:
                 phases = asyncio.run(fetch_everything(server.host, server.port, size))
         finally:
@@ -154,6 +169,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--members", type=int, nargs="*", default=[2500, 5000, 10000])
     parser.add_argument("--fetch-partitions", type=int, nargs="*", default=[])
+    parser.add_argument("--commit-partitions", type=int, nargs="*", default=[])
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
@@ -161,6 +177,11 @@ def main() -> None:
     for n in args.members:
         for r in range(args.runs):
             row = {"members": n, "run": r, **run(args, "members", n)}
+            print(json.dumps(row), flush=True)
+            results.append(row)
+    for n in args.commit_partitions:
+        for r in range(args.runs):
+            row = {"commit_partitions": n, "run": r, **run(args, "commit", n)}
             print(json.dumps(row), flush=True)
             results.append(row)
     for n in args.fetch_partitions:

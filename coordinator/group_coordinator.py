@@ -623,11 +623,16 @@ class GroupCoordinator:
         encoded: list[tuple[bytes, bytes]] = []
         commits: list[tuple] = []
         answers = []
+        until_yield = _PARTITIONS_PER_SLICE  # a huge commit lets other connections in between slices
         try:
             for topic in req.topics:
                 name = topic.name
                 parts = []
                 for p in topic.partitions:
+                    until_yield -= 1
+                    if not until_yield:
+                        until_yield = _PARTITIONS_PER_SLICE
+                        await asyncio.sleep(0)
                     metadata = p.committed_metadata
                     if metadata is None:
                         metadata = ""
@@ -664,6 +669,8 @@ class GroupCoordinator:
                 apply(group_id, name, index, offset, leader_epoch, metadata, commit_ts, expire)
             if self.metrics is not None:
                 self.metrics.offsets_committed(len(commits))
+        if len(commits) > LARGE_REQUEST_PARTITIONS:
+            return EncodeInThread(_CommitResponse(0, answers))
         return _CommitResponse(0, answers)  # throttle_time_ms, topics
 
     def _commit_response(self, req, error: int):
@@ -736,28 +743,18 @@ class GroupCoordinator:
 
     async def _fetch_answers_in_slices(self, group_id: str, topics, topic_cls, partition_cls) -> list:
         """`_fetch_answers` for a huge request: the same answers, built a slice at a time."""
-        if topics is None:
-            answers = []
-            for name, parts in list(self.offsets.group_offsets(group_id).items()):
-                items = sorted(parts.items())
-                partitions = []
-                for start in range(0, len(items), _PARTITIONS_PER_SLICE):
-                    partitions += [partition_cls(p, o.offset, o.leader_epoch, o.metadata, 0)
-                                   for p, o in items[start:start + _PARTITIONS_PER_SLICE]]
-                    await asyncio.sleep(0)
-                answers.append(topic_cls(name, partitions))
-            return answers
+        wanted = ([(name, self.offsets.partitions(group_id, name)) for name in self.offsets.topics(group_id)]
+                  if topics is None else [(t.name, t.partition_indexes) for t in topics])
         answers = []
-        for t in topics:
+        for name, indexes in wanted:
             partitions = []
-            indexes = t.partition_indexes
             for start in range(0, len(indexes), _PARTITIONS_PER_SLICE):
                 chunk = indexes[start:start + _PARTITIONS_PER_SLICE]
-                for p, c in zip(chunk, self.offsets.committed(group_id, t.name, chunk)):
+                for p, c in zip(chunk, self.offsets.committed(group_id, name, chunk)):
                     partitions.append(partition_cls(p, -1, -1, "", 0) if c is None
                                       else partition_cls(p, c[0], c[1], c[2], 0))
                 await asyncio.sleep(0)
-            answers.append(topic_cls(t.name, partitions))
+            answers.append(topic_cls(name, partitions))
         return answers
 
     def _fetch_error(self, group_id) -> int:

@@ -274,6 +274,11 @@ class OffsetsTable:
     def topics(self, group: str) -> list[str]:
         return list(self._groups.get(group, ()))
 
+    def partitions(self, group: str, topic: str) -> list[int]:
+        """The partitions of `topic` the group has an offset for, in order."""
+        t = self._groups.get(group, {}).get(topic)
+        return sorted(t.partitions()) if t is not None else []
+
     def group_offsets(self, group: str) -> dict[str, dict[int, OffsetAndMetadata]]:
         """Every offset of a group: {topic: {partition: OffsetAndMetadata}}."""
         out: dict[str, dict[int, OffsetAndMetadata]] = {}
