@@ -325,26 +325,23 @@ def _answer(future: asyncio.Future | None, result: object) -> bool:
 ANSWERS_PER_TURN = 256
 
 
-def _answer_all(answers: list[tuple[asyncio.Future | None, object]]) -> None:
+def _answer_all(answers: list[tuple[asyncio.Future | None, object]],
+                then: Callable[[object], None] | None = None) -> None:
     """Answer many parked requests, at most ANSWERS_PER_TURN per event-loop turn.
 
     Every answered request runs its handler's rest (encode, write) in the next turn: the
     10 000 answers of a big group's join phase in one turn kept every other client waiting
     for all of them. Spread over turns, other connections are served in between.
     """
-    if len(answers) <= ANSWERS_PER_TURN:
-        for future, result in answers:
-            _answer(future, result)
-        return
-
     def answer_from(start: int) -> None:
         end = start + ANSWERS_PER_TURN
         for future, result in answers[start:end]:
+            if then is not None:
+                then(result)
             _answer(future, result)
         if end < len(answers):
-            loop.call_soon(answer_from, end)
+            asyncio.get_running_loop().call_soon(answer_from, end)
 
-    loop = asyncio.get_running_loop()
     answer_from(0)
 
 
@@ -997,9 +994,16 @@ class ClassicGroup:
             answers.append((member.join_future, self._join_answer(member, skip_assignment=False)))
             member.join_future = None
             member.is_new = False
-            self.schedule_heartbeat(member.member_id)
             self.pending_sync_members.add(member.member_id)
-        _answer_all(answers)
+        generation = self.generation_id
+
+        def rearm(result: JoinResult) -> None:
+            # With its answer, each member's session restarts (a big group's answers go out over
+            # several loop turns; until then the join timeout, never shorter, watches it).
+            if self.generation_id == generation:
+                self.schedule_heartbeat(result.member_id)
+
+        _answer_all(answers, rearm)
         generation = self.generation_id
         self._sync_timer = self._scheduler.call_later(
             self.rebalance_timeout_ms(), lambda: self._pending_sync_expired(generation))
