@@ -343,7 +343,13 @@ class GroupCoordinator:
     async def _append(self, partition: int, records: list[Record]) -> int:
         """Append typed records durably; returns NONE or the client-facing (mapped) error."""
         try:
-            encoded = [encode_record(r) for r in records]
+            if len(records) <= LARGE_REQUEST_PARTITIONS:
+                encoded = [encode_record(r) for r in records]
+            else:  # a big group's tombstones: encode a slice at a time, others served in between
+                encoded = []
+                for start in range(0, len(records), _PARTITIONS_PER_SLICE):
+                    encoded += [encode_record(r) for r in records[start:start + _PARTITIONS_PER_SLICE]]
+                    await asyncio.sleep(0)
         except (ValueError, TypeError) as exc:
             log.error("cannot encode records for offsets partition %d: %s", partition, exc)
             return E.UNKNOWN_SERVER_ERROR
@@ -854,6 +860,8 @@ class GroupCoordinator:
             if group_id is None:
                 results[group_id] = E.INVALID_GROUP_ID
                 continue
+            if self.offsets.group_offset_count(group_id) > LARGE_REQUEST_PARTITIONS:
+                await asyncio.sleep(0)  # a huge group's tombstones take a while: let others in first
             partition = self.partition_for(group_id)
             error = self._partition_error(partition)
             group = self._groups.get(group_id)
@@ -947,8 +955,15 @@ class GroupCoordinator:
         now = self.scheduler.now_ms()
         retention_ms = self.config.offsets_retention_minutes * 60_000
         by_partition: dict[int, list[tuple[str, list[Record]]]] = {}
+        checked = 0
         for group_id in list(dict.fromkeys([*self._groups, *self.offsets.groups()])):
+            checked += self.offsets.group_offset_count(group_id) + 1
+            if checked > _PARTITIONS_PER_SLICE:  # a pass over 100 000 groups lets others in between slices
+                checked = 0
+                await asyncio.sleep(0)
             group = self._groups.get(group_id)
+            if group is None and not self.offsets.has_offsets(group_id):
+                continue  # deleted while the pass let others in
             if group is None:  # offsets without a group: treat them as a simple group's
                 group = self._groups[group_id] = self._new_group(group_id)
             partition = self.partition_for(group_id)
