@@ -23,8 +23,8 @@ from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from protocol.consumer_protocol import ConsumerProtocolSubscription, encode_subscription  # noqa: E402
-from protocol.messages import HeartbeatRequest, JoinGroupRequest, OffsetCommitRequest  # noqa: E402
+from cohort.protocol.consumer_protocol import ConsumerProtocolSubscription, encode_subscription  # noqa: E402
+from cohort.protocol.messages import HeartbeatRequest, JoinGroupRequest, OffsetCommitRequest  # noqa: E402
 
 MEMBER_ID = "consumer-bench-1-6f1c2a52-93f4-4e0b-8c2a-0c3f2d1b9e77"
 

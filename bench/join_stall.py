@@ -32,14 +32,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.members import BenchMember, ProtocolVersions, describe_state  # noqa: E402
 from bench.targets import CohortServer  # noqa: E402
 from bench.wire import KafkaSession  # noqa: E402
-from protocol.messages import ListGroupsRequest, OffsetCommitRequest, OffsetFetchRequest  # noqa: E402
+from cohort.protocol.messages import ListGroupsRequest, OffsetCommitRequest, OffsetFetchRequest  # noqa: E402
 
 SESSION_MS = 6000
 COMMITTER = r"""
 import socket, struct, sys, time
 sys.path.insert(0, sys.argv[4])
-from protocol.framing import FrameReader, encode_request
-from protocol.messages import OffsetCommitRequest
+from cohort.protocol.framing import FrameReader, encode_request
+from cohort.protocol.messages import OffsetCommitRequest
 host, port, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 T = OffsetCommitRequest.OffsetCommitRequestTopic
 s = socket.create_connection((host, port)); s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)

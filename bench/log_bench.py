@@ -36,12 +36,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from coordinator.log import OffsetsLog  # noqa: E402
-from coordinator.log.batch import encode_batch  # noqa: E402
-from coordinator.log.segments import partition_dir, segment_name  # noqa: E402
-from coordinator.offsets import OffsetAndMetadata, OffsetsTable  # noqa: E402
-from coordinator.records import OffsetCommitRecord, OffsetCommitRun, decode_for_load, encode_record  # noqa: E402
-from protocol.partitioning import partition_for  # noqa: E402
+from cohort.coordinator.log import OffsetsLog  # noqa: E402
+from cohort.coordinator.log.batch import encode_batch  # noqa: E402
+from cohort.coordinator.log.segments import partition_dir, segment_name  # noqa: E402
+from cohort.coordinator.offsets import OffsetAndMetadata, OffsetsTable  # noqa: E402
+from cohort.coordinator.records import OffsetCommitRecord, OffsetCommitRun, decode_for_load, encode_record  # noqa: E402
+from cohort.protocol.partitioning import partition_for  # noqa: E402
 
 PARTITIONS = 50
 BATCH = 500
@@ -132,8 +132,8 @@ async def load_once(data_dir: Path, mode: str) -> dict:
 
 
 def count_records(data_dir: Path) -> int:
-    from coordinator.log import list_segments
-    from coordinator.log.batch import iter_batches
+    from cohort.coordinator.log import list_segments
+    from cohort.coordinator.log.batch import iter_batches
 
     total = 0
     for _, path in list_segments(data_dir):

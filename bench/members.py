@@ -18,10 +18,10 @@ import contextlib
 import time
 from dataclasses import dataclass
 
-from protocol.consumer_protocol import (ConsumerProtocolAssignment, ConsumerProtocolSubscription,
+from cohort.protocol.consumer_protocol import (ConsumerProtocolAssignment, ConsumerProtocolSubscription,
                                         encode_assignment, encode_subscription)
-from protocol.errors import ErrorCode
-from protocol.messages import (DescribeGroupsRequest, HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest,
+from cohort.protocol.errors import ErrorCode
+from cohort.protocol.messages import (DescribeGroupsRequest, HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest,
                                OffsetCommitRequest, SyncGroupRequest)
 
 from bench.targets import BENCH_TOPIC, BENCH_TOPIC_PARTITIONS

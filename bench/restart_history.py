@@ -29,10 +29,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from coordinator.log import OffsetsLog, list_segments  # noqa: E402
-from coordinator.log import offsets_log as offsets_log_module  # noqa: E402
-from coordinator.records import encode_offset_commit  # noqa: E402
-from protocol.partitioning import partition_for  # noqa: E402
+from cohort.coordinator.log import OffsetsLog, list_segments  # noqa: E402
+from cohort.coordinator.log import offsets_log as offsets_log_module  # noqa: E402
+from cohort.coordinator.records import encode_offset_commit  # noqa: E402
+from cohort.protocol.partitioning import partition_for  # noqa: E402
 
 GROUPS = 1000
 TOPIC = "orders"
@@ -79,7 +79,7 @@ async def restart(data_dir: Path) -> dict:
 
 
 def on_disk(data_dir: Path) -> dict:
-    from coordinator.log.batch import iter_batches
+    from cohort.coordinator.log.batch import iter_batches
 
     size = records = 0
     for _, path in list_segments(data_dir):

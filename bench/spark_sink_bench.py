@@ -21,7 +21,7 @@ sink, and the difference (target: <= 20 ms extra per batch).
 
 On a busy machine Spark's own per-batch time swings by more than the sink adds,
 so the script also times the sink's driver-side commit path alone
-(`client.spark.sink.commit_batch`: membership check, offsets read-back, plan,
+(`cohort.client.spark.sink.commit_batch`: membership check, offsets read-back, plan,
 one OffsetCommit, on a cached connection, as in Spark's commit runner) over
 ``--commits`` batches of 4 partitions, and reports its median and p90.
 """
@@ -82,7 +82,7 @@ def start_server(data_dir: Path) -> tuple[subprocess.Popen, str]:
     port = _free_port()
     bootstrap = f"127.0.0.1:{port}"
     process = subprocess.Popen(
-        [sys.executable, "-m", "coordinator.cli", "serve", "--listen", bootstrap,
+        [sys.executable, "-m", "cohort.coordinator.cli", "serve", "--listen", bootstrap,
          "--metrics", f"127.0.0.1:{_free_port()}", "--data-dir", str(data_dir),
          "--group.initial.rebalance.delay.ms", "0"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=REPO,
@@ -122,8 +122,8 @@ def commit_path_ms(bootstrap: str, commits: int) -> dict:
     """Latency of the sink's commit() work per batch, without Spark around it."""
     from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
-    from client.spark.sink import SinkOptions, commit_batch
-    from client.topic_partition import TopicPartition
+    from cohort.client.spark.sink import SinkOptions, commit_batch
+    from cohort.client.topic_partition import TopicPartition
 
     schema = StructType([StructField("topic", StringType()), StructField("partition", IntegerType()),
                          StructField("offset", LongType())])
@@ -152,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from pyspark.sql import SparkSession
 
-    from client.spark import register
+    from cohort.client.spark import register
 
     with tempfile.TemporaryDirectory(prefix="spark-sink-bench-") as tmp:
         workdir = Path(tmp)

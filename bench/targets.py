@@ -202,7 +202,7 @@ def cohort_executable() -> list[str]:
     script = Path(sys.executable).with_name("cohort")
     if script.exists():
         return [str(script)]
-    return [sys.executable, "-m", "coordinator.cli"]
+    return [sys.executable, "-m", "cohort.coordinator.cli"]
 
 
 class CohortServer(_ManagedProcess):

@@ -3,7 +3,7 @@
 The generator must never be the bottleneck, so the hot path does no encoding
 and almost no decoding:
 
-* `RequestTemplate` encodes a request once with `protocol.framing.encode_request`
+* `RequestTemplate` encodes a request once with `cohort.protocol.framing.encode_request`
   and, per send, copies the bytes and patches the correlation id (and,
   optionally, 64-bit "sequence" slots such as a committed offset) in place.
 * `ResponseClassifier` remembers which response bodies it has already decoded
@@ -23,9 +23,9 @@ import time
 from collections import Counter, deque
 from collections.abc import Callable, Sequence
 
-from protocol.errors import ProtocolError, error_name
-from protocol.framing import decode_response, encode_request
-from protocol.messages import API_SCHEMAS, ApiVersionsRequest
+from cohort.protocol.errors import ProtocolError, error_name
+from cohort.protocol.framing import decode_response, encode_request
+from cohort.protocol.messages import API_SCHEMAS, ApiVersionsRequest
 
 _INT32 = struct.Struct(">i")
 _INT64 = struct.Struct(">q")

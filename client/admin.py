@@ -14,10 +14,10 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from client.cluster import COORDINATOR_MOVED, Broker, Cluster, TopicInfo
-from client.connection import BrokerConnection
-from client.errors import ClientError, KafkaConnectionError, KafkaError, UnsupportedApi, kafka_error
-from client.offsets import (
+from cohort.client.cluster import COORDINATOR_MOVED, Broker, Cluster, TopicInfo
+from cohort.client.connection import BrokerConnection
+from cohort.client.errors import ClientError, KafkaConnectionError, KafkaError, UnsupportedApi, kafka_error
+from cohort.client.offsets import (
     SIMPLE_COMMIT,
     OffsetAndMetadata,
     as_offsets,
@@ -25,10 +25,10 @@ from client.offsets import (
     fetch_offsets,
     fetch_offsets_many,
 )
-from client.topic_partition import TopicPartition, flatten_partitions, partitions_by_topic
-from protocol.consumer_protocol import decode_assignment, decode_subscription
-from protocol.errors import ErrorCode, ProtocolError
-from protocol.messages import (
+from cohort.client.topic_partition import TopicPartition, flatten_partitions, partitions_by_topic
+from cohort.protocol.consumer_protocol import decode_assignment, decode_subscription
+from cohort.protocol.errors import ErrorCode, ProtocolError
+from cohort.protocol.messages import (
     CreatePartitionsRequest,
     CreateTopicsRequest,
     DeleteGroupsRequest,

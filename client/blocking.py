@@ -3,9 +3,9 @@
 `BlockingAdmin` runs a private asyncio event loop in a daemon thread and
 forwards each call to it, so it can be used from any thread, including one
 that already runs its own event loop. Every method blocks until the answer
-arrives or raises the same exceptions as the asyncio client (`client.errors`).
+arrives or raises the same exceptions as the asyncio client (`cohort.client.errors`).
 
-    from client.blocking import BlockingAdmin
+    from cohort.client.blocking import BlockingAdmin
 
     with BlockingAdmin("127.0.0.1:9092") as admin:
         # A simple commit (generation -1, no member id), as an external
@@ -21,11 +21,11 @@ import asyncio
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 
-from client.admin import Admin, GroupDescription, GroupListing, ListedOffset, NewTopic
-from client.cluster import TopicInfo
-from client.errors import KafkaError
-from client.offsets import OffsetAndMetadata
-from client.topic_partition import TopicPartition
+from cohort.client.admin import Admin, GroupDescription, GroupListing, ListedOffset, NewTopic
+from cohort.client.cluster import TopicInfo
+from cohort.client.errors import KafkaError
+from cohort.client.offsets import OffsetAndMetadata
+from cohort.client.topic_partition import TopicPartition
 
 
 class BlockingAdmin:
@@ -95,7 +95,7 @@ class BlockingAdmin:
         `offsets` maps (topic, partition) to an offset, (offset, metadata) or
         `OffsetAndMetadata`. Returns once the coordinator acknowledged every
         partition. Kafka refuses a simple commit while the group has active
-        members: that raises `client.errors.UnknownMemberIdError` (a
+        members: that raises `cohort.client.errors.UnknownMemberIdError` (a
         `CommitFailedError`); other refusals raise `KafkaError` with `.code`.
         """
         self._run(self._admin.alter_offsets(group_id, offsets))

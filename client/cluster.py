@@ -22,11 +22,11 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from client.errors import ClientError, KafkaConnectionError, KafkaError, kafka_error
-from client.connection import BrokerConnection, parse_address
-from client.retry import Backoff, Deadline
-from protocol.errors import ErrorCode
-from protocol.messages import FindCoordinatorRequest, MetadataRequest
+from cohort.client.errors import ClientError, KafkaConnectionError, KafkaError, kafka_error
+from cohort.client.connection import BrokerConnection, parse_address
+from cohort.client.retry import Backoff, Deadline
+from cohort.protocol.errors import ErrorCode
+from cohort.protocol.messages import FindCoordinatorRequest, MetadataRequest
 
 log = logging.getLogger(__name__)
 

@@ -21,11 +21,11 @@ import time
 from collections import deque
 from dataclasses import dataclass
 
-from client.errors import KafkaConnectionError, RequestTimedOut, UnsupportedApi, kafka_error
-from client.retry import Backoff
-from protocol.errors import ErrorCode, ProtocolError
-from protocol.framing import SUPPORTED_VERSIONS, FrameReader, decode_response, encode_request
-from protocol.messages import API_SCHEMAS, ApiVersionsRequest
+from cohort.client.errors import KafkaConnectionError, RequestTimedOut, UnsupportedApi, kafka_error
+from cohort.client.retry import Backoff
+from cohort.protocol.errors import ErrorCode, ProtocolError
+from cohort.protocol.framing import SUPPORTED_VERSIONS, FrameReader, decode_response, encode_request
+from cohort.protocol.messages import API_SCHEMAS, ApiVersionsRequest
 
 log = logging.getLogger(__name__)
 

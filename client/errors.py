@@ -7,7 +7,7 @@ happened and whether retrying later could help.
 """
 from __future__ import annotations
 
-from protocol.errors import ErrorCode, error_name
+from cohort.protocol.errors import ErrorCode, error_name
 
 
 class ClientError(Exception):

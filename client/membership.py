@@ -42,9 +42,9 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from client.assignors import PartitionAssignor, RebalanceProtocol, Subscription, assignor_named
-from client.cluster import COORDINATOR_MOVED, Cluster
-from client.errors import (
+from cohort.client.assignors import PartitionAssignor, RebalanceProtocol, Subscription, assignor_named
+from cohort.client.cluster import COORDINATOR_MOVED, Cluster
+from cohort.client.errors import (
     ClientError,
     FencedInstanceIdError,
     KafkaConnectionError,
@@ -53,9 +53,9 @@ from client.errors import (
     UnsupportedApi,
     kafka_error,
 )
-from client.offsets import CommitFence, OffsetAndMetadata, as_offsets, commit_offsets, fetch_offsets
-from client.topic_partition import TopicPartition, flatten_partitions, partitions_by_topic
-from protocol.consumer_protocol import (
+from cohort.client.offsets import CommitFence, OffsetAndMetadata, as_offsets, commit_offsets, fetch_offsets
+from cohort.client.topic_partition import TopicPartition, flatten_partitions, partitions_by_topic
+from cohort.protocol.consumer_protocol import (
     ConsumerProtocolAssignment,
     ConsumerProtocolSubscription,
     decode_assignment,
@@ -63,8 +63,8 @@ from protocol.consumer_protocol import (
     encode_assignment,
     encode_subscription,
 )
-from protocol.errors import ErrorCode, ProtocolError
-from protocol.messages import (
+from cohort.protocol.errors import ErrorCode, ProtocolError
+from cohort.protocol.messages import (
     HeartbeatRequest,
     JoinGroupRequest,
     LeaveGroupRequest,

@@ -19,12 +19,12 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from client.cluster import COORDINATOR_MOVED, Cluster
-from client.connection import BrokerConnection
-from client.errors import KafkaConnectionError, KafkaError, UnsupportedApi, kafka_error
-from client.topic_partition import TopicPartition, partitions_by_topic
-from protocol.errors import ErrorCode
-from protocol.messages import OffsetCommitRequest, OffsetFetchRequest
+from cohort.client.cluster import COORDINATOR_MOVED, Cluster
+from cohort.client.connection import BrokerConnection
+from cohort.client.errors import KafkaConnectionError, KafkaError, UnsupportedApi, kafka_error
+from cohort.client.topic_partition import TopicPartition, partitions_by_topic
+from cohort.protocol.errors import ErrorCode
+from cohort.protocol.messages import OffsetCommitRequest, OffsetFetchRequest
 
 NO_OFFSET = -1  # what OffsetFetch answers for a partition without a committed offset
 

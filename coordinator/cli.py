@@ -4,9 +4,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from coordinator import __version__
-from coordinator import cli_log, cli_serve
-from client import cli as client_cli
+from cohort.coordinator import __version__
+from cohort.coordinator import cli_log, cli_serve
+from cohort.client import cli as client_cli
 
 
 def build_parser() -> argparse.ArgumentParser:

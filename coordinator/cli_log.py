@@ -79,7 +79,7 @@ def _fail(message: str, code: int = EXIT_ERROR) -> int:
 def _check_data_dir(data_dir: Path) -> str | None:
     if not data_dir.is_dir():
         return f"data dir {data_dir} does not exist or is not a directory"
-    from coordinator.log import list_partitions
+    from cohort.coordinator.log import list_partitions
 
     if not list_partitions(data_dir):
         return f"no offsets log in {data_dir} (no __consumer_offsets-* segments)"
@@ -111,8 +111,8 @@ def _type_name(rec: object) -> str:
 
 
 def _dump_rows(args: argparse.Namespace) -> Iterator[dict]:
-    from coordinator.log import list_partitions, read_partition
-    from coordinator.records import RecordDecodeError, decode_record
+    from cohort.coordinator.log import list_partitions, read_partition
+    from cohort.coordinator.records import RecordDecodeError, decode_record
 
     partitions = list_partitions(args.data_dir)
     if args.partition is not None:
@@ -136,7 +136,7 @@ def _dump_rows(args: argparse.Namespace) -> Iterator[dict]:
 
 
 def dump_command(args: argparse.Namespace) -> int:
-    from coordinator.log import CorruptLogError
+    from cohort.coordinator.log import CorruptLogError
 
     problem = _check_data_dir(args.data_dir)
     if problem:
@@ -198,9 +198,9 @@ def verify_command(args: argparse.Namespace) -> int:
 
 
 def _verify(args: argparse.Namespace) -> int:
-    from coordinator.log import list_partitions
-    from coordinator.log.journal import CheckpointError, list_journals, read_checkpoint, scan_journal
-    from coordinator.log.segments import (
+    from cohort.coordinator.log import list_partitions
+    from cohort.coordinator.log.journal import CheckpointError, list_journals, read_checkpoint, scan_journal
+    from cohort.coordinator.log.segments import (
         CorruptLogError,
         list_partition_segments,
         partition_dir,
@@ -208,7 +208,7 @@ def _verify(args: argparse.Namespace) -> int:
         segment_base,
         segment_name,
     )
-    from coordinator.records import RecordDecodeError, decode_record
+    from cohort.coordinator.records import RecordDecodeError, decode_record
 
     damage = 0
     warnings = 0
@@ -317,7 +317,7 @@ _MAX_PARTITIONS = 1 << 16  # journal entries name their partition; verify accept
 
 def _server_holding(data_dir: Path) -> str | None:
     """`" (pid N)"` (or "") if a server holds the data dir's lock now, else None; never takes it for long."""
-    from coordinator.daemon import LOCK_FILE_NAME, DataDirLock, StartupError
+    from cohort.coordinator.daemon import LOCK_FILE_NAME, DataDirLock, StartupError
 
     if not (Path(data_dir) / LOCK_FILE_NAME).exists():
         return None
@@ -353,10 +353,10 @@ def _unchecked_from(mark, base: int) -> float:
 def compact_command(args: argparse.Namespace) -> int:
     import time
 
-    from coordinator.daemon import DataDirLock, StartupError
-    from coordinator.log import CorruptLogError, compact_closed_segments, list_partitions
-    from coordinator.log.journal import CheckpointError, read_checkpoint
-    from coordinator.log.segments import (
+    from cohort.coordinator.daemon import DataDirLock, StartupError
+    from cohort.coordinator.log import CorruptLogError, compact_closed_segments, list_partitions
+    from cohort.coordinator.log.journal import CheckpointError, read_checkpoint
+    from cohort.coordinator.log.segments import (
         complete_pending_compaction,
         list_partition_segments,
         partition_dir,

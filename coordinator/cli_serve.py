@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from coordinator.config import ConfigError, add_config_arguments, config_from_args
+from cohort.coordinator.config import ConfigError, add_config_arguments, config_from_args
 
 SERVE_EPILOG = (
     "Precedence: command-line flag > environment variable (COHORT_<NAME>, dots as underscores) > "
@@ -45,7 +45,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def serve_command(args: argparse.Namespace) -> int:
-    from coordinator.daemon import EXIT_CONFIG, fail, run_serve
+    from cohort.coordinator.daemon import EXIT_CONFIG, fail, run_serve
 
     try:
         effective = config_from_args(args)

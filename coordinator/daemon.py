@@ -34,10 +34,10 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Iterator
 
-from coordinator import __version__
-from coordinator.config import EffectiveConfig, HostPort
+from cohort.coordinator import __version__
+from cohort.coordinator.config import EffectiveConfig, HostPort
 
-log = logging.getLogger("coordinator.daemon")
+log = logging.getLogger("cohort.coordinator.daemon")
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
@@ -143,7 +143,7 @@ class Daemon:
         self._lock: DataDirLock | None = None
 
     def run(self) -> int:
-        from coordinator.logs import configure_logging
+        from cohort.coordinator.logs import configure_logging
 
         try:
             self._log_setup = configure_logging(self.config.log_format, self.config.log_level, self.config.log_file)
@@ -162,7 +162,7 @@ class Daemon:
             logging.shutdown()
 
     async def _main(self) -> int:
-        from coordinator.metrics import CoordinatorMetrics, MetricsHttpServer
+        from cohort.coordinator.metrics import CoordinatorMetrics, MetricsHttpServer
 
         config = self.config
         started = time.monotonic()
@@ -174,7 +174,7 @@ class Daemon:
 
         metrics = CoordinatorMetrics(group_offsets_enabled=config.metrics_group_offsets_enable)
         metrics.watch_readiness(self._state)
-        from coordinator.server import CoordinatorServer
+        from cohort.coordinator.server import CoordinatorServer
 
         # Both ports are bound (not yet served) before the data dir is touched: a
         # bad address or a taken port fails at once, naming its flag, and leaves
@@ -342,7 +342,7 @@ def settle_heap() -> None:
 
 def offsets_log_stats(offsets_log: Any) -> list[Any]:
     """Bytes and segment count per offsets-log partition, from its public segment list."""
-    from coordinator.metrics import LogPartitionStats
+    from cohort.coordinator.metrics import LogPartitionStats
 
     stats = []
     for partition in range(offsets_log.num_partitions):
@@ -361,7 +361,7 @@ def offsets_log_stats(offsets_log: Any) -> list[Any]:
 
 def group_offsets(offsets: Any) -> Iterator[Any]:
     """Every committed offset, for the optional per-group series (metrics.group.offsets.enable)."""
-    from coordinator.metrics import GroupOffset
+    from cohort.coordinator.metrics import GroupOffset
 
     for group, topic, partition, value in offsets.items():
         yield GroupOffset(group, topic, partition, value.offset)

@@ -40,8 +40,8 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Awaitable, Callable, Protocol
 
-from protocol.consumer_protocol import decode_subscription
-from protocol.errors import ErrorCode
+from cohort.protocol.consumer_protocol import decode_subscription
+from cohort.protocol.errors import ErrorCode
 
 log = logging.getLogger("cohort.group")
 
@@ -374,7 +374,7 @@ class ClassicGroup:
         metrics=None,
     ) -> None:
         self.group_id = group_id
-        self._metrics = metrics  # coordinator.metrics.CoordinatorMetrics, or None
+        self._metrics = metrics  # cohort.coordinator.metrics.CoordinatorMetrics, or None
         self._config = config
         self._scheduler = scheduler
         self._store = store

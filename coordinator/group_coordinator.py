@@ -5,7 +5,7 @@ coordinator never sees bytes or sockets. Every request method has the same shape
 
     response = await coordinator.<api>(request, api_version, RequestContext(client_id, client_host))
 
-where `request` is the decoded `protocol.messages.<Api>Request` and `response` the matching
+where `request` is the decoded `cohort.protocol.messages.<Api>Request` and `response` the matching
 `<Api>Response`, already shaped for `api_version` (JoinGroup's "" vs null protocol name, LeaveGroup
 v0-2's single error, OffsetFetch's error placement, ...). The methods:
 
@@ -27,7 +27,7 @@ as soon as their records (if any) are durable. Besides the request API:
 Write path (one per operation): validate -> build typed records -> `await log.append(partition,
 records)` -> apply to memory -> answer. A failed append (`StorageError`) answers Kafka's mapped
 error (reference §3.2) and applies nothing. The group state machine itself is in
-`coordinator.group`.
+`cohort.coordinator.group`.
 """
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from coordinator.group import (
+from cohort.coordinator.group import (
     ClassicGroup,
     GroupMember,
     GroupState,
@@ -48,9 +48,9 @@ from coordinator.group import (
     Scheduler,
     SyncResult,
 )
-from coordinator.log import OffsetsLog, PartitionState, StorageError
-from coordinator.offsets import OffsetsTable
-from coordinator.records import (
+from cohort.coordinator.log import OffsetsLog, PartitionState, StorageError
+from cohort.coordinator.offsets import OffsetsTable
+from cohort.coordinator.records import (
     GroupMemberRecord,
     GroupMetadataRecord,
     GroupMetadataTombstone,
@@ -62,9 +62,9 @@ from coordinator.records import (
     encode_offset_commit,
     encode_record,
 )
-from protocol import messages as m
-from protocol.errors import ErrorCode
-from protocol.partitioning import partition_for as _partition_for
+from cohort.protocol import messages as m
+from cohort.protocol.errors import ErrorCode
+from cohort.protocol.partitioning import partition_for as _partition_for
 
 _INT64_MAX = (1 << 63) - 1
 _INT64_MIN = -(1 << 63)

@@ -1,6 +1,6 @@
 """What the server answers: the API dispatch table and every handler that is not group logic.
 
-The server (`coordinator.server`) turns bytes into a decoded request and hands
+The server (`cohort.coordinator.server`) turns bytes into a decoded request and hands
 it here with the API version and a `RequestContext`; a handler returns the
 response message. Group APIs (JoinGroup … OffsetDelete) are forwarded to the
 `GroupCoordinator`, which owns every group. The rest is answered here:
@@ -10,7 +10,7 @@ response message. Group APIs (JoinGroup … OffsetDelete) are forwarded to the
   ConsumerGroupDescribe), because clients switch to whatever is advertised.
 * **FindCoordinator**: this node coordinates every group.
 * **Metadata / CreateTopics / DeleteTopics / CreatePartitions**: the topic
-  registry (`coordinator.topics`). This node is the only broker and the
+  registry (`cohort.coordinator.topics`). This node is the only broker and the
   leader, the only replica and the only in-sync replica of every partition
   (leader epoch 0).
 * **ListOffsets / Fetch — topics without records.** Cohort is a coordinator,
@@ -42,13 +42,13 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from coordinator.config import CoordinatorConfig, HostPort
-from coordinator.group_coordinator import GroupCoordinator, RequestContext
-from coordinator.log import StorageError
-from coordinator.topics import RESERVED_TOPIC_NAMES, Topic, TopicRefusal, TopicRegistry, topic_name_problem
-from protocol.errors import ErrorCode
-from protocol.framing import SUPPORTED_VERSIONS
-from protocol.messages import (
+from cohort.coordinator.config import CoordinatorConfig, HostPort
+from cohort.coordinator.group_coordinator import GroupCoordinator, RequestContext
+from cohort.coordinator.log import StorageError
+from cohort.coordinator.topics import RESERVED_TOPIC_NAMES, Topic, TopicRefusal, TopicRegistry, topic_name_problem
+from cohort.protocol.errors import ErrorCode
+from cohort.protocol.framing import SUPPORTED_VERSIONS
+from cohort.protocol.messages import (
     ApiVersionsResponse,
     CreatePartitionsResponse,
     CreateTopicsResponse,
@@ -59,7 +59,7 @@ from protocol.messages import (
     MetadataResponse,
 )
 
-log = logging.getLogger("coordinator.handlers")
+log = logging.getLogger("cohort.coordinator.handlers")
 
 ZERO_UUID = uuid.UUID(int=0)
 INT32_MIN = -2147483648

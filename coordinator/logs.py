@@ -35,7 +35,7 @@ def _timestamp(record: logging.LogRecord) -> str:
 
 
 class TextFormatter(logging.Formatter):
-    """``2026-01-01T00:00:00.000Z INFO coordinator.group group rebalanced group=g generation=4``"""
+    """``2026-01-01T00:00:00.000Z INFO cohort.coordinator.group group rebalanced group=g generation=4``"""
 
     def format(self, record: logging.LogRecord) -> str:
         parts = [_timestamp(record), record.levelname, record.name, record.getMessage()]

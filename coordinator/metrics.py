@@ -37,7 +37,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.utils import floatToGoString
 
-from coordinator import __version__
+from cohort.coordinator import __version__
 
 log = logging.getLogger(__name__)
 
@@ -430,7 +430,7 @@ class CoordinatorMetrics:
 
 def _error_name(code: int) -> str:
     try:
-        from protocol.errors import ErrorCode
+        from cohort.protocol.errors import ErrorCode
 
         return ErrorCode(code).name
     except Exception:  # an unknown code still gets a bounded, readable label

@@ -37,9 +37,9 @@ from dataclasses import dataclass, field
 from itertools import compress, groupby
 from operator import itemgetter, not_
 
-from protocol.errors import EncodeError, ProtocolError
-from protocol.schema import BYTES, INT32, INT64, STRING, Array, F, message
-from protocol.schema import Struct as SchemaStruct
+from cohort.protocol.errors import EncodeError, ProtocolError
+from cohort.protocol.schema import BYTES, INT32, INT64, STRING, Array, F, message
+from cohort.protocol.schema import Struct as SchemaStruct
 
 from construct import (
     Bytes,

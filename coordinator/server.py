@@ -1,6 +1,6 @@
 """`CoordinatorServer`: the Kafka-protocol listener of one Cohort node.
 
-Life cycle (driven by `coordinator.daemon` or by tests)::
+Life cycle (driven by `cohort.coordinator.daemon` or by tests)::
 
     server = CoordinatorServer(config, metrics=metrics)
     await server.start()   # state "loading": open and replay the offsets log, then bind; "ready"
@@ -8,7 +8,7 @@ Life cycle (driven by `coordinator.daemon` or by tests)::
     await server.stop()    # "stopping": stop accepting, finish in-flight requests, close the log
 
 Connections. Each connection is an `asyncio.Protocol` (no stream wrappers on
-the hot path). Bytes go through `protocol.framing.FrameReader`, which refuses
+the hot path). Bytes go through `cohort.protocol.framing.FrameReader`, which refuses
 a frame larger than ``socket.request.max.bytes`` from its 4-byte size prefix,
 before buffering it. Requests may be pipelined. Like Kafka, a connection
 runs one request at a time, except that requests which commute (OffsetCommit,
@@ -51,16 +51,16 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
-from coordinator.config import CoordinatorConfig, HostPort
-from coordinator.group_coordinator import EncodeInThread, GroupCoordinator, RequestContext
-from coordinator.handlers import RequestHandlers
-from coordinator.listener import Listener, peer_name
-from coordinator.log import LogLoadError, OffsetsLog, PartitionState
-from coordinator.metrics import LogPartitionStats
-from coordinator.records import Record, TopicRecord, TopicTombstone, encode_record
-from coordinator.topics import TopicRegistry
-from protocol.errors import ProtocolError
-from protocol.framing import (
+from cohort.coordinator.config import CoordinatorConfig, HostPort
+from cohort.coordinator.group_coordinator import EncodeInThread, GroupCoordinator, RequestContext
+from cohort.coordinator.handlers import RequestHandlers
+from cohort.coordinator.listener import Listener, peer_name
+from cohort.coordinator.log import LogLoadError, OffsetsLog, PartitionState
+from cohort.coordinator.metrics import LogPartitionStats
+from cohort.coordinator.records import Record, TopicRecord, TopicTombstone, encode_record
+from cohort.coordinator.topics import TopicRegistry
+from cohort.protocol.errors import ProtocolError
+from cohort.protocol.framing import (
     API_VERSIONS_KEY,
     FrameReader,
     FrameTooLarge,
@@ -72,10 +72,10 @@ from protocol.framing import (
     decode_request_header,
     encode_response,
 )
-from protocol.messages import FetchRequest, FetchResponse
-from protocol.schema import compile_struct, uvarint_bytes
+from cohort.protocol.messages import FetchRequest, FetchResponse
+from cohort.protocol.schema import compile_struct, uvarint_bytes
 
-log = logging.getLogger("coordinator.server")
+log = logging.getLogger("cohort.coordinator.server")
 
 # The topic registry's records live in this offsets-log partition.
 TOPIC_REGISTRY_PARTITION = 0

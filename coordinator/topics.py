@@ -5,7 +5,7 @@ can see in Metadata, and admin tools create and delete topics. So the
 coordinator keeps the smallest registry that makes those calls truthful: a
 name, a partition count and a topic id (a UUID, as Kafka assigns one) per
 topic. Partitions hold no records; the server answers ListOffsets and Fetch
-for them as for empty logs (see `coordinator.handlers`).
+for them as for empty logs (see `cohort.coordinator.handlers`).
 
 The registry is persisted through the offsets log as `TopicRecord` /
 `TopicTombstone` records (keyed by topic name, so compaction keeps the latest
@@ -23,10 +23,10 @@ import uuid
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 
-from coordinator.records import TopicRecord, TopicTombstone
-from protocol.errors import ErrorCode
+from cohort.coordinator.records import TopicRecord, TopicTombstone
+from cohort.protocol.errors import ErrorCode
 
-log = logging.getLogger("coordinator.topics")
+log = logging.getLogger("cohort.coordinator.topics")
 
 # Kafka's topic name rules (`org.apache.kafka.common.internals.Topic`).
 TOPIC_NAME_MAX_LENGTH = 249

@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
         .config("spark.sql.shuffle.partitions", "2").getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
-    from client.spark import register
+    from cohort.client.spark import register
 
     register(spark)
     log = spark.read.format("cohort-log").load(args.data_dir).cache()

@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from pyspark.sql import SparkSession
 
-    from client.spark import register
+    from cohort.client.spark import register
     from kafka_shaped_source import KafkaShapedSource
 
     spark = (
@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
             return 1
     print(f"{rows} result rows in {args.out / 'results'}; progress committed to group {args.group!r}:\n")
     return subprocess.call(
-        [sys.executable, "-m", "coordinator.cli", "groups", "describe", args.group, "--offsets",
+        [sys.executable, "-m", "cohort.coordinator.cli", "groups", "describe", args.group, "--offsets",
          "--bootstrap-server", args.bootstrap]
     )
 

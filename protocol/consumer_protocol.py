@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import struct
 
-from protocol.errors import ProtocolError
-from protocol.schema import F, Array, Struct, message, INT32, STRING, BYTES
+from cohort.protocol.errors import ProtocolError
+from cohort.protocol.schema import F, Array, Struct, message, INT32, STRING, BYTES
 
 ConsumerProtocolSubscription = message("ConsumerProtocolSubscription", None, "0-3", "none", [
     F("topics", Array(STRING)),

@@ -16,9 +16,9 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from protocol.errors import ErrorCode, ProtocolError
-from protocol.messages import API_SCHEMAS, Api, ApiVersionsResponse
-from protocol.schema import EncodeError, _Fail, _uvarint
+from cohort.protocol.errors import ErrorCode, ProtocolError
+from cohort.protocol.messages import API_SCHEMAS, Api, ApiVersionsResponse
+from cohort.protocol.schema import EncodeError, _Fail, _uvarint
 
 API_VERSIONS_KEY = 18
 

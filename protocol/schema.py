@@ -26,7 +26,7 @@ from typing import Any, Iterable
 
 import construct as cs
 
-from protocol.errors import EncodeError, ProtocolError
+from cohort.protocol.errors import EncodeError, ProtocolError
 
 # --------------------------------------------------------------------------
 # Types
@@ -205,7 +205,7 @@ def _build_class(struct_: Struct, message_name: str) -> type:
         "__slots__": tuple(names) + ("_unknown_tags",),
         "__init__": ns["__init__"],
         "_fields": tuple(names),
-        "__module__": "protocol.messages",
+        "__module__": "cohort.protocol.messages",
         "__qualname__": struct_.name,
     })
     struct_.cls = cls

@@ -19,7 +19,7 @@ import random
 import time
 from collections import Counter
 
-from protocol.errors import ErrorCode
+from cohort.protocol.errors import ErrorCode
 
 from bench.closed_loop import run_closed_loop
 from bench.members import BenchMember, ProtocolVersions, form_groups

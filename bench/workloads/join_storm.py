@@ -24,7 +24,7 @@ import asyncio
 import random
 import time
 
-from protocol.errors import ErrorCode
+from cohort.protocol.errors import ErrorCode
 
 from bench.members import BenchMember, MemberError, ProtocolVersions, describe_state
 from bench.stats import GeneratorClock, ProcessSampler, Result, generator_gc_paused

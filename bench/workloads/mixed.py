@@ -23,7 +23,7 @@ import random
 import time
 from collections import Counter
 
-from protocol.errors import ErrorCode
+from cohort.protocol.errors import ErrorCode
 
 from bench.members import REJOIN_CODES, BenchMember, MemberError, ProtocolVersions
 from bench.stats import GeneratorClock, LatencyRecorder, ProcessSampler, Result, count_errors, generator_gc_paused, LoopLagProbe

@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from protocol.messages import OffsetCommitRequest, OffsetFetchRequest
+from cohort.protocol.messages import OffsetCommitRequest, OffsetFetchRequest
 
 from bench.closed_loop import ClosedLoopOutcome, run_closed_loop
 from bench.members import BenchMember, ProtocolVersions, form_groups, keep_alive

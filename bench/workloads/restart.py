@@ -23,8 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from protocol.errors import ErrorCode
-from protocol.messages import OffsetCommitRequest, OffsetFetchRequest
+from cohort.protocol.errors import ErrorCode
+from cohort.protocol.messages import OffsetCommitRequest, OffsetFetchRequest
 
 from bench.closed_loop import run_closed_loop
 from bench.stats import Result, read_rss_bytes

@@ -1,16 +1,16 @@
 """Partition assignors, named and encoded exactly as Kafka's Java ones so any client can share a group."""
 from __future__ import annotations
 
-from client.assignors.assignor import (
+from cohort.client.assignors.assignor import (
     Assignment,
     PartitionAssignor,
     RebalanceProtocol,
     Subscription,
     member_order,
 )
-from client.assignors.range import RangeAssignor
-from client.assignors.roundrobin import RoundRobinAssignor
-from client.assignors.sticky import CooperativeStickyAssignor, StickyAssignor
+from cohort.client.assignors.range import RangeAssignor
+from cohort.client.assignors.roundrobin import RoundRobinAssignor
+from cohort.client.assignors.sticky import CooperativeStickyAssignor, StickyAssignor
 
 ASSIGNORS: dict[str, type[PartitionAssignor]] = {
     cls.name: cls for cls in (RangeAssignor, RoundRobinAssignor, StickyAssignor, CooperativeStickyAssignor)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import ClassVar
 
-from client.topic_partition import TopicPartition
+from cohort.client.topic_partition import TopicPartition
 
 
 class RebalanceProtocol(IntEnum):

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from client.assignors.assignor import Assignment, PartitionAssignor, Subscription, member_order
-from client.topic_partition import TopicPartition
+from cohort.client.assignors.assignor import Assignment, PartitionAssignor, Subscription, member_order
+from cohort.client.topic_partition import TopicPartition
 
 
 class RangeAssignor(PartitionAssignor):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from client.assignors.assignor import (
+from cohort.client.assignors.assignor import (
     Assignment,
     PartitionAssignor,
     Subscription,

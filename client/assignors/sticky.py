@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 
 from construct import Int16sb, Int32sb, PascalString, PrefixedArray, Struct, StreamError, ConstructError
 
-from client.assignors.assignor import (
+from cohort.client.assignors.assignor import (
     Assignment,
     PartitionAssignor,
     RebalanceProtocol,
@@ -32,7 +32,7 @@ from client.assignors.assignor import (
     member_order,
     subscribed_partitions,
 )
-from client.topic_partition import TopicPartition, flatten_partitions, partitions_by_topic
+from cohort.client.topic_partition import TopicPartition, flatten_partitions, partitions_by_topic
 
 _TopicPartitions = Struct(
     "topic" / PascalString(Int16sb, "utf8"),

@@ -1,7 +1,7 @@
 """Admin commands of the `cohort` CLI (`cohort groups …`, `cohort topics …`), built on the client."""
 from __future__ import annotations
 
-from client.cli import groups, topics
+from cohort.client.cli import groups, topics
 
 
 def register(subparsers) -> None:

@@ -11,8 +11,8 @@ import argparse
 import sys
 from collections.abc import Iterable
 
-from client.admin import EARLIEST_TIMESTAMP, GROUP_STATES, LATEST_TIMESTAMP, Admin, GroupDescription
-from client.cli.offset_reset import (
+from cohort.client.admin import EARLIEST_TIMESTAMP, GROUP_STATES, LATEST_TIMESTAMP, Admin, GroupDescription
+from cohort.client.cli.offset_reset import (
     LogRange,
     ResetInputError,
     Scenario,
@@ -23,8 +23,8 @@ from client.cli.offset_reset import (
     parse_plan_csv,
     plan_reset,
 )
-from client.cli.output import MISSING, error, print_json, print_table, warn
-from client.cli.runner import (
+from cohort.client.cli.output import MISSING, error, print_json, print_table, warn
+from cohort.client.cli.runner import (
     EXIT_FAILED,
     EXIT_OK,
     EXIT_USAGE,
@@ -33,9 +33,9 @@ from client.cli.runner import (
     add_connection_options,
     run_admin_command,
 )
-from client.errors import KafkaError
-from client.topic_partition import TopicPartition
-from protocol.errors import ErrorCode
+from cohort.client.errors import KafkaError
+from cohort.client.topic_partition import TopicPartition
+from cohort.protocol.errors import ErrorCode
 
 OFFSETS_COLUMNS = ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST", "CLIENT-ID"]
 MEMBERS_COLUMNS = ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS"]
@@ -107,7 +107,7 @@ def register(subparsers) -> None:
     p.add_argument("--topic", action="append", required=True, metavar="TOPIC[:P,P…]")
     p.set_defaults(func=lambda args: run_admin_command(args, delete_offsets))
 
-    from client.cli.zookeeper_import import register_import
+    from cohort.client.cli.zookeeper_import import register_import
 
     register_import(commands)
 

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
-from client.topic_partition import TopicPartition
+from cohort.client.topic_partition import TopicPartition
 
 
 class ResetInputError(ValueError):

@@ -12,10 +12,10 @@ import argparse
 import asyncio
 from collections.abc import Awaitable, Callable
 
-from client.admin import Admin
-from client.cli.offset_reset import ResetInputError
-from client.cli.output import error
-from client.errors import ClientError, KafkaConnectionError, KafkaError, UnsupportedApi
+from cohort.client.admin import Admin
+from cohort.client.cli.offset_reset import ResetInputError
+from cohort.client.cli.output import error
+from cohort.client.errors import ClientError, KafkaConnectionError, KafkaError, UnsupportedApi
 
 EXIT_OK = 0
 EXIT_FAILED = 1

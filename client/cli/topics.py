@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import sys
 
-from client.admin import Admin, NewTopic
-from client.cli.output import error, print_json
-from client.cli.runner import (
+from cohort.client.admin import Admin, NewTopic
+from cohort.client.cli.output import error, print_json
+from cohort.client.cli.runner import (
     EXIT_FAILED,
     EXIT_OK,
     EXIT_USAGE,
@@ -14,7 +14,7 @@ from client.cli.runner import (
     add_connection_options,
     run_admin_command,
 )
-from protocol.errors import ErrorCode
+from cohort.protocol.errors import ErrorCode
 
 
 def register(subparsers) -> None:

@@ -16,10 +16,10 @@ import asyncio
 import logging
 from dataclasses import dataclass, field
 
-from client.admin import Admin, NewTopic
-from client.cli.groups import DRY_RUN_WARNING
-from client.cli.output import error, print_json, print_table, warn
-from client.cli.runner import (
+from cohort.client.admin import Admin, NewTopic
+from cohort.client.cli.groups import DRY_RUN_WARNING
+from cohort.client.cli.output import error, print_json, print_table, warn
+from cohort.client.cli.runner import (
     EXIT_FAILED,
     EXIT_OK,
     EXIT_UNREACHABLE,
@@ -28,8 +28,8 @@ from client.cli.runner import (
     add_connection_options,
     run_admin_command,
 )
-from client.errors import KafkaError
-from client.topic_partition import TopicPartition
+from cohort.client.errors import KafkaError
+from cohort.client.topic_partition import TopicPartition
 
 CONSUMERS_PATH = "/consumers"
 

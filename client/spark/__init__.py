@@ -23,21 +23,21 @@ __all__ = ["register", "CohortOffsetCommitter", "check_sink_options"]
 
 def register(spark: "SparkSession") -> None:
     """Register the ``cohort`` sink and the ``cohort-log`` reader with a session."""
-    from client.spark.log_source import CohortLogSource
-    from client.spark.sink import CohortSink
+    from cohort.client.spark.log_source import CohortLogSource
+    from cohort.client.spark.sink import CohortSink
 
     spark.dataSource.register(CohortSink)
     spark.dataSource.register(CohortLogSource)
 
 
 def __getattr__(name: str):
-    # The listener imports pyspark; keep `import client.spark` cheap for code that only needs pure parts.
+    # The listener imports pyspark; keep `import cohort.client.spark` cheap for code that only needs pure parts.
     if name == "CohortOffsetCommitter":
-        from client.spark.listener import CohortOffsetCommitter
+        from cohort.client.spark.listener import CohortOffsetCommitter
 
         return CohortOffsetCommitter
     if name == "check_sink_options":
-        from client.spark.sink import check_sink_options
+        from cohort.client.spark.sink import check_sink_options
 
         return check_sink_options
     raise AttributeError(name)

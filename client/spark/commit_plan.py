@@ -24,7 +24,7 @@ import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from client.topic_partition import TopicPartition
+from cohort.client.topic_partition import TopicPartition
 
 __all__ = [
     "CommitMarker",

@@ -12,8 +12,8 @@ import logging
 import threading
 from dataclasses import dataclass
 
-from client.spark.commit_plan import CommittedOffset
-from client.topic_partition import TopicPartition
+from cohort.client.spark.commit_plan import CommittedOffset
+from cohort.client.topic_partition import TopicPartition
 
 __all__ = ["CoordinatorError", "GroupActive", "CoordinatorLink", "link_for"]
 
@@ -54,7 +54,7 @@ def link_for(bootstrap: str, timeout_ms: int, retries: int) -> "CoordinatorLink"
 
 
 class CoordinatorLink:
-    """Describe, fetch and commit for one group at a time through `client.blocking.BlockingAdmin`.
+    """Describe, fetch and commit for one group at a time through `cohort.client.blocking.BlockingAdmin`.
 
     Each call is one attempt bounded by `timeout_ms` (the client retries retriable
     Kafka errors and rediscovers the coordinator inside that budget); a failed
@@ -101,7 +101,7 @@ class CoordinatorLink:
 
     # -- one attempt at a time, reconnecting between attempts ---------------------------------
     def _call(self, action, what: str, group: str | None = None):
-        from client.errors import ClientError, RebalanceInProgressError, UnknownMemberIdError
+        from cohort.client.errors import ClientError, RebalanceInProgressError, UnknownMemberIdError
 
         with self._lock:
             last: Exception | None = None
@@ -124,7 +124,7 @@ class CoordinatorLink:
 
     def _connected(self):
         if self._admin is None:
-            from client.blocking import BlockingAdmin
+            from cohort.client.blocking import BlockingAdmin
 
             self._admin = BlockingAdmin(
                 self.bootstrap,

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 
-from client.topic_partition import TopicPartition
+from cohort.client.topic_partition import TopicPartition
 
 __all__ = ["NotKafkaShaped", "parse_kafka_offsets", "forward_only"]
 

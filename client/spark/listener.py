@@ -28,10 +28,10 @@ from collections.abc import Mapping
 
 from pyspark.sql.streaming import StreamingQueryListener
 
-from client.spark.commit_plan import CommitMarker
-from client.spark.coordinator_link import CoordinatorError, GroupActive, link_for
-from client.spark.end_offsets import NotKafkaShaped, forward_only, parse_kafka_offsets
-from client.topic_partition import TopicPartition
+from cohort.client.spark.commit_plan import CommitMarker
+from cohort.client.spark.coordinator_link import CoordinatorError, GroupActive, link_for
+from cohort.client.spark.end_offsets import NotKafkaShaped, forward_only, parse_kafka_offsets
+from cohort.client.topic_partition import TopicPartition
 
 __all__ = ["CohortOffsetCommitter", "GROUP_OPTION"]
 

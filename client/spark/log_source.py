@@ -4,8 +4,8 @@ Commit history is already on disk, one record per commit, so ordinary Spark
 analytics answer operator questions: commit rate per group over time, when a
 group's offset went backwards, which groups went idle.  The source is read-only
 and safe while the server runs: it reads each segment as a snapshot through the
-storage layer's own reader (`coordinator.log.segments.read_segment`, which
-stops at an unfinished write) and decodes with `coordinator.records`, so the
+storage layer's own reader (`cohort.coordinator.log.segments.read_segment`, which
+stops at an unfinished write) and decodes with `cohort.coordinator.records`, so the
 on-disk format is defined in exactly one place.
 
 One Spark partition per (non-empty) segment file.  A segment that compaction replaced
@@ -50,7 +50,7 @@ LOG_COLUMNS = tuple(column.split()[0] for column in LOG_SCHEMA.split(","))
 
 def record_columns(rec) -> dict:
     """The non-null columns of one decoded record (everything but the log position)."""
-    from coordinator.records import (
+    from cohort.coordinator.records import (
         GroupMetadataRecord,
         GroupMetadataTombstone,
         OffsetCommitRecord,
@@ -83,8 +83,8 @@ def record_columns(rec) -> dict:
 def log_rows(log_partition: int, segment: str | Path) -> Iterator[tuple]:
     """The rows of one segment file, in log order (the reader's per-partition work)."""
     # Imported here: this runs in executor processes, which unpickle only the partition.
-    from coordinator.log import read_segment
-    from coordinator.records import RecordDecodeError, decode_record
+    from cohort.coordinator.log import read_segment
+    from cohort.coordinator.records import RecordDecodeError, decode_record
 
     name = Path(segment).name
     try:
@@ -121,7 +121,7 @@ class CohortLogReader(DataSourceReader):
         self.data_dir = data_dir
 
     def partitions(self) -> list[SegmentPartition]:
-        from coordinator.log import list_segments
+        from cohort.coordinator.log import list_segments
 
         # Every log partition has an active segment, mostly empty (50 by default): an empty
         # file has no records, and a Spark task per empty file would cost more than the read.
@@ -150,7 +150,7 @@ class CohortLogSource(DataSource):
             raise LogReadError('cohort-log: give the data directory: spark.read.format("cohort-log").load(DATA_DIR)')
         if not Path(path).is_dir():
             raise LogReadError(f"cohort-log: {path!r} is not a directory (expected the server's --data-dir)")
-        from coordinator.log.segments import PARTITION_DIR_PREFIX
+        from cohort.coordinator.log.segments import PARTITION_DIR_PREFIX
 
         if not any(child.name.startswith(PARTITION_DIR_PREFIX) for child in Path(path).iterdir()):
             raise LogReadError(

@@ -39,14 +39,14 @@ from urllib.parse import urlparse
 from pyspark.sql.datasource import DataSource, DataSourceStreamWriter, WriterCommitMessage
 from pyspark.sql.types import ByteType, IntegerType, LongType, ShortType, StringType, StructType
 
-from client.spark.commit_plan import (
+from cohort.client.spark.commit_plan import (
     QueryConflict,
     merge_next_offsets,
     next_offsets,
     plan_batch_commit,
 )
-from client.spark.coordinator_link import CoordinatorError, GroupActive, link_for
-from client.topic_partition import TopicPartition
+from cohort.client.spark.coordinator_link import CoordinatorError, GroupActive, link_for
+from cohort.client.topic_partition import TopicPartition
 
 __all__ = ["CohortSink", "CohortStreamWriter", "SinkOptions", "SinkConfigError", "CohortSinkError", "TaskNextOffsets",
            "check_sink_options"]

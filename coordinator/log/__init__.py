@@ -2,9 +2,9 @@
 
 Storage knows keys and records, not groups: a record is ``(key: bytes,
 value: bytes | None)`` (None = tombstone; keys and values are never empty),
-and compaction keeps the latest value per key.  What the bytes mean is `coordinator.records`' business; which
+and compaction keeps the latest value per key.  What the bytes mean is `cohort.coordinator.records`' business; which
 partition a group's records go to is the caller's
-(`protocol.partitioning.partition_for`).
+(`cohort.protocol.partitioning.partition_for`).
 
 Using it (the coordinator)::
 
@@ -21,7 +21,7 @@ would build, because every record type is keyed by what it replaces (Kafka's
 own loader does the same).  The dedup happens on raw bytes before anything is
 decoded, newest segment first, so a record whose key was rewritten later is
 never even cut out of its batch.  Decode the survivors with
-`coordinator.records.decode_for_load(records)`: it yields offset commits as
+`cohort.coordinator.records.decode_for_load(records)`: it yields offset commits as
 column-wise `OffsetCommitRun`s (store them with `OffsetsTable.put_run`, no
 per-record Python) and every other record as a typed record;
 `decode_records` is the simple per-record alternative.  Until its callback
@@ -33,7 +33,7 @@ on disk per the flush policy ("always": fsynced; "<ms>": written, fsynced
 within that interval; "never": written).  Appends that arrive while a write is
 in flight share the next write and fsync (group commit).  The fsync is of one
 file, the commit journal, whatever partitions the round wrote; checkpoints
-make the partition files durable on their own (`coordinator.log.journal`).  A failed write
+make the partition files durable on their own (`cohort.coordinator.log.journal`).  A failed write
 raises `StorageError` (``error_code`` = the Kafka error to map) and leaves
 nothing behind; the next append tries again.
 
@@ -41,17 +41,17 @@ Tools and readers: `list_segments(data_dir)`, `read_segment(path)` and
 `read_partition(data_dir, p)` read segment files without the server's
 cooperation (safe while it runs; a torn or in-progress tail is skipped;
 `read_partition` also copes with a concurrent compaction); `cohort log
-dump|verify|compact` is built on them (`coordinator.cli_log`).
+dump|verify|compact` is built on them (`cohort.coordinator.cli_log`).
 """
-from coordinator.log.compaction import CompactionResult, compact_closed_segments
-from coordinator.log.offsets_log import (
+from cohort.coordinator.log.compaction import CompactionResult, compact_closed_segments
+from cohort.coordinator.log.offsets_log import (
     FlushPolicy,
     LogLoadError,
     OffsetsLog,
     PartitionState,
     StorageError,
 )
-from coordinator.log.segments import (
+from cohort.coordinator.log.segments import (
     CorruptLogError,
     list_partitions,
     list_segments,

@@ -25,8 +25,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from coordinator.log.batch import encode_batch
-from coordinator.log.segments import (
+from cohort.coordinator.log.batch import encode_batch
+from cohort.coordinator.log.segments import (
     fsync_dir,
     recover_segment,
     segment_base,

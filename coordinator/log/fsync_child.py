@@ -1,4 +1,4 @@
-"""The helper process of `coordinator.log.fsync_process`: fdatasync on request, report errno and time.
+"""The helper process of `cohort.coordinator.log.fsync_process`: fdatasync on request, report errno and time.
 
 Run as a script (``python -I fsync_child.py FD``) so it imports nothing but the
 standard library.  FD is its end of a SOCK_SEQPACKET socketpair.  Each request

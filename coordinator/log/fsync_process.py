@@ -27,7 +27,7 @@ import time
 from concurrent.futures import Executor
 from pathlib import Path
 
-from coordinator.log.fsync_child import REPLY
+from cohort.coordinator.log.fsync_child import REPLY
 
 log = logging.getLogger("cohort.log")
 

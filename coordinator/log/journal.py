@@ -50,8 +50,8 @@ from pathlib import Path
 import crc32c
 from construct import Int32sb, Int32ub, Struct
 
-from coordinator.log.batch import BatchError, BatchView, read_batch
-from coordinator.log.segments import fsync_dir
+from cohort.coordinator.log.batch import BatchError, BatchView, read_batch
+from cohort.coordinator.log.segments import fsync_dir
 
 log = logging.getLogger("cohort.log")
 

@@ -7,11 +7,11 @@ machinery.  Threading model (group commit across partitions):
   queues its records on the partition and marks it due; one flush per loop
   turn (call_soon, never a timer) encodes each due partition's queue as one
   batch, pwrites it into the partition's active segment and appends the same
-  batches to the commit journal in one more pwrite (`coordinator.log.journal`):
+  batches to the commit journal in one more pwrite (`cohort.coordinator.log.journal`):
   a few KB into the page cache cost microseconds, far less than a thread
   handoff per append.
 * Policy `always`: ONE fdatasync of the journal, in a helper process
-  (`coordinator.log.fsync_process`: no GIL shared with the loop), makes
+  (`cohort.coordinator.log.fsync_process`: no GIL shared with the loop), makes
   everything written since the last round durable, whatever partitions it went
   to (a journal fsync takes ~0.1 ms; fsyncing 30 partition files took ~1 ms
   even from 8 threads).  Writes made while a round runs go into the next
@@ -54,10 +54,10 @@ from functools import partial
 from operator import itemgetter
 from pathlib import Path
 
-from coordinator.log.batch import BatchError, encode_batch, read_batch
-from coordinator.log.compaction import CompactionResult, compact_closed_segments
-from coordinator.log.fsync_process import FsyncProcess, fdatasync_timed
-from coordinator.log.journal import (
+from cohort.coordinator.log.batch import BatchError, encode_batch, read_batch
+from cohort.coordinator.log.compaction import CompactionResult, compact_closed_segments
+from cohort.coordinator.log.fsync_process import FsyncProcess, fdatasync_timed
+from cohort.coordinator.log.journal import (
     CheckpointError,
     JournalBatch,
     JournalDamage,
@@ -69,7 +69,7 @@ from coordinator.log.journal import (
     scan_journal,
     write_checkpoint,
 )
-from coordinator.log.segments import (
+from cohort.coordinator.log.segments import (
     CorruptLogError,
     complete_pending_compaction,
     fsync_dir,
@@ -80,7 +80,7 @@ from coordinator.log.segments import (
     segment_base,
     segment_name,
 )
-from protocol.errors import ErrorCode
+from cohort.protocol.errors import ErrorCode
 
 log = logging.getLogger("cohort.log")
 
@@ -265,7 +265,7 @@ class OffsetsLog:
         self.cleaner_backoff_ms = cleaner_backoff_ms
         self.journal_checkpoint_bytes = journal_checkpoint_bytes
         self._clock = clock
-        self._metrics = metrics  # coordinator.metrics.CoordinatorMetrics: log_flushed / log_compacted
+        self._metrics = metrics  # cohort.coordinator.metrics.CoordinatorMetrics: log_flushed / log_compacted
         self._parts = [_Partition(i, partition_dir(self.data_dir, i)) for i in range(num_partitions)]
         self._writers = ThreadPoolExecutor(max_workers=max(2, min(writer_threads, num_partitions + 1)),
                                            thread_name_prefix="offsets-log-writer")

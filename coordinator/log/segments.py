@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from coordinator.log.batch import BatchError, BatchView, iter_batches, read_batch
+from cohort.coordinator.log.batch import BatchError, BatchView, iter_batches, read_batch
 
 log = logging.getLogger("cohort.log")
 

@@ -1,27 +1,27 @@
-"""Every Kafka message Cohort speaks, each declared once (see `protocol.schema`).
+"""Every Kafka message Cohort speaks, each declared once (see `cohort.protocol.schema`).
 
 `API_SCHEMAS` maps an API key to its request and response classes.
 """
 from dataclasses import dataclass
 
-from protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
-from protocol.messages.create_partitions import CreatePartitionsRequest, CreatePartitionsResponse
-from protocol.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
-from protocol.messages.delete_groups import DeleteGroupsRequest, DeleteGroupsResponse
-from protocol.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
-from protocol.messages.describe_groups import DescribeGroupsRequest, DescribeGroupsResponse
-from protocol.messages.fetch import FetchRequest, FetchResponse
-from protocol.messages.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
-from protocol.messages.heartbeat import HeartbeatRequest, HeartbeatResponse
-from protocol.messages.join_group import JoinGroupRequest, JoinGroupResponse
-from protocol.messages.leave_group import LeaveGroupRequest, LeaveGroupResponse
-from protocol.messages.list_groups import ListGroupsRequest, ListGroupsResponse
-from protocol.messages.list_offsets import ListOffsetsRequest, ListOffsetsResponse
-from protocol.messages.metadata import MetadataRequest, MetadataResponse
-from protocol.messages.offset_commit import OffsetCommitRequest, OffsetCommitResponse
-from protocol.messages.offset_delete import OffsetDeleteRequest, OffsetDeleteResponse
-from protocol.messages.offset_fetch import OffsetFetchRequest, OffsetFetchResponse
-from protocol.messages.sync_group import SyncGroupRequest, SyncGroupResponse
+from cohort.protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
+from cohort.protocol.messages.create_partitions import CreatePartitionsRequest, CreatePartitionsResponse
+from cohort.protocol.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
+from cohort.protocol.messages.delete_groups import DeleteGroupsRequest, DeleteGroupsResponse
+from cohort.protocol.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
+from cohort.protocol.messages.describe_groups import DescribeGroupsRequest, DescribeGroupsResponse
+from cohort.protocol.messages.fetch import FetchRequest, FetchResponse
+from cohort.protocol.messages.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
+from cohort.protocol.messages.heartbeat import HeartbeatRequest, HeartbeatResponse
+from cohort.protocol.messages.join_group import JoinGroupRequest, JoinGroupResponse
+from cohort.protocol.messages.leave_group import LeaveGroupRequest, LeaveGroupResponse
+from cohort.protocol.messages.list_groups import ListGroupsRequest, ListGroupsResponse
+from cohort.protocol.messages.list_offsets import ListOffsetsRequest, ListOffsetsResponse
+from cohort.protocol.messages.metadata import MetadataRequest, MetadataResponse
+from cohort.protocol.messages.offset_commit import OffsetCommitRequest, OffsetCommitResponse
+from cohort.protocol.messages.offset_delete import OffsetDeleteRequest, OffsetDeleteResponse
+from cohort.protocol.messages.offset_fetch import OffsetFetchRequest, OffsetFetchResponse
+from cohort.protocol.messages.sync_group import SyncGroupRequest, SyncGroupResponse
 
 
 @dataclass(frozen=True, slots=True)

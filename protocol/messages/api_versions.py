@@ -1,5 +1,5 @@
 """ApiVersions (key 18): which APIs and versions each side speaks."""
-from protocol.schema import F, Array, Struct, message, INT16, INT32, INT64, BOOL, STRING
+from cohort.protocol.schema import F, Array, Struct, message, INT16, INT32, INT64, BOOL, STRING
 
 ApiVersionsRequest = message("ApiVersionsRequest", 18, "0-4", "3+", [
     F("client_software_name", STRING, "3+"),

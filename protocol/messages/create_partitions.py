@@ -1,5 +1,5 @@
 """CreatePartitions (key 37): grow a topic's partition count."""
-from protocol.schema import F, Array, Struct, message, INT16, INT32, BOOL, STRING
+from cohort.protocol.schema import F, Array, Struct, message, INT16, INT32, BOOL, STRING
 
 CreatePartitionsRequest = message("CreatePartitionsRequest", 37, "0-3", "2+", [
     F("topics", Array(Struct("CreatePartitionsTopic", [

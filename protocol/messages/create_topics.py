@@ -1,5 +1,5 @@
 """CreateTopics (key 19): create topics (Cohort answers for the topics it hosts)."""
-from protocol.schema import F, Array, Struct, message, INT8, INT16, INT32, BOOL, STRING, UUID
+from cohort.protocol.schema import F, Array, Struct, message, INT8, INT16, INT32, BOOL, STRING, UUID
 
 CreateTopicsRequest = message("CreateTopicsRequest", 19, "0-7", "5+", [
     F("topics", Array(Struct("CreatableTopic", [

@@ -1,5 +1,5 @@
 """DeleteGroups (key 42): remove empty groups and their offsets."""
-from protocol.schema import F, Array, Struct, message, INT16, INT32, STRING
+from cohort.protocol.schema import F, Array, Struct, message, INT16, INT32, STRING
 
 DeleteGroupsRequest = message("DeleteGroupsRequest", 42, "0-2", "2+", [
     F("groups_names", Array(STRING)),

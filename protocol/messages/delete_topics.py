@@ -1,5 +1,5 @@
 """DeleteTopics (key 20): delete topics by name (v0-5) or by name/id (v6+)."""
-from protocol.schema import F, Array, Struct, message, INT16, INT32, STRING, UUID
+from cohort.protocol.schema import F, Array, Struct, message, INT16, INT32, STRING, UUID
 
 DeleteTopicsRequest = message("DeleteTopicsRequest", 20, "0-6", "4+", [
     F("topics", Array(Struct("DeleteTopicState", [

@@ -1,5 +1,5 @@
 """DescribeGroups (key 15): state, protocol and members of classic groups."""
-from protocol.schema import F, Array, Struct, message, INT16, INT32, BOOL, STRING, BYTES
+from cohort.protocol.schema import F, Array, Struct, message, INT16, INT32, BOOL, STRING, BYTES
 
 DescribeGroupsRequest = message("DescribeGroupsRequest", 15, "0-5", "5+", [
     F("groups", Array(STRING)),

@@ -2,7 +2,7 @@
 empty (or null) record sets; requests are decoded in full so any client's
 fetch is understood.
 """
-from protocol.schema import F, Array, Struct, message, INT8, INT16, INT32, INT64, STRING, UUID, RECORDS
+from cohort.protocol.schema import F, Array, Struct, message, INT8, INT16, INT32, INT64, STRING, UUID, RECORDS
 
 FetchRequest = message("FetchRequest", 1, "0-16", "12+", [
     F("cluster_id", STRING, "12+", nullable="12+", default=None, tag=0),

@@ -3,7 +3,7 @@
 v0-3 look up one key and answer with flat fields; v4+ batch keys (KIP-699)
 and answer with one `Coordinator` entry per key.
 """
-from protocol.schema import F, Array, Struct, message, INT8, INT16, INT32, STRING
+from cohort.protocol.schema import F, Array, Struct, message, INT8, INT16, INT32, STRING
 
 FindCoordinatorRequest = message("FindCoordinatorRequest", 10, "0-6", "3+", [
     F("key", STRING, "0-3"),

@@ -1,5 +1,5 @@
 """Heartbeat (key 12): a member tells the coordinator it is alive."""
-from protocol.schema import F, message, INT16, INT32, STRING
+from cohort.protocol.schema import F, message, INT16, INT32, STRING
 
 HeartbeatRequest = message("HeartbeatRequest", 12, "0-4", "4+", [
     F("group_id", STRING),

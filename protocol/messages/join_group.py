@@ -1,5 +1,5 @@
 """JoinGroup (key 11): a member asks to join (or rejoin) a classic group's rebalance."""
-from protocol.schema import F, Array, Struct, message, INT16, INT32, BOOL, STRING, BYTES
+from cohort.protocol.schema import F, Array, Struct, message, INT16, INT32, BOOL, STRING, BYTES
 
 JoinGroupRequest = message("JoinGroupRequest", 11, "0-9", "6+", [
     F("group_id", STRING),

@@ -1,5 +1,5 @@
 """LeaveGroup (key 13): members leave a group; v3+ batch several (KIP-345)."""
-from protocol.schema import F, Array, Struct, message, INT16, INT32, STRING
+from cohort.protocol.schema import F, Array, Struct, message, INT16, INT32, STRING
 
 LeaveGroupRequest = message("LeaveGroupRequest", 13, "0-5", "4+", [
     F("group_id", STRING),

@@ -1,5 +1,5 @@
 """ListGroups (key 16): every group the coordinator knows, optionally filtered."""
-from protocol.schema import F, Array, Struct, message, INT16, INT32, STRING
+from cohort.protocol.schema import F, Array, Struct, message, INT16, INT32, STRING
 
 ListGroupsRequest = message("ListGroupsRequest", 16, "0-5", "3+", [
     F("states_filter", Array(STRING), "4+"),  # empty = no filter

@@ -2,7 +2,7 @@
 
 v0 answers with a list of old-style offsets; v1+ with one timestamp/offset pair.
 """
-from protocol.schema import F, Array, Struct, message, INT8, INT16, INT32, INT64, STRING
+from cohort.protocol.schema import F, Array, Struct, message, INT8, INT16, INT32, INT64, STRING
 
 ListOffsetsRequest = message("ListOffsetsRequest", 2, "0-9", "6+", [
     F("replica_id", INT32),

@@ -3,7 +3,7 @@
 Request topics: v0 uses an empty list for "all topics"; v1+ use null for
 "all" and an empty list for "none".
 """
-from protocol.schema import F, Array, Struct, message, INT16, INT32, BOOL, STRING, UUID
+from cohort.protocol.schema import F, Array, Struct, message, INT16, INT32, BOOL, STRING, UUID
 
 MetadataRequest = message("MetadataRequest", 3, "0-12", "9+", [
     F("topics", Array(Struct("MetadataRequestTopic", [

@@ -1,5 +1,5 @@
 """OffsetCommit (key 8): store a group's positions."""
-from protocol.schema import F, Array, Struct, message, INT16, INT32, INT64, STRING
+from cohort.protocol.schema import F, Array, Struct, message, INT16, INT32, INT64, STRING
 
 OffsetCommitRequest = message("OffsetCommitRequest", 8, "0-9", "8+", [
     F("group_id", STRING),

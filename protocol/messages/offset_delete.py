@@ -1,5 +1,5 @@
 """OffsetDelete (key 47): drop committed offsets of partitions a group no longer reads. v0 only."""
-from protocol.schema import F, Array, Struct, message, INT16, INT32, STRING
+from cohort.protocol.schema import F, Array, Struct, message, INT16, INT32, STRING
 
 OffsetDeleteRequest = message("OffsetDeleteRequest", 47, "0", "none", [
     F("group_id", STRING),

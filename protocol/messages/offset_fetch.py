@@ -3,7 +3,7 @@
 v0-7 ask for one group; v8+ batch groups. A null topic list means "every
 partition the group has committed" (v2-7 top level, v8+ per group).
 """
-from protocol.schema import F, Array, Struct, message, INT16, INT32, INT64, BOOL, STRING
+from cohort.protocol.schema import F, Array, Struct, message, INT16, INT32, INT64, BOOL, STRING
 
 OffsetFetchRequest = message("OffsetFetchRequest", 9, "0-9", "6+", [
     F("group_id", STRING, "0-7"),

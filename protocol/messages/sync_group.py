@@ -1,5 +1,5 @@
 """SyncGroup (key 14): the leader hands out assignments; every member collects its own."""
-from protocol.schema import F, Array, Struct, message, INT16, INT32, STRING, BYTES
+from cohort.protocol.schema import F, Array, Struct, message, INT16, INT32, STRING, BYTES
 
 SyncGroupRequest = message("SyncGroupRequest", 14, "0-5", "4+", [
     F("group_id", STRING),

@@ -11,7 +11,7 @@ from bench.stats import LatencyRecorder
 from bench.wire import SEQUENCE_SENTINEL, RequestTemplate
 from bench.workloads.offsets import simple_commit
 from bench.zookeeper import ZkCommitTemplate, offset_path
-from protocol.framing import decode_request, encode_request
+from cohort.protocol.framing import decode_request, encode_request
 
 correlation_ids = st.integers(0, 2**31 - 1)
 sequences = st.integers(0, 2**63 - 1)

@@ -26,7 +26,7 @@ TEST_SERVER_FLAGS = (
 def cohort_command(*args: str) -> list[str]:
     if COHORT.exists():
         return [str(COHORT), *args]
-    return [sys.executable, "-m", "coordinator.cli", *args]
+    return [sys.executable, "-m", "cohort.coordinator.cli", *args]
 
 
 def clean_env() -> dict[str, str]:

@@ -9,7 +9,7 @@ import asyncio
 import json
 import sys
 
-from client.membership import GroupMember, RebalanceListener
+from cohort.client.membership import GroupMember, RebalanceListener
 
 
 class Reporter(RebalanceListener):

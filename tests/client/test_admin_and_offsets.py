@@ -5,14 +5,14 @@ import asyncio
 
 import pytest
 
-from client.admin import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, Admin, NewTopic
-from client.blocking import BlockingAdmin
-from client.errors import GroupIdNotFoundError, GroupNotEmptyError, KafkaError, UnknownMemberIdError
-from client.membership import GroupMember
-from client.offsets import OffsetAndMetadata
-from client.topic_partition import TopicPartition
+from cohort.client.admin import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, Admin, NewTopic
+from cohort.client.blocking import BlockingAdmin
+from cohort.client.errors import GroupIdNotFoundError, GroupNotEmptyError, KafkaError, UnknownMemberIdError
+from cohort.client.membership import GroupMember
+from cohort.client.offsets import OffsetAndMetadata
+from cohort.client.topic_partition import TopicPartition
 from client_harness import CohortServe
-from protocol.errors import ErrorCode
+from cohort.protocol.errors import ErrorCode
 
 pytestmark = pytest.mark.timeout(60)
 

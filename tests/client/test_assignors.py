@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from client.assignors import (
+from cohort.client.assignors import (
     ASSIGNORS,
     CooperativeStickyAssignor,
     RangeAssignor,
@@ -16,8 +16,8 @@ from client.assignors import (
     Subscription,
     assignor_named,
 )
-from client.assignors.sticky import decode_sticky_user_data, encode_sticky_user_data
-from client.topic_partition import TopicPartition
+from cohort.client.assignors.sticky import decode_sticky_user_data, encode_sticky_user_data
+from cohort.client.topic_partition import TopicPartition
 
 TOPICS = ["alpha", "beta", "gamma", "delta"]
 

@@ -6,12 +6,12 @@ import sys
 
 import pytest
 
-from client.errors import KafkaError
-from protocol.errors import ErrorCode
+from cohort.client.errors import KafkaError
+from cohort.protocol.errors import ErrorCode
 
 
 def cohort(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "coordinator.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "cohort.coordinator.cli", *args], capture_output=True, text=True,
                           timeout=60)
 
 

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from client.admin import Admin, NewTopic
-from client.membership import GroupMember
-from client.offsets import OffsetAndMetadata
-from client.topic_partition import TopicPartition
+from cohort.client.admin import Admin, NewTopic
+from cohort.client.membership import GroupMember
+from cohort.client.offsets import OffsetAndMetadata
+from cohort.client.topic_partition import TopicPartition
 from client_harness import assert_one_line_error, free_port, run_cli
 
 pytestmark = pytest.mark.timeout(120)

@@ -5,16 +5,16 @@ import asyncio
 
 import pytest
 
-from client.connection import BrokerConnection, parse_address
-from client.errors import KafkaConnectionError, RequestTimedOut
+from cohort.client.connection import BrokerConnection, parse_address
+from cohort.client.errors import KafkaConnectionError, RequestTimedOut
 from client_harness import CohortServe, free_port
-from protocol.framing import (
+from cohort.protocol.framing import (
     SUPPORTED_VERSIONS,
     FrameReader,
     decode_request_header,
     encode_response,
 )
-from protocol.messages import ApiVersionsResponse, MetadataRequest
+from cohort.protocol.messages import ApiVersionsResponse, MetadataRequest
 
 pytestmark = pytest.mark.timeout(60)
 

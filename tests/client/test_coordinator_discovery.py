@@ -11,13 +11,13 @@ from collections import Counter
 
 import pytest
 
-from client.admin import Admin
-from client.cluster import Cluster
-from client.offsets import OffsetAndMetadata, commit_offsets, fetch_offsets
-from client.topic_partition import TopicPartition
-from protocol.errors import ErrorCode
-from protocol.framing import FrameReader, decode_request, encode_response
-from protocol.messages import (
+from cohort.client.admin import Admin
+from cohort.client.cluster import Cluster
+from cohort.client.offsets import OffsetAndMetadata, commit_offsets, fetch_offsets
+from cohort.client.topic_partition import TopicPartition
+from cohort.protocol.errors import ErrorCode
+from cohort.protocol.framing import FrameReader, decode_request, encode_response
+from cohort.protocol.messages import (
     ApiVersionsResponse,
     FindCoordinatorResponse,
     OffsetCommitResponse,

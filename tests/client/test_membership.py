@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from client.admin import Admin, NewTopic
-from client.errors import IllegalGenerationError
-from client.membership import GroupMember, MemberState, RebalanceListener
-from client.topic_partition import TopicPartition
+from cohort.client.admin import Admin, NewTopic
+from cohort.client.errors import IllegalGenerationError
+from cohort.client.membership import GroupMember, MemberState, RebalanceListener
+from cohort.client.topic_partition import TopicPartition
 from client_harness import CohortServe
 
 pytestmark = pytest.mark.timeout(120)

@@ -7,9 +7,9 @@ import time
 
 import pytest
 
-from client.admin import Admin, NewTopic
-from client.membership import GroupMember, MemberState
-from client.topic_partition import TopicPartition
+from cohort.client.admin import Admin, NewTopic
+from cohort.client.membership import GroupMember, MemberState
+from cohort.client.topic_partition import TopicPartition
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from client.cli.offset_reset import (
+from cohort.client.cli.offset_reset import (
     LogRange,
     ResetInputError,
     Scenario,
@@ -17,7 +17,7 @@ from client.cli.offset_reset import (
     parse_plan_csv,
     plan_reset,
 )
-from client.topic_partition import TopicPartition
+from cohort.client.topic_partition import TopicPartition
 
 topics = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789._-", min_size=1, max_size=12)
 plans = st.dictionaries(

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from client.admin import Admin, NewTopic
-from client.membership import GroupMember, MemberState
-from client.topic_partition import TopicPartition
+from cohort.client.admin import Admin, NewTopic
+from cohort.client.membership import GroupMember, MemberState
+from cohort.client.topic_partition import TopicPartition
 from client_harness import free_port, port_accepts
 
 pytestmark = pytest.mark.timeout(120)

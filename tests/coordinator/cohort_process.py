@@ -17,7 +17,7 @@ COHORT = Path(sys.executable).with_name("cohort")
 def cohort_command(*args: str) -> list[str]:
     if COHORT.exists():
         return [str(COHORT), *args]
-    return [sys.executable, "-m", "coordinator.cli", *args]
+    return [sys.executable, "-m", "cohort.coordinator.cli", *args]
 
 
 def clean_env(**extra: str) -> dict[str, str]:

@@ -1,6 +1,6 @@
 """A GroupCoordinator over a real OffsetsLog in a temp dir, with a hand-driven clock.
 
-Scenario tests speak the request API exactly as the server does (decoded `protocol.messages`
+Scenario tests speak the request API exactly as the server does (decoded `cohort.protocol.messages`
 requests in, responses out); only time is simulated, so timeouts are deterministic.
 """
 from __future__ import annotations
@@ -8,13 +8,13 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from coordinator.config import CoordinatorConfig
-from coordinator.group import ManualScheduler
-from coordinator.group_coordinator import GroupCoordinator, RequestContext
-from coordinator.log import OffsetsLog, StorageError
-from protocol import messages as m
-from protocol.consumer_protocol import ConsumerProtocolSubscription, encode_subscription
-from protocol.errors import ErrorCode
+from cohort.coordinator.config import CoordinatorConfig
+from cohort.coordinator.group import ManualScheduler
+from cohort.coordinator.group_coordinator import GroupCoordinator, RequestContext
+from cohort.coordinator.log import OffsetsLog, StorageError
+from cohort.protocol import messages as m
+from cohort.protocol.consumer_protocol import ConsumerProtocolSubscription, encode_subscription
+from cohort.protocol.errors import ErrorCode
 
 E = ErrorCode
 CTX = RequestContext(client_id="client", client_host="/127.0.0.1")

@@ -11,9 +11,9 @@ import threading
 import time
 from pathlib import Path
 
-from coordinator.config import CoordinatorConfig
-from coordinator.server import CoordinatorServer
-from protocol.framing import FrameReader, decode_response, encode_request
+from cohort.coordinator.config import CoordinatorConfig
+from cohort.coordinator.server import CoordinatorServer
+from cohort.protocol.framing import FrameReader, decode_response, encode_request
 
 FAST_GROUP_SETTINGS = {
     "group_initial_rebalance_delay_ms": 0,

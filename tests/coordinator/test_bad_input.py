@@ -10,9 +10,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from server_harness import RawClient, size_prefixed
-from protocol.errors import ErrorCode
-from protocol.framing import encode_request
-from protocol.messages import ApiVersionsRequest, HeartbeatRequest, MetadataRequest
+from cohort.protocol.errors import ErrorCode
+from cohort.protocol.framing import encode_request
+from cohort.protocol.messages import ApiVersionsRequest, HeartbeatRequest, MetadataRequest
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -47,10 +47,10 @@ def test_bad_input_closes_only_that_connection(server, raw_client, caplog, what)
     bystander = raw_client(server.port)
     assert_well_behaved_client_is_served(bystander)
     offender = raw_client(server.port)
-    with caplog.at_level(logging.INFO, logger="coordinator.server"):
+    with caplog.at_level(logging.INFO, logger="cohort.coordinator.server"):
         offender.send_bytes(BAD_INPUTS[what])
         assert offender.is_closed_by_server(), f"{what}: connection left open"
-    closing = [r for r in caplog.records if r.name == "coordinator.server" and "closing connection" in r.getMessage()]
+    closing = [r for r in caplog.records if r.name == "cohort.coordinator.server" and "closing connection" in r.getMessage()]
     assert len(closing) == 1, [r.getMessage() for r in closing]  # logged once, as a warning, not a traceback
     assert closing[0].levelno == logging.WARNING and not closing[0].exc_info
     assert_well_behaved_client_is_served(bystander)
@@ -121,7 +121,7 @@ def test_random_request_bodies_never_break_the_server(server, garbage, api_key, 
 
 
 def _commit(group: str, topic: str = "t", **request_fields):
-    from protocol.messages import OffsetCommitRequest
+    from cohort.protocol.messages import OffsetCommitRequest
 
     T = OffsetCommitRequest.OffsetCommitRequestTopic
     return OffsetCommitRequest(group_id=group, generation_id_or_member_epoch=-1, member_id="", topics=[
@@ -132,7 +132,7 @@ def _commit(group: str, topic: str = "t", **request_fields):
 def test_a_retention_of_forever_is_committed_not_an_overflow(server, raw_client, caplog):
     """OffsetCommit v2-v4 with retention_time_ms = 2^63-1 (hardening, item 10): commit time + retention
     overflows int64; the expiry is clamped, the commit succeeds, and nothing is logged as an error."""
-    from protocol.messages import OffsetFetchRequest
+    from cohort.protocol.messages import OffsetFetchRequest
 
     client = raw_client(server.port)
     with caplog.at_level(logging.WARNING):

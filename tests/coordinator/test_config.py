@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coordinator.config import (
+from cohort.coordinator.config import (
     SETTINGS,
     ConfigError,
     CoordinatorConfig,

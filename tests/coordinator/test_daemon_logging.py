@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from coordinator.logs import configure_logging
+from cohort.coordinator.logs import configure_logging
 
 
 @pytest.fixture
@@ -25,7 +25,7 @@ def restore_root_logging():
 def test_json_lines_carry_the_structured_fields(tmp_path, restore_root_logging):
     path = tmp_path / "cohort.log"
     setup = configure_logging("json", "INFO", path)
-    log = logging.getLogger("coordinator.group")
+    log = logging.getLogger("cohort.coordinator.group")
     log.info("group rebalanced", extra={"group": "g1", "generation": 4, "members": 3, "reason": "member joined"})
     log.debug("not shown at INFO")
     setup.close()
@@ -33,7 +33,7 @@ def test_json_lines_carry_the_structured_fields(tmp_path, restore_root_logging):
     assert len(lines) == 1
     doc = json.loads(lines[0])
     assert doc["msg"] == "group rebalanced"
-    assert doc["level"] == "INFO" and doc["logger"] == "coordinator.group"
+    assert doc["level"] == "INFO" and doc["logger"] == "cohort.coordinator.group"
     assert (doc["group"], doc["generation"], doc["members"], doc["reason"]) == ("g1", 4, 3, "member joined")
     assert doc["ts"].endswith("Z")
 
@@ -41,10 +41,10 @@ def test_json_lines_carry_the_structured_fields(tmp_path, restore_root_logging):
 def test_text_lines_are_one_line_with_key_value_fields(tmp_path, restore_root_logging):
     path = tmp_path / "cohort.log"
     setup = configure_logging("text", "INFO", path)
-    logging.getLogger("coordinator.group").info("member expired", extra={"group": "g 1", "member": "m-1"})
+    logging.getLogger("cohort.coordinator.group").info("member expired", extra={"group": "g 1", "member": "m-1"})
     setup.close()
     (line,) = path.read_text().splitlines()
-    assert " INFO coordinator.group member expired " in line
+    assert " INFO cohort.coordinator.group member expired " in line
     assert line.endswith('group="g 1" member=m-1')
 
 
@@ -61,7 +61,7 @@ def test_chatty_libraries_are_quiet_unless_debugging(tmp_path, restore_root_logg
 def test_reopen_follows_a_rotated_log_file(tmp_path, restore_root_logging):
     path = tmp_path / "cohort.log"
     setup = configure_logging("text", "INFO", path)
-    log = logging.getLogger("coordinator.daemon")
+    log = logging.getLogger("cohort.coordinator.daemon")
     log.info("before rotation")
     path.rename(tmp_path / "cohort.log.1")  # what logrotate does before SIGHUP
     assert setup.reopen() is True
@@ -84,7 +84,7 @@ def test_exceptions_stay_inside_one_json_line(tmp_path, restore_root_logging):
     try:
         raise ValueError("boom")
     except ValueError:
-        logging.getLogger("coordinator.server").exception("handler failed", extra={"api": "OffsetCommit"})
+        logging.getLogger("cohort.coordinator.server").exception("handler failed", extra={"api": "OffsetCommit"})
     setup.close()
     (line,) = path.read_text().splitlines()
     doc = json.loads(line)

@@ -17,8 +17,8 @@ from collections import deque
 import pytest
 
 from cohort_process import CohortServer, clean_env, free_port, http_get, metric_value, run_cohort
-from protocol.framing import FrameReader, decode_response, encode_request
-from protocol.messages import MetadataRequest, OffsetCommitRequest, OffsetFetchRequest
+from cohort.protocol.framing import FrameReader, decode_response, encode_request
+from cohort.protocol.messages import MetadataRequest, OffsetCommitRequest, OffsetFetchRequest
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -334,8 +334,8 @@ async def test_a_second_signal_exits_at_once_and_the_log_still_loads(tmp_path):
 
 async def test_health_is_degraded_and_names_a_partition_that_failed_to_load(tmp_path):
     """A damaged partition is refused at load: /health must not say "ready" while its groups answer NOT_COORDINATOR."""
-    from coordinator.log import list_segments
-    from protocol.partitioning import partition_for
+    from cohort.coordinator.log import list_segments
+    from cohort.protocol.partitioning import partition_for
 
     server = CohortServer(tmp_path / "data").start()
     try:

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator.group import GroupState
-from coordinator.records import GroupMetadataRecord, decode_record
-from coordinator.log import read_segment, list_segments
-from coordinator.group_coordinator import RequestContext
+from cohort.coordinator.group import GroupState
+from cohort.coordinator.records import GroupMetadataRecord, decode_record
+from cohort.coordinator.log import read_segment, list_segments
+from cohort.coordinator.group_coordinator import RequestContext
 from group_harness import E, Harness, subscription
 
 

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator.group import GroupState
-from coordinator.records import GroupMemberRecord, GroupMetadataRecord, GroupMetadataTombstone, OffsetCommitRecord
+from cohort.coordinator.group import GroupState
+from cohort.coordinator.records import GroupMemberRecord, GroupMetadataRecord, GroupMetadataTombstone, OffsetCommitRecord
 from group_harness import E, Harness
 
 
@@ -46,7 +46,7 @@ async def test_given_empty_and_deleted_groups_when_restarted_then_states_are_kep
     await h.advance(0)
     emptied_at = h.group("e").state_timestamp_ms
     await h.commit("d", {("t", 0): 1})
-    from protocol import messages as m
+    from cohort.protocol import messages as m
     from group_harness import CTX
     await h.coordinator.delete_groups(m.DeleteGroupsRequest(groups_names=["d"]), 2, CTX)
     await h.restart()
@@ -71,7 +71,7 @@ async def test_given_replayed_records_then_state_is_rebuilt_without_writes(h):
 
 
 async def test_given_loaded_group_over_max_size_then_it_rebalances_and_extra_members_are_refused(tmp_path):
-    from coordinator.records import encode_record
+    from cohort.coordinator.records import encode_record
     from group_harness import subscription
     h = await Harness(tmp_path, group_max_size=2).start()
     try:

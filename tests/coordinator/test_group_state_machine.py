@@ -5,8 +5,8 @@ import asyncio
 
 import pytest
 
-from coordinator.config import CoordinatorConfig
-from coordinator.group import (
+from cohort.coordinator.config import CoordinatorConfig
+from cohort.coordinator.group import (
     VALID_PREVIOUS_STATES,
     ClassicGroup,
     GroupMember,

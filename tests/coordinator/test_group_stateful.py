@@ -23,7 +23,7 @@ import hypothesis.strategies as st
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
-from coordinator.group import GroupState
+from cohort.coordinator.group import GroupState
 from group_harness import E, Harness, subscription
 
 S = GroupState

@@ -13,8 +13,8 @@ import time
 import pytest
 
 from server_harness import RawClient
-from protocol.framing import decode_response
-from protocol.messages import ApiVersionsRequest, OffsetCommitRequest, OffsetFetchRequest
+from cohort.protocol.framing import decode_response
+from cohort.protocol.messages import ApiVersionsRequest, OffsetCommitRequest, OffsetFetchRequest
 
 pytestmark = pytest.mark.timeout(180)
 PARTITIONS = 200_000

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
-from coordinator.metrics import CoordinatorMetrics, GroupOffset, LogPartitionStats, MetricsHttpServer
+from cohort.coordinator.metrics import CoordinatorMetrics, GroupOffset, LogPartitionStats, MetricsHttpServer
 
 
 def samples(metrics: CoordinatorMetrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -205,7 +205,7 @@ async def test_http_port_in_use_raises_oserror():
 @settings(max_examples=50, deadline=None)
 @given(st.lists(st.floats(min_value=0, max_value=1e4, allow_nan=False), max_size=60))
 def test_histogram_agrees_with_counting_by_hand(values):
-    from coordinator.metrics import HistogramChild
+    from cohort.coordinator.metrics import HistogramChild
 
     bounds = (0.001, 0.01, 0.1, 1.0, 10.0)
     child = HistogramChild(bounds)

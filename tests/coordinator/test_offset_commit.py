@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator.group import GroupState
-from coordinator.group_coordinator import GROUP_AUTHORIZED_OPERATIONS, INT32_MIN, java_string_length
+from cohort.coordinator.group import GroupState
+from cohort.coordinator.group_coordinator import GROUP_AUTHORIZED_OPERATIONS, INT32_MIN, java_string_length
 from group_harness import CTX, E, Harness, subscription
-from protocol import messages as m
+from cohort.protocol import messages as m
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from coordinator.offsets import OffsetAndMetadata, OffsetsTable
+from cohort.coordinator.offsets import OffsetAndMetadata, OffsetsTable
 
 groups = st.sampled_from(["g1", "g2", "g3"])
 topics = st.sampled_from(["t1", "t2"])
@@ -89,7 +89,7 @@ def test_metadata_is_stored_only_where_it_is_not_empty():
     existing=st.booleans(),
 )
 def test_a_column_wise_run_stores_what_commit_by_commit_puts_store(partitions, offsets, existing):
-    from coordinator.records import OffsetCommitRun
+    from cohort.coordinator.records import OffsetCommitRun
 
     n = len(partitions)
     from array import array

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coordinator.records import (
+from cohort.coordinator.records import (
     GroupMemberRecord,
     GroupMetadataRecord,
     GroupMetadataTombstone,
@@ -153,7 +153,7 @@ def test_encoding_a_field_that_does_not_fit_is_a_value_error():
 
 
 def _flatten(items):
-    from coordinator.records import OffsetCommitRun
+    from cohort.coordinator.records import OffsetCommitRun
 
     out = []
     for item in items:
@@ -172,7 +172,7 @@ def _flatten(items):
     st.builds(TopicRecord, name=st.sampled_from(["t", "u"]), topic_id=st.uuids(), partitions=st.integers(1, 9)),
 ), max_size=30))
 def test_column_wise_load_decodes_exactly_what_record_by_record_decoding_does(recs):
-    from coordinator.records import decode_for_load
+    from cohort.coordinator.records import decode_for_load
 
     pairs = [encode_record(r) for r in recs]
     expected = [decode_record(k, v) for k, v in pairs]
@@ -182,7 +182,7 @@ def test_column_wise_load_decodes_exactly_what_record_by_record_decoding_does(re
 
 
 def test_column_wise_load_reports_bad_records_like_record_by_record_decoding():
-    from coordinator.records import decode_for_load
+    from cohort.coordinator.records import decode_for_load
 
     good = encode_record(OffsetCommitRecord("g", "t", 0, 1))
     bad = (good[0], b"\x00\x07" + good[1][2:])

@@ -18,8 +18,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from server_harness import RawClient
-from protocol.errors import ErrorCode
-from protocol.messages import API_SCHEMAS, ApiVersionsRequest, MetadataRequest
+from cohort.protocol.errors import ErrorCode
+from cohort.protocol.messages import API_SCHEMAS, ApiVersionsRequest, MetadataRequest
 
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "protocol"))  # declared_messages

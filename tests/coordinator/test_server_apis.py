@@ -9,9 +9,9 @@ import pytest
 
 from server_harness import size_prefixed
 
-from protocol.errors import ErrorCode
-from protocol.framing import SUPPORTED_VERSIONS
-from protocol.messages import (
+from cohort.protocol.errors import ErrorCode
+from cohort.protocol.framing import SUPPORTED_VERSIONS
+from cohort.protocol.messages import (
     ApiVersionsRequest,
     CreatePartitionsRequest,
     CreateTopicsRequest,

@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from protocol.framing import decode_response, encode_request
-from protocol.messages import (
+from cohort.protocol.framing import decode_response, encode_request
+from cohort.protocol.messages import (
     ApiVersionsRequest,
     FetchRequest,
     FindCoordinatorRequest,

@@ -15,7 +15,7 @@ import asyncio
 
 import pytest
 
-from coordinator.server import _Continuation
+from cohort.coordinator.server import _Continuation
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -17,7 +17,7 @@ import pytest
 
 from cohort_process import CohortServer, metric_value
 from server_harness import RawClient
-from protocol.messages import ApiVersionsRequest
+from cohort.protocol.messages import ApiVersionsRequest
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -11,8 +11,8 @@ from typing import Any
 
 from hypothesis import HealthCheck, settings, strategies as st
 
-from protocol.messages import API_SCHEMAS
-from protocol.schema import (
+from cohort.protocol.messages import API_SCHEMAS
+from cohort.protocol.schema import (
     Array, Struct, INT8, INT16, INT32, INT64, UINT16, FLOAT64, BOOL, STRING, BYTES, RECORDS, UUID, ZERO_UUID,
 )
 

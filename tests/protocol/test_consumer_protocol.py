@@ -7,11 +7,11 @@ import struct
 
 import pytest
 
-from protocol.consumer_protocol import (
+from cohort.protocol.consumer_protocol import (
     ConsumerProtocolAssignment, ConsumerProtocolSubscription, decode_assignment, decode_subscription,
     encode_assignment, encode_subscription,
 )
-from protocol.errors import ProtocolError
+from cohort.protocol.errors import ProtocolError
 
 TopicPartition = ConsumerProtocolSubscription.TopicPartition
 

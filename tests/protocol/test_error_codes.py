@@ -12,7 +12,7 @@ import inspect
 
 import kafka.errors as kp_errors
 
-from protocol.errors import ErrorCode, error_name
+from cohort.protocol.errors import ErrorCode, error_name
 
 # ours -> kafka-python's legacy name
 KAFKA_PYTHON_NAMES = {

@@ -13,17 +13,17 @@ import uuid
 import pytest
 
 from declared_messages import kafka_python_classes, to_kafka_python
-from protocol import framing
-from protocol.errors import ErrorCode
-from protocol.framing import (
+from cohort.protocol import framing
+from cohort.protocol.errors import ErrorCode
+from cohort.protocol.framing import (
     SUPPORTED_VERSIONS, RequestHeader, UnknownApiKey, UnsupportedVersion, api_versions_fallback, decode_request,
     decode_response, encode_request, encode_response, peek_correlation_id,
 )
-from protocol.messages import (
+from cohort.protocol.messages import (
     API_SCHEMAS, ApiVersionsRequest, ApiVersionsResponse, CreateTopicsResponse, FetchRequest, HeartbeatRequest,
     HeartbeatResponse, OffsetCommitRequest,
 )
-from protocol.schema import uvarint_bytes
+from cohort.protocol.schema import uvarint_bytes
 
 KP = kafka_python_classes()
 EDGE_VERSIONS = sorted({(key, v) for key, api in API_SCHEMAS.items()

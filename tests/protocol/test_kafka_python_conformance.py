@@ -40,12 +40,12 @@ from declared_messages import (
     KP_BITFIELDS, KP_PATCHED_DEFAULTS, KP_RENAMES, all_versions, codec_settings, from_kafka_python,
     kafka_python_classes, message_strategy, to_kafka_python,
 )
-from protocol.consumer_protocol import (
+from cohort.protocol.consumer_protocol import (
     ConsumerProtocolAssignment, ConsumerProtocolSubscription, decode_assignment, decode_subscription,
     encode_assignment, encode_subscription,
 )
-from protocol.messages import API_SCHEMAS
-from protocol.schema import Array, Struct, UUID, ZERO_UUID
+from cohort.protocol.messages import API_SCHEMAS
+from cohort.protocol.schema import Array, Struct, UUID, ZERO_UUID
 
 KP = kafka_python_classes()
 
@@ -162,7 +162,7 @@ def test_declaration_matches_kafka_json(cls, kp_cls):
 
 
 def test_every_declared_class_is_exported():
-    import protocol.messages as messages
+    import cohort.protocol.messages as messages
     for api in API_SCHEMAS.values():
         assert getattr(messages, api.request.__name__) is api.request
         assert getattr(messages, api.response.__name__) is api.response

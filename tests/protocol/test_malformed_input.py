@@ -12,10 +12,10 @@ import pytest
 from hypothesis import given, strategies as st
 
 from declared_messages import all_versions, codec_settings, message_strategy
-from protocol import framing
-from protocol.errors import ProtocolError
-from protocol.framing import FrameReader, FrameTooLarge, decode_request, encode_request
-from protocol.messages import (
+from cohort.protocol import framing
+from cohort.protocol.errors import ProtocolError
+from cohort.protocol.framing import FrameReader, FrameTooLarge, decode_request, encode_request
+from cohort.protocol.messages import (
     API_SCHEMAS, ApiVersionsResponse, HeartbeatRequest, JoinGroupRequest, MetadataResponse, OffsetCommitRequest,
 )
 

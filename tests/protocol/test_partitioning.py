@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 from declared_messages import codec_settings
-from protocol.partitioning import java_string_hash, partition_for
+from cohort.protocol.partitioning import java_string_hash, partition_for
 
 
 @pytest.mark.parametrize("group_id, hash_code, partition", [

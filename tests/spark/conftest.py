@@ -45,7 +45,7 @@ appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
 def spark(tmp_path_factory):
     from pyspark.sql import SparkSession
 
-    from client.spark import register
+    from cohort.client.spark import register
     from kafka_shaped_source import KafkaShapedSource
 
     log4j = tmp_path_factory.mktemp("spark-conf") / "log4j2.properties"
@@ -101,7 +101,7 @@ class CohortServer:
     def start(self, timeout: float = 30) -> "CohortServer":
         env = {k: v for k, v in os.environ.items() if not k.startswith("COHORT_")}
         args = [
-            sys.executable, "-m", "coordinator.cli", "serve",
+            sys.executable, "-m", "cohort.coordinator.cli", "serve",
             "--listen", self.bootstrap, "--metrics", f"127.0.0.1:{_free_port()}",
             "--data-dir", str(self.data_dir), "--group.initial.rebalance.delay.ms", "0",
         ]

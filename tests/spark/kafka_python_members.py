@@ -14,8 +14,8 @@ def join_kafka_python_consumer(bootstrap: str, group: str, topic: str, timeout: 
     """
     from kafka import KafkaConsumer
 
-    from client.admin import NewTopic
-    from client.blocking import BlockingAdmin
+    from cohort.client.admin import NewTopic
+    from cohort.client.blocking import BlockingAdmin
 
     with BlockingAdmin(bootstrap, api_timeout_ms=10000) as admin:
         admin.create_topics([NewTopic(topic, 2)])

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import functions as F
 
-from client.spark.commit_plan import CommitMarker
+from cohort.client.spark.commit_plan import CommitMarker
 from kafka_python_members import join_kafka_python_consumer
 
 pytestmark = pytest.mark.usefixtures("stop_queries")
@@ -55,8 +55,8 @@ def committed(admin, group) -> dict[tuple[str, int], tuple[int, CommitMarker | N
 
 def commit_records(data_dir: Path, group: str) -> list[tuple[str, int, int, CommitMarker | None]]:
     """The group's offset-commit records in the server's log, in log order per log partition."""
-    from coordinator.log.segments import list_segments, read_segment
-    from coordinator.records import OffsetCommitRecord, decode_record
+    from cohort.coordinator.log.segments import list_segments, read_segment
+    from cohort.coordinator.records import OffsetCommitRecord, decode_record
 
     out = []
     for _, segment in list_segments(data_dir):
@@ -147,7 +147,7 @@ def test_group_with_active_members_is_refused(spark, cohort_server, tmp_path):
 
 def test_another_query_is_refused_unless_take_over_is_allowed(spark, cohort_server, admin, tmp_path):
     # Another query's sink committed to the group up to its batch 9 (orders-0 ahead at 12).
-    from client.blocking import BlockingAdmin
+    from cohort.client.blocking import BlockingAdmin
 
     other = CommitMarker("another-query-id", 9).encode()
     with BlockingAdmin(cohort_server.bootstrap, api_timeout_ms=10000) as ours:
@@ -188,8 +188,8 @@ def test_unreachable_coordinator_fails_the_first_batch(spark, tmp_path):
 
 
 def test_check_sink_options_refuses_a_misconfigured_query_before_it_starts(spark, tmp_path):
-    from client.spark import check_sink_options
-    from client.spark.sink import SinkConfigError
+    from cohort.client.spark import check_sink_options
+    from cohort.client.spark.sink import SinkConfigError
 
     df = spark.readStream.format("kafka-shaped").option("topics", TOPICS).load()
     bad = df.withColumn("partition", F.col("partition").cast("string"))

@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from client.spark.commit_plan import (
+from cohort.client.spark.commit_plan import (
     CommitMarker,
     CommittedOffset,
     QueryConflict,
@@ -13,7 +13,7 @@ from client.spark.commit_plan import (
     next_offsets,
     plan_batch_commit,
 )
-from client.topic_partition import TopicPartition
+from cohort.client.topic_partition import TopicPartition
 
 T0, T1, U0 = TopicPartition("t", 0), TopicPartition("t", 1), TopicPartition("u", 0)
 Q, OTHER = "query-a", "query-b"

@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from client.spark.end_offsets import NotKafkaShaped, forward_only, parse_kafka_offsets
-from client.topic_partition import TopicPartition
+from cohort.client.spark.end_offsets import NotKafkaShaped, forward_only, parse_kafka_offsets
+from cohort.client.topic_partition import TopicPartition
 
 
 def test_kafka_end_offset_json_becomes_topic_partitions():

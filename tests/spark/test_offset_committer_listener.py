@@ -6,9 +6,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from client.blocking import BlockingAdmin
-from client.spark.commit_plan import CommitMarker
-from client.spark.listener import CohortOffsetCommitter
+from cohort.client.blocking import BlockingAdmin
+from cohort.client.spark.commit_plan import CommitMarker
+from cohort.client.spark.listener import CohortOffsetCommitter
 
 
 def offsets_of(bootstrap: str, group: str) -> dict[tuple[str, int], tuple[int, CommitMarker | None]]:

@@ -7,15 +7,15 @@ import sys
 
 import pytest
 
-from client.blocking import BlockingAdmin
+from cohort.client.blocking import BlockingAdmin
 from kafka_python_members import join_kafka_python_consumer
-from coordinator.log import list_segments
+from cohort.coordinator.log import list_segments
 
 
 def dump_records(data_dir) -> list[tuple]:
     """`cohort log dump` (the storage owner's tool) as comparable tuples."""
     out = subprocess.run(
-        [sys.executable, "-m", "coordinator.cli", "log", "dump", "--data-dir", str(data_dir)],
+        [sys.executable, "-m", "cohort.coordinator.cli", "log", "dump", "--data-dir", str(data_dir)],
         capture_output=True, text=True, timeout=60, check=True,
     ).stdout
     rows = []

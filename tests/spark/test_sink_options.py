@@ -6,7 +6,7 @@ import json
 import pytest
 from pyspark.sql.types import IntegerType, LongType, ShortType, StringType, StructField, StructType
 
-from client.spark.sink import CohortSinkError, SinkConfigError, SinkOptions
+from cohort.client.spark.sink import CohortSinkError, SinkConfigError, SinkOptions
 
 SCHEMA = StructType([
     StructField("value", StringType()),
@@ -77,7 +77,7 @@ def test_unreadable_checkpoint_metadata_is_a_clear_error(tmp_path):
 
 def test_check_sink_options_fails_in_the_callers_process_with_one_line():
     """Spark checks a data source's options only after .start() returned (hardening, item 19)."""
-    from client.spark import check_sink_options
+    from cohort.client.spark import check_sink_options
 
     check_sink_options(SCHEMA, {"bootstrap": "127.0.0.1:9092", "group": "g", "checkpointLocation": "/tmp/c"})
     with pytest.raises(SinkConfigError) as failure:
@@ -89,8 +89,8 @@ def test_check_sink_options_fails_in_the_callers_process_with_one_line():
 
 def test_an_abort_after_a_failed_commit_says_the_commit_failed_and_where(caplog):
     """Hardening, item 20: with the coordinator unreachable, abort() used to say "0 of 2 tasks failed"."""
-    from client.spark.sink import CohortStreamWriter, TaskNextOffsets
-    from client.topic_partition import TopicPartition
+    from cohort.client.spark.sink import CohortStreamWriter, TaskNextOffsets
+    from cohort.client.topic_partition import TopicPartition
 
     options = SinkOptions.parse({**GOOD, "bootstrap": "127.0.0.1:1", "queryId": "q", "commitTimeoutMs": "300",
                                  "retries": "0"}, SCHEMA)
@@ -106,8 +106,8 @@ def test_an_abort_after_a_failed_commit_says_the_commit_failed_and_where(caplog)
 
 
 def test_a_replayed_batch_is_one_warning_per_restart(cohort_server, caplog):
-    from client.spark.sink import commit_batch
-    from client.topic_partition import TopicPartition
+    from cohort.client.spark.sink import commit_batch
+    from cohort.client.topic_partition import TopicPartition
 
     options = SinkOptions.parse({**GOOD, "bootstrap": cohort_server.bootstrap, "group": "replays", "queryId": "q"},
                                 SCHEMA)

@@ -5,10 +5,10 @@ import asyncio
 import shutil
 from pathlib import Path
 
-from coordinator.log import OffsetsLog, list_segments
-from coordinator.log.journal import read_checkpoint
-from coordinator.log.segments import partition_dir, segment_base, segment_name
-from coordinator.records import OffsetCommitRecord, encode_record
+from cohort.coordinator.log import OffsetsLog, list_segments
+from cohort.coordinator.log.journal import read_checkpoint
+from cohort.coordinator.log.segments import partition_dir, segment_base, segment_name
+from cohort.coordinator.records import OffsetCommitRecord, encode_record
 
 
 class FakeClock:

@@ -10,12 +10,12 @@ import uuid
 import pytest
 from log_helpers import commit, crash_copy, garble_past_marks, open_log
 
-from coordinator.cli import main
-from coordinator.daemon import DataDirLock
-from coordinator.log import list_segments
-from coordinator.log.batch import iter_batches
-from coordinator.log.journal import CHECKPOINT_NAME, list_journals
-from coordinator.records import (
+from cohort.coordinator.cli import main
+from cohort.coordinator.daemon import DataDirLock
+from cohort.coordinator.log import list_segments
+from cohort.coordinator.log.batch import iter_batches
+from cohort.coordinator.log.journal import CHECKPOINT_NAME, list_journals
+from cohort.coordinator.records import (
     GroupMemberRecord,
     GroupMetadataRecord,
     OffsetCommitRecord,
@@ -162,12 +162,12 @@ async def test_compacting_a_log_whose_records_are_all_in_active_segments_says_wh
 
 def test_errors_are_one_line_with_exit_code_2_and_no_traceback(tmp_path):
     missing = tmp_path / "nope"
-    proc = subprocess.run([sys.executable, "-m", "coordinator.cli", "log", "dump", "--data-dir", str(missing)],
+    proc = subprocess.run([sys.executable, "-m", "cohort.coordinator.cli", "log", "dump", "--data-dir", str(missing)],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
     assert proc.stderr.strip() == f"cohort log: data dir {missing} does not exist or is not a directory"
     empty = tmp_path / "empty"
     empty.mkdir()
-    proc = subprocess.run([sys.executable, "-m", "coordinator.cli", "log", "verify", "--data-dir", str(empty)],
+    proc = subprocess.run([sys.executable, "-m", "cohort.coordinator.cli", "log", "verify", "--data-dir", str(empty)],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "no offsets log" in proc.stderr and "Traceback" not in proc.stderr

@@ -8,8 +8,8 @@ import time
 
 from log_helpers import FakeClock, commit, open_log
 
-from coordinator.log import compact_closed_segments, read_partition
-from coordinator.log.segments import partition_dir, segment_base, swap_name
+from cohort.coordinator.log import compact_closed_segments, read_partition
+from cohort.coordinator.log.segments import partition_dir, segment_base, swap_name
 
 TOMBSTONE_KEY = commit("gone", "t", 0, 0)[0]
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from log_helpers import commit, open_log
 
-from coordinator.log import LogLoadError, OffsetsLog, PartitionState, StorageError, list_segments
-from coordinator.log.batch import iter_batches
-from protocol.errors import ErrorCode
+from cohort.coordinator.log import LogLoadError, OffsetsLog, PartitionState, StorageError, list_segments
+from cohort.coordinator.log.batch import iter_batches
+from cohort.protocol.errors import ErrorCode
 
 
 async def _fill(data_dir, **kwargs):

@@ -18,9 +18,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests/coordin
 
 from cohort_process import CohortServer  # noqa: E402
 
-from protocol.errors import ErrorCode  # noqa: E402
-from protocol.framing import FrameReader, decode_response, encode_request  # noqa: E402
-from protocol.messages import OffsetCommitRequest, OffsetFetchRequest  # noqa: E402
+from cohort.protocol.errors import ErrorCode  # noqa: E402
+from cohort.protocol.framing import FrameReader, decode_response, encode_request  # noqa: E402
+from cohort.protocol.messages import OffsetCommitRequest, OffsetFetchRequest  # noqa: E402
 
 CYCLES = int(os.environ.get("COHORT_CRASH_CYCLES", "20"))
 CONNECTIONS = 12

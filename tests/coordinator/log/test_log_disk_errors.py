@@ -10,8 +10,8 @@ import signal
 import pytest
 from log_helpers import commit, open_log
 
-from coordinator.log import StorageError, list_segments, read_segment
-from protocol.errors import ErrorCode
+from cohort.coordinator.log import StorageError, list_segments, read_segment
+from cohort.protocol.errors import ErrorCode
 
 
 @pytest.fixture
@@ -79,7 +79,7 @@ async def test_a_failed_fsync_fails_every_waiting_append_and_keeps_none_of_them(
 
 
 async def test_appends_are_refused_while_loading_and_after_close(tmp_path):
-    from coordinator.log import OffsetsLog
+    from cohort.coordinator.log import OffsetsLog
 
     log = OffsetsLog(tmp_path, num_partitions=1)
     with pytest.raises(StorageError) as loading:

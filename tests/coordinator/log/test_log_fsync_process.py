@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from log_helpers import commit, open_log, wait_for
 
-from coordinator.log.fsync_process import FsyncProcess
+from cohort.coordinator.log.fsync_process import FsyncProcess
 
 
 def _helpers() -> set[int]:

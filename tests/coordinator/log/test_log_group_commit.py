@@ -6,8 +6,8 @@ import asyncio
 
 from log_helpers import commit, open_log
 
-from coordinator.log import list_segments, read_segment
-from coordinator.log.batch import iter_batches
+from cohort.coordinator.log import list_segments, read_segment
+from cohort.coordinator.log.batch import iter_batches
 
 
 async def test_concurrent_appends_share_batches_and_get_their_own_offsets(tmp_path):
@@ -41,7 +41,7 @@ async def test_flush_policies_all_persist_on_close(tmp_path):
 def test_bad_flush_policy_is_refused(tmp_path):
     import pytest
 
-    from coordinator.log import OffsetsLog
+    from cohort.coordinator.log import OffsetsLog
 
     with pytest.raises(ValueError, match="flush policy"):
         OffsetsLog(tmp_path, flush_policy="sometimes")

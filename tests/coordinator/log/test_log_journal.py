@@ -11,10 +11,10 @@ import threading
 import pytest
 from log_helpers import commit, crash_copy, garble_past_marks, open_log
 
-from coordinator.log import LogLoadError, OffsetsLog, list_segments
-from coordinator.log import offsets_log as offsets_log_module
-from coordinator.log.journal import list_journals, read_checkpoint, read_journal
-from coordinator.log.segments import segment_base
+from cohort.coordinator.log import LogLoadError, OffsetsLog, list_segments
+from cohort.coordinator.log import offsets_log as offsets_log_module
+from cohort.coordinator.log.journal import list_journals, read_checkpoint, read_journal
+from cohort.coordinator.log.segments import segment_base
 
 PARTITIONS = 4
 

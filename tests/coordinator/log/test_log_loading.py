@@ -6,7 +6,7 @@ import logging
 
 from log_helpers import commit, open_log
 
-from coordinator.log import OffsetsLog, PartitionState
+from cohort.coordinator.log import OffsetsLog, PartitionState
 
 
 async def test_partitions_load_one_by_one_with_a_line_each_and_a_total(tmp_path, caplog):

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 from log_helpers import garble_past_marks
 
-from coordinator.log import OffsetsLog
-from coordinator.records import (
+from cohort.coordinator.log import OffsetsLog
+from cohort.coordinator.records import (
     GroupMemberRecord,
     GroupMetadataRecord,
     GroupMetadataTombstone,
@@ -21,7 +21,7 @@ from coordinator.records import (
     decode_records,
     encode_record,
 )
-from protocol.partitioning import partition_for
+from cohort.protocol.partitioning import partition_for
 
 PARTITIONS = 3
 RETENTION_MS = 1000

@@ -4,8 +4,8 @@ from __future__ import annotations
 import pytest
 from log_helpers import commit, open_log
 
-from coordinator.log import CorruptLogError, list_partitions, list_segments, read_segment
-from coordinator.log.batch import iter_batches
+from cohort.coordinator.log import CorruptLogError, list_partitions, list_segments, read_segment
+from cohort.coordinator.log.batch import iter_batches
 
 
 async def test_reader_sees_every_record_and_stops_quietly_at_an_unfinished_tail(tmp_path):

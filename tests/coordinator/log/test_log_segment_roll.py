@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from log_helpers import FakeClock, commit, open_log
 
-from coordinator.log import offsets_log as offsets_log_module
-from coordinator.log.batch import iter_batches
+from cohort.coordinator.log import offsets_log as offsets_log_module
+from cohort.coordinator.log.batch import iter_batches
 
 KEYS = 20
 

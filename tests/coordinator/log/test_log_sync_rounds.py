@@ -15,9 +15,9 @@ import threading
 
 from log_helpers import commit, open_log, wait_for
 
-from coordinator.log import StorageError, list_segments, read_segment
-from coordinator.log.batch import iter_batches
-from coordinator.log.journal import list_journals, read_journal
+from cohort.coordinator.log import StorageError, list_segments, read_segment
+from cohort.coordinator.log.batch import iter_batches
+from cohort.coordinator.log.journal import list_journals, read_journal
 
 
 class FdatasyncSpy:

@@ -9,10 +9,10 @@ import shutil
 import pytest
 from log_helpers import commit, open_log
 
-from coordinator.cli import main
-from coordinator.log import LogLoadError, list_segments
-from coordinator.log.batch import iter_batches
-from coordinator.log.journal import CHECKPOINT_NAME, list_journals
+from cohort.coordinator.cli import main
+from cohort.coordinator.log import LogLoadError, list_segments
+from cohort.coordinator.log.batch import iter_batches
+from cohort.coordinator.log.journal import CHECKPOINT_NAME, list_journals
 
 
 def forget_checkpoint(data_dir):
