@@ -36,11 +36,12 @@ gets a task of its own.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import re
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from cohort.coordinator.config import CoordinatorConfig, HostPort
 from cohort.coordinator.group_coordinator import GroupCoordinator, RequestContext
@@ -49,14 +50,32 @@ from cohort.coordinator.topics import RESERVED_TOPIC_NAMES, Topic, TopicRefusal,
 from cohort.protocol.errors import ErrorCode
 from cohort.protocol.framing import SUPPORTED_VERSIONS
 from cohort.protocol.messages import (
+    ApiVersionsRequest,
     ApiVersionsResponse,
+    CreatePartitionsRequest,
     CreatePartitionsResponse,
+    CreateTopicsRequest,
     CreateTopicsResponse,
+    DeleteGroupsRequest,
+    DeleteTopicsRequest,
     DeleteTopicsResponse,
+    DescribeGroupsRequest,
+    FetchRequest,
     FetchResponse,
+    FindCoordinatorRequest,
     FindCoordinatorResponse,
+    HeartbeatRequest,
+    JoinGroupRequest,
+    LeaveGroupRequest,
+    ListGroupsRequest,
+    ListOffsetsRequest,
     ListOffsetsResponse,
+    MetadataRequest,
     MetadataResponse,
+    OffsetCommitRequest,
+    OffsetDeleteRequest,
+    OffsetFetchRequest,
+    SyncGroupRequest,
 )
 
 log = logging.getLogger("cohort.coordinator.handlers")
@@ -96,22 +115,14 @@ CLUSTER_AUTHORIZED_OPERATIONS = sum(1 << op for op in (
 # KIP-511: client software name and version must match this.
 _SOFTWARE_NAME = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 
-# API keys answered by the GroupCoordinator, and its method for each.
-GROUP_APIS: dict[int, str] = {
-    8: "offset_commit",
-    9: "offset_fetch",
-    11: "join_group",
-    12: "heartbeat",
-    13: "leave_group",
-    14: "sync_group",
-    15: "describe_groups",
-    16: "list_groups",
-    42: "delete_groups",
-    47: "offset_delete",
-}
-
-
 Handler = Callable[[Any, int, RequestContext], Any]
+
+
+class Route(NamedTuple):
+    """How the server runs one API: its handler, and whether that is a coroutine function."""
+
+    handler: Handler
+    is_async: bool
 
 
 class FetchWaits:
@@ -164,21 +175,33 @@ class RequestHandlers:
         self.fetch_waits = FetchWaits()
         self._partition_lists: dict[int, list] = {}
 
-        self.sync_handlers: dict[int, Handler] = {
-            18: self.api_versions,
-            10: self.find_coordinator,
-            2: self.list_offsets,
+        # The one dispatch table, keyed by request message: its API key comes from the schema.
+        handlers: dict[type, Handler] = {
+            ApiVersionsRequest: self.api_versions,
+            FindCoordinatorRequest: self.find_coordinator,
+            MetadataRequest: self.metadata,
+            ListOffsetsRequest: self.list_offsets,
+            FetchRequest: self.fetch,
+            CreateTopicsRequest: self.create_topics,
+            DeleteTopicsRequest: self.delete_topics,
+            CreatePartitionsRequest: self.create_partitions,
+            # Group APIs: the GroupCoordinator owns every group.
+            OffsetCommitRequest: groups.offset_commit,
+            OffsetFetchRequest: groups.offset_fetch,
+            JoinGroupRequest: groups.join_group,
+            HeartbeatRequest: groups.heartbeat,
+            LeaveGroupRequest: groups.leave_group,
+            SyncGroupRequest: groups.sync_group,
+            DescribeGroupsRequest: groups.describe_groups,
+            ListGroupsRequest: groups.list_groups,
+            DeleteGroupsRequest: groups.delete_groups,
+            OffsetDeleteRequest: groups.offset_delete,
         }
-        self.async_handlers: dict[int, Callable[[Any, int, RequestContext], Awaitable[Any]]] = {
-            3: self.metadata,
-            1: self.fetch,
-            19: self.create_topics,
-            20: self.delete_topics,
-            37: self.create_partitions,
+        self.routes: dict[int, Route] = {
+            request.API_KEY: Route(handler, inspect.iscoroutinefunction(handler))
+            for request, handler in handlers.items()
         }
-        for key, method in GROUP_APIS.items():
-            self.async_handlers[key] = getattr(groups, method)
-        handled = set(self.sync_handlers) | set(self.async_handlers)
+        handled = set(self.routes)
         missing = handled - set(SUPPORTED_VERSIONS)
         if missing:
             raise RuntimeError(f"the codec declares no messages for API keys {sorted(missing)}")

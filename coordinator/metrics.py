@@ -38,16 +38,13 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.utils import floatToGoString
 
 from cohort.coordinator import __version__
+from cohort.protocol.messages import API_SCHEMAS
 
 log = logging.getLogger(__name__)
 
-# Kafka's names for the API keys Cohort may see; used only as label values.
-API_NAMES: dict[int, str] = {
-    0: "Produce", 1: "Fetch", 2: "ListOffsets", 3: "Metadata", 8: "OffsetCommit", 9: "OffsetFetch",
-    10: "FindCoordinator", 11: "JoinGroup", 12: "Heartbeat", 13: "LeaveGroup", 14: "SyncGroup",
-    15: "DescribeGroups", 16: "ListGroups", 18: "ApiVersions", 19: "CreateTopics", 20: "DeleteTopics",
-    32: "DescribeConfigs", 37: "CreatePartitions", 42: "DeleteGroups", 47: "OffsetDelete",
-}
+# Kafka's names for the API keys Cohort may see, used only as label values: every API the codec
+# declares, and two that clients send before learning that Cohort does not serve them.
+API_NAMES: dict[int, str] = {0: "Produce", 32: "DescribeConfigs", **{key: api.name for key, api in API_SCHEMAS.items()}}
 GROUP_STATES = ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead")
 REBALANCE_REASONS = (
     "initial",          # first rebalance of an empty group

@@ -72,7 +72,7 @@ from cohort.protocol.framing import (
     decode_request_header,
     encode_response,
 )
-from cohort.protocol.messages import FetchRequest, FetchResponse
+from cohort.protocol.messages import FetchRequest, FetchResponse, HeartbeatRequest, OffsetCommitRequest
 from cohort.protocol.schema import compile_struct, uvarint_bytes
 
 log = logging.getLogger("cohort.coordinator.server")
@@ -82,15 +82,14 @@ TOPIC_REGISTRY_PARTITION = 0
 META_PROPERTIES = "meta.properties"
 # Log a refused connection at most this often (a client storm must not flood the log).
 _REFUSAL_LOG_INTERVAL_S = 10.0
-_FETCH_KEY = 1
-_OFFSET_COMMIT_KEY = 8
+_FETCH_KEY = FetchRequest.API_KEY
 # Requests that commute with each other, so a connection may run several at
 # once: commits of a pipelining client share fsyncs, and a Fetch parked for its
 # max wait holds up nothing. Any other request starts only when every earlier
 # request on its connection has finished, which is Kafka's guarantee (one
 # request at a time per connection): a pipelined OffsetFetch sees the
 # OffsetCommit sent before it, a JoinGroup follows the commit before it.
-OVERLAPPING_APIS = frozenset({_FETCH_KEY, _OFFSET_COMMIT_KEY, 12})  # Fetch, OffsetCommit, Heartbeat
+OVERLAPPING_APIS = frozenset(request.API_KEY for request in (FetchRequest, OffsetCommitRequest, HeartbeatRequest))
 _SIZE_AND_CORRELATION = struct.Struct(">ii")
 # Response class -> whether it has a top-level error code (a failed getattr costs an exception).
 _HAS_ERROR_CODE: dict[type, bool] = {}
@@ -624,14 +623,12 @@ class _Connection(asyncio.Protocol):
         else:
             encode = encode_response
         key = header.api_key
-        handler = self.handlers.sync_handlers.get(key)
-        is_async = handler is None
-        if is_async:
-            handler = self.handlers.async_handlers.get(key)
-            if handler is None:
-                # The codec knows this API but the server does not answer it (not advertised).
-                self._reject("protocol_error", f"API key {key} is not served")
-                return
+        route = self.handlers.routes.get(key)
+        if route is None:
+            # The codec knows this API but the server does not answer it (not advertised).
+            self._reject("protocol_error", f"API key {key} is not served")
+            return
+        handler, is_async = route
         ctx = self._ctx
         if header.client_id != ctx.client_id:
             ctx = self._ctx = RequestContext(header.client_id, ctx.client_host)
