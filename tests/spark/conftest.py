@@ -10,10 +10,7 @@ checkpoint, output directory, group and coordinator.
 from __future__ import annotations
 
 import os
-import socket
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -27,6 +24,8 @@ os.environ["PYTHONPATH"] = os.pathsep.join(
 )
 if str(EXAMPLES) not in sys.path:
     sys.path.insert(0, str(EXAMPLES))
+
+from cohort_process import CohortServer  # noqa: E402  the one launcher of `cohort serve` (tests/)
 
 import pytest  # noqa: E402
 
@@ -77,63 +76,6 @@ def stop_queries(spark):
     yield
     for query in spark.streams.active:
         query.stop()
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class CohortServer:
-    """`cohort serve` in a subprocess on an ephemeral port with its own data dir."""
-
-    def __init__(self, data_dir: Path) -> None:
-        self.data_dir = data_dir
-        self.port = _free_port()
-        self.stderr_path = data_dir.parent / f"cohort-{self.port}.stderr"
-        self.process: subprocess.Popen | None = None
-
-    @property
-    def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    def start(self, timeout: float = 30) -> "CohortServer":
-        env = {k: v for k, v in os.environ.items() if not k.startswith("COHORT_")}
-        args = [
-            sys.executable, "-m", "cohort.coordinator.cli", "serve",
-            "--listen", self.bootstrap, "--metrics", f"127.0.0.1:{_free_port()}",
-            "--data-dir", str(self.data_dir), "--group.initial.rebalance.delay.ms", "0",
-        ]
-        self._stderr = open(self.stderr_path, "w")
-        self.process = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=self._stderr, cwd=REPO)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise AssertionError(f"cohort serve exited {self.process.returncode}: {self.stderr()}")
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
-                return self
-            except OSError:
-                time.sleep(0.05)
-        raise AssertionError(f"cohort serve not listening after {timeout}s: {self.stderr()}")
-
-    def stderr(self) -> str:
-        try:
-            return self.stderr_path.read_text()
-        except OSError:
-            return ""
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(10)
-        if self.process is not None:
-            self._stderr.close()
 
 
 @pytest.fixture

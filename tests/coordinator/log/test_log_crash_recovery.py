@@ -10,11 +10,8 @@ from __future__ import annotations
 import asyncio
 import os
 import random
-import sys
 from dataclasses import dataclass, field
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests/coordinator: the cohort_process helper
 
 from cohort_process import CohortServer  # noqa: E402
 

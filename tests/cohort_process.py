@@ -1,4 +1,10 @@
-"""Run the real ``cohort`` console script as a subprocess, for the daemon tests."""
+"""The one launcher of the real ``cohort`` console script, for every test that runs it as a process.
+
+`CohortServer` starts ``cohort serve`` on ephemeral Kafka and metrics ports with its own data dir and
+waits, bounded in time, until ``/health`` answers 200; `run_cohort` runs any other sub-command. The
+coordinator, client and Spark tests all import it from here (``tests/conftest.py`` puts this folder
+on the import path).
+"""
 from __future__ import annotations
 
 import os
@@ -112,6 +118,10 @@ class CohortServer:
             return self.stderr_path.read_text()
         except OSError:
             return ""
+
+    def output(self) -> str:
+        """The end of the server's log, for an assertion message."""
+        return self.stderr()[-4000:]
 
     def stop(self) -> int:
         if self.process is None:
