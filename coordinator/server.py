@@ -700,7 +700,7 @@ class _Connection(asyncio.Protocol):
         encoding = self._loop.run_in_executor(None, req.encode, req.header, response)
 
         def encoded(done: asyncio.Future) -> None:
-            if self.closed:
+            if self.closed or done.cancelled():  # cancelled: the executor shut down with the server
                 return
             if done.exception() is not None:
                 self._fail(req.header, done.exception())
