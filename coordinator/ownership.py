@@ -1,0 +1,58 @@
+"""Who coordinates which offsets partition: the one abstraction behind single node, `--workers` and cluster mode.
+
+Kafka routes a group to the broker that leads its `__consumer_offsets` partition. Cohort does the
+same with an `Ownership`:
+
+* single node: this node owns every partition (`StaticOwnership` with one node);
+* `cohort serve --workers N`: a fixed map, partition -> worker, computed from N (`StaticOwnership`);
+* cluster mode: etcd leases and create-if-absent keys, with handoffs (`cohort.coordinator.cluster`).
+
+FindCoordinator and Metadata answer from `owner()`/`nodes()`; a request for a partition this node
+does not own answers NOT_COORDINATOR. The coordinator learns about changes through the listener it
+registers: `acquired(partition, epoch)` -> load from the `Store`, then serve; `lost(partition)` ->
+answer parked requests NOT_COORDINATOR, forget the partition's groups, `Store.release`.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Protocol
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """A Kafka broker as clients see it: id and advertised address."""
+
+    node_id: int
+    host: str
+    port: int
+
+
+class OwnershipListener(Protocol):
+    def acquired(self, partition: int, epoch: int) -> None: ...
+
+    def lost(self, partition: int) -> None: ...
+
+
+class Ownership(Protocol):
+    local: Node
+
+    def owner(self, partition: int) -> Node | None:
+        """The node coordinating `partition` now, or None while it has no owner (failover)."""
+        ...
+
+    def nodes(self) -> list[Node]:
+        """The live nodes (Metadata's broker list)."""
+        ...
+
+    def owned(self) -> Iterable[int]:
+        """The partitions this node owns now."""
+        ...
+
+    async def start(self, listener: OwnershipListener) -> None:
+        """Begin: `listener.acquired` is called for every partition this node owns (now and later)."""
+        ...
+
+    async def stop(self) -> None:
+        """Hand every owned partition over (graceful shutdown), calling `listener.lost` for each."""
+        ...

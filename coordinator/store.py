@@ -1,0 +1,56 @@
+"""`Store`: what the coordinator needs from durability, whatever keeps the bytes.
+
+The coordinator (group engine runtime, offsets table, topic registry) talks to storage only through
+this interface, per coordinator partition (Kafka's `__consumer_offsets` partition: hash of the group
+id mod `offsets.topic.num.partitions`). It never learns whether records sit in the local log
+(`cohort.coordinator.log`, single node and `--workers`) or in etcd (cluster mode).
+
+Records are ``(key, value)`` byte pairs as declared in `cohort.coordinator.records`; ``value=None``
+is a tombstone. Storage knows records, not groups: compaction keeps the latest value per key.
+
+Life of a partition on one node::
+
+    await store.open()                           # once: node-wide set-up (no partition owned yet)
+    async for chunk in store.load(p, epoch):     # the live records, latest value per key, in chunks
+        replay(chunk)
+    await store.append(p, records)               # durable on return, or raises StorageError
+    await store.release(p)                       # stop owning p: in-flight appends finish first
+    await store.close()
+
+Fencing: `load` is given the ownership epoch the node won `p` with (always 0 on the local log).
+Every `append` is guarded by it: when another node has taken `p` since, the append raises
+`StorageError` with ``error_code=NOT_COORDINATOR`` and nothing of it is kept; the coordinator then
+drops the partition.
+"""
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from typing import Protocol
+
+Record = tuple[bytes, bytes | None]
+
+
+class Store(Protocol):
+    num_partitions: int
+
+    async def open(self) -> None:
+        """Node-wide set-up before any partition is loaded."""
+        ...
+
+    def load(self, partition: int, epoch: int) -> AsyncIterator[list[tuple[bytes, bytes]]]:
+        """The live records of `partition` (no tombstones, each key once), in chunks.
+
+        Raises `LogLoadError`/`StorageError` when the partition cannot be served (damage, lost
+        ownership); the coordinator then answers NOT_COORDINATOR for its groups.
+        """
+        ...
+
+    async def append(self, partition: int, records: Sequence[Record]) -> None:
+        """Make `records` durable (replicated, in cluster mode) before returning; all or nothing."""
+        ...
+
+    async def release(self, partition: int) -> None:
+        """Give `partition` up: appends already accepted finish, later ones raise NOT_COORDINATOR."""
+        ...
+
+    async def close(self) -> None: ...
