@@ -331,9 +331,21 @@ class ExternalTarget(Target):
         self.version = "external"
 
 
+class CannedServer(_ManagedProcess):
+    """The ceiling: `bench.canned`, canned OffsetCommit/OffsetFetch answers from a uvloop server."""
+
+    def __init__(self) -> None:
+        super().__init__(name="canned", host="127.0.0.1", port=free_port())
+        self.workdir = Path(tempfile.mkdtemp(prefix="canned-bench-"))
+        self._own_workdir = True
+        self.version = "bench.canned (uvloop, no decoding, no storage)"
+        self._spawn([sys.executable, "-m", "bench.canned", "--listen", self.address], ready_timeout_s=30,
+                    env={**os.environ, "PYTHONPATH": str(REPO)})
+
+
 def is_managed(spec: str) -> bool:
     """Whether `start_target` starts `spec` itself (as opposed to an external HOST:PORT)."""
-    return spec in ("cohort", "cohort-never", "tansu", "zookeeper") or spec.startswith("cohort=")
+    return spec in ("cohort", "cohort-never", "tansu", "zookeeper", "canned") or spec.startswith("cohort=")
 
 
 def start_target(spec: str, **cohort_settings) -> Target:
@@ -358,6 +370,8 @@ def start_target(spec: str, **cohort_settings) -> Target:
         return server
     if spec == "tansu":
         return TansuServer()
+    if spec == "canned":
+        return CannedServer()
     if spec == "zookeeper":
         return ZooKeeperServer()
     return ExternalTarget(spec)
