@@ -160,6 +160,8 @@ class GroupCoordinator:
         self._failed: dict[int, str] = {}  # partition -> why it could not be loaded
         self._owned: set[int] | None = None  # None until ownership is known: every partition is ours, loading
         self._loads: dict[int, asyncio.Task] = {}
+        self._load_turn: asyncio.Lock | None = None  # partitions load one after another, in acquired order
+        self.loaded_records = 0  # live records replayed from the store since start (the load summary)
         self._releases: set[asyncio.Task] = set()
         self._high_watermarks: dict[str, dict[int, int]] = {}
         # Per partition: appends started / finished, and RequireStable fetches waiting for a count.
@@ -263,6 +265,14 @@ class GroupCoordinator:
             await asyncio.gather(*self._loads.values(), *self._releases, return_exceptions=True)
 
     async def _load_partition(self, partition: int, epoch: int) -> None:
+        # One at a time: replay is CPU-bound, so loading 50 partitions at once would only hold 50 of
+        # them in memory together (and the topic registry's partition 0 would not come first).
+        if self._load_turn is None:
+            self._load_turn = asyncio.Lock()
+        async with self._load_turn:
+            await self._load_partition_now(partition, epoch)
+
+    async def _load_partition_now(self, partition: int, epoch: int) -> None:
         started = time.perf_counter()
         loaded_groups: set[str] = set()
         count = 0
@@ -311,6 +321,7 @@ class GroupCoordinator:
                     loaded_groups.add(group_id)
 
     def _partition_replayed(self, partition: int, loaded_groups: set[str], records: int, started: float) -> None:
+        self.loaded_records += records
         for group_id in loaded_groups:
             group = self._groups.get(group_id)
             if group is not None:

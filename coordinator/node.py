@@ -130,9 +130,14 @@ class CoordinatorServer:
         self.groups = GroupCoordinator(config, self.store, other_records=self._replay_other_record,
                                        metrics=self.metrics)
         await self.store.open()
+        loading = time.perf_counter()
         await self.ownership.start(self.groups)
         await self.groups.wait_loaded()
         failed = self.groups.failed_partitions()
+        owned = len(list(self.ownership.owned()))
+        log.info("offsets log loaded: %d partitions, %d records in %.0f ms%s", owned - len(failed),
+                 self.groups.loaded_records, (time.perf_counter() - loading) * 1000,
+                 f", {len(failed)} partitions failed" if failed else "")
         if failed:
             # The partitions that loaded serve normally; the groups of the
             # failed ones answer NOT_COORDINATOR until an operator repairs them.
