@@ -259,8 +259,15 @@ class OffsetsLog(CommitRounds, Checkpoints):
         p = self._parts[index] = Partition(index, partition_dir(self.data_dir, index), state=PartitionState.LOADING)
         self._loads_running += 1
         t0 = time.perf_counter()
+        recovering = self._loop.run_in_executor(self._writers, self._recover_owned, p)
         try:
-            recovered, mark, lock = await self._loop.run_in_executor(self._writers, self._recover_owned, p)
+            recovered, mark, lock = await asyncio.shield(recovering)
+        except asyncio.CancelledError:
+            # The load was given up (the partition was lost meanwhile): the thread still finishes,
+            # and the directory lock it took must not outlive it.
+            recovering.add_done_callback(_release_recovered_lock)
+            p.state = PartitionState.UNOWNED
+            raise
         except PartitionOwnedError as exc:
             p.state, p.error = PartitionState.UNOWNED, exc
             raise StorageError(str(exc), ErrorCode.NOT_COORDINATOR) from None
@@ -459,3 +466,6 @@ class OffsetsLog(CommitRounds, Checkpoints):
             journal.fd = -1
 
 
+def _release_recovered_lock(recovering: asyncio.Future) -> None:
+    if not recovering.cancelled() and recovering.exception() is None:
+        recovering.result()[2].release()

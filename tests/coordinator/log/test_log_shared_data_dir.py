@@ -217,3 +217,27 @@ async def test_log_tools_work_on_a_shared_data_dir_and_compact_refuses_while_an_
     state = await reopen(tmp_path, num_partitions=PARTITIONS)
     for p in range(4, 8):
         assert committed(p, state) >= acked[p]
+
+
+async def test_a_load_given_up_half_way_leaves_the_partition_free_for_the_next_owner(tmp_path):
+    a = await owner(tmp_path, range(PARTITIONS))
+    await a.append(3, [key(3, 1)])
+    await a.close()
+    b = await owner(tmp_path, [])
+    loading = asyncio.ensure_future(loaded(b, 3))
+    await asyncio.sleep(0)  # recovery runs on a writer thread now
+    loading.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await loading
+    await b.release(3)
+    c = await owner(tmp_path, [])
+    for _ in range(200):  # the abandoned recovery finishes on its thread, then lets the directory go
+        try:
+            assert await loaded(c, 3) == dict([key(3, 1)])
+            break
+        except StorageError:
+            await asyncio.sleep(0.01)
+    else:
+        pytest.fail("the partition stayed locked after its load was given up")
+    for log in (b, c):
+        await log.close()
