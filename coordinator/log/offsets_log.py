@@ -252,6 +252,9 @@ class OffsetsLog(CommitRounds, Checkpoints):
         if self._closed or not self._opened:
             raise StorageError("the offsets log is not open", ErrorCode.NOT_COORDINATOR)
         old = self._parts[index]
+        while old.releasing is not None and not old.releasing.done():
+            await old.releasing  # its last mark and its lock go first
+            old = self._parts[index]
         if old.state in (PartitionState.LOADED, PartitionState.LOADING) and old.owner_lock is not None:
             raise RuntimeError(f"offsets partition {index} is already loaded")
         if old.owner_lock is not None:  # FAILED earlier: try again from scratch
@@ -360,6 +363,13 @@ class OffsetsLog(CommitRounds, Checkpoints):
         p = self._parts[partition]
         if p.state is PartitionState.UNOWNED:
             return
+        p.releasing = self._loop.create_future()
+        try:
+            await self._release_now(p)
+        finally:
+            p.releasing.set_result(None)
+
+    async def _release_now(self, p: Partition) -> None:
         if p.state is PartitionState.LOADED:
             p.state = PartitionState.UNOWNED  # no new appends; the accepted ones still finish
             while True:
@@ -378,7 +388,7 @@ class OffsetsLog(CommitRounds, Checkpoints):
             if not busy:
                 break
             await asyncio.wait(busy)
-        self._marks.pop(partition, None)
+        self._marks.pop(p.index, None)
         if p.fd >= 0 or p.owner_lock is not None:
             await self._loop.run_in_executor(self._writers, self._give_up, p)
 

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from log_helpers import crash_copy, reopen
+from log_helpers import crash_copy, garble_past_marks, reopen
 from log_owner_process import committed
 
 from cohort.coordinator.log import OffsetsLog, PartitionState, StorageError
@@ -241,3 +241,21 @@ async def test_a_load_given_up_half_way_leaves_the_partition_free_for_the_next_o
         pytest.fail("the partition stayed locked after its load was given up")
     for log in (b, c):
         await log.close()
+
+
+async def test_a_partition_taken_back_while_its_release_runs_waits_for_it_and_loses_nothing(tmp_path):
+    live_dir, crash_dir = tmp_path / "live", tmp_path / "crash"
+    a = await owner(live_dir, range(PARTITIONS))
+    appends = [asyncio.ensure_future(a.append(3, [key(3, n)])) for n in range(1, 51)]
+    await asyncio.sleep(0)
+    releasing = asyncio.ensure_future(a.release(3))
+    await asyncio.sleep(0)
+    assert await loaded(a, 3) == dict([key(3, 50)])  # every append accepted before the release is there
+    await releasing
+    assert all(f.done() and f.exception() is None for f in appends)
+    await a.append(3, [key(3, 51)])
+    await asyncio.sleep(0.2)  # whatever the release had left to do is done by now
+    crash_copy(live_dir, crash_dir)
+    garble_past_marks(crash_dir)  # a power cut: only what marks vouch for and what journals hold survive
+    await a.close()
+    assert (await reopen(crash_dir, num_partitions=PARTITIONS))[key(3, 0)[0]] == b"51"
