@@ -3,12 +3,15 @@
 Life cycle (driven by `cohort.coordinator.daemon` or by tests)::
 
     server = CoordinatorServer(config, metrics=metrics)
-    await server.start()   # state "loading": open and replay the offsets log, then bind; "ready"
+    await server.start()   # state "loading": open the store, load the owned partitions, then serve; "ready"
     ...                    # server.port is the bound port (useful with listeners=127.0.0.1:0)
-    await server.stop()    # "stopping": stop accepting, finish in-flight requests, close the log
+    await server.stop()    # "stopping": stop accepting, finish in-flight requests, hand the partitions over,
+                           # close the store
 
-The node wires the offsets log, the group coordinator, the topic registry and
-the request handlers together, and owns the set of open connections
+The node wires the `Store` (the local offsets log unless one is given), the `Ownership` (this node
+owns every partition unless one is given), the group coordinator, the topic registry and the
+request handlers together; the coordinator talks to the store only through the `Store` interface
+and loads and unloads partitions as the ownership says, and owns the set of open connections
 (`cohort.coordinator.connection` does everything within one). Node-wide limits
 from the config: ``max.connections`` (more are refused at accept),
 ``connections.max.idle.ms`` (a connection with nothing in flight and no bytes
@@ -33,14 +36,17 @@ from cohort.coordinator.connection import Connection, RequestBytesBudget, _Conti
 from cohort.coordinator.group_coordinator import GroupCoordinator
 from cohort.coordinator.handlers import RequestHandlers
 from cohort.coordinator.listener import Listener
-from cohort.coordinator.log import LogLoadError, OffsetsLog, PartitionState
+from cohort.coordinator.log import OffsetsLog
 from cohort.coordinator.metrics import LogPartitionStats
+from cohort.coordinator.ownership import Node, Ownership
 from cohort.coordinator.records import Record, TopicRecord, TopicTombstone, encode_record
+from cohort.coordinator.static_ownership import StaticOwnership
+from cohort.coordinator.store import Store
 from cohort.coordinator.topics import TopicRegistry
 
 log = logging.getLogger("cohort.coordinator.node")
 
-# The topic registry's records live in this offsets-log partition.
+# The topic registry's records live in this offsets-log partition (its owner keeps the registry).
 TOPIC_REGISTRY_PARTITION = 0
 META_PROPERTIES = "meta.properties"
 # Log a refused connection at most this often (a client storm must not flood the log).
@@ -50,13 +56,17 @@ _REFUSAL_LOG_INTERVAL_S = 10.0
 class CoordinatorServer:
     """One Cohort node: the offsets log, the group coordinator, the topic registry and the listener."""
 
-    def __init__(self, config: CoordinatorConfig, metrics: Any = None) -> None:
+    def __init__(self, config: CoordinatorConfig, metrics: Any = None, *, store: Store | None = None,
+                 ownership: Ownership | None = None) -> None:
+        """`store`: where offsets partitions live (default: the local offsets log in `data.dir`, built at
+        start); `ownership`: which partitions this node coordinates (default: all of them)."""
         self.config = config
         self.metrics = metrics
         self.state = "loading"
         self.port: int | None = None
         self.cluster_id: str | None = None
-        self.log: OffsetsLog | None = None
+        self.store: Store | None = store
+        self.ownership: Ownership | None = ownership
         self.groups: GroupCoordinator | None = None
         self.topics: TopicRegistry | None = None
         self.handlers: RequestHandlers | None = None
@@ -83,10 +93,7 @@ class CoordinatorServer:
 
     def failed_partitions(self) -> dict[int, str]:
         """Offsets partitions that failed to load, with why (their groups answer NOT_COORDINATOR)."""
-        if self.log is None:
-            return {}
-        return {p: str(self.log.partition_error(p)) for p in range(self.log.num_partitions)
-                if self.log.partition_state(p) is PartitionState.FAILED}
+        return self.groups.failed_partitions() if self.groups is not None else {}
 
     async def unbind(self) -> None:
         """Release the port of a server that never started (the daemon could not take the data dir)."""
@@ -95,7 +102,7 @@ class CoordinatorServer:
             self._listener = None
 
     async def start(self) -> None:
-        """Load the offsets log (state "loading"), then serve (state "ready"); binds first if `bind` was not called."""
+        """Load the owned partitions (state "loading"), then serve (state "ready"); binds first if `bind` was not called."""
         config = self.config
         started = time.perf_counter()
         if self._listener is None:
@@ -103,25 +110,39 @@ class CoordinatorServer:
         data_dir = Path(config.data_dir)
         data_dir.mkdir(parents=True, exist_ok=True)
         self.cluster_id = load_cluster_id(data_dir)
-        self.log = OffsetsLog(
-            data_dir,
-            num_partitions=config.offsets_topic_num_partitions,
-            segment_bytes=config.offsets_topic_segment_bytes,
-            segment_ms=config.offsets_topic_segment_ms,
-            flush_policy=config.offsets_flush_policy,
-            delete_retention_ms=config.delete_retention_ms,
-            cleaner_backoff_ms=config.log_cleaner_backoff_ms,
-            metrics=self.metrics,
-        )
+        if self.store is None:
+            self.store = OffsetsLog(
+                data_dir,
+                num_partitions=config.offsets_topic_num_partitions,
+                segment_bytes=config.offsets_topic_segment_bytes,
+                segment_ms=config.offsets_topic_segment_ms,
+                flush_policy=config.offsets_flush_policy,
+                delete_retention_ms=config.delete_retention_ms,
+                cleaner_backoff_ms=config.log_cleaner_backoff_ms,
+                metrics=self.metrics,
+                partitions=(),  # loaded one by one as the ownership hands them over
+            )
+        if self.ownership is None:
+            address = self.advertised_address()
+            self.ownership = StaticOwnership.single_node(Node(config.node_id, address.host, address.port),
+                                                         config.offsets_topic_num_partitions)
         self.topics = TopicRegistry(self._persist_topic_records)
-        self.groups = GroupCoordinator(config, self.log, other_records=self._replay_other_record,
+        self.groups = GroupCoordinator(config, self.store, other_records=self._replay_other_record,
                                        metrics=self.metrics)
-        try:
-            await self.groups.load()
-        except LogLoadError as exc:
+        await self.store.open()
+        loading = time.perf_counter()
+        await self.ownership.start(self.groups)
+        await self.groups.wait_loaded()
+        failed = self.groups.failed_partitions()
+        owned = len(list(self.ownership.owned()))
+        log.info("offsets log loaded: %d partitions, %d records in %.0f ms%s", owned - len(failed),
+                 self.groups.loaded_records, (time.perf_counter() - loading) * 1000,
+                 f", {len(failed)} partitions failed" if failed else "")
+        if failed:
             # The partitions that loaded serve normally; the groups of the
             # failed ones answer NOT_COORDINATOR until an operator repairs them.
-            log.error("%s", exc)
+            log.error("offsets log failed to load: %s", "; ".join(f"partition {p}: {why}"
+                                                               for p, why in sorted(failed.items())))
         self.groups.start_retention()
         self.handlers = RequestHandlers(config, self.topics, self.groups, self.cluster_id, self.advertised_address)
         if self.metrics is not None:
@@ -173,8 +194,11 @@ class CoordinatorServer:
     async def _close_storage(self) -> None:
         if self.groups is not None and self.state != "stopping":
             self.groups.shutdown()
-        if self.log is not None:
-            await self.log.close()
+        if self.ownership is not None and self.groups is not None:
+            await self.ownership.stop()  # every owned partition handed over: its appends finish, then released
+            await self.groups.wait_loaded()
+        if self.store is not None:
+            await self.store.close()
 
     async def __aenter__(self) -> "CoordinatorServer":
         await self.start()
@@ -192,8 +216,8 @@ class CoordinatorServer:
         return address
 
     async def _persist_topic_records(self, records: list[TopicRecord | TopicTombstone]) -> None:
-        assert self.log is not None
-        await self.log.append(TOPIC_REGISTRY_PARTITION, [encode_record(r) for r in records])
+        assert self.store is not None
+        await self.store.append(TOPIC_REGISTRY_PARTITION, [encode_record(r) for r in records])
 
     def _replay_other_record(self, record: Record) -> None:
         if isinstance(record, (TopicRecord, TopicTombstone)):
@@ -213,9 +237,10 @@ class CoordinatorServer:
     def _log_partition_stats(self) -> list[LogPartitionStats]:
         """Size and segment count of every offsets partition (read when Prometheus scrapes)."""
         stats = []
-        if self.log is not None:
-            for partition in range(self.log.num_partitions):
-                segments = self.log.segments(partition)
+        segments_of = getattr(self.store, "segments", None)  # a store with local files (the offsets log)
+        if segments_of is not None:
+            for partition in range(self.store.num_partitions):
+                segments = segments_of(partition)
                 size = 0
                 for path in segments:
                     try:
