@@ -14,7 +14,8 @@ Cases (each run in this process, CPU time of this thread, median of `--runs`):
   (the load path's per-record fallback) and `decode_record` (the Spark reader).
 
 Only the public API of `cohort.coordinator.records` is used, so the same
-script measures any revision of the module.
+script measures any revision of the module: `--module FILE` loads it from FILE
+(e.g. `git show REV:coordinator/records.py > /tmp/records_rev.py`).
 """
 from __future__ import annotations
 
@@ -29,14 +30,20 @@ from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from cohort.coordinator.records import (  # noqa: E402
-    OffsetCommitRecord,
-    decode_for_load,
-    decode_record,
-    decode_records,
-    encode_offset_commit,
-    encode_record,
-)
+import importlib.util  # noqa: E402
+from types import ModuleType  # noqa: E402
+
+
+def load_records(path: Path | None) -> ModuleType:
+    """The records module of this tree, or the one in `path` standing in for it."""
+    name = "cohort.coordinator.records"
+    if path is None:
+        return importlib.import_module(name)
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
 
 
 def _commit_args(n: int, metadata: str = "", expire: int = -1) -> list[tuple]:
@@ -56,11 +63,13 @@ def _cpu(fn: Callable[[], object]) -> float:
         gc.enable()
 
 
-def run(commits: int, records: int, runs: int) -> dict[str, float]:
+def run(r: ModuleType, commits: int, records: int, runs: int) -> dict[str, float]:
+    encode_offset_commit, encode_record = r.encode_offset_commit, r.encode_record
+    decode_for_load, decode_records, decode_record = r.decode_for_load, r.decode_records, r.decode_record
     plain = _commit_args(commits)
     with_metadata = _commit_args(commits, "m")
     expiring = _commit_args(commits, "", 1_800_000_000_000)
-    typed = [OffsetCommitRecord(*a) for a in plain]
+    typed = [r.OffsetCommitRecord(*a) for a in plain]
     live = [encode_offset_commit(*a) for a in _commit_args(records)]
     mixed = [encode_offset_commit(*a) for a in with_metadata]
 
@@ -90,8 +99,9 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--out", type=Path, help="also write the medians (seconds) as JSON here")
+    parser.add_argument("--module", type=Path, help="measure the records module in this file instead")
     args = parser.parse_args()
-    result = run(args.commits, args.records, max(args.runs, 1))
+    result = run(load_records(args.module), args.commits, args.records, max(args.runs, 1))
     for name, seconds in result.items():
         print(f"{seconds * 1000:9.1f} ms  {name}")
     if args.out:

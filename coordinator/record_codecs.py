@@ -32,6 +32,8 @@ from typing import Any, Callable
 
 from cohort.protocol.errors import EncodeError, ProtocolError
 from cohort.protocol.schema import BYTES, STRING, UUID, Array, Field
+# The schema generator's failure signal, source writer and reader of one non-fixed field.
+from cohort.protocol.schema import _Fail, _Gen, _gen_read_value
 from cohort.protocol.schema import Struct as SchemaStruct
 
 _MODULE = "cohort.coordinator.records"  # where the typed classes are published (pickling, reprs)
@@ -41,14 +43,6 @@ _H = struct.Struct(">h")
 
 class RecordDecodeError(ValueError):
     """A key or value that is not a record we know: unknown type or version, or bad bytes."""
-
-
-class _Fail(Exception):
-    """Internal: raised by generated decoders with the reason and byte offset."""
-
-    def __init__(self, reason: str, pos: int) -> None:
-        self.reason = reason
-        self.pos = pos
 
 
 # --------------------------------------------------------------------------------------
@@ -120,25 +114,8 @@ def fixed_layout(schema: Any, version: int) -> FixedLayout:
 # --------------------------------------------------------------------------------------
 # Code generation
 # --------------------------------------------------------------------------------------
-class _Source:
-    """Python source under construction, with its namespace of constants."""
-
-    def __init__(self) -> None:
-        self.lines: list[str] = []
-        self.ns: dict[str, Any] = {"_struct_error": struct.error, "_Fail": _Fail, "_h": _H.unpack_from}
-        self.counter = 0
-
-    def tmp(self, prefix: str) -> str:
-        self.counter += 1
-        return f"_{prefix}{self.counter}"
-
-    def const(self, value: Any, prefix: str = "c") -> str:
-        name = self.tmp(prefix)
-        self.ns[name] = value
-        return name
-
-    def emit(self, indent: int, line: str) -> None:
-        self.lines.append("    " * indent + line)
+class _Source(_Gen):
+    """The schema generator's source writer, plus compiling and struct packing."""
 
     def compile(self, name: str, label: str) -> Callable:
         exec(compile("\n".join(self.lines) + "\n", f"<{label}>", "exec"), self.ns)
@@ -200,7 +177,7 @@ def _emit_reading(src: _Source, ind: int, fields: list[Field], version: int, lab
     """Emit code reading `fields` of `version` from `buf` at `pos` into locals f_<name>.
 
     Absent fields get their declared defaults.  With `names`, strings are
-    shared through the caller's `names` dict (bytes -> interned str).
+    shared through the caller's `names` dict (their bytes -> one interned str).
     """
     run: list[Field] = []
 
@@ -223,33 +200,16 @@ def _emit_reading(src: _Source, ind: int, fields: list[Field], version: int, lab
             run.append(f)
             continue
         flush()
-        if kind == "uuid":
-            src.emit(ind, "_e = pos + 16")
-            src.emit(ind, f"if _e > end: raise _Fail('truncated {f.name}', pos)")
-            src.emit(ind, f"{name} = _UUID(bytes=bytes(buf[pos:_e])); pos = _e")
-            src.ns["_UUID"] = uuid.UUID
-            continue
-        if kind == "string":
-            src.emit(ind, "_n, = _h(buf, pos); pos += 2")
-        else:
-            src.emit(ind, "_n, = _i(buf, pos); pos += 4")
-            src.ns["_i"] = struct.Struct(">i").unpack_from
-        src.emit(ind, "if _n > 0:")
-        src.emit(ind + 1, "_e = pos + _n")
-        src.emit(ind + 1, f"if _e > end: raise _Fail('length ' + str(_n) + ' of {f.name} runs past the end', pos)")
-        if kind == "bytes":
-            src.emit(ind + 1, f"{name} = bytes(buf[pos:_e]); pos = _e")
-        elif names:
-            src.emit(ind + 1, "_s = buf[pos:_e]; pos = _e")
-            src.emit(ind + 1, f"{name} = names.get(_s)")
-            src.emit(ind + 1, f"if {name} is None: {name} = names[bytes(_s)] = _intern(str(_s, 'utf-8'))")
+        if names and kind == "string" and version not in f.nullable:
+            # looked up by its bytes: a name seen before is not decoded again
+            src.emit(ind, "_n, = _h(buf, pos); _e = pos + 2 + _n")
+            src.emit(ind, f"if _n < 0 or _e > end: raise _Fail('invalid length ' + str(_n) + ' of {label}.{f.name}', pos)")
+            src.emit(ind, "_s = buf[pos + 2:_e]; pos = _e")
+            src.emit(ind, f"{name} = names.get(_s)")
+            src.emit(ind, f"if {name} is None: {name} = names[_s] = _intern(_s.decode('utf-8'))")
             src.ns["_intern"] = sys.intern
         else:
-            src.emit(ind + 1, f"{name} = str(buf[pos:_e], 'utf-8'); pos = _e")
-        src.emit(ind, f"elif _n == 0: {name} = {repr('' if kind == 'string' else b'')}")
-        if version in f.nullable:
-            src.emit(ind, f"elif _n == -1: {name} = None")
-        src.emit(ind, f"else: raise _Fail('invalid length ' + str(_n) + ' for {f.name}', pos)")
+            _gen_read_value(src, ind, f.type, name, version in f.nullable, False, {}, version, f"{label}.{f.name}")
     flush()
 
 
@@ -413,10 +373,10 @@ class RecordType:
         src.emit(0, "def decode(key, value, names):")
         src.emit(1, "buf = key; end = len(buf); pos = 2; where = 0")
         src.emit(1, "try:")
-        _emit_reading(src, 2, self.key_fields, type_id, "key", names=True)
+        _emit_reading(src, 2, self.key_fields, type_id, self.key.SCHEMA.name, names=True)
         src.emit(2, "if pos != end: raise _Fail(str(end - pos) + ' unexpected trailing bytes', pos)")
         src.emit(2, f"if value is None: return _Tomb({key_args})")
-        src.emit(2, "buf = value; end = len(buf)")
+        src.emit(2, "buf = value if type(value) is bytes else bytes(value); end = len(buf)")
         src.emit(2, f"if end < 2: raise _Err('{value_name}: value too short (' + str(end) + ' bytes)')")
         src.emit(2, "version, = _h(buf, 0); pos = 2; where = 1")
         for i, version in enumerate(flat_versions):

@@ -145,7 +145,7 @@ def decode_record(key: bytes, value: bytes | None, names: dict | None = None) ->
     `names` (bytes -> str), when given, shares the key's strings with earlier calls.
     """
     if type(key) is not bytes:
-        key = bytes(key)  # a view's hash (to share names) needs read-only bytes
+        key = bytes(key)  # the generated decoders read bytes
     rtype = record_type(key)
     decode = _DECODERS.get(rtype)
     if decode is None:
@@ -160,7 +160,7 @@ def decode_records(pairs: Iterable[tuple[bytes, bytes | None]]) -> Iterator[Reco
     decoders = _DECODERS
     for key, value in pairs:
         decode = decoders.get(unpack_type(key)[0]) if len(key) >= 2 else None
-        if decode is None or type(key) is not bytes:
+        if decode is None or type(key) is not bytes:  # an error to report, or a view to copy
             yield decode_record(key, value)  # the precise error
         else:
             yield decode(key, value, names)
@@ -320,8 +320,8 @@ def _values_to_slots(blob: bytes, n: int) -> array:
 def _offset_commit_prefix(prefix: bytes, names: dict[bytes, str]) -> tuple[str, str] | None:
     """(group, topic) if `prefix` is an offset-commit key minus its partition, else None.
 
-    `names` caches decoded names by their bytes: a group's name recurs in every
-    one of its topics' runs, a topic's in every group that commits to it.
+    `names` shares decoded names: a group's name recurs in every one of its
+    topics' runs, a topic's in every group that commits to it.
     """
     if len(prefix) < 2:
         return None
