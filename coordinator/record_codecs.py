@@ -223,6 +223,12 @@ def _annotation(f: Field) -> Any:
     return {"fixed": int, "string": str, "bytes": bytes, "uuid": uuid.UUID}.get(_kind(t), Any)
 
 
+def _struct_of(f: Field) -> SchemaStruct | None:
+    """The struct a field holds (itself or as array elements), if any."""
+    element = f.type.element if isinstance(f.type, Array) else f.type
+    return element if isinstance(element, SchemaStruct) else None
+
+
 def _typed_class(name: str, fields: list[Field], required: int = 0) -> type:
     """A slotted dataclass of `fields`: the first `required` have no default, the rest the declared one."""
     specs = []
@@ -256,12 +262,14 @@ class RecordType:
         self.write_versions = write_versions
         self.key_fields = list(key.SCHEMA.struct.fields)
         self.value_fields = list(value.SCHEMA.struct.fields)
-        self.nested: dict[int, type] = {}  # id(schema struct) -> typed class
-        for f in self.value_fields:
-            element = f.type.element if isinstance(f.type, Array) else f.type
-            if isinstance(element, SchemaStruct):
-                self.nested[id(element)] = _typed_class((nested or {}).get(element.name, element.name),
-                                                        element.fields)
+        self.nested: dict[str, type] = {}  # nested struct's declared name -> its typed class
+        pending = list(self.value_fields)
+        while pending:
+            element = _struct_of(pending.pop())
+            if element is not None and element.name not in self.nested:
+                self.nested[element.name] = _typed_class((nested or {}).get(element.name, element.name),
+                                                         element.fields)
+                pending += element.fields
         self.record = _typed_class(record, self.key_fields + self.value_fields, required=len(self.key_fields))
         self.tombstone = _typed_class(tombstone, self.key_fields, required=len(self.key_fields))
         self.flat = is_flat(key, self.write_type) and all(is_flat(value, v) for v in write_versions)
@@ -414,11 +422,11 @@ class RecordType:
 
     def _typed(self, f: Field, v: Any) -> Any:
         """A decoded field value with nested message objects turned into their typed classes."""
-        element = f.type.element if isinstance(f.type, Array) else f.type
-        if v is None or not isinstance(element, SchemaStruct):
+        element = _struct_of(f)
+        if v is None or element is None:
             return v
-        cls = self.nested[id(element)]
-        convert = [(g, isinstance(g.type, Array) or isinstance(g.type, SchemaStruct)) for g in element.fields]
+        cls = self.nested[element.name]
+        convert = [(g, _struct_of(g) is not None) for g in element.fields]
 
         def typed(obj: Any) -> Any:
             return cls(*[self._typed(g, getattr(obj, g.name)) if deep else getattr(obj, g.name) for g, deep in convert])

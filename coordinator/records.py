@@ -43,14 +43,18 @@ from cohort.coordinator.record_schemas import (
 )
 
 # --------------------------------------------------------------------------------------
-# The registry: record type (a key's int16 prefix, the key declaration's versions) -> its record type.
+# The registry: record type (a key's int16 prefix; its key declaration's versions) -> RecordType.
+# Arguments: key and value declarations, value versions written (preferred first), typed class names.
 # --------------------------------------------------------------------------------------
-_OFFSET_COMMIT = RecordType(OffsetCommitKey, OffsetCommitValue, (3, 1), "OffsetCommitRecord", "OffsetCommitTombstone")
-_GROUP_METADATA = RecordType(GroupMetadataKey, GroupMetadataValue, (3,), "GroupMetadataRecord",
-                             "GroupMetadataTombstone", nested={"MemberMetadata": "GroupMemberRecord"})
-_TOPIC = RecordType(TopicKey, TopicValue, (0,), "TopicRecord", "TopicTombstone")
-
-RECORD_TYPES: dict[int, RecordType] = {t: rt for rt in (_OFFSET_COMMIT, _GROUP_METADATA, _TOPIC) for t in rt.type_ids}
+RECORD_TYPES: dict[int, RecordType] = {type_id: rt for rt in (
+    # types 0 and 1; written as type 1 with value v3, or v1 when the commit carries an expire timestamp
+    RecordType(OffsetCommitKey, OffsetCommitValue, (3, 1), "OffsetCommitRecord", "OffsetCommitTombstone"),
+    # type 2; value v3
+    RecordType(GroupMetadataKey, GroupMetadataValue, (3,), "GroupMetadataRecord", "GroupMetadataTombstone",
+               nested={"MemberMetadata": "GroupMemberRecord"}),
+    # type 100 (Cohort's topic registry); value v0
+    RecordType(TopicKey, TopicValue, (0,), "TopicRecord", "TopicTombstone"),
+) for type_id in rt.type_ids}
 
 __all__ = [
     "RECORD_TYPES",
@@ -75,6 +79,9 @@ __all__ = [
     "record_type",
 ]
 
+_OFFSET_COMMIT = RECORD_TYPES[1]
+_GROUP_METADATA = RECORD_TYPES[2]
+_TOPIC = RECORD_TYPES[100]
 OFFSET_COMMIT_KEY_TYPES = _OFFSET_COMMIT.type_ids
 GROUP_METADATA_KEY_TYPE = _GROUP_METADATA.write_type
 TOPIC_KEY_TYPE = _TOPIC.write_type
@@ -84,7 +91,7 @@ OffsetCommitRecord = _OFFSET_COMMIT.record
 OffsetCommitTombstone = _OFFSET_COMMIT.tombstone
 GroupMetadataRecord = _GROUP_METADATA.record
 GroupMetadataTombstone = _GROUP_METADATA.tombstone
-GroupMemberRecord = next(iter(_GROUP_METADATA.nested.values()))
+GroupMemberRecord = _GROUP_METADATA.nested["MemberMetadata"]
 TopicRecord = _TOPIC.record
 TopicTombstone = _TOPIC.tombstone
 
@@ -97,10 +104,8 @@ Record = (
     | TopicTombstone
 )
 
-_ENCODERS = {}
-for _rt in RECORD_TYPES.values():
-    _ENCODERS[_rt.record] = _rt.encode
-    _ENCODERS[_rt.tombstone] = _rt.encode_tombstone
+_ENCODERS = {cls: encode for rt in RECORD_TYPES.values()
+             for cls, encode in ((rt.record, rt.encode), (rt.tombstone, rt.encode_tombstone))}
 
 _DECODERS = {t: rt.decoder(t) for t, rt in RECORD_TYPES.items()}  # type -> decoder(key, value, names)
 _INT16 = struct.Struct(">h")
@@ -122,14 +127,16 @@ encode_offset_commit = _OFFSET_COMMIT.encode_fields
 expire_timestamp) -> (key, value): an `OffsetCommitRecord` without building one (the commit path)."""
 
 
+_GENERIC_ENCODERS = {cls: encode for rt in RECORD_TYPES.values()
+                     for cls, encode in ((rt.record, rt.encode_generic), (rt.tombstone, rt.encode_tombstone))}
+
+
 def encode_record_generic(rec: Record) -> tuple[bytes, bytes | None]:
     """`encode_record` through the generic generated codec: what the fast encoders are held to."""
-    for rt in RECORD_TYPES.values():
-        if type(rec) is rt.record:
-            return rt.encode_generic(rec)
-        if type(rec) is rt.tombstone:
-            return rt.encode_tombstone(rec)
-    raise TypeError(f"not a record: {rec!r}")
+    encoder = _GENERIC_ENCODERS.get(type(rec))
+    if encoder is None:
+        raise TypeError(f"not a record: {rec!r}")
+    return encoder(rec)
 
 
 def record_type(key: bytes) -> int:

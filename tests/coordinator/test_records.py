@@ -345,15 +345,16 @@ def test_a_new_record_type_is_one_declaration_and_one_registry_line():
     from dataclasses import fields
 
     from cohort.coordinator.record_codecs import RecordType
-    from cohort.protocol.schema import BYTES as B, INT8, INT32 as I32, STRING as S, Array, F, message
+    from cohort.protocol.schema import BYTES as B, INT8, INT32 as I32, STRING as S, Array, F, Struct, message
 
     key = message("CredentialKey", None, "200", "none", [F("user", S), F("mechanism", INT8)])
     value = message("CredentialValue", None, "0-1", "1+", [
         F("salt", B), F("iterations", I32, default=4096), F("hosts", Array(S), "1+"),
+        F("grants", Array(Struct("Grant", [F("topic", S), F("partitions", Array(I32))])), "1+"),
     ])
     flat = RecordType(key, value, (0,), "CredentialRecord", "CredentialTombstone")
     assert flat.type_ids == (200,)
-    assert [f.name for f in fields(flat.record)] == ["user", "mechanism", "salt", "iterations", "hosts"]
+    assert [f.name for f in fields(flat.record)] == ["user", "mechanism", "salt", "iterations", "hosts", "grants"]
     rec = flat.record("alice", 1, b"\x01\x02")
     assert rec.iterations == 4096
     encoded = flat.encode(rec)
@@ -363,7 +364,8 @@ def test_a_new_record_type_is_one_declaration_and_one_registry_line():
     assert flat.decoder(200)(encoded[0], None, {}) == flat.tombstone("alice", 1)
     # A flexible version with an array is written and read through the generic generated codec.
     flexible = RecordType(key, value, (1,), "CredentialRecord", "CredentialTombstone")
-    rec = flexible.record("bob", 2, b"s", 10, ["h1", "h2"])
+    rec = flexible.record("bob", 2, b"s", 10, ["h1", "h2"], [flexible.nested["Grant"]("t", [0, 1])])
     k, v = flexible.encode(rec)
-    assert v == b"\x00\x01" + b"\x02s" + struct.pack(">i", 10) + b"\x03\x03h1\x03h2" + b"\x00"
+    assert v == (b"\x00\x01" + b"\x02s" + struct.pack(">i", 10) + b"\x03\x03h1\x03h2"
+                 + b"\x02" + b"\x02t" + b"\x03" + struct.pack(">ii", 0, 1) + b"\x00" + b"\x00")
     assert flexible.decoder(200)(k, v, {}) == rec
