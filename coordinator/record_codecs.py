@@ -280,6 +280,7 @@ class RecordType:
             self.encode = self._compile_record_encoder()
         else:
             self.encode = self.encode_generic
+        self._from_message = self._compile_converter(self.value_fields, self.record, keyed=True)
         self._decoders = {t: self._compile_decoder(t) for t in self.type_ids}
 
     # ---- encoding -------------------------------------------------------------------
@@ -418,17 +419,21 @@ class RecordType:
             raise RecordDecodeError(f"bad {exc}") from None
         if end != len(value):
             raise RecordDecodeError(f"bad {name} v{version}: {len(value) - end} unexpected trailing bytes")
-        return self.record(*key_values, *[self._typed(f, getattr(decoded, f.name)) for f in self.value_fields])
+        return self._from_message(key_values, decoded)
 
-    def _typed(self, f: Field, v: Any) -> Any:
-        """A decoded field value with nested message objects turned into their typed classes."""
-        element = _struct_of(f)
-        if v is None or element is None:
-            return v
-        cls = self.nested[element.name]
-        convert = [(g, _struct_of(g) is not None) for g in element.fields]
-
-        def typed(obj: Any) -> Any:
-            return cls(*[self._typed(g, getattr(obj, g.name)) if deep else getattr(obj, g.name) for g, deep in convert])
-
-        return [typed(x) for x in v] if isinstance(f.type, Array) else typed(v)
+    def _compile_converter(self, fields: list[Field], cls: type, keyed: bool) -> Callable:
+        """convert([key_values,] obj) -> `cls` from a decoded message object, nested structs included."""
+        src = _Source()
+        src.ns["_cls"] = cls
+        args = ["*key_values"] if keyed else []
+        for f in fields:
+            element = _struct_of(f)
+            if element is None:
+                args.append(f"obj.{f.name}")
+                continue
+            nested = src.const(self._compile_converter(element.fields, self.nested[element.name], False), "conv")
+            each = f"[{nested}(x) for x in obj.{f.name}]" if isinstance(f.type, Array) else f"{nested}(obj.{f.name})"
+            args.append(f"None if obj.{f.name} is None else {each}")
+        src.emit(0, f"def convert({'key_values, ' if keyed else ''}obj):")
+        src.emit(1, f"return _cls({', '.join(args)})")
+        return src.compile("convert", f"convert to {cls.__name__}")
