@@ -121,6 +121,10 @@ class _Source(_Gen):
         exec(compile("\n".join(self.lines) + "\n", f"<{label}>", "exec"), self.ns)
         return self.ns[name]
 
+    def value(self, v: Any) -> str:
+        """Source for a constant: a literal when it is one (no name lookup at run time)."""
+        return repr(v) if v is None or type(v) in (int, str, bytes, bool) else self.const(v, "d")
+
     def pack(self, fmt: str, args: list[str]) -> str:
         return f"{self.const(struct.Struct('>' + fmt).pack, 'p')}({', '.join(args)})"
 
@@ -193,7 +197,7 @@ def _emit_reading(src: _Source, ind: int, fields: list[Field], version: int, lab
     for f in fields:
         name = _local(f.name)
         if version not in f.versions:
-            src.emit(ind, f"{name} = {src.const(f.default, 'd')}")
+            src.emit(ind, f"{name} = {src.value(f.default)}")
             continue
         kind = _kind(f.type)
         if kind == "fixed":
@@ -285,6 +289,7 @@ class RecordType:
 
     # ---- encoding -------------------------------------------------------------------
     def write_version(self, rec: Any) -> int:
+        """The value version `rec` is written with (see the class docstring)."""
         for version in self.write_versions[:-1]:
             if all(getattr(rec, f.name) == f.default for f in self.value_fields if version not in f.versions):
                 return version
@@ -336,7 +341,7 @@ class RecordType:
             ind = 2
             if i < len(self.write_versions) - 1:
                 absent = [f for f in self.value_fields if version not in f.versions]
-                cond = " and ".join(f"{_local(f.name)} == {src.const(f.default, 'd')}" for f in absent) or "True"
+                cond = " and ".join(f"{_local(f.name)} == {src.value(f.default)}" for f in absent) or "True"
                 src.emit(2, f"if {cond}:")
                 ind = 3
             variable = [f for f in _present(self.value_fields, version) if _kind(f.type) in ("string", "bytes")]
