@@ -233,6 +233,13 @@ def _struct_of(f: Field) -> SchemaStruct | None:
     return element if isinstance(element, SchemaStruct) else None
 
 
+def _key_head_and_tail(fields: list[Field], version: int) -> tuple[list[Field], list[Field]]:
+    """A key's fields up to its last string or bytes field, and the fixed-width ones after it."""
+    present = _present(fields, version)
+    last = max((i for i, f in enumerate(present) if _kind(f.type) in ("string", "bytes")), default=-1)
+    return present[: last + 1], present[last + 1 :]
+
+
 def _typed_class(name: str, fields: list[Field], required: int = 0) -> type:
     """A slotted dataclass of `fields`: the first `required` have no default, the rest the declared one."""
     specs = []
@@ -315,9 +322,7 @@ class RecordType:
         src = _Source()
         label = f"{self.name} record"
         params = [f.name for f in self.key_fields + self.value_fields]
-        key_fields = _present(self.key_fields, self.write_type)
-        last_var = max((i for i, f in enumerate(key_fields) if _kind(f.type) in ("string", "bytes")), default=-1)
-        head, tail = key_fields[: last_var + 1], key_fields[last_var + 1 :]
+        head, tail = _key_head_and_tail(self.key_fields, self.write_type)
         if head:
             cache = src.const({}, "cache")
             cache_key = (_local(head[0].name) if len(head) == 1
@@ -373,6 +378,23 @@ class RecordType:
         raise RecordDecodeError.
         """
         return self._decoders[type_id]
+
+    def key_head_decoder(self, type_id: int) -> Callable[[bytes, dict], tuple | None]:
+        """decode_head(key_head, names) -> the values of a key's head (`_key_head_and_tail`), None if invalid.
+
+        For the column-wise loader, which reads the fixed-width tail of many
+        keys at once and the head once per run of keys that share it.
+        """
+        head, _ = _key_head_and_tail(self.key_fields, type_id)
+        src = _Source()
+        src.emit(0, "def decode_head(buf, names):")
+        src.emit(1, "end = len(buf); pos = 2")
+        src.emit(1, "try:")
+        _emit_reading(src, 2, head, type_id, self.key.SCHEMA.name, names=True)
+        src.emit(1, "except (_Fail, _struct_error, IndexError, UnicodeDecodeError):")
+        src.emit(2, "return None")
+        src.emit(1, f"return ({''.join(_local(f.name) + ', ' for f in head)}) if pos == end else None")
+        return src.compile("decode_head", f"decode {self.name} key head type {type_id}")
 
     def _compile_decoder(self, type_id: int) -> Callable:
         src = _Source()

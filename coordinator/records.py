@@ -222,11 +222,13 @@ _RUN_DEFAULTS = {f.name: f.default for f in _OFFSET_COMMIT.value_fields}
 _PARTITION_FIELD = _OFFSET_COMMIT.key_fields[-1]
 _PARTITION_WIDTH = struct.calcsize(_PARTITION_FIELD.type.fmtstr)
 _PARTITION_CODE = _PARTITION_FIELD.type.fmtstr[1:]
-assert _PARTITION_FIELD.name == "partition" and all(name in _RUN_DEFAULTS for name in _RUN_SLOTS)
+# OffsetCommitRun's shape: the key's head is (group, topic), its fixed-width tail the partition.
+assert [f.name for f in _OFFSET_COMMIT.key_fields] == ["group", "topic", "partition"]
+assert all(name in _RUN_DEFAULTS for name in _RUN_SLOTS)
 
 _KEY_PREFIX = itemgetter(slice(0, -_PARTITION_WIDTH))
 _KEY_PARTITION = itemgetter(slice(-_PARTITION_WIDTH, None))
-_NO_PARTITION = bytes(_PARTITION_WIDTH)
+_RUN_KEY_HEADS = {t: _OFFSET_COMMIT.key_head_decoder(t) for t in OFFSET_COMMIT_KEY_TYPES}  # -> (group, topic)
 _FIRST = itemgetter(0)
 _SECOND = itemgetter(1)
 _IS_RUN_SIZE = _RUN_VALUE.size.__eq__
@@ -330,16 +332,8 @@ def _offset_commit_prefix(prefix: bytes, names: dict[bytes, str]) -> tuple[str, 
     `names` shares decoded names: a group's name recurs in every one of its
     topics' runs, a topic's in every group that commits to it.
     """
-    if len(prefix) < 2:
-        return None
-    rtype = _INT16.unpack_from(prefix)[0]
-    if rtype not in OFFSET_COMMIT_KEY_TYPES:
-        return None
-    try:
-        tombstone = _DECODERS[rtype](prefix + _NO_PARTITION, None, names)
-    except RecordDecodeError:
-        return None
-    return tombstone.group, tombstone.topic
+    decode_head = _RUN_KEY_HEADS.get(_INT16.unpack_from(prefix)[0]) if len(prefix) >= 2 else None
+    return None if decode_head is None else decode_head(prefix, names)
 
 
 _INTS: dict[int, struct.Struct] = {}
