@@ -130,6 +130,7 @@ class _Source(_Gen):
 
 
 def _local(name: str) -> str:
+    """A decoder's local for a field (decoders have locals of their own: buf, pos, version...)."""
     return "f_" + name
 
 
@@ -143,7 +144,7 @@ def _emit_packing(src: _Source, ind: int, fields: list[Field], version: int, fmt
     pieces: list[str] = []
     for f in _present(fields, version):
         kind = _kind(f.type)
-        name = _local(f.name)
+        name = f.name
         if kind == "fixed":
             fmt += _fixed_code(f.type)
             args.append(name)
@@ -162,7 +163,8 @@ def _emit_packing(src: _Source, ind: int, fields: list[Field], version: int, fmt
                 src.emit(ind, f"{data} = None if {name} is None else {name}.encode('utf-8')" if nullable
                          else f"{data} = {name}.encode('utf-8')")
                 guard = f"{data} is not None and len({data}) > 32767" if nullable else f"len({data}) > 32767"
-                src.emit(ind, f"if {guard}: raise ValueError('cannot encode {label}: {f.name} longer than 32767 bytes')")
+                too_long = f"cannot encode {label}: {f.name} longer than 32767 bytes"
+                src.emit(ind, f"if {guard}: raise ValueError({too_long!r})")
             args.append(f"(-1 if {data} is None else len({data}))" if nullable else f"len({data})")
             pieces.append(src.pack(fmt, args))
             pieces.append(f"({data} or b'')" if nullable else data)
@@ -207,7 +209,8 @@ def _emit_reading(src: _Source, ind: int, fields: list[Field], version: int, lab
         if names and kind == "string" and version not in f.nullable:
             # looked up by its bytes: a name seen before is not decoded again
             src.emit(ind, "_n, = _h(buf, pos); _e = pos + 2 + _n")
-            src.emit(ind, f"if _n < 0 or _e > end: raise _Fail('invalid length ' + str(_n) + ' of {label}.{f.name}', pos)")
+            src.emit(ind, "if _n < 0 or _e > end: "
+                          f"raise _Fail('invalid length ' + str(_n) + ' of {label}.{f.name}', pos)")
             src.emit(ind, "_s = buf[pos + 2:_e]; pos = _e")
             src.emit(ind, f"{name} = names.get(_s)")
             src.emit(ind, f"if {name} is None: {name} = names[_s] = _intern(_s.decode('utf-8'))")
@@ -325,41 +328,41 @@ class RecordType:
         head, tail = _key_head_and_tail(self.key_fields, self.write_type)
         if head:
             cache = src.const({}, "cache")
-            cache_key = (_local(head[0].name) if len(head) == 1
-                         else "(" + ", ".join(_local(f.name) for f in head) + ")")
-            src.emit(0, f"def _key_prefix({', '.join(_local(f.name) for f in head)}):")
+            cache_key = head[0].name if len(head) == 1 else "(" + ", ".join(f.name for f in head) + ")"
+            src.emit(0, f"def _key_prefix({', '.join(f.name for f in head)}):")
             pieces = _emit_packing(src, 1, head, self.write_type, "h", [str(self.write_type)], label)
             src.emit(1, f"_k = {_joined(pieces)}")
             src.emit(1, f"if len({cache}) >= {_KEY_PREFIX_CACHE_SIZE}: {cache}.clear()  # bounded; refilled by use")
             src.emit(1, f"{cache}[{cache_key}] = _k")
             src.emit(1, "return _k")
-        src.emit(0, f"def encode({', '.join(_local(p) for p in params)}):")
+        src.emit(0, f"def encode({', '.join(params)}):")  # the field names; the code's own names start with _
         src.emit(1, "try:")
         if head:
             src.emit(2, f"_k = {cache}.get({cache_key})")
-            src.emit(2, f"if _k is None: _k = _key_prefix({', '.join(_local(f.name) for f in head)})")
+            src.emit(2, f"if _k is None: _k = _key_prefix({', '.join(f.name for f in head)})")
             if tail:
                 src.emit(2, f"_k = _k + {_joined(_emit_packing(src, 2, tail, self.write_type, '', [], label))}")
         else:
-            src.emit(2, f"_k = {_joined(_emit_packing(src, 2, tail, self.write_type, 'h', [str(self.write_type)], label))}")
+            pieces = _emit_packing(src, 2, tail, self.write_type, "h", [str(self.write_type)], label)
+            src.emit(2, f"_k = {_joined(pieces)}")
         for i, version in enumerate(self.write_versions):
             ind = 2
             if i < len(self.write_versions) - 1:
                 absent = [f for f in self.value_fields if version not in f.versions]
-                cond = " and ".join(f"{_local(f.name)} == {src.value(f.default)}" for f in absent) or "True"
+                cond = " and ".join(f"{f.name} == {src.value(f.default)}" for f in absent) or "True"
                 src.emit(2, f"if {cond}:")
                 ind = 3
             variable = [f for f in _present(self.value_fields, version) if _kind(f.type) in ("string", "bytes")]
             if variable:
                 empty = " and ".join(
-                    f"{_local(f.name)} == {repr('' if _kind(f.type) == 'string' else b'')}" for f in variable)
+                    f"{f.name} == {repr('' if _kind(f.type) == 'string' else b'')}" for f in variable)
                 src.emit(ind, f"if {empty}:")
                 pieces = _emit_packing(src, ind + 1, self.value_fields, version, "h", [str(version)], label, empty=True)
                 src.emit(ind + 1, f"return _k, {_joined(pieces)}")
             pieces = _emit_packing(src, ind, self.value_fields, version, "h", [str(version)], label)
             src.emit(ind, f"return _k, {_joined(pieces)}")
-        src.emit(1, "except (_struct_error, AttributeError, TypeError, UnicodeEncodeError) as exc:")
-        src.emit(2, f"raise ValueError('cannot encode {label}: ' + str(exc)) from None")
+        src.emit(1, "except (_struct_error, AttributeError, TypeError, UnicodeEncodeError) as _exc:")
+        src.emit(2, f"raise ValueError('cannot encode {label}: ' + str(_exc)) from None")
         return src.compile("encode", f"encode {self.name}")
 
     def _compile_record_encoder(self) -> Callable[[Any], tuple[bytes, bytes]]:

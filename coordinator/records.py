@@ -167,8 +167,8 @@ def decode_records(pairs: Iterable[tuple[bytes, bytes | None]]) -> Iterator[Reco
     decoders = _DECODERS
     for key, value in pairs:
         decode = decoders.get(unpack_type(key)[0]) if len(key) >= 2 else None
-        if decode is None or type(key) is not bytes:  # an error to report, or a view to copy
-            yield decode_record(key, value)  # the precise error
+        if decode is None or type(key) is not bytes:  # an error to report, or a view to copy first
+            yield decode_record(key, value)
         else:
             yield decode(key, value, names)
 
