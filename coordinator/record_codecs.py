@@ -438,6 +438,22 @@ class RecordType:
         src.emit(1, "raise _Err('bad ' + what + ': ' + reason + ' at byte ' + str(pos)) from None")
         return src.compile("decode", f"decode {self.name} type {type_id}")
 
+    def decode_generic(self, key: bytes, value: bytes | None) -> Any:
+        """The typed record of (key, value) through the generic generated codec (the fast decoder's reference)."""
+        type_id = _H.unpack_from(key)[0]
+        try:
+            decoded, end = self.key.decode(key, type_id, pos=2, with_end=True)
+        except ProtocolError as exc:
+            raise RecordDecodeError(f"bad key: {exc}") from None
+        if end != len(key):
+            raise RecordDecodeError(f"bad key: {len(key) - end} unexpected trailing bytes")
+        key_values = tuple(getattr(decoded, f.name) for f in self.key_fields)
+        if value is None:
+            return self.tombstone(*key_values)
+        if len(value) < 2:
+            raise RecordDecodeError(f"{self.value.SCHEMA.name}: value too short ({len(value)} bytes)")
+        return self._decode_generic(key_values, value, _H.unpack_from(value)[0])
+
     def _decode_generic(self, key_values: tuple, value: bytes, version: int) -> Any:
         """A value version the fast decoder does not cover, through the generic generated codec."""
         name = self.value.SCHEMA.name
