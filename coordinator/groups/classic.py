@@ -190,13 +190,13 @@ class JoinRequest:
 
 
 # Events (besides the shared TimerFired and RecordsAppended)
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True)
 class JoinGroup:
     request_id: int
     request: JoinRequest
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True)
 class SyncGroup:
     request_id: int
     member_id: str
@@ -207,26 +207,26 @@ class SyncGroup:
     assignments: dict[str, bytes]
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True)
 class Heartbeat:
     member_id: str
     group_instance_id: str | None
     generation_id: int
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True)
 class LeaveGroup:
     members: list[tuple[str, str | None, str | None]]  # (member_id, group_instance_id, reason)
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True)
 class OffsetCommitted:
     """A member committed offsets: that keeps its session alive (Stable or PreparingRebalance)."""
 
     member_id: str
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True)
 class JoinAnswered:
     """A join-phase answer went out: the member's session restarts now (AnswerAll's feedback)."""
 
@@ -1255,14 +1255,19 @@ class ClassicGroup:
     # =========================================================================================
     def _on_heartbeat(self, event: Heartbeat) -> list | tuple:
         code = self._heartbeat_error(event)
-        if code is None:
-            out = self._out = []
-            self._schedule_session(event.member_id)
-            code = ErrorCode.REBALANCE_IN_PROGRESS if self.state is GroupState.PREPARING_REBALANCE else ErrorCode.NONE
-            if out:  # rare: the session timer had to be re-armed
-                out.append(Reply(code))
-                return out
-        return _REPLIES.get(code) or (Reply(code),)
+        if code is not None:
+            return _REPLIES.get(code) or (Reply(code),)
+        member_id = event.member_id
+        code = ErrorCode.REBALANCE_IN_PROGRESS if self.state is GroupState.PREPARING_REBALANCE else ErrorCode.NONE
+        session = self._sessions.get(member_id)
+        deadline = self._now.monotonic_ms + self.members[member_id].session_timeout_ms
+        if session is not None and session.fires_at <= deadline:
+            session.deadline = deadline  # the usual case: the armed timer fires first and re-arms
+            return _REPLIES[code]
+        out = self._out = []  # rare: the session timer must be (re-)armed
+        self._schedule_session(member_id)
+        out.append(Reply(code))
+        return out
 
     def _heartbeat_error(self, event: Heartbeat) -> int | None:
         """The error a heartbeat gets without touching the session, or None when it counts."""

@@ -23,14 +23,14 @@ class Now(NamedTuple):
 # ---------------------------------------------------------------------------------------------
 # Events every engine understands (the runtime produces them)
 # ---------------------------------------------------------------------------------------------
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True)
 class TimerFired:
     """The timer set with `SetTimer(key, ...)` is due (a cancelled or replaced timer never fires)."""
 
     key: Hashable
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True)
 class RecordsAppended:
     """The append asked for by `AppendRecords(..., purpose)` finished: `error` is 0 once durable,
     else the Kafka error code the client is told."""
@@ -42,14 +42,14 @@ class RecordsAppended:
 # ---------------------------------------------------------------------------------------------
 # Effects (the engine produces them, the runtime executes them in order)
 # ---------------------------------------------------------------------------------------------
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True)
 class Reply:
     """The answer to the request being handled now (Heartbeat, LeaveGroup: never parked)."""
 
     result: object
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True)
 class Answer:
     """Answer the parked request `request_id` (a no-op if its client already went away)."""
 
@@ -69,7 +69,7 @@ class AnswerAll:
     restart_sessions_of: int | None = None
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True)
 class SetTimer:
     """Fire `TimerFired(key)` after `delay_ms`, replacing any timer with the same key."""
 
@@ -77,7 +77,7 @@ class SetTimer:
     delay_ms: float
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True)
 class CancelTimer:
     key: Hashable
 
