@@ -119,7 +119,7 @@ class RebalanceCause(enum.Enum):
     LEADER_REJOINED = ("member_joined", "leader rejoined")
     MEMBER_LEFT = ("member_left", "members left with LeaveGroup")
     SESSION_EXPIRED = ("member_expired", "member session expired")
-    SYNC_EXPIRED = ("member_expired", "members did not send SyncGroup in time")
+    SYNC_EXPIRED = ("member_expired", "members did not send SyncGroup within the rebalance timeout")
     STATIC_MEMBER_REPLACED = ("static_replaced", "static member rejoined under a new member id")
     ASSIGNMENT_NOT_STORED = ("other", "the assignment could not be stored")
     OVER_MAX_SIZE = ("other", "loaded with more members than group.max.size")

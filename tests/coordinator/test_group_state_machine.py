@@ -5,7 +5,9 @@ slots, appends held until the test says they are durable), so each test reads as
 """
 from __future__ import annotations
 
+import ast
 import itertools
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -202,6 +204,16 @@ def test_a_transition_outside_the_table_raises_and_changes_nothing(source, step,
         with pytest.raises(IllegalStateTransition):
             group._transition(step, target)
         assert group.state is source and group._out == []
+
+
+@pytest.mark.parametrize("module", ["classic.py", "effects.py"])
+def test_the_engine_imports_no_event_loop_clock_or_io(module):
+    import cohort.coordinator.groups as groups
+    tree = ast.parse((Path(groups.__file__).parent / module).read_text())
+    imported = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
+                for alias in node.names}
+    imported |= {(node.module or "").split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    assert not imported & {"asyncio", "time", "socket", "threading", "selectors", "os"}, imported
 
 
 # ---------------------------------------------------------------------------------------------
