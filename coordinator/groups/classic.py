@@ -450,12 +450,12 @@ class ClassicGroup:
         _HANDLERS[type(event)](self, event)
         return out
 
-    def _transition(self, step: Step, target: GroupState) -> None:
+    def _transition(self, step: Step, target: GroupState, reason: RebalanceReason | None = None) -> None:
         allowed = TRANSITIONS.get((self.state, step))
         if allowed is None or target not in allowed:
             raise IllegalStateTransition(
                 f"group {self.group_id!r}: {self.state} -> {target} by {step.value} is not in TRANSITIONS")
-        self._out.append(StateChanged(self.group_id, self.state, step, target))
+        self._out.append(StateChanged(self.group_id, self.state, step, target, reason))
         self.previous_state = self.state
         self.state = target
         self.state_timestamp_ms = self._now.wall_ms
@@ -1055,7 +1055,7 @@ class ClassicGroup:
             self._rebalance_started_ms = self._now.wall_ms
             self._rebalance_reason = reason
             self._rebalance_initial = initial
-        self._transition(Step.PREPARE_REBALANCE, GroupState.PREPARING_REBALANCE)
+        self._transition(Step.PREPARE_REBALANCE, GroupState.PREPARING_REBALANCE, reason)
         self.new_member_added = False
         if initial:
             delay = self._config.group_initial_rebalance_delay_ms

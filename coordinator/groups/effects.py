@@ -98,12 +98,14 @@ class AppendRecords:
 
 @dataclass(slots=True, frozen=True)
 class StateChanged:
-    """A journal entry: the group moved `source` -> `target` by `step` (one row of the engine's table)."""
+    """A journal entry: the group moved `source` -> `target` by `step` (one row of the engine's table);
+    `reason` says why a rebalance started."""
 
     group_id: str
     source: object
     step: object
     target: object
+    reason: object = None
 
 
 @dataclass(slots=True, frozen=True)

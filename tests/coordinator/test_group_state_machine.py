@@ -235,6 +235,7 @@ def test_a_first_rebalance_goes_empty_preparing_completing_stable_and_is_counted
     assert record.members[0].assignment == b"mine"
     d.finish_appends()
     assert d.answers.pop(sync) == SyncResult(E.NONE, "consumer", "range", b"mine")
+    assert d.transitions[0].reason.cause is RebalanceCause.MEMBER_JOINED
     assert [(t.source, t.step, t.target) for t in d.transitions] == [
         (S.EMPTY, Step.PREPARE_REBALANCE, S.PREPARING_REBALANCE),
         (S.PREPARING_REBALANCE, Step.JOIN_PHASE_COMPLETED, S.COMPLETING_REBALANCE),
