@@ -44,7 +44,6 @@ from cohort.coordinator.groups.runtime import GroupRuntime, LoopScheduler, Sched
 from cohort.coordinator.log import OffsetsLog, PartitionState, StorageError
 from cohort.coordinator.offsets import OffsetsTable
 from cohort.coordinator.records import (
-    GroupMemberRecord,
     GroupMetadataRecord,
     GroupMetadataTombstone,
     OffsetCommitRecord,

@@ -144,7 +144,8 @@ class ManualScheduler:
 # ---------------------------------------------------------------------------------------------
 WriteRecord = Callable[[GroupMetadataRecord], Awaitable[int]]
 """The coordinator's write path: start appending one record now (so appends keep the order they
-were asked in) and resolve to a Kafka error code, NONE once durable."""
+were asked in) and resolve to a Kafka error code, NONE once durable (a future or task, so it runs
+whether or not anyone awaits it)."""
 
 
 class _Host:
@@ -193,7 +194,8 @@ class GroupRuntime:
         return self.submit(group, LeaveGroup(members))
 
     def offset_committed(self, group: ClassicGroup, member_id: str) -> None:
-        self.submit(group, OffsetCommitted(member_id))
+        if member_id:  # a standalone consumer's or admin tool's commit keeps no session alive
+            self.submit(group, OffsetCommitted(member_id))
 
     # -- life of a group ---------------------------------------------------------------------
     def load(self, group: ClassicGroup, record: GroupMetadataRecord) -> None:
@@ -328,13 +330,13 @@ class GroupRuntime:
 
     def _append(self, group: ClassicGroup, effect: AppendRecords) -> None:
         host = self._host(group)
-        (record,) = effect.records
-        write = self._write(record)  # started now: the group's appends keep their order
+        writes = [self._write(record) for record in effect.records]  # started now: appends keep their order
 
         async def then_feed_back() -> None:
-            error = await asyncio.shield(write)  # an unloaded group stops waiting; the append goes on
+            # An unloaded group stops waiting; its appends go on (shielded).
+            errors = await asyncio.shield(asyncio.gather(*writes))
             if self._hosts.get(group) is host:
-                self.submit(group, RecordsAppended(effect.purpose, error))
+                self.submit(group, RecordsAppended(effect.purpose, next((e for e in errors if e), ErrorCode.NONE)))
 
         task = asyncio.get_running_loop().create_task(then_feed_back())
         host.writes.add(task)
