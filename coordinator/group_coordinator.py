@@ -28,8 +28,9 @@ as soon as their records (if any) are durable. Besides the request API:
 
 Write path (one per operation): validate -> build typed records -> `await store.append(partition,
 records)` -> apply to memory -> answer. A failed append (`StorageError`) answers Kafka's mapped
-error (reference §3.2) and applies nothing. The group state machine itself is in
-`cohort.coordinator.group`.
+error (reference §3.2) and applies nothing. The classic group engine itself is in
+`cohort.coordinator.groups.classic`; `cohort.coordinator.groups.runtime` hosts it (parked
+requests, timers, its appends through `_store_record`).
 """
 from __future__ import annotations
 
@@ -40,20 +41,11 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from cohort.coordinator.group import (
-    ClassicGroup,
-    GroupMember,
-    GroupState,
-    JoinRequest,
-    JoinResult,
-    LoopScheduler,
-    Scheduler,
-    SyncResult,
-)
+from cohort.coordinator.groups.classic import ClassicGroup, GroupState, JoinRequest, JoinResult, SyncResult
+from cohort.coordinator.groups.runtime import GroupRuntime, LoopScheduler, Scheduler
 from cohort.coordinator.log import LogLoadError, StorageError
 from cohort.coordinator.offsets import OffsetsTable
 from cohort.coordinator.records import (
-    GroupMemberRecord,
     GroupMetadataRecord,
     GroupMetadataTombstone,
     OffsetCommitRecord,
@@ -153,6 +145,7 @@ class GroupCoordinator:
         self._store = store
         self.offsets = offsets if offsets is not None else OffsetsTable()
         self.scheduler: Scheduler = scheduler or LoopScheduler()
+        self.runtime = GroupRuntime(self.scheduler, self._store_record, metrics)
         self._other_records = other_records
         self._groups: dict[str, ClassicGroup] = {}
         self._num_partitions = config.offsets_topic_num_partitions
@@ -325,7 +318,7 @@ class GroupCoordinator:
         for group_id in loaded_groups:
             group = self._groups.get(group_id)
             if group is not None:
-                group.on_loaded()
+                self.runtime.load_completed(group)
         self._loaded.add(partition)
         if self.metrics is not None:
             self.metrics.partition_loaded(partition, time.perf_counter() - started, records)
@@ -348,20 +341,11 @@ class GroupCoordinator:
             group = self._groups.get(record.group)
             if group is None:
                 group = self._groups[record.group] = self._new_group(record.group)
-            group.load_members(
-                record.generation, record.protocol_type, record.protocol, record.leader,
-                record.current_state_timestamp,
-                [GroupMember(
-                    member_id=r.member_id, group_instance_id=r.group_instance_id, client_id=r.client_id,
-                    client_host=r.client_host,
-                    rebalance_timeout_ms=r.rebalance_timeout if r.rebalance_timeout >= 0 else r.session_timeout,
-                    session_timeout_ms=r.session_timeout, protocol_type=record.protocol_type,
-                    protocols=[(record.protocol or "", bytes(r.subscription))], assignment=bytes(r.assignment))
-                 for r in record.members])
+            self.runtime.load(group, record)
         elif type(record) is GroupMetadataTombstone:
             group = self._groups.pop(record.group, None)
             if group is not None:
-                group.shutdown()
+                self.runtime.unload(group)
         elif self._other_records is not None:
             self._other_records(record)
 
@@ -369,8 +353,7 @@ class GroupCoordinator:
     # Groups, records, writes
     # =========================================================================================
     def _new_group(self, group_id: str) -> ClassicGroup:
-        return ClassicGroup(group_id, config=self.config, scheduler=self.scheduler, store=self._store_group,
-                            metrics=self.metrics)
+        return ClassicGroup(group_id, config=self.config, created_ms=self.scheduler.now_ms())
 
     def group(self, group_id: str) -> ClassicGroup | None:
         """Read-only access for tests and tools; mutate only through the request methods."""
@@ -379,34 +362,16 @@ class GroupCoordinator:
     def groups(self) -> list[ClassicGroup]:
         return list(self._groups.values())
 
-    def _group_metadata_record(self, group: ClassicGroup, assignment: dict[str, bytes]) -> GroupMetadataRecord:
-        protocol = group.protocol_name
-        return GroupMetadataRecord(
-            group=group.group_id,
-            protocol_type=group.protocol_type or "",
-            generation=group.generation_id,
-            protocol=protocol,
-            leader=group.leader_id,
-            current_state_timestamp=group.state_timestamp_ms if group.state_timestamp_ms is not None else -1,
-            members=[GroupMemberRecord(
-                member_id=mem.member_id, group_instance_id=mem.group_instance_id, client_id=mem.client_id,
-                client_host=mem.client_host, rebalance_timeout=mem.rebalance_timeout_ms,
-                session_timeout=mem.session_timeout_ms,
-                subscription=mem.metadata(protocol) if protocol is not None else b"",
-                assignment=assignment.get(mem.member_id, b""))
-                for mem in group.members.values()],
-        )
+    def _store_record(self, record: GroupMetadataRecord) -> asyncio.Future:
+        """The groups' write path: append one GroupMetadata record, resolve to an error code.
 
-    def _store_group(self, group: ClassicGroup, assignment: dict[str, bytes]) -> asyncio.Future:
-        """The group's write hook: snapshot the group now, append, resolve to an error code.
-
-        The record of a big group (10 000 members: ~0.2 s to build) is encoded on a worker
-        thread so the loop keeps serving others; the group's later writes wait for it, so its
-        records reach the log in the order they were made (the last one is what a reload sees).
+        Called synchronously, so records of a group reach the log in the order they were made
+        (the last one is what a reload sees). The record of a big group (10 000 members: ~0.2 s)
+        is encoded on a worker thread so the loop keeps serving others; the group's later writes
+        wait for it.
         """
-        record = self._group_metadata_record(group, assignment)
-        partition = self.partition_for(group.group_id)
-        group_id = group.group_id
+        partition = self.partition_for(record.group)
+        group_id = record.group
         previous = self._group_writes.get(group_id)
         if previous is None and len(record.members) <= MEMBERS_ENCODED_ON_LOOP:
             return asyncio.ensure_future(self._append(partition, [record]))
@@ -529,7 +494,7 @@ class GroupCoordinator:
         if self._groups.get(group.group_id) is group:
             del self._groups[group.group_id]
         if group.state is not GroupState.DEAD:
-            group.mark_dead()
+            self.runtime.delete(group)
 
     # =========================================================================================
     # JoinGroup
@@ -553,7 +518,7 @@ class GroupCoordinator:
             group = self._groups[group_id] = self._new_group(group_id)
             log.info("group %s: created by a JoinGroup from client %s", group_id, ctx.client_id)
             # Commit the new group to the log (Kafka's "empty" GroupMetadata record, generation 0).
-            new_group_write = self._store_group(group, {})
+            new_group_write = self._store_record(group.metadata_record({}))
         join = JoinRequest(
             member_id=member_id,
             group_instance_id=req.group_instance_id if version >= 5 else None,
@@ -570,7 +535,7 @@ class GroupCoordinator:
         if join.reason:
             log.info("group %s: JoinGroup from %r (client %s), reason: %s", group_id, member_id,
                      ctx.client_id, join.reason)
-        future = group.join(join)
+        future = self.runtime.join(group, join)
         if new_group_write is not None:
             error = await new_group_write
             if error:
@@ -623,7 +588,8 @@ class GroupCoordinator:
         if group is None:
             return self._sync_response(SyncResult(error=E.UNKNOWN_MEMBER_ID))
         assignments = {a.member_id: bytes(a.assignment) for a in req.assignments}
-        future = group.sync(
+        future = self.runtime.sync(
+            group,
             req.member_id,
             req.group_instance_id if version >= 3 else None,
             req.generation_id,
@@ -651,7 +617,8 @@ class GroupCoordinator:
         group = self._groups.get(group_id)
         if group is None:
             return m.HeartbeatResponse(throttle_time_ms=0, error_code=E.UNKNOWN_MEMBER_ID)
-        error = group.heartbeat(req.member_id, req.group_instance_id if version >= 3 else None, req.generation_id)
+        error = self.runtime.heartbeat(group, req.member_id, req.group_instance_id if version >= 3 else None,
+                                       req.generation_id)
         return m.HeartbeatResponse(throttle_time_ms=0, error_code=int(error))
 
     async def leave_group(self, req, version: int, ctx: RequestContext):
@@ -683,7 +650,7 @@ class GroupCoordinator:
             return E.NONE, [E.UNKNOWN_MEMBER_ID] * len(identities)
         if group.state is GroupState.DEAD:
             return E.COORDINATOR_NOT_AVAILABLE, []
-        return E.NONE, group.leave(identities)
+        return E.NONE, self.runtime.leave(group, identities)
 
     # =========================================================================================
     # OffsetCommit
@@ -711,7 +678,7 @@ class GroupCoordinator:
             error = group.validate_offset_commit(member_id, instance_id, generation)
             if error:
                 return self._commit_error_response(req, error)
-        group.note_offset_commit(member_id)
+        self.runtime.offset_committed(group, member_id)
         now = self.scheduler.now_ms()
         retention = req.retention_time_ms if 2 <= version <= 4 else -1
         # A retention of "forever" (up to 2^63-1 ms) must not overflow the record's int64.
@@ -1131,7 +1098,7 @@ class GroupCoordinator:
         if self._retention_task is not None:
             self._retention_task.cancel()
         for group in self._groups.values():
-            group.shutdown(E.NOT_COORDINATOR)
+            self.runtime.unload(group, E.NOT_COORDINATOR)
 
 
 def _metadata_too_large(metadata: str, max_bytes: int) -> bool:
