@@ -236,7 +236,7 @@ class GroupCoordinator:
         self._failed.pop(partition, None)
         for group_id in [g for g in self._groups if self.partition_for(g) == partition]:
             group = self._groups.pop(group_id)
-            group.shutdown(E.NOT_COORDINATOR)
+            self.runtime.unload(group, E.NOT_COORDINATOR)
         for group_id in [g for g in self.offsets.groups() if self.partition_for(g) == partition]:
             self.offsets.delete_group(group_id)
         release = asyncio.get_running_loop().create_task(self._release(partition, loading),
