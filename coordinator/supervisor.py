@@ -81,6 +81,21 @@ class WorkerProcess:
         return self.process is not None and self.process.returncode is None
 
 
+def worker_nodes(config, ports: list[int]) -> list[Node]:
+    """Each worker as clients see it: node id ``node.id + K`` at the advertised host, on its own port.
+
+    Without --advertised a worker advertises its listen address; with it, the advertised port is shifted
+    as the worker's listen port is from the first one (so one port mapping rule covers every worker).
+    """
+    base = config.node_id
+    if config.advertised_listeners is None:
+        host = config.listen_address.host
+        return [Node(base + k, host, port) for k, port in enumerate(ports)]
+    advertised = config.advertised_address
+    return [Node(base + k, advertised.host, advertised.port + (port - ports[0]) if ports[0] else port)
+            for k, port in enumerate(ports)]
+
+
 def bind_worker_ports(addresses: list[HostPort]) -> list[socket.socket]:
     """Bind (not yet listen) each worker's Kafka port; OSError names nothing, the caller names the flag."""
     sockets: list[socket.socket] = []
@@ -207,7 +222,7 @@ class Supervisor:
             for sock in sockets:
                 sock.close()
             raise StartupError(f"cannot start: {exc}") from None
-        advertised = self._advertised_nodes([s.getsockname()[1] for s in sockets])
+        advertised = worker_nodes(config, [s.getsockname()[1] for s in sockets])
         self.workers = [WorkerProcess(k, advertised[k], sockets[k]) for k in range(count)]
         self._stop_requested = asyncio.Event()
         for signum in (signal.SIGTERM, signal.SIGINT):
@@ -230,16 +245,6 @@ class Supervisor:
             worker.listen.close()
         log.info("cohort supervisor stopped")
         return EXIT_FAILURE if self._unclean else EXIT_OK
-
-    def _advertised_nodes(self, ports: list[int]) -> list[Node]:
-        config = self.config
-        base = config.node_id
-        if config.advertised_listeners is None:
-            host = config.listen_address.host
-            return [Node(base + k, host, port) for k, port in enumerate(ports)]
-        advertised = config.advertised_address
-        return [Node(base + k, advertised.host, advertised.port + (port - ports[0]) if ports[0] else port)
-                for k, port in enumerate(ports)]
 
     # ------------------------------------------------------------------ workers
     async def _spawn(self, worker: WorkerProcess) -> None:
