@@ -346,7 +346,8 @@ class CoordinatorServer:
         """Size and segment count of every offsets partition (read when Prometheus scrapes)."""
         stats = []
         if self.log is not None:
-            for partition in range(self.log.num_partitions):
+            owned = self.ownership.owned() if self.ownership is not None else range(self.log.num_partitions)
+            for partition in owned:  # a worker reports the partitions it owns (the others are another's)
                 segments = self.log.segments(partition)
                 size = 0
                 for path in segments:
