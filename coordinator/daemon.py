@@ -243,7 +243,7 @@ class Daemon:
         return self._exit_code()
 
     def new_server(self, metrics: Any) -> Any:
-        from cohort.coordinator.server import CoordinatorServer
+        from cohort.coordinator.node import CoordinatorServer
 
         return CoordinatorServer(self.config, metrics=metrics)
 

@@ -1,6 +1,6 @@
 """What the server answers: the API dispatch table and every handler that is not group logic.
 
-The server (`cohort.coordinator.server`) turns bytes into a decoded request and hands
+The connection (`cohort.coordinator.connection`) turns bytes into a decoded request and hands
 it here with the API version and a `RequestContext`; a handler returns the
 response message. Group APIs (JoinGroup … OffsetDelete) are forwarded to the
 `GroupCoordinator`, which owns every group. The rest is answered here:
@@ -51,9 +51,9 @@ from typing import Any, NamedTuple
 from cohort.coordinator.config import CoordinatorConfig, HostPort
 from cohort.coordinator.group_coordinator import GroupCoordinator, RequestContext
 from cohort.coordinator.log import StorageError
-from cohort.coordinator.ownership import Node
+from cohort.coordinator.ownership import Node, Ownership
 from cohort.coordinator.peers import PEER_CLIENT_ID, Peers
-from cohort.coordinator.static_ownership import StaticOwnership
+from cohort.coordinator.static_ownership import TOPIC_REGISTRY_PARTITION, StaticOwnership
 from cohort.coordinator.topics import RESERVED_TOPIC_NAMES, Topic, TopicRefusal, TopicRegistry, topic_name_problem
 from cohort.protocol.errors import ErrorCode
 from cohort.protocol.framing import SUPPORTED_VERSIONS
@@ -174,7 +174,7 @@ class RequestHandlers:
         groups: GroupCoordinator,
         cluster_id: str,
         advertised: Callable[[], HostPort],
-        ownership: StaticOwnership | None = None,
+        ownership: Ownership | None = None,
     ) -> None:
         """`ownership`: who owns which offsets partition (default: this node alone, at `advertised()`)."""
         self.config = config
@@ -183,8 +183,7 @@ class RequestHandlers:
             ownership = StaticOwnership.single_node(Node(config.node_id, address.host, address.port),
                                                     config.offsets_topic_num_partitions)
         self.ownership = ownership
-        self.peers = Peers(ownership.peers())
-        self._keeps_registry = ownership.registry_owner == ownership.local
+        self.peers = Peers(n for n in ownership.nodes() if n != ownership.local)
         self.topics = topics
         self.groups = groups
         self.cluster_id = cluster_id
@@ -271,6 +270,15 @@ class RequestHandlers:
         return FindCoordinatorResponse(error_code=0, error_message="NONE", node_id=owner.node_id, host=owner.host,
                                        port=owner.port)
 
+    @property
+    def _registry_owner(self) -> Node | None:
+        """The node keeping the topic registry (its offsets partition's owner): controller and topic leader."""
+        return self.ownership.owner(TOPIC_REGISTRY_PARTITION)
+
+    @property
+    def _keeps_registry(self) -> bool:
+        return self._registry_owner == self.ownership.local
+
     def _coordinator_of(self, group_id: str) -> Node | None:
         """The node that owns `group_id`'s offsets partition (Kafka: the leader of that partition)."""
         return self.ownership.owner(self.groups.partition_for(group_id))
@@ -316,7 +324,7 @@ class RequestHandlers:
             brokers=[MetadataResponse.MetadataResponseBroker(node_id=n.node_id, host=n.host, port=n.port, rack=None)
                      for n in self.ownership.nodes()],
             cluster_id=self.cluster_id,
-            controller_id=self.ownership.registry_owner.node_id,
+            controller_id=self._registry_owner.node_id if self._registry_owner is not None else -1,
             topics=entries,
             cluster_authorized_operations=(
                 CLUSTER_AUTHORIZED_OPERATIONS
@@ -325,11 +333,13 @@ class RequestHandlers:
 
     async def _metadata_from_registry_owner(self, request, version: int) -> MetadataResponse:
         """Forward to the worker that keeps the topic registry; while it is down, topics are leaderless."""
-        owner = self.ownership.registry_owner
+        owner = self._registry_owner
         try:
+            if owner is None:
+                raise ConnectionError("the topic registry has no owner now")
             return await self.peers.metadata(owner, request, version)
         except Exception as exc:  # noqa: BLE001 - any failure to reach it means the same to the client
-            log.info("cannot reach worker %d for the topic registry: %s", owner.node_id, exc)
+            log.info("cannot reach node %s for the topic registry: %s", owner.node_id if owner else "-", exc)
         requested = request.topics or []
         entries = [MetadataResponse.MetadataResponseTopic(
             error_code=ErrorCode.LEADER_NOT_AVAILABLE, name=t.name, topic_id=getattr(t, "topic_id", None) or ZERO_UUID,
@@ -387,9 +397,9 @@ class RequestHandlers:
 
     def _partitions(self, count: int) -> list:
         """The partition list of a topic with `count` partitions (shared: they are all alike)."""
+        node = self.ownership.local.node_id  # only the registry's owner answers with topics
         partitions = self._partition_lists.get(count)
         if partitions is None:
-            node = self.ownership.registry_owner.node_id
             partitions = [
                 MetadataResponse.MetadataResponseTopic.MetadataResponsePartition(
                     error_code=0, partition_index=i, leader_id=node, leader_epoch=LEADER_EPOCH,
@@ -535,9 +545,10 @@ class RequestHandlers:
                                              f"Create topics request contains topic '{t.name}' more than once."))
                 results.append(result)
                 continue
-            partitions, refusal = self._requested_layout(t)
-            if refusal is None and not self._keeps_registry:
-                refusal = self._not_controller()
+            if self._keeps_registry:
+                partitions, refusal = self._requested_layout(t)
+            else:
+                partitions, refusal = 0, self._not_controller()
             if refusal is None:
                 refusal = self.topics.check_new_topic(t.name, partitions)
             if refusal is None and not request.validate_only:
@@ -559,12 +570,13 @@ class RequestHandlers:
         return CreateTopicsResponse(topics=results)
 
     def _not_controller(self) -> TopicRefusal:
-        owner = self.ownership.registry_owner
-        return TopicRefusal(ErrorCode.NOT_CONTROLLER, f"This is not the controller; node {owner.node_id} is.")
+        owner = self._registry_owner
+        return TopicRefusal(ErrorCode.NOT_CONTROLLER, "This is not the controller" + (
+            f"; node {owner.node_id} is." if owner is not None else "."))
 
     def _requested_layout(self, t) -> tuple[int, TopicRefusal | None]:
         """Partition count of a CreatableTopic, or why its layout is refused."""
-        node = self.ownership.registry_owner.node_id
+        node = self.ownership.local.node_id
         if t.assignments:
             if t.num_partitions != -1 or t.replication_factor != -1:
                 return 0, TopicRefusal(ErrorCode.INVALID_REQUEST,
@@ -637,7 +649,7 @@ class RequestHandlers:
         counts: dict[str, int] = {}
         for t in request.topics:
             counts[t.name] = counts.get(t.name, 0) + 1
-        node = self.ownership.registry_owner.node_id
+        node = self.ownership.local.node_id
         results = []
         for t in request.topics:
             result = CreatePartitionsResponse.CreatePartitionsTopicResult(name=t.name, error_code=0)

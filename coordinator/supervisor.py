@@ -6,8 +6,7 @@ port ``--listen``'s + K (or ``--worker-ports``) -- owning offsets partitions ``p
 through Metadata and FindCoordinator, as across Kafka brokers.
 
 What the supervisor does, in order: bind every worker's Kafka port and the one ``--metrics`` port
-(a taken port fails at once, naming its flag) -> take the data-dir lock -> hand partitions whose owner
-changed since the last start over (`cohort.coordinator.log.owners.settle`) -> start the workers, each
+(a taken port fails at once, naming its flag) -> take the data-dir lock -> start the workers, each
 with its already-bound socket, so a restarting worker's clients wait in the listen backlog instead of
 being refused -> watch them:
 
@@ -31,7 +30,6 @@ import socket
 import sys
 import time
 from dataclasses import dataclass, field
-from functools import partial
 
 from cohort.coordinator import __version__
 from cohort.coordinator.config import EffectiveConfig, HostPort
@@ -44,9 +42,7 @@ from cohort.coordinator.daemon import (
     fail,
     prepare_data_dir,
 )
-from cohort.coordinator.log.owners import settle, worker_owner
 from cohort.coordinator.ownership import Node
-from cohort.coordinator.static_ownership import partitions_of_worker
 from cohort.coordinator.worker import WorkerSpec, config_settings
 
 log = logging.getLogger("cohort.coordinator.supervisor")
@@ -206,14 +202,9 @@ class Supervisor:
         try:
             prepare_data_dir(config.data_dir)
             self._lock.acquire()
-            from cohort.coordinator.server import load_cluster_id, open_offsets_log
+            from cohort.coordinator.node import load_cluster_id
 
             load_cluster_id(config.data_dir)  # once, before any worker reads it
-            owners = {worker_owner(k): partitions_of_worker(k, count, config.offsets_topic_num_partitions)
-                      for k in range(count)}
-            settled = await settle(config.data_dir, owners, partial(open_offsets_log, config))
-            if settled:
-                log.info("offsets partitions get new owners", extra={"previous_owners": ",".join(settled)})
         except StartupError:
             for sock in sockets:
                 sock.close()

@@ -5,7 +5,8 @@ with the worker's Kafka listening socket already bound (inherited descriptor) an
 SPEC (JSON) carries the supervisor's effective settings, this worker's index and every worker's node.
 The worker is then an ordinary `Daemon` except that:
 
-* it does not take the data-dir lock (the supervisor holds it); it locks its partition directories;
+* it does not take the data-dir lock (the supervisor holds it); its offsets log locks the partition
+  directories it loads and writes journals of its own (`cohort.coordinator.log`);
 * it serves ``/metrics`` and ``/health`` on an ephemeral 127.0.0.1 port and writes that port to the
   pipe, so the supervisor can aggregate them on the one ``--metrics`` address;
 * it exits when the supervisor dies (parent-death signal), so no orphan keeps partitions locked.
@@ -25,7 +26,6 @@ from typing import Any
 
 from cohort.coordinator.config import CoordinatorConfig, EffectiveConfig
 from cohort.coordinator.daemon import Daemon
-from cohort.coordinator.log.owners import worker_owner
 from cohort.coordinator.ownership import Node
 from cohort.coordinator.static_ownership import StaticOwnership
 
@@ -71,13 +71,12 @@ class WorkerDaemon(Daemon):
         self.spec = spec
 
     def new_server(self, metrics: Any) -> Any:
-        from cohort.coordinator.server import CoordinatorServer
+        from cohort.coordinator.node import CoordinatorServer
 
         spec = self.spec
         ownership = StaticOwnership(spec.nodes[spec.index], spec.nodes, self.config.offsets_topic_num_partitions)
         sockets = [socket.socket(fileno=fd) for fd in spec.listen_fds]
-        return CoordinatorServer(self.config, metrics=metrics, ownership=ownership, owner=worker_owner(spec.index),
-                                 listen_sockets=sockets)
+        return CoordinatorServer(self.config, metrics=metrics, ownership=ownership, listen_sockets=sockets)
 
     def metrics_bound(self, port: int) -> None:
         try:

@@ -1,7 +1,7 @@
 """Changing `--workers` between restarts: partitions get new owners and every offset and group stays.
 
-The data layout does not depend on N; what an owner journaled is handed over on the next start
-(`cohort.coordinator.log.owners.settle`), also after the whole server was killed with SIGKILL.
+The data layout does not depend on N; a partition's new owner replays what older owners journaled
+for it (`cohort.coordinator.log`), also after the whole server was killed with SIGKILL.
 """
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ from test_workers_failover import worker_pids
 from workers_harness import WorkersServer
 
 from cohort.client.blocking import BlockingAdmin
-from cohort.coordinator.log.owners import PartitionLocks, PartitionOwnedElsewhere
 
 pytestmark = pytest.mark.timeout(240)
 GROUPS = [f"resize-{i}" for i in range(40)]  # spread over every worker of every N below
@@ -70,20 +69,3 @@ def test_a_killed_server_restarted_with_another_n_keeps_what_its_workers_acknowl
     finally:
         assert server.stop() == 0, server.output()
 
-
-def test_a_partition_directory_has_one_owner(tmp_path):
-    first = PartitionLocks(tmp_path, [0, 1, 2])
-    first.acquire()
-    try:
-        second = PartitionLocks(tmp_path, [2, 3])
-        with pytest.raises(PartitionOwnedElsewhere, match="offsets partition 2"):
-            second.acquire()
-        # Nothing of the refused set stays locked.
-        third = PartitionLocks(tmp_path, [3])
-        third.acquire()
-        third.release()
-    finally:
-        first.release()
-    again = PartitionLocks(tmp_path, [0, 1, 2, 3])
-    again.acquire()
-    again.release()
