@@ -183,7 +183,7 @@ class RequestHandlers:
             ownership = StaticOwnership.single_node(Node(config.node_id, address.host, address.port),
                                                     config.offsets_topic_num_partitions)
         self.ownership = ownership
-        self.peers = Peers(n for n in ownership.nodes() if n != ownership.local)
+        self.peers = Peers(lambda: [n for n in self.ownership.nodes() if n != self.ownership.local])
         self.topics = topics
         self.groups = groups
         self.cluster_id = cluster_id

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from cohort.client.connection import BrokerConnection
 from cohort.client.errors import ClientError
@@ -36,8 +36,9 @@ _FETCH_REFRESH_S = 1.0
 class Peers:
     """Connections to the other workers, and the high watermarks they reported."""
 
-    def __init__(self, peers: Iterable[Node]) -> None:
-        self._nodes = {node.node_id: node for node in peers}
+    def __init__(self, peers: Callable[[], Iterable[Node]]) -> None:
+        """`peers()`: the other nodes serving now (asked each time: workers go down and come back)."""
+        self._peers = peers
         self._connections: dict[int, BrokerConnection] = {}
         self._watermarks: dict[tuple[str, int], int] = {}
         self._refreshed_at: dict[tuple[str, int], float] = {}
@@ -45,7 +46,7 @@ class Peers:
         self._tasks: set[asyncio.Task] = set()
 
     def __bool__(self) -> bool:
-        return bool(self._nodes)
+        return any(True for _ in self._peers())
 
     def _connection(self, node: Node) -> BrokerConnection:
         conn = self._connections.get(node.node_id)
@@ -68,8 +69,9 @@ class Peers:
     async def latest(self, wanted: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:
         """Ask every peer now; the max of what they report and what they reported before."""
         wanted = list(dict.fromkeys(wanted))
-        if wanted and self._nodes:
-            await asyncio.gather(*(asyncio.ensure_future(self._ask(node, wanted)) for node in self._nodes.values()))
+        peers = list(self._peers())
+        if wanted and peers:
+            await asyncio.gather(*(asyncio.ensure_future(self._ask(node, wanted)) for node in peers))
         now = time.monotonic()
         for key in wanted:
             self._refreshed_at[key] = now
@@ -77,8 +79,6 @@ class Peers:
 
     def refresh_soon(self, wanted: Iterable[tuple[str, int]]) -> None:
         """Refresh stale watermarks in the background (what Fetch reports catches up within a second)."""
-        if not self._nodes:
-            return
         now = time.monotonic()
         stale = [key for key in wanted if key not in self._refreshing
                  and now - self._refreshed_at.get(key, 0.0) >= _FETCH_REFRESH_S]

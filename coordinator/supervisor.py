@@ -11,8 +11,9 @@ with its already-bound socket, so a restarting worker's clients wait in the list
 being refused -> watch them:
 
 * a worker that exits while the supervisor runs is restarted (backoff 0.5 s doubling to 10 s, reset
-  once it ran 30 s); meanwhile its groups are unreachable and clients retry as on a Kafka failover,
-  and on restart it recovers its partitions from its journal like any crashed server;
+  once it ran 30 s) and recovers its partitions from its journal like any crashed server; until it is
+  ready again the others are told it is down, so its groups answer COORDINATOR_NOT_AVAILABLE to
+  FindCoordinator and Metadata leaves it out, as Kafka does on failover;
 * SIGTERM/SIGINT are forwarded to every worker (graceful stop); exit 0 when all stopped cleanly, else 1;
   a second signal kills them (acknowledged commits are already fsynced); SIGHUP is forwarded;
 * ``/metrics`` is every worker's exposition with a ``worker`` label added to each series, plus
@@ -71,6 +72,8 @@ class WorkerProcess:
     backoff: float = RESTART_BACKOFF_S
     exited: asyncio.Event = field(default_factory=asyncio.Event)
     status_reader: asyncio.Task | None = None
+    control_fd: int = -1  # the write end of the worker's control pipe
+    announcer: asyncio.Task | None = None
 
     @property
     def running(self) -> bool:
@@ -159,6 +162,7 @@ class Supervisor:
         self._lock = DataDirLock(self.config.data_dir)
         self._tasks: list[asyncio.Task] = []
         self._unclean = False
+        self._down: set[int] = set()  # node ids of workers that exited and are not ready again
 
     # ------------------------------------------------------------------ life
     def run(self) -> int:
@@ -247,16 +251,25 @@ class Supervisor:
             advertised_listeners=str(HostPort(node.host, node.port)), metrics_listen="127.0.0.1:0",
             workers=1, worker_ports=None)
         read_fd, write_fd = os.pipe()
+        control_read, control_write = os.pipe()
         spec = WorkerSpec(worker.index, [w.node for w in self.workers], settings, [worker.listen.fileno()],
-                          write_fd, os.getpid())
+                          write_fd, control_read, os.getpid(), sorted(self._down))
         worker.metrics_port = None
         worker.exited = asyncio.Event()
         try:
             worker.process = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "cohort.coordinator.worker", spec.to_json(),
-                pass_fds=(worker.listen.fileno(), write_fd), stdin=asyncio.subprocess.DEVNULL)
+                pass_fds=(worker.listen.fileno(), write_fd, control_read), stdin=asyncio.subprocess.DEVNULL)
+        except BaseException:
+            os.close(control_write)
+            raise
         finally:
             os.close(write_fd)
+            os.close(control_read)
+        if worker.control_fd >= 0:
+            os.close(worker.control_fd)
+        os.set_blocking(control_write, False)
+        worker.control_fd = control_write
         worker.started_at = time.monotonic()
         worker.status_reader = asyncio.get_running_loop().create_task(self._read_status(worker, read_fd))
         log.info("worker started", extra={"worker": worker.index, "pid": worker.process.pid,
@@ -287,6 +300,8 @@ class Supervisor:
                 return
             ran = time.monotonic() - worker.started_at
             worker.last_exit = _describe_exit(code)
+            self._down.add(worker.node.node_id)
+            self._announce_down()
             if ran >= STABLE_RUN_S:
                 worker.backoff = RESTART_BACKOFF_S
             log.error("worker exited; restarting", extra={"worker": worker.index, "exit": worker.last_exit,
@@ -298,11 +313,33 @@ class Supervisor:
             worker.restarts += 1
             try:
                 await self._spawn(worker)
+                worker.announcer = asyncio.get_running_loop().create_task(self._announce_when_ready(worker))
             except OSError as exc:
                 log.error("cannot restart worker %d: %s", worker.index, exc)
                 worker.process = None
                 await asyncio.sleep(worker.backoff)
                 continue
+
+    async def _announce_when_ready(self, worker: WorkerProcess) -> None:
+        """Once a restarted worker's /health says ready, tell every worker it is back."""
+        process = worker.process
+        while process.returncode is None and not self._stopping:
+            answer = await self._ask_worker(worker, "/health")
+            if answer is not None and answer[0] == 200:
+                self._down.discard(worker.node.node_id)
+                self._announce_down()
+                log.info("worker ready again", extra={"worker": worker.index, "restarts": worker.restarts})
+                return
+            await asyncio.sleep(0.1)
+
+    def _announce_down(self) -> None:
+        line = (json.dumps({"down": sorted(self._down)}) + "\n").encode()
+        for worker in self.workers:
+            if worker.running and worker.control_fd >= 0:
+                try:
+                    os.write(worker.control_fd, line)
+                except OSError as exc:  # a full pipe (a stuck worker) or one that just died
+                    log.warning("cannot tell worker %d which workers are down: %s", worker.index, exc)
 
     async def _stop_workers(self) -> None:
         self._stopping = True

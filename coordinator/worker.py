@@ -9,12 +9,17 @@ The worker is then an ordinary `Daemon` except that:
   directories it loads and writes journals of its own (`cohort.coordinator.log`);
 * it serves ``/metrics`` and ``/health`` on an ephemeral 127.0.0.1 port and writes that port to the
   pipe, so the supervisor can aggregate them on the one ``--metrics`` address;
-* it exits when the supervisor dies (parent-death signal), so no orphan keeps partitions locked.
+* it exits when the supervisor dies (parent-death signal), so no orphan keeps partitions locked;
+* the supervisor tells it which workers are down (a JSON line ``{"down": [node ids]}`` on a second
+  pipe): their partitions have no owner meanwhile, so FindCoordinator answers COORDINATOR_NOT_AVAILABLE
+  and Metadata leaves them out, as Kafka does while a dead broker's partitions fail over.
 """
 from __future__ import annotations
 
+import asyncio
 import ctypes
 import dataclasses
+import logging
 import json
 import os
 import signal
@@ -30,6 +35,7 @@ from cohort.coordinator.ownership import Node
 from cohort.coordinator.static_ownership import StaticOwnership
 
 _PR_SET_PDEATHSIG = 1
+log = logging.getLogger("cohort.coordinator.worker")
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,20 +46,37 @@ class WorkerSpec:
     nodes: list[Node]
     settings: dict[str, Any]  # CoordinatorConfig fields, already this worker's (listeners, node.id, metrics)
     listen_fds: list[int]
-    status_fd: int
+    status_fd: int  # the worker writes {"metrics_port": P}
+    control_fd: int  # the supervisor writes {"down": [node ids]}
     supervisor_pid: int
+    down: list[int]  # node ids of the workers down when this one starts
 
     def to_json(self) -> str:
         return json.dumps({
             "index": self.index, "nodes": [[n.node_id, n.host, n.port] for n in self.nodes],
             "settings": self.settings, "listen_fds": self.listen_fds, "status_fd": self.status_fd,
-            "supervisor_pid": self.supervisor_pid})
+            "control_fd": self.control_fd, "supervisor_pid": self.supervisor_pid, "down": self.down})
 
     @classmethod
     def from_json(cls, text: str) -> "WorkerSpec":
         doc = json.loads(text)
         return cls(doc["index"], [Node(*n) for n in doc["nodes"]], doc["settings"], doc["listen_fds"],
-                   doc["status_fd"], doc["supervisor_pid"])
+                   doc["status_fd"], doc["control_fd"], doc["supervisor_pid"], doc["down"])
+
+
+class WorkerOwnership(StaticOwnership):
+    """The static split, minus the workers the supervisor says are down (their partitions have no owner)."""
+
+    def __init__(self, local: Node, nodes: list[Node], num_partitions: int, down: list[int]) -> None:
+        super().__init__(local, nodes, num_partitions)
+        self.down: set[int] = set(down) - {local.node_id}
+
+    def owner(self, partition: int) -> Node | None:
+        node = super().owner(partition)
+        return None if node is None or node.node_id in self.down else node
+
+    def nodes(self) -> list[Node]:
+        return [n for n in super().nodes() if n.node_id not in self.down]
 
 
 def config_settings(config: CoordinatorConfig, **overrides: Any) -> dict[str, Any]:
@@ -74,9 +97,28 @@ class WorkerDaemon(Daemon):
         from cohort.coordinator.node import CoordinatorServer
 
         spec = self.spec
-        ownership = StaticOwnership(spec.nodes[spec.index], spec.nodes, self.config.offsets_topic_num_partitions)
+        ownership = WorkerOwnership(spec.nodes[spec.index], spec.nodes, self.config.offsets_topic_num_partitions,
+                                    spec.down)
+        self._control = asyncio.get_running_loop().create_task(self._follow_supervisor(ownership))
         sockets = [socket.socket(fileno=fd) for fd in spec.listen_fds]
         return CoordinatorServer(self.config, metrics=metrics, ownership=ownership, listen_sockets=sockets)
+
+    async def _follow_supervisor(self, ownership: WorkerOwnership) -> None:
+        """Apply the supervisor's news about which workers are down, for the life of the process."""
+        loop = asyncio.get_running_loop()
+        reader = asyncio.StreamReader()
+        transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader),
+                                                    os.fdopen(self.spec.control_fd, "rb", buffering=0))
+        try:
+            while line := await reader.readline():
+                try:
+                    down = {int(n) for n in json.loads(line)["down"]}
+                except (ValueError, KeyError, TypeError):
+                    log.warning("unreadable line from the supervisor: %r", line[:200])
+                    continue
+                ownership.down = down - {ownership.local.node_id}
+        finally:
+            transport.close()
 
     def metrics_bound(self, port: int) -> None:
         try:

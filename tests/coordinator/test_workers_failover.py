@@ -108,3 +108,36 @@ def test_a_killed_worker_comes_back_and_keeps_every_acknowledged_commit(tmp_path
                 assert admin.fetch_offsets(c.group)[("load", 0)].offset >= c.acked
     finally:
         assert again.stop() == 0, again.output()
+
+
+def test_while_a_worker_is_down_its_groups_have_no_coordinator_and_metadata_leaves_it_out(tmp_path):
+    import asyncio
+
+    from cohort.client.connection import BrokerConnection
+    from cohort.protocol.errors import ErrorCode
+    from cohort.protocol.messages import FindCoordinatorRequest, MetadataRequest
+
+    server = WorkersServer(tmp_path / "data", WORKERS).start()
+    group = group_on_worker("down", 1, WORKERS)
+
+    async def ask():
+        conn = BrokerConnection("127.0.0.1", server.ports[0])
+        try:
+            found = await conn.request(FindCoordinatorRequest(key=group, key_type=0), 3)
+            meta = await conn.request(MetadataRequest(topics=None), 9)
+            return found.error_code, found.node_id, sorted(b.node_id for b in meta.brokers)
+        finally:
+            await conn.close()
+
+    try:
+        assert asyncio.run(ask()) == (0, 1, [0, 1, 2])
+        # When worker 1 dies, worker 0 answers COORDINATOR_NOT_AVAILABLE for its groups and lists 0 and 2 only,
+        os.kill(worker_pids(server.process.pid)[1], signal.SIGKILL)
+        seen = wait_until(lambda: (lambda a: a if a[0] == ErrorCode.COORDINATOR_NOT_AVAILABLE else None)(asyncio.run(ask())),
+                          20, "FindCoordinator answers COORDINATOR_NOT_AVAILABLE")
+        assert seen == (ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, [0, 2])
+        # and once it is back and ready, worker 1 coordinates them again.
+        wait_until(lambda: asyncio.run(ask()) == (0, 1, [0, 1, 2]), 60, "worker 1 coordinates again")
+        assert server.health()[0] == 200
+    finally:
+        assert server.stop() == 0, server.output()
