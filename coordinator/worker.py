@@ -136,10 +136,23 @@ def _die_with_parent(supervisor_pid: int) -> None:
         os._exit(1)
 
 
+def _label_log_records(index: int) -> None:
+    """Every log line of this process carries ``worker=K`` (the workers share the supervisor's stderr or file)."""
+    make_record = logging.getLogRecordFactory()
+
+    def labelled(*args, **kwargs) -> logging.LogRecord:
+        record = make_record(*args, **kwargs)
+        record.worker = index
+        return record
+
+    logging.setLogRecordFactory(labelled)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     spec = WorkerSpec.from_json(args[0])
     _die_with_parent(spec.supervisor_pid)
+    _label_log_records(spec.index)
     return WorkerDaemon(spec).run()
 
 

@@ -83,4 +83,7 @@ def test_metrics_carry_a_worker_label_and_health_names_every_worker(tmp_path):
         assert exposition.count("# TYPE cohort_requests_total ") == 1
     finally:
         assert server.stop() == 0, server.output()
-    assert "cohort supervisor stopped" in server.stderr()
+    logged = server.stderr()
+    assert "cohort supervisor stopped" in logged
+    # Each worker's lines say which worker wrote them.
+    assert any("cohort started" in line and "worker=1" in line for line in logged.splitlines()), logged[-2000:]
