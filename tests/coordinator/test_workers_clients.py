@@ -83,3 +83,30 @@ def test_aiokafka_group_on_another_worker(workers_serve):
         asyncio.run(aiokafka_create_topic(bootstrap, topic, 6))
         run_group_scenario(aiokafka_adapter(bootstrap, topic), topic, group)
     logs.assert_no_repeated_errors()
+
+
+class Bootstrap:
+    """What the client tests need of a server: the address clients bootstrap from."""
+
+    def __init__(self, bootstrap: str) -> None:
+        self.bootstrap = bootstrap
+
+
+def test_client_admin_tools_work_from_a_worker_that_is_neither_controller_nor_coordinator(workers_serve):
+    # The client libraries' own admin scenarios (list, describe, alter, delete groups and offsets; create,
+    # grow and delete topics), each bootstrapping from a worker other than the controller (worker 0).
+    import test_clients_aiokafka
+    import test_clients_confluent
+    import test_clients_kafka_python
+
+    from workers_harness import worker_of
+
+    assert {worker_of(g, WORKERS) for g in ("kp-admin-group", "ck-admin-group", "ak-admin-group")} - {0}
+    test_clients_kafka_python.test_kafka_python_admin_lists_describes_alters_and_deletes(
+        Bootstrap(workers_serve.bootstrap_of(1)))
+    test_clients_kafka_python.test_kafka_python_admin_manages_topics(Bootstrap(workers_serve.bootstrap_of(2)))
+    test_clients_confluent.test_confluent_admin_lists_describes_alters_and_deletes(
+        Bootstrap(workers_serve.bootstrap_of(2)))
+    test_clients_confluent.test_confluent_admin_manages_topics(Bootstrap(workers_serve.bootstrap_of(1)))
+    asyncio.run(test_clients_aiokafka.test_aiokafka_admin_lists_describes_and_alters_offsets(
+        Bootstrap(workers_serve.bootstrap_of(2))))
