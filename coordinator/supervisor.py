@@ -259,7 +259,10 @@ class Supervisor:
         try:
             worker.process = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "cohort.coordinator.worker", spec.to_json(),
-                pass_fds=(worker.listen.fileno(), write_fd, control_read), stdin=asyncio.subprocess.DEVNULL)
+                pass_fds=(worker.listen.fileno(), write_fd, control_read), stdin=asyncio.subprocess.DEVNULL,
+                # Its own session: Ctrl-C in a terminal reaches the supervisor only, which forwards one
+                # SIGTERM (a worker given SIGINT and then SIGTERM would take the second as "exit now").
+                start_new_session=True)
         except BaseException:
             os.close(control_write)
             raise

@@ -87,3 +87,23 @@ def test_metrics_carry_a_worker_label_and_health_names_every_worker(tmp_path):
     assert "cohort supervisor stopped" in logged
     # Each worker's lines say which worker wrote them.
     assert any("cohort started" in line and "worker=1" in line for line in logged.splitlines()), logged[-2000:]
+
+
+def test_ctrl_c_to_the_whole_process_group_stops_every_worker_gracefully(tmp_path):
+    import os
+    import signal
+    import subprocess
+
+    from cohort_process import cohort_command
+
+    server = WorkersServer(tmp_path / "data", 2)
+    server.stderr_path.parent.mkdir(parents=True, exist_ok=True)
+    server._stderr = open(server.stderr_path, "w")
+    # As a terminal runs it: its own process group, which Ctrl-C signals as a whole.
+    server.process = subprocess.Popen(cohort_command(*server.args), env=server.env, stdout=subprocess.DEVNULL,
+                                      stderr=server._stderr, start_new_session=True)
+    server.wait_ready(30)
+    os.killpg(server.process.pid, signal.SIGINT)
+    assert server.wait(30) == 0, server.output()
+    assert "second signal" not in server.stderr()
+    assert server.stderr().count("cohort stopped") == 2
