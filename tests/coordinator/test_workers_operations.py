@@ -107,3 +107,22 @@ def test_ctrl_c_to_the_whole_process_group_stops_every_worker_gracefully(tmp_pat
     assert server.wait(30) == 0, server.output()
     assert "second signal" not in server.stderr()
     assert server.stderr().count("cohort stopped") == 2
+
+
+def test_workers_auto_runs_one_worker_per_core_on_ephemeral_ports(tmp_path):
+    import os
+
+    server = WorkersServer(tmp_path / "data", 1)
+    server.args = ["serve", "--listen", "127.0.0.1:0", "--metrics", f"127.0.0.1:{server.metrics_port}",
+                   "--data-dir", str(tmp_path / "data"), "--workers", "auto"]
+    server.start()
+    try:
+        cores = min(len(os.sched_getaffinity(0)), 50)
+        status, body = server.health()
+        lines = body.splitlines()
+        assert status == 200 and lines[0] == "ready" and len(lines) == 1 + cores, body
+        # Port 0: every worker got a port of its own, and advertises it.
+        ports = {line.rsplit(":", 2)[-2].rstrip(")") for line in lines[1:]}
+        assert len(ports) == cores and "0" not in ports, lines
+    finally:
+        assert server.stop() == 0, server.output()
