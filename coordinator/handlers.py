@@ -621,6 +621,9 @@ class RequestHandlers:
                 result.error_message = "Duplicate topic in the request."
                 continue
             if not self._keeps_registry:
+                if ctx.client_id == PEER_CLIENT_ID:  # the registry's owner deleted it: forget its watermarks
+                    self.groups.forget_topic(name)
+                    continue
                 refusal = self._not_controller()
                 result.error_code, result.error_message = refusal.error_code, refusal.message
                 continue
@@ -641,7 +644,7 @@ class RequestHandlers:
             else:
                 result.topic_id = outcome.topic_id
                 self.groups.forget_topic(outcome.name)
-                self.peers.forget_topic(outcome.name)
+                await self.peers.forget_topic(outcome.name)
         return DeleteTopicsResponse(responses=results)
 
     # ------------------------------------------------------------------ CreatePartitions

@@ -11,7 +11,8 @@ Two things are not partitioned by group, so a worker cannot answer them alone:
   the background at most once a second).
 
 A peer's request carries the client id `PEER_CLIENT_ID`; a worker answers such a ListOffsets from its
-own groups only (no registry check), which is the only difference it makes.
+own groups only (no registry check), and such a DeleteTopics (sent once the registry owner deleted a
+topic) by forgetting the topic's high watermarks, so a topic created again starts from 0 everywhere.
 """
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from collections.abc import Callable, Iterable
 from cohort.client.connection import BrokerConnection
 from cohort.client.errors import ClientError
 from cohort.coordinator.ownership import Node
-from cohort.protocol.messages import ListOffsetsRequest, MetadataRequest
+from cohort.protocol.messages import DeleteTopicsRequest, ListOffsetsRequest, MetadataRequest
 
 log = logging.getLogger("cohort.coordinator.peers")
 
@@ -96,9 +97,20 @@ class Peers:
 
         task.add_done_callback(done)
 
-    def forget_topic(self, topic: str) -> None:
+    async def forget_topic(self, topic: str) -> None:
+        """A deleted topic: drop what peers reported for it and have every live peer forget it too."""
         for key in [k for k in self._watermarks if k[0] == topic]:
             del self._watermarks[key]
+            self._refreshed_at.pop(key, None)
+        peers = list(self._peers())
+        if peers:
+            await asyncio.gather(*(asyncio.ensure_future(self._tell_deleted(node, topic)) for node in peers))
+
+    async def _tell_deleted(self, node: Node, topic: str) -> None:
+        try:
+            await self._connection(node).request(DeleteTopicsRequest(topic_names=[topic], timeout_ms=0), 5)
+        except ClientError as exc:
+            log.warning("worker %d was not told topic %s is deleted: %s", node.node_id, topic, exc)
 
     async def _ask(self, node: Node, wanted: list[tuple[str, int]]) -> None:
         by_topic: dict[str, list[int]] = {}

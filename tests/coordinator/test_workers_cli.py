@@ -72,3 +72,28 @@ def test_groups_list_describe_reset_and_delete_span_every_worker(tmp_path):
         assert after.returncode == 0 and json.loads(after.stdout) == [], after
     finally:
         assert server.stop() == 0, server.output()
+
+
+def test_a_topic_deleted_and_created_again_starts_from_offset_0_on_every_worker(tmp_path):
+    import asyncio
+
+    from cohort.client.admin import Admin, NewTopic
+
+    server = WorkersServer(tmp_path / "data", WORKERS).start()
+    group = group_on_worker("hw", 2, WORKERS)
+
+    async def scenario() -> tuple[int, int]:
+        async with Admin(server.bootstrap_of(1)) as admin:
+            await admin.create_topics([NewTopic("again", 1)])
+            await admin.alter_offsets(group, {("again", 0): 70})
+            before = (await admin.list_partition_offsets({("again", 0): -1}))[("again", 0)].offset
+            await admin.delete_topics(["again"])
+            await admin.create_topics([NewTopic("again", 1)])
+            after = (await admin.list_partition_offsets({("again", 0): -1}))[("again", 0)].offset
+            return before, after
+
+    try:
+        # The log end of a topic is the highest commit any worker holds, until the topic is deleted.
+        assert asyncio.run(scenario()) == (70, 0)
+    finally:
+        assert server.stop() == 0, server.output()
