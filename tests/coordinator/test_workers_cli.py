@@ -97,3 +97,30 @@ def test_a_topic_deleted_and_created_again_starts_from_offset_0_on_every_worker(
         assert asyncio.run(scenario()) == (70, 0)
     finally:
         assert server.stop() == 0, server.output()
+
+
+def test_fetch_reports_the_log_end_committed_on_another_worker(tmp_path):
+    import time
+
+    from kafka import KafkaConsumer, TopicPartition
+
+    server = WorkersServer(tmp_path / "data", WORKERS).start()
+    tp = TopicPartition("fetched", 0)
+    try:
+        assert cli(server.bootstrap_of(2), "topics", "create", "--topic", "fetched").returncode == 0
+        with BlockingAdmin(server.bootstrap_of(2)) as admin:
+            admin.commit_offsets(group_on_worker("fetch", 2, WORKERS), {("fetched", 0): 33})
+        consumer = KafkaConsumer(bootstrap_servers=server.bootstrap_of(1), enable_auto_commit=False,
+                                 fetch_max_wait_ms=100, client_id="fetcher")
+        try:
+            consumer.assign([tp])
+            consumer.seek(tp, 0)
+            deadline = time.monotonic() + 20
+            while consumer.highwater(tp) != 33 and time.monotonic() < deadline:
+                consumer.poll(timeout_ms=200)
+            # The leader of the topic (worker 0) reports the commit worker 2 holds as the log end.
+            assert consumer.highwater(tp) == 33
+        finally:
+            consumer.close()
+    finally:
+        assert server.stop() == 0, server.output()
