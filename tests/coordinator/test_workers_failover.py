@@ -136,6 +136,11 @@ def test_while_a_worker_is_down_its_groups_have_no_coordinator_and_metadata_leav
         seen = wait_until(lambda: (lambda a: a if a[0] == ErrorCode.COORDINATOR_NOT_AVAILABLE else None)(asyncio.run(ask())),
                           20, "FindCoordinator answers COORDINATOR_NOT_AVAILABLE")
         assert seen == (ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, [0, 2])
+        # /health says which worker is not ready, and why.
+        status, body = wait_until(lambda: (lambda h: h if h[0] == 503 else None)(server.health()), 20, "503")
+        assert body.splitlines()[0] == "not ready", body
+        [line] = [line for line in body.splitlines() if line.startswith("worker 1 ")]
+        assert "restarting (last exit: killed by SIGKILL)" in line or line.endswith(": loading"), body
         # and once it is back and ready, worker 1 coordinates them again.
         wait_until(lambda: asyncio.run(ask()) == (0, 1, [0, 1, 2]), 60, "worker 1 coordinates again")
         assert server.health()[0] == 200
