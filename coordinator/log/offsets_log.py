@@ -144,7 +144,6 @@ class OffsetsLog(CommitRounds, Checkpoints):
         with self._parts[partition].lock:
             return list(self._parts[partition].segments)
 
-
     # ------------------------------------------------------------------ open
     async def open(self, on_partition_loaded: ReplayCallback | None = None) -> None:
         """Start this instance's journal, fsync helpers and cleaner, then load the partitions it was given.
@@ -244,8 +243,9 @@ class OffsetsLog(CommitRounds, Checkpoints):
         finally:
             if finished:
                 p.state = PartitionState.LOADED
-            elif p.state is PartitionState.LOADING:
-                self._failed(p, RuntimeError("its replay was abandoned"))
+            elif p.state is PartitionState.LOADING:  # given up (the partition was lost meanwhile)
+                p.state, p.error = PartitionState.FAILED, RuntimeError("its load was given up")
+                log.info("offsets partition %d: load given up", partition)
 
     async def _recover_partition(self, index: int) -> tuple[int, list[tuple[bytes, bytes]], int]:
         """(loop) Recover one partition on a writer thread and make it this instance's; it stays LOADING."""
@@ -257,7 +257,13 @@ class OffsetsLog(CommitRounds, Checkpoints):
             old = self._parts[index]
         if old.state in (PartitionState.LOADED, PartitionState.LOADING) and old.owner_lock is not None:
             raise RuntimeError(f"offsets partition {index} is already loaded")
+        if old.marking is not None:  # a load given up after recovery: its mark goes first
+            await asyncio.wait([old.marking])
         if old.owner_lock is not None:  # FAILED earlier: try again from scratch
+            with old.lock:
+                for fd in [old.fd, *old.closed_fds]:
+                    close_quietly(fd)
+                old.fd, old.closed_fds = -1, []
             old.owner_lock.release()
         p = self._parts[index] = Partition(index, partition_dir(self.data_dir, index), state=PartitionState.LOADING)
         self._loads_running += 1
