@@ -34,6 +34,7 @@ from cohort.coordinator.cluster.etcd import (
     op_delete,
     op_put,
     op_range,
+    prefix_end,
 )
 from cohort.coordinator.cluster.lease import NodeLease
 from cohort.coordinator.ownership import Node, OwnershipListener
@@ -167,8 +168,8 @@ class EtcdOwnership:
     async def _resync(self) -> int:
         """Read nodes/ and owner/ at one revision; the revision to watch from."""
         _, revision, responses = await self.etcd.txn([], [
-            op_range(keys.NODES, range_end=keys.prefix_end(keys.NODES)),
-            op_range(keys.OWNERS, range_end=keys.prefix_end(keys.OWNERS)),
+            op_range(keys.NODES, range_end=prefix_end(keys.NODES)),
+            op_range(keys.OWNERS, range_end=prefix_end(keys.OWNERS)),
         ])
         nodes_kvs = [KeyValue(kv.key, kv.value, kv.create_revision, kv.mod_revision, kv.lease)
                      for kv in responses[0].response_range.kvs]
