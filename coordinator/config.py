@@ -210,6 +210,61 @@ class PathKind(ValueKind):
         return "path" + (" (unset: none)" if self.nullable else "")
 
 
+@dataclass(frozen=True, slots=True)
+class WorkersKind(ValueKind):
+    """A number of worker processes, or ``auto`` (one per core)."""
+
+    metavar = "N|auto"
+
+    def parse_text(self, text: str) -> Any:
+        return text
+
+    def check(self, value: Any) -> int | str:
+        if isinstance(value, str):
+            text = value.strip().lower()
+            if text == "auto":
+                return "auto"
+            if not (text.isascii() and text.isdigit()):
+                raise ValueError(f"{value!r} must be a number of workers (1..{MAX_WORKERS}) or auto")
+            value = int(text)
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_WORKERS:
+            raise ValueError(f"{value!r} must be a number of workers (1..{MAX_WORKERS}) or auto")
+        return value
+
+    def describe(self) -> str:
+        return "N|auto"
+
+
+@dataclass(frozen=True, slots=True)
+class PortListKind(ValueKind):
+    """Comma-separated TCP ports (unset: none)."""
+
+    metavar = "PORT,PORT,..."
+
+    def check(self, value: Any) -> str | None:
+        if value is None or (isinstance(value, str) and not value.strip()):
+            return None
+        if isinstance(value, (list, tuple)):
+            value = ",".join(str(v) for v in value)
+        if not isinstance(value, str):
+            raise ValueError(f"{value!r} is not a list of ports")
+        ports = []
+        for item in value.split(","):
+            item = item.strip()
+            if not (item.isascii() and item.isdigit()) or not 1 <= int(item) <= 65535:
+                raise ValueError(f"{item!r} is not a port (1..65535)")
+            ports.append(int(item))
+        if len(set(ports)) != len(ports):
+            raise ValueError(f"{value!r} names a port twice")
+        return ",".join(str(p) for p in ports)
+
+    def describe(self) -> str:
+        return "port,port,... (unset: --listen's port and the ones after it)"
+
+
+MAX_WORKERS = 50  # one offsets partition each at least (offsets.topic.num.partitions is 50 by default)
+
+
 def parse_host_port(text: str, *, bindable: bool = True) -> HostPort:
     """Parse ``host:port`` / ``[v6]:port`` (optionally ``PLAINTEXT://``-prefixed)."""
     raw = text.strip()
@@ -273,7 +328,9 @@ class CoordinatorConfig:
     listeners: str = _setting("127.0.0.1:9092", ListenerKind(), "Address the Kafka protocol listener binds (port 0 = any free port).", "--listen")
     advertised_listeners: str | None = _setting(None, ListenerKind(nullable=True, bindable=False), "Address given to clients in Metadata/FindCoordinator; unset = listeners.", "--advertised")
     data_dir: Path = _setting(Path("./data"), PathKind(), "Directory holding the offsets log and the data-dir lock.", "--data-dir")
-    node_id: int = _setting(0, IntKind(0), "This node's broker id, as reported to clients.", "--node-id")
+    node_id: int = _setting(0, IntKind(0), "This node's broker id, as reported to clients (worker K of --workers is node.id + K).", "--node-id")
+    workers: int | str = _setting(1, WorkersKind(), "Coordinator processes on this machine (auto = one per core); each is a broker with its own port and node id and owns a fixed share of the offsets partitions.", "--workers")
+    worker_ports: str | None = _setting(None, PortListKind(), "Kafka ports of the workers, one each (unset: the listeners port and the ones after it).", "--worker-ports")
     # -- groups ---------------------------------------------------------------
     group_min_session_timeout_ms: int = _setting(6000, _MS, "Smallest session timeout a member may ask for.")
     group_max_session_timeout_ms: int = _setting(1800000, _MS, "Largest session timeout a member may ask for.")
@@ -336,6 +393,22 @@ class CoordinatorConfig:
         return parse_host_port(self.advertised_listeners or self.listeners)
 
     @property
+    def worker_count(self) -> int:
+        """`workers` as a number (auto = the cores this process may use, at most the offsets partitions)."""
+        if self.workers == "auto":
+            cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+            return max(1, min(cores, MAX_WORKERS, self.offsets_topic_num_partitions))
+        return int(self.workers)
+
+    def worker_listen_addresses(self) -> list[HostPort]:
+        """Where each worker listens: --worker-ports, else --listen's port and the ones after it (0 stays 0)."""
+        listen = self.listen_address
+        if self.worker_ports is not None:
+            return [HostPort(listen.host, int(p)) for p in self.worker_ports.split(",")]
+        step = 0 if listen.port == 0 else 1
+        return [HostPort(listen.host, listen.port + k * step) for k in range(self.worker_count)]
+
+    @property
     def metrics_address(self) -> HostPort:
         return parse_host_port(self.metrics_listen)
 
@@ -357,6 +430,16 @@ def _check_together(config: CoordinatorConfig) -> None:
             f"invalid group.min.session.timeout.ms: {config.group_min_session_timeout_ms} is above "
             f"group.max.session.timeout.ms ({config.group_max_session_timeout_ms})"
         )
+    if config.workers != "auto" and config.workers > config.offsets_topic_num_partitions:
+        raise ConfigError(f"invalid workers: {config.workers} is more than offsets.topic.num.partitions "
+                          f"({config.offsets_topic_num_partitions}); each worker owns at least one")
+    if config.worker_ports is not None:
+        count = len(config.worker_ports.split(","))
+        if config.workers != "auto" and count != config.workers:
+            raise ConfigError(f"invalid worker.ports: {count} port(s) for {config.workers} worker(s)")
+    elif config.workers != "auto" and config.listen_address.port + config.workers - 1 > 65535:
+        raise ConfigError(f"invalid workers: ports {config.listen_address.port}..{config.listen_address.port + config.workers - 1} "
+                          "go past 65535 (set --worker-ports)")
     listen, metrics = config.listen_address, config.metrics_address
     if listen.port != 0 and listen == metrics:
         raise ConfigError(f"invalid metrics.listen: {metrics} is also the Kafka listener (listeners)")

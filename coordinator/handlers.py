@@ -8,11 +8,16 @@ response message. Group APIs (JoinGroup … OffsetDelete) are forwarded to the
 * **ApiVersions** advertises exactly the APIs in the dispatch table, at the
   codec's version ranges; nothing else (no Produce, no telemetry, no
   ConsumerGroupDescribe), because clients switch to whatever is advertised.
-* **FindCoordinator**: this node coordinates every group.
+* **FindCoordinator**: the owner of the group's offsets partition, from the
+  `Ownership` (this node when it runs alone; one of the workers with
+  `--workers N`).
 * **Metadata / CreateTopics / DeleteTopics / CreatePartitions**: the topic
-  registry (`cohort.coordinator.topics`). This node is the only broker and the
-  leader, the only replica and the only in-sync replica of every partition
-  (leader epoch 0).
+  registry (`cohort.coordinator.topics`). The brokers are the Ownership's nodes;
+  the owner of the registry's offsets partition is the controller and the
+  leader, only replica and only in-sync replica of every topic partition
+  (leader epoch 0). Other workers forward Metadata to it and answer topic
+  changes NOT_CONTROLLER, ListOffsets and Fetch NOT_LEADER_OR_FOLLOWER
+  (`cohort.coordinator.peers`).
 * **ListOffsets / Fetch — topics without records.** Cohort is a coordinator,
   not a message log, but consumers call ListOffsets and Fetch right after an
   assignment and some clients crash without them. Every partition therefore
@@ -46,6 +51,9 @@ from typing import Any, NamedTuple
 from cohort.coordinator.config import CoordinatorConfig, HostPort
 from cohort.coordinator.group_coordinator import GroupCoordinator, RequestContext
 from cohort.coordinator.log import StorageError
+from cohort.coordinator.ownership import Node
+from cohort.coordinator.peers import PEER_CLIENT_ID, Peers
+from cohort.coordinator.static_ownership import StaticOwnership
 from cohort.coordinator.topics import RESERVED_TOPIC_NAMES, Topic, TopicRefusal, TopicRegistry, topic_name_problem
 from cohort.protocol.errors import ErrorCode
 from cohort.protocol.framing import SUPPORTED_VERSIONS
@@ -166,8 +174,17 @@ class RequestHandlers:
         groups: GroupCoordinator,
         cluster_id: str,
         advertised: Callable[[], HostPort],
+        ownership: StaticOwnership | None = None,
     ) -> None:
+        """`ownership`: who owns which offsets partition (default: this node alone, at `advertised()`)."""
         self.config = config
+        if ownership is None:
+            address = advertised()
+            ownership = StaticOwnership.single_node(Node(config.node_id, address.host, address.port),
+                                                    config.offsets_topic_num_partitions)
+        self.ownership = ownership
+        self.peers = Peers(ownership.peers())
+        self._keeps_registry = ownership.registry_owner == ownership.local
         self.topics = topics
         self.groups = groups
         self.cluster_id = cluster_id
@@ -229,26 +246,34 @@ class RequestHandlers:
 
     # ------------------------------------------------------------------ FindCoordinator
     def find_coordinator(self, request, version: int, ctx: RequestContext) -> FindCoordinatorResponse:
-        address = self._advertised()
-        node = self.config.node_id
         if version >= 4:
             entries = []
             for key in request.coordinator_keys:
                 code, message = self._coordinator_key_error(request.key_type, version)
-                if code:
+                owner = None if code else self._coordinator_of(key)
+                if code or owner is None:
+                    if not code:
+                        code, message = ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available."
                     entries.append(FindCoordinatorResponse.Coordinator(
                         key=key, node_id=-1, host="", port=-1, error_code=code, error_message=message))
                 else:
                     entries.append(FindCoordinatorResponse.Coordinator(
-                        key=key, node_id=node, host=address.host, port=address.port, error_code=0,
+                        key=key, node_id=owner.node_id, host=owner.host, port=owner.port, error_code=0,
                         error_message=None))
             return FindCoordinatorResponse(coordinators=entries)
         code, message = self._coordinator_key_error(request.key_type, version)
-        if code:
+        owner = None if code else self._coordinator_of(request.key)
+        if code or owner is None:
+            if not code:
+                code, message = ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available."
             return FindCoordinatorResponse(error_code=code, error_message=message, node_id=-1, host="", port=-1)
         # v1-3: Kafka writes the error's message even on success, which is "NONE".
-        return FindCoordinatorResponse(error_code=0, error_message="NONE", node_id=node, host=address.host,
-                                       port=address.port)
+        return FindCoordinatorResponse(error_code=0, error_message="NONE", node_id=owner.node_id, host=owner.host,
+                                       port=owner.port)
+
+    def _coordinator_of(self, group_id: str) -> Node | None:
+        """The node that owns `group_id`'s offsets partition (Kafka: the leader of that partition)."""
+        return self.ownership.owner(self.groups.partition_for(group_id))
 
     @staticmethod
     def _coordinator_key_error(key_type: int, version: int) -> tuple[int, str | None]:
@@ -264,8 +289,8 @@ class RequestHandlers:
 
     # ------------------------------------------------------------------ Metadata
     async def metadata(self, request, version: int, ctx: RequestContext) -> MetadataResponse:
-        address = self._advertised()
-        node = self.config.node_id
+        if not self._keeps_registry:
+            return await self._metadata_from_registry_owner(request, version)
         include_ops = version >= 8 and request.include_topic_authorized_operations
         requested = request.topics
         if version < 12 and requested and any(t.name is None or (t.topic_id or ZERO_UUID) != ZERO_UUID
@@ -284,16 +309,32 @@ class RequestHandlers:
                     continue
                 seen.add(key)
                 entries.append(await self._requested_topic(wanted.name, topic_id, allow_create, version, include_ops))
+        return self._metadata_response(version, request, entries)
+
+    def _metadata_response(self, version: int, request, entries: list) -> MetadataResponse:
         return MetadataResponse(
-            brokers=[MetadataResponse.MetadataResponseBroker(node_id=node, host=address.host, port=address.port,
-                                                             rack=None)],
+            brokers=[MetadataResponse.MetadataResponseBroker(node_id=n.node_id, host=n.host, port=n.port, rack=None)
+                     for n in self.ownership.nodes()],
             cluster_id=self.cluster_id,
-            controller_id=node,
+            controller_id=self.ownership.registry_owner.node_id,
             topics=entries,
             cluster_authorized_operations=(
                 CLUSTER_AUTHORIZED_OPERATIONS
                 if 8 <= version <= 10 and request.include_cluster_authorized_operations else INT32_MIN),
         )
+
+    async def _metadata_from_registry_owner(self, request, version: int) -> MetadataResponse:
+        """Forward to the worker that keeps the topic registry; while it is down, topics are leaderless."""
+        owner = self.ownership.registry_owner
+        try:
+            return await self.peers.metadata(owner, request, version)
+        except Exception as exc:  # noqa: BLE001 - any failure to reach it means the same to the client
+            log.info("cannot reach worker %d for the topic registry: %s", owner.node_id, exc)
+        requested = request.topics or []
+        entries = [MetadataResponse.MetadataResponseTopic(
+            error_code=ErrorCode.LEADER_NOT_AVAILABLE, name=t.name, topic_id=getattr(t, "topic_id", None) or ZERO_UUID,
+            is_internal=False, partitions=[]) for t in requested]
+        return self._metadata_response(version, request, entries)
 
     @staticmethod
     def _invalid_metadata_request(requested) -> MetadataResponse:
@@ -348,7 +389,7 @@ class RequestHandlers:
         """The partition list of a topic with `count` partitions (shared: they are all alike)."""
         partitions = self._partition_lists.get(count)
         if partitions is None:
-            node = self.config.node_id
+            node = self.ownership.registry_owner.node_id
             partitions = [
                 MetadataResponse.MetadataResponseTopic.MetadataResponsePartition(
                     error_code=0, partition_index=i, leader_id=node, leader_epoch=LEADER_EPOCH,
@@ -361,8 +402,18 @@ class RequestHandlers:
         return partitions
 
     # ------------------------------------------------------------------ ListOffsets
-    def list_offsets(self, request, version: int, ctx: RequestContext) -> ListOffsetsResponse:
+    async def list_offsets(self, request, version: int, ctx: RequestContext) -> ListOffsetsResponse:
+        if not self._keeps_registry:
+            return self._list_offsets_elsewhere(request, version, ctx)
         high_watermark = self.groups.high_watermark
+        if self.peers:
+            latest = [(t.name, p.partition_index) for t in request.topics for p in t.partitions
+                      if p.timestamp == LATEST_TIMESTAMP]
+            reported = await self.peers.latest(latest) if latest else {}
+            local = high_watermark
+
+            def high_watermark(topic: str, partition: int) -> int:
+                return max(local(topic, partition), reported.get((topic, partition), 0))
         topic_entries = []
         for wanted in request.topics:
             topic = self.topics.get(wanted.name)
@@ -383,6 +434,25 @@ class RequestHandlers:
                     partitions.append(ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse(
                         partition_index=index, error_code=0, timestamp=-1, offset=offset,
                         leader_epoch=LEADER_EPOCH if offset >= 0 else -1))
+            topic_entries.append(ListOffsetsResponse.ListOffsetsTopicResponse(name=wanted.name, partitions=partitions))
+        return ListOffsetsResponse(topics=topic_entries)
+
+    def _list_offsets_elsewhere(self, request, version: int, ctx: RequestContext) -> ListOffsetsResponse:
+        """A worker that leads no topic partition: its own high watermarks for a peer, else Kafka's refusal."""
+        peer = ctx.client_id == PEER_CLIENT_ID
+        topic_entries = []
+        for wanted in request.topics:
+            partitions = []
+            for p in wanted.partitions:
+                entry = ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse
+                if peer and version >= 1:
+                    partitions.append(entry(partition_index=p.partition_index, error_code=0, timestamp=-1,
+                                            offset=self.groups.high_watermark(wanted.name, p.partition_index),
+                                            leader_epoch=LEADER_EPOCH))
+                else:
+                    partitions.append(entry(partition_index=p.partition_index,
+                                            error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER, old_style_offsets=[],
+                                            timestamp=-1, offset=-1, leader_epoch=-1))
             topic_entries.append(ListOffsetsResponse.ListOffsetsTopicResponse(name=wanted.name, partitions=partitions))
         return ListOffsetsResponse(topics=topic_entries)
 
@@ -409,6 +479,13 @@ class RequestHandlers:
             wait_ms = min(request.max_wait_ms, self.config.fetch_max_wait_cap_ms)
             await self.fetch_waits.wait(wait_ms / 1000)
         high_watermark = self.groups.high_watermark
+        if self.peers:
+            self.peers.refresh_soon((t.topic, p.partition) for t in request.topics for p in t.partitions
+                                    if t.topic)
+            local, known = high_watermark, self.peers.known
+
+            def high_watermark(topic: str, partition: int) -> int:
+                return max(local(topic, partition), known(topic, partition))
         by_id = version >= 13
         aborted = [] if version >= 4 and request.isolation_level == READ_COMMITTED else None
         responses = []
@@ -422,7 +499,11 @@ class RequestHandlers:
             partitions = []
             for p in wanted.partitions:
                 index = p.partition
-                if topic is None:
+                if not self._keeps_registry:
+                    partitions.append(FetchResponse.FetchableTopicResponse.PartitionData(
+                        partition_index=index, error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER, high_watermark=-1,
+                        last_stable_offset=-1, log_start_offset=-1, aborted_transactions=None, records=b""))
+                elif topic is None:
                     partitions.append(FetchResponse.FetchableTopicResponse.PartitionData(
                         partition_index=index, error_code=unknown, high_watermark=-1, last_stable_offset=-1,
                         log_start_offset=-1, aborted_transactions=None, records=b""))
@@ -455,6 +536,8 @@ class RequestHandlers:
                 results.append(result)
                 continue
             partitions, refusal = self._requested_layout(t)
+            if refusal is None and not self._keeps_registry:
+                refusal = self._not_controller()
             if refusal is None:
                 refusal = self.topics.check_new_topic(t.name, partitions)
             if refusal is None and not request.validate_only:
@@ -475,9 +558,13 @@ class RequestHandlers:
             results.append(result)
         return CreateTopicsResponse(topics=results)
 
+    def _not_controller(self) -> TopicRefusal:
+        owner = self.ownership.registry_owner
+        return TopicRefusal(ErrorCode.NOT_CONTROLLER, f"This is not the controller; node {owner.node_id} is.")
+
     def _requested_layout(self, t) -> tuple[int, TopicRefusal | None]:
         """Partition count of a CreatableTopic, or why its layout is refused."""
-        node = self.config.node_id
+        node = self.ownership.registry_owner.node_id
         if t.assignments:
             if t.num_partitions != -1 or t.replication_factor != -1:
                 return 0, TopicRefusal(ErrorCode.INVALID_REQUEST,
@@ -521,6 +608,10 @@ class RequestHandlers:
                 result.error_code = ErrorCode.INVALID_REQUEST
                 result.error_message = "Duplicate topic in the request."
                 continue
+            if not self._keeps_registry:
+                refusal = self._not_controller()
+                result.error_code, result.error_message = refusal.error_code, refusal.message
+                continue
             if topic_id != ZERO_UUID:
                 topic = self.topics.get_by_id(topic_id)
                 if topic is None:
@@ -538,6 +629,7 @@ class RequestHandlers:
             else:
                 result.topic_id = outcome.topic_id
                 self.groups.forget_topic(outcome.name)
+                self.peers.forget_topic(outcome.name)
         return DeleteTopicsResponse(responses=results)
 
     # ------------------------------------------------------------------ CreatePartitions
@@ -545,13 +637,15 @@ class RequestHandlers:
         counts: dict[str, int] = {}
         for t in request.topics:
             counts[t.name] = counts.get(t.name, 0) + 1
-        node = self.config.node_id
+        node = self.ownership.registry_owner.node_id
         results = []
         for t in request.topics:
             result = CreatePartitionsResponse.CreatePartitionsTopicResult(name=t.name, error_code=0)
             results.append(result)
             if counts[t.name] > 1:
                 refusal = TopicRefusal(ErrorCode.INVALID_REQUEST, f"Topic '{t.name}' appears more than once.")
+            elif not self._keeps_registry:
+                refusal = self._not_controller()
             else:
                 refusal = self.topics.check_new_partition_count(t.name, t.count)
             if refusal is None and t.assignments is not None:

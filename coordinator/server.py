@@ -48,6 +48,7 @@ import struct
 import time
 import uuid
 from collections import deque
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +57,9 @@ from cohort.coordinator.group_coordinator import EncodeInThread, GroupCoordinato
 from cohort.coordinator.handlers import RequestHandlers
 from cohort.coordinator.listener import Listener, peer_name
 from cohort.coordinator.log import LogLoadError, OffsetsLog, PartitionState
+from cohort.coordinator.log.owners import SINGLE_NODE_OWNER, PartitionLocks, settle, state_dir
+from cohort.coordinator.ownership import Node
+from cohort.coordinator.static_ownership import TOPIC_REGISTRY_PARTITION, StaticOwnership
 from cohort.coordinator.metrics import LogPartitionStats
 from cohort.coordinator.records import Record, TopicRecord, TopicTombstone, encode_record
 from cohort.coordinator.topics import TopicRegistry
@@ -77,8 +81,6 @@ from cohort.protocol.schema import compile_struct, uvarint_bytes
 
 log = logging.getLogger("cohort.coordinator.server")
 
-# The topic registry's records live in this offsets-log partition.
-TOPIC_REGISTRY_PARTITION = 0
 META_PROPERTIES = "meta.properties"
 # Log a refused connection at most this often (a client storm must not flood the log).
 _REFUSAL_LOG_INTERVAL_S = 10.0
@@ -159,9 +161,18 @@ FLEXIBLE_FETCH_V0 = FlexibleFetchV0()
 class CoordinatorServer:
     """One Cohort node: the offsets log, the group coordinator, the topic registry and the listener."""
 
-    def __init__(self, config: CoordinatorConfig, metrics: Any = None) -> None:
+    def __init__(self, config: CoordinatorConfig, metrics: Any = None, *,
+                 ownership: StaticOwnership | None = None, owner: str = SINGLE_NODE_OWNER,
+                 listen_sockets: list | None = None) -> None:
+        """`ownership`/`owner`/`listen_sockets`: a worker of `cohort serve --workers` (its share of the offsets
+        partitions, the name its journal is kept under, the port the supervisor bound for it); by default
+        this node owns everything and binds `listeners` itself."""
         self.config = config
         self.metrics = metrics
+        self.ownership = ownership
+        self.owner = owner
+        self._listen_sockets = listen_sockets
+        self._partition_locks: PartitionLocks | None = None
         self.state = "loading"
         self.port: int | None = None
         self.cluster_id: str | None = None
@@ -187,7 +198,10 @@ class CoordinatorServer:
         """
         host, port = self.config.listen_address
         listener = Listener(host, port, lambda peer: _Connection(self, peer), backlog=1024)
-        await listener.bind()
+        if self._listen_sockets is not None:
+            listener.adopt(self._listen_sockets)
+        else:
+            await listener.bind()
         self._listener = listener
         self.port = listener.port
 
@@ -213,16 +227,19 @@ class CoordinatorServer:
         data_dir = Path(config.data_dir)
         data_dir.mkdir(parents=True, exist_ok=True)
         self.cluster_id = load_cluster_id(data_dir)
-        self.log = OffsetsLog(
-            data_dir,
-            num_partitions=config.offsets_topic_num_partitions,
-            segment_bytes=config.offsets_topic_segment_bytes,
-            segment_ms=config.offsets_topic_segment_ms,
-            flush_policy=config.offsets_flush_policy,
-            delete_retention_ms=config.delete_retention_ms,
-            cleaner_backoff_ms=config.log_cleaner_backoff_ms,
-            metrics=self.metrics,
-        )
+        num_partitions = config.offsets_topic_num_partitions
+        if self.ownership is None:
+            address = self.advertised_address()
+            self.ownership = StaticOwnership.single_node(Node(config.node_id, address.host, address.port),
+                                                         num_partitions)
+            # A data dir last served by `--workers`: their journals are replayed into the partition files first.
+            await settle(data_dir, {self.owner: range(num_partitions)}, partial(open_offsets_log, config))
+        else:
+            self._partition_locks = PartitionLocks(data_dir, self.ownership.owned())
+            self._partition_locks.acquire()
+        self.log = open_offsets_log(config, state_dir(data_dir, self.owner),
+                                    None if self.ownership.is_single_node else self.ownership.owned(),
+                                    metrics=self.metrics)
         self.topics = TopicRegistry(self._persist_topic_records)
         self.groups = GroupCoordinator(config, self.log, other_records=self._replay_other_record,
                                        metrics=self.metrics)
@@ -233,7 +250,8 @@ class CoordinatorServer:
             # failed ones answer NOT_COORDINATOR until an operator repairs them.
             log.error("%s", exc)
         self.groups.start_retention()
-        self.handlers = RequestHandlers(config, self.topics, self.groups, self.cluster_id, self.advertised_address)
+        self.handlers = RequestHandlers(config, self.topics, self.groups, self.cluster_id, self.advertised_address,
+                                        self.ownership)
         if self.metrics is not None:
             self.metrics.watch_groups(self._groups_by_state, self._member_count)
             self.metrics.watch_offsets(lambda: len(self.groups.offsets))
@@ -283,8 +301,12 @@ class CoordinatorServer:
     async def _close_storage(self) -> None:
         if self.groups is not None and self.state != "stopping":
             self.groups.shutdown()
+        if self.handlers is not None:
+            await self.handlers.peers.close()
         if self.log is not None:
             await self.log.close()
+        if self._partition_locks is not None:
+            self._partition_locks.release()
 
     async def __aenter__(self) -> "CoordinatorServer":
         await self.start()
@@ -805,6 +827,22 @@ class _Connection(asyncio.Protocol):
                 self.transport.write(b"".join(self._out))
             self._out.clear()
             self.transport.close()
+
+
+def open_offsets_log(config: CoordinatorConfig, state_dir_: Path, partitions=None, metrics: Any = None) -> OffsetsLog:
+    """The offsets log of one owner (`partitions`, journal in `state_dir_`; all partitions when None)."""
+    return OffsetsLog(
+        config.data_dir,
+        num_partitions=config.offsets_topic_num_partitions,
+        segment_bytes=config.offsets_topic_segment_bytes,
+        segment_ms=config.offsets_topic_segment_ms,
+        flush_policy=config.offsets_flush_policy,
+        delete_retention_ms=config.delete_retention_ms,
+        cleaner_backoff_ms=config.log_cleaner_backoff_ms,
+        metrics=metrics,
+        partitions=partitions,
+        state_dir=state_dir_,
+    )
 
 
 def load_cluster_id(data_dir: Path) -> str:

@@ -47,7 +47,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
@@ -250,12 +250,17 @@ class OffsetsLog:
         journal_checkpoint_bytes: int = JOURNAL_CHECKPOINT_BYTES,
         fsync_process: bool = True,
         segment_ms: int | None = None,
+        partitions: "Iterable[int] | None" = None,
+        state_dir: str | os.PathLike | None = None,
     ) -> None:
+        """`partitions`: the ones this log owns (default all; `cohort serve --workers`); `state_dir`:
+        where its journal and checkpoint live (default the data dir; see `cohort.coordinator.log.owners`)."""
         if num_partitions < 1:
             raise ValueError("num_partitions must be at least 1")
         if segment_bytes < 1:
             raise ValueError("segment_bytes must be positive")
         self.data_dir = Path(data_dir)
+        self.state_dir = Path(state_dir) if state_dir is not None else self.data_dir
         self.num_partitions = num_partitions
         self.segment_bytes = segment_bytes
         self.segment_ms = segment_ms or None
@@ -267,6 +272,10 @@ class OffsetsLog:
         self._clock = clock
         self._metrics = metrics  # cohort.coordinator.metrics.CoordinatorMetrics: log_flushed / log_compacted
         self._parts = [_Partition(i, partition_dir(self.data_dir, i)) for i in range(num_partitions)]
+        owned = range(num_partitions) if partitions is None else sorted(set(partitions))
+        if any(not 0 <= i < num_partitions for i in owned):
+            raise ValueError(f"owned partitions must be in [0, {num_partitions})")
+        self._owned = [self._parts[i] for i in owned]  # the partitions this log opens and writes
         self._writers = ThreadPoolExecutor(max_workers=max(2, min(writer_threads, num_partitions + 1)),
                                            thread_name_prefix="offsets-log-writer")
         self._cleaner_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="offsets-log-cleaner")
@@ -320,6 +329,7 @@ class OffsetsLog:
         self._opened = True
         loop = self._loop = asyncio.get_running_loop()
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.state_dir.mkdir(parents=True, exist_ok=True)
         found = list_partitions(self.data_dir)
         if found and found[-1] >= self.num_partitions:
             raise LogLoadError({found[-1]: ValueError(
@@ -335,16 +345,16 @@ class OffsetsLog:
         errors: dict[int, Exception] = {}
         started = time.perf_counter()
         try:
-            marks = await loop.run_in_executor(self._writers, read_checkpoint, self.data_dir)
+            marks = await loop.run_in_executor(self._writers, read_checkpoint, self.state_dir)
         except (CheckpointError, OSError) as exc:
-            for p in self._parts:
+            for p in self._owned:
                 p.state, p.error = PartitionState.FAILED, exc
             log.error("offsets log cannot load: %s", exc)
-            raise LogLoadError({p.index: exc for p in self._parts}) from None
+            raise LogLoadError({p.index: exc for p in self._owned}) from None
         self._marks = dict(marks or {})
         journals, journaled, damage = await loop.run_in_executor(self._writers, self._read_journals)
         total_records = total_live = total_replayed = 0
-        for p in self._parts:
+        for p in self._owned:
             t0 = time.perf_counter()
             try:
                 records, live, replayed = await loop.run_in_executor(
@@ -372,13 +382,13 @@ class OffsetsLog:
         try:
             await loop.run_in_executor(self._writers, self._start_journal, [seq for seq, _ in journals])
         except OSError as exc:
-            for p in self._parts:
+            for p in self._owned:
                 if p.state is PartitionState.LOADED:
                     p.state, p.error = PartitionState.FAILED, exc
                     errors[p.index] = exc
             log.error("offsets log cannot start its journal: %s", exc)
         log.info("offsets log loaded: %d partitions, %d records, %d live keys in %.0f ms%s%s",
-                 self.num_partitions - len(errors), total_records, total_live, (time.perf_counter() - started) * 1000,
+                 len(self._owned) - len(errors), total_records, total_live, (time.perf_counter() - started) * 1000,
                  f", {total_replayed} batches replayed from the journal" if total_replayed else "",
                  f", {len(errors)} partitions failed" if errors else "")
         if self.flush_policy.sync_each_write and self._use_fsync_process:
@@ -394,7 +404,7 @@ class OffsetsLog:
     def _read_journals(self) -> tuple[list[tuple[int, Path]], dict[int, list[JournalBatch]],
                                       list[tuple[int, JournalDamage]]]:
         """(writer thread) The journal files, the batches each partition must get back from them, and damage."""
-        journals = list_journals(self.data_dir)
+        journals = list_journals(self.state_dir)
         journaled: dict[int, list[JournalBatch]] = {}
         damage: list[tuple[int, JournalDamage]] = []
         for seq, path in journals:
@@ -422,10 +432,10 @@ class OffsetsLog:
             p.checkpoint_base = self._marks[p.index].segment if p.index in self._marks else 0
 
     def _create_journal(self, seq: int) -> _Journal:
-        path = self.data_dir / journal_name(seq)
+        path = self.state_dir / journal_name(seq)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
-            fsync_dir(self.data_dir)
+            fsync_dir(self.state_dir)
         except OSError:
             os.close(fd)
             raise
@@ -433,11 +443,11 @@ class OffsetsLog:
 
     def _record_checkpoint(self, marks: dict[int, PartitionMark]) -> None:
         """(writer thread) Write the marks, then delete the journals no partition needs any more."""
-        write_checkpoint(self.data_dir, marks)
-        if len(marks) < self.num_partitions:
+        write_checkpoint(self.state_dir, marks)
+        if len(marks) < len(self._owned):
             return  # a partition that never loaded has no mark: any journal may hold its batches
         needed = min(m.journal for m in marks.values())
-        for seq, path in list_journals(self.data_dir):
+        for seq, path in list_journals(self.state_dir):
             if seq < needed:
                 try:
                     os.unlink(path)
