@@ -42,20 +42,6 @@ class KeyValue:
     lease: int
 
 
-def parse_cluster_url(url: str) -> list[str]:
-    """`etcd://h1:2379,h2:2379` -> ["h1:2379", "h2:2379"]; ValueError with a one-line reason."""
-    if not url.startswith("etcd://"):
-        raise ValueError(f"--cluster must look like etcd://HOST:PORT[,HOST:PORT...], got {url!r}")
-    endpoints = [e.strip() for e in url[len("etcd://"):].split(",") if e.strip()]
-    if not endpoints:
-        raise ValueError(f"--cluster names no etcd endpoint: {url!r}")
-    for endpoint in endpoints:
-        host, sep, port = endpoint.rpartition(":")
-        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise ValueError(f"--cluster endpoint {endpoint!r} is not HOST:PORT")
-    return endpoints
-
-
 def prefix_end(prefix: bytes) -> bytes:
     """The range end that covers every key starting with `prefix`."""
     end = bytearray(prefix)
@@ -115,12 +101,13 @@ class EtcdClient:
             key, range_end or None, revision=revision, limit=limit, keys_only=keys_only))
         return [_kv(kv) for kv in response.kvs], response.more, response.header.revision
 
-    async def range_prefix(self, prefix: bytes, *, page_size: int = 1000,
-                           revision: int = 0) -> AsyncIterator[list[KeyValue]]:
+    async def range_prefix(self, prefix: bytes, *, page_size: int = 1000, revision: int = 0,
+                           keys_only: bool = False) -> AsyncIterator[list[KeyValue]]:
         """Every key under `prefix`, page by page, all read at one revision (a consistent snapshot)."""
         start, end = prefix, prefix_end(prefix)
         while True:
-            page, more, read_at = await self.range(start, end, limit=page_size, revision=revision)
+            page, more, read_at = await self.range(start, end, limit=page_size, revision=revision,
+                                                   keys_only=keys_only)
             revision = revision or read_at
             if page:
                 yield page
@@ -187,3 +174,10 @@ compare_create_revision = KVService.txn_compare_create_revision
 op_put = KVService.txn_op_put
 op_delete = KVService.txn_op_delete
 op_range = KVService.txn_op_get
+
+
+def op_count(prefix: bytes, revision: int = 0):
+    """A range operation that only counts the keys under `prefix`."""
+    op = op_range(prefix, range_end=prefix_end(prefix), revision=revision)
+    op.request_range.count_only = True
+    return op
