@@ -179,3 +179,22 @@ async def test_a_killed_node_is_replaced_after_its_lease_expires(members):
     started = time.monotonic()
     await eventually(lambda: len(one.events.serving) == 50, 3 * TTL_MS / 1000, "node 1 took over")
     assert time.monotonic() - started <= 2 * TTL_MS / 1000 + 0.5
+
+
+async def test_cluster_metrics_count_owned_partitions_and_transactions(members):
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from cohort.coordinator.cluster.metrics import ClusterCollector
+    from cohort_process import metric_value
+
+    one = await members(1)
+    await eventually(lambda: len(one.events.serving) == 50 and not one.events.loads, 10, "node 1 owns all")
+    await one.store.append(0, [encode_record(OffsetCommitRecord("m", "t", 0, 1))])
+    registry = CollectorRegistry()
+    registry.register(ClusterCollector(one.store, one.ownership))
+    text = generate_latest(registry).decode()
+    assert metric_value(text, "cohort_cluster_owned_partitions") == 50
+    assert metric_value(text, "cohort_cluster_nodes") == 1
+    assert metric_value(text, "cohort_cluster_partition_claims_total") == 50
+    assert metric_value(text, "cohort_cluster_etcd_transaction_seconds_count") == 1
+    assert 0 < metric_value(text, "cohort_cluster_lease_remaining_seconds") <= TTL_MS / 1000
