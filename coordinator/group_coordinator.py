@@ -23,6 +23,9 @@ as soon as their records (if any) are durable. Besides the request API:
 * `high_watermark(topic, partition)`: the highest non-negative offset any group has committed for
   that partition (0 if none), O(1); what ListOffsets/Fetch report as the end of a record-less log.
 * `partition_for(group_id)`, `shutdown()` (cancel every timer, answer parked requests).
+* Partitions that move between nodes (cluster mode): `begin_load(p)` (its groups answer
+  COORDINATOR_LOAD_IN_PROGRESS until `on_partition_loaded`), `unload_partition(p)` (another node owns
+  it: parked requests answer NOT_COORDINATOR, its groups and offsets are forgotten).
 
 Write path (one per operation): validate -> build typed records -> `await log.append(partition,
 records)` -> apply to memory -> answer. A failed append (`StorageError`) answers Kafka's mapped
@@ -235,6 +238,19 @@ class GroupCoordinator:
         self._loaded.add(partition)
         if self.metrics is not None:
             self.metrics.partition_loaded(partition, time.perf_counter() - started, len(records))
+
+    def begin_load(self, partition: int) -> None:
+        """This node now owns `partition` and is loading it: COORDINATOR_LOAD_IN_PROGRESS until loaded."""
+        self._failed.discard(partition)
+        self._loaded.discard(partition)
+
+    def unload_partition(self, partition: int) -> None:
+        """Another node owns `partition` now: answer its parked requests NOT_COORDINATOR and forget its groups."""
+        self._loaded.discard(partition)
+        self._failed.add(partition)
+        for group_id in [g for g in self._groups if self.partition_for(g) == partition]:
+            self._groups.pop(group_id).shutdown(E.NOT_COORDINATOR)
+            self.offsets.delete_group(group_id)
 
     def mark_loaded(self, partitions: Iterable[int] | None = None) -> None:
         """Declare partitions loaded without replay (a coordinator over a fresh, empty log)."""

@@ -183,8 +183,7 @@ class RequestHandlers:
             ownership = StaticOwnership.single_node(Node(config.node_id, address.host, address.port),
                                                     config.offsets_topic_num_partitions)
         self.ownership = ownership
-        self.peers = Peers(ownership.peers())
-        self._keeps_registry = ownership.registry_owner == ownership.local
+        self.peers = Peers(ownership.peers)
         self.topics = topics
         self.groups = groups
         self.cluster_id = cluster_id
@@ -270,6 +269,11 @@ class RequestHandlers:
         # v1-3: Kafka writes the error's message even on success, which is "NONE".
         return FindCoordinatorResponse(error_code=0, error_message="NONE", node_id=owner.node_id, host=owner.host,
                                        port=owner.port)
+
+    @property
+    def _keeps_registry(self) -> bool:
+        """This node keeps the topic registry now (it owns offsets partition 0; cluster mode moves it)."""
+        return self.ownership.registry_owner == self.ownership.local
 
     def _coordinator_of(self, group_id: str) -> Node | None:
         """The node that owns `group_id`'s offsets partition (Kafka: the leader of that partition)."""

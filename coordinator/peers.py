@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from cohort.client.connection import BrokerConnection
 from cohort.client.errors import ClientError
@@ -36,13 +36,18 @@ _FETCH_REFRESH_S = 1.0
 class Peers:
     """Connections to the other workers, and the high watermarks they reported."""
 
-    def __init__(self, peers: Iterable[Node]) -> None:
-        self._nodes = {node.node_id: node for node in peers}
+    def __init__(self, peers: Iterable[Node] | Callable[[], Iterable[Node]]) -> None:
+        # A callable is asked each time (cluster mode: nodes come and go); a list is fixed (--workers).
+        self._peers = peers if callable(peers) else (lambda fixed=list(peers): fixed)
         self._connections: dict[int, BrokerConnection] = {}
         self._watermarks: dict[tuple[str, int], int] = {}
         self._refreshed_at: dict[tuple[str, int], float] = {}
         self._refreshing: set[tuple[str, int]] = set()
         self._tasks: set[asyncio.Task] = set()
+
+    @property
+    def _nodes(self) -> dict[int, Node]:
+        return {node.node_id: node for node in self._peers()}
 
     def __bool__(self) -> bool:
         return bool(self._nodes)

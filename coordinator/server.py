@@ -173,6 +173,7 @@ class CoordinatorServer:
         self.owner = owner
         self._listen_sockets = listen_sockets
         self._partition_locks: PartitionLocks | None = None
+        self.cluster = None  # cluster mode (`--cluster`): the etcd-backed ClusterNode in place of the log
         self.state = "loading"
         self.port: int | None = None
         self.cluster_id: str | None = None
@@ -224,23 +225,12 @@ class CoordinatorServer:
         started = time.perf_counter()
         if self._listener is None:
             await self.bind()
-        data_dir = Path(config.data_dir)
-        data_dir.mkdir(parents=True, exist_ok=True)
-        self.cluster_id = load_cluster_id(data_dir)
         num_partitions = config.offsets_topic_num_partitions
-        if self.ownership is None:
-            address = self.advertised_address()
-            self.ownership = StaticOwnership.single_node(Node(config.node_id, address.host, address.port),
-                                                         num_partitions)
-            # A data dir last served by `--workers`: their journals are replayed into the partition files first.
-            await settle(data_dir, {self.owner: range(num_partitions)}, partial(open_offsets_log, config))
+        if config.cluster is not None:
+            await self._open_cluster()
         else:
-            self._partition_locks = PartitionLocks(data_dir, self.ownership.owned())
-            self._partition_locks.acquire()
-        self.log = open_offsets_log(config, state_dir(data_dir, self.owner),
-                                    None if self.ownership.is_single_node else self.ownership.owned(),
-                                    metrics=self.metrics)
-        self.topics = TopicRegistry(self._persist_topic_records)
+            await self._open_local_log(num_partitions)
+        self.topics = TopicRegistry(self.cluster.persist_topics if self.cluster else self._persist_topic_records)
         self.groups = GroupCoordinator(config, self.log, other_records=self._replay_other_record,
                                        metrics=self.metrics)
         try:
@@ -249,6 +239,8 @@ class CoordinatorServer:
             # The partitions that loaded serve normally; the groups of the
             # failed ones answer NOT_COORDINATOR until an operator repairs them.
             log.error("%s", exc)
+        if self.cluster is not None:
+            self.cluster.attach(self.groups, self.topics)
         self.groups.start_retention()
         self.handlers = RequestHandlers(config, self.topics, self.groups, self.cluster_id, self.advertised_address,
                                         self.ownership)
@@ -261,10 +253,41 @@ class CoordinatorServer:
         loop = asyncio.get_running_loop()
         self._listener.start_serving()
         self._idle_task = loop.create_task(self._close_idle_connections(), name="cohort-idle-connections")
+        if self.cluster is not None:
+            await self.cluster.start()  # partitions arrive as this node wins them
         self.state = "ready"
         log.info("listening", extra={"address": f"{host}:{self.port}", "advertised": str(self.advertised_address()),
                                      "cluster_id": self.cluster_id, "topics": len(self.topics),
                                      "start_ms": round((time.perf_counter() - started) * 1000)})
+
+    async def _open_cluster(self) -> None:
+        """Cluster mode: records in etcd, partitions owned through etcd leases (no data dir)."""
+        from cohort.coordinator.cluster.node import ClusterNode
+
+        address = self.advertised_address()
+        self.cluster = ClusterNode(self.config, Node(self.config.node_id, address.host, address.port),
+                                   metrics=self.metrics)
+        self.cluster_id = await self.cluster.connect()
+        self.ownership = self.cluster.ownership
+        self.log = self.cluster
+
+    async def _open_local_log(self, num_partitions: int) -> None:
+        config = self.config
+        data_dir = Path(config.data_dir)
+        data_dir.mkdir(parents=True, exist_ok=True)
+        self.cluster_id = load_cluster_id(data_dir)
+        if self.ownership is None:
+            address = self.advertised_address()
+            self.ownership = StaticOwnership.single_node(Node(config.node_id, address.host, address.port),
+                                                         num_partitions)
+            # A data dir last served by `--workers`: their journals are replayed into the partition files first.
+            await settle(data_dir, {self.owner: range(num_partitions)}, partial(open_offsets_log, config))
+        else:
+            self._partition_locks = PartitionLocks(data_dir, self.ownership.owned())
+            self._partition_locks.acquire()
+        self.log = open_offsets_log(config, state_dir(data_dir, self.owner),
+                                    None if self.ownership.is_single_node else self.ownership.owned(),
+                                    metrics=self.metrics)
 
     async def stop(self) -> None:
         """Stop accepting, answer what is in flight, then flush and close the offsets log."""
