@@ -87,6 +87,8 @@ def test_a_kafka_python_group_commits_through_a_kill_9_of_its_coordinator(nodes,
             commit_round(n)
         owner_id = status(etcd)["partitions"][partition_for(group, 50)]["owner"]
         victim = next(node for node in nodes if f"--node-id {owner_id} " in " ".join(node.args) + " ")
+        survivors = [node for node in nodes if node is not victim]
+        rebalances_before = sum(metric_value(node.scrape(), "cohort_rebalances_total") for node in survivors)
         victim.process.send_signal(signal.SIGKILL)
         victim.process.wait(10)
         killed_at = time.monotonic()
@@ -110,6 +112,8 @@ def test_a_kafka_python_group_commits_through_a_kill_9_of_its_coordinator(nodes,
         assert time.monotonic() - killed_at < 60
         new_owner = status(etcd)["partitions"][partition_for(group, 50)]["owner"]
         assert new_owner != owner_id
+        # The new coordinator loaded the group with its generation and members: no rebalance was needed.
+        assert sum(metric_value(node.scrape(), "cohort_rebalances_total") for node in survivors) == rebalances_before
     finally:
         consumer.close()
 
