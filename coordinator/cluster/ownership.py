@@ -167,8 +167,10 @@ class EtcdOwnership:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         self._tasks = []
-        for partition in [p for p, s in self._states.items() if s in (S.OWNED, S.CLAIMING, S.HANDING_OFF)]:
-            await self._let_go(partition, "shutdown")
+        # Stop serving everything first, then let every partition's in-flight writes finish together.
+        held = [p for p, s in self._states.items() if s in (S.OWNED, S.CLAIMING, S.HANDING_OFF)]
+        await asyncio.gather(*(self._let_go(p, "shutdown") for p in held))
+        log.info("node %d: %d partitions handed over (shutdown)", self.local.node_id, len(held))
         # Revoking the lease deletes nodes/<id> and every owner/<p> under it in one step.
         await self.lease.revoke()
 
@@ -338,8 +340,9 @@ class EtcdOwnership:
             return
         self._forget(partition)
         if state in (S.OWNED, S.HANDING_OFF):
-            self.stats.losses += 1
-            log.info("partition %d: no longer owned here (%s)", partition, why)
+            if why != "shutdown":
+                self.stats.losses += 1
+                log.info("partition %d: no longer owned here (%s)", partition, why)
             self._listener.lost(partition)
             if self.store is not None:
                 await self.store.release(partition)
