@@ -15,19 +15,18 @@ v0-2's single error, OffsetFetch's error placement, ...). The methods:
 JoinGroup and SyncGroup may stay parked until the group's rebalance moves on; the others return
 as soon as their records (if any) are durable. Besides the request API:
 
-* `await load()` opens the offsets log and replays every partition into memory (`replay()` per
-  record); until a partition is loaded its groups answer COORDINATOR_LOAD_IN_PROGRESS (Heartbeat:
-  NONE), a partition that failed to load answers NOT_COORDINATOR.
+* Partitions come and go through the `Ownership` listener: `acquired(p, epoch)` loads p from the
+  `Store` (its groups answer COORDINATOR_LOAD_IN_PROGRESS meanwhile, Heartbeat NONE), `lost(p)`
+  answers p's parked requests NOT_COORDINATOR, forgets its groups and offsets and releases it in
+  the store. A partition this node does not own, or that failed to load, answers NOT_COORDINATOR.
+  `await load()` does it for every partition at once (a single node without an `Ownership`).
 * `start_retention()` runs KIP-211 offset expiry every `offsets.retention.check.interval.ms`;
   `await expire_offsets()` runs one pass (tests, tools).
 * `high_watermark(topic, partition)`: the highest non-negative offset any group has committed for
   that partition (0 if none), O(1); what ListOffsets/Fetch report as the end of a record-less log.
 * `partition_for(group_id)`, `shutdown()` (cancel every timer, answer parked requests).
-* Partitions that move between nodes (cluster mode): `begin_load(p)` (its groups answer
-  COORDINATOR_LOAD_IN_PROGRESS until `on_partition_loaded`), `unload_partition(p)` (another node owns
-  it: parked requests answer NOT_COORDINATOR, its groups and offsets are forgotten).
 
-Write path (one per operation): validate -> build typed records -> `await log.append(partition,
+Write path (one per operation): validate -> build typed records -> `await store.append(partition,
 records)` -> apply to memory -> answer. A failed append (`StorageError`) answers Kafka's mapped
 error (reference §3.2) and applies nothing. The group state machine itself is in
 `cohort.coordinator.group`.
@@ -51,7 +50,7 @@ from cohort.coordinator.group import (
     Scheduler,
     SyncResult,
 )
-from cohort.coordinator.log import OffsetsLog, PartitionState, StorageError
+from cohort.coordinator.log import LogLoadError, StorageError
 from cohort.coordinator.offsets import OffsetsTable
 from cohort.coordinator.records import (
     GroupMemberRecord,
@@ -65,6 +64,7 @@ from cohort.coordinator.records import (
     encode_offset_commit,
     encode_record,
 )
+from cohort.coordinator.store import Store
 from cohort.protocol import messages as m
 from cohort.protocol.errors import ErrorCode
 from cohort.protocol.partitioning import partition_for as _partition_for
@@ -139,7 +139,7 @@ class GroupCoordinator:
     def __init__(
         self,
         config,
-        log_: OffsetsLog,
+        store: Store,
         offsets: OffsetsTable | None = None,
         *,
         scheduler: Scheduler | None = None,
@@ -150,14 +150,19 @@ class GroupCoordinator:
         `metrics` (coordinator.metrics.CoordinatorMetrics) counts rebalances, expiries and loads."""
         self.config = config
         self.metrics = metrics
-        self._log = log_
+        self._store = store
         self.offsets = offsets if offsets is not None else OffsetsTable()
         self.scheduler: Scheduler = scheduler or LoopScheduler()
         self._other_records = other_records
         self._groups: dict[str, ClassicGroup] = {}
         self._num_partitions = config.offsets_topic_num_partitions
         self._loaded: set[int] = set()
-        self._failed: set[int] = set()
+        self._failed: dict[int, str] = {}  # partition -> why it could not be loaded
+        self._owned: set[int] | None = None  # None until ownership is known: every partition is ours, loading
+        self._loads: dict[int, asyncio.Task] = {}
+        self._load_turn: asyncio.Lock | None = None  # partitions load one after another, in acquired order
+        self.loaded_records = 0  # live records replayed from the store since start (the load summary)
+        self._releases: set[asyncio.Task] = set()
         self._high_watermarks: dict[str, dict[int, int]] = {}
         # Per partition: appends started / finished, and RequireStable fetches waiting for a count.
         # The log completes a partition's appends in order, so "finished >= n" means the first n are done.
@@ -182,81 +187,154 @@ class GroupCoordinator:
             return E.COORDINATOR_NOT_AVAILABLE
         if partition in self._loaded:
             return E.NONE
-        if partition in self._failed or self._log.partition_state(partition) is PartitionState.FAILED:
+        if partition in self._failed or (self._owned is not None and partition not in self._owned):
             return E.NOT_COORDINATOR
         return E.COORDINATOR_LOAD_IN_PROGRESS
 
     def is_loaded(self, partition: int) -> bool:
         return partition in self._loaded
 
+    def failed_partitions(self) -> dict[int, str]:
+        """Owned partitions that could not be loaded, with why (their groups answer NOT_COORDINATOR)."""
+        return dict(self._failed)
+
     async def load(self, *, start_retention: bool = True) -> None:
-        """Open the offsets log, replay it, then (by default) start the offset-expiry task.
+        """Open the store and load every partition (a single node without an `Ownership`).
 
         Raises `LogLoadError` if some partitions failed: those answer NOT_COORDINATOR, the rest
-        serve normally. (A server that opens the log itself passes `on_partition_loaded` as the
-        replay callback and calls `start_retention()` afterwards.)
+        serve normally.
         """
         try:
-            await self._log.open(self.on_partition_loaded)
-        finally:
+            await self._store.open()
             for p in range(self._num_partitions):
-                if p not in self._loaded:
-                    self._failed.add(p)
+                self.acquired(p, 0)
+            await self.wait_loaded()
+        finally:
             if start_retention:
                 self.start_retention()
+        if self._failed:
+            raise LogLoadError({p: RuntimeError(why) for p, why in self._failed.items()})
+
+    # -- the Ownership listener -------------------------------------------------------------
+    def acquired(self, partition: int, epoch: int) -> None:
+        """This node now coordinates `partition`: load it from the store (its groups wait meanwhile)."""
+        if self._owned is None:
+            self._owned = set()
+        self._owned.add(partition)
+        self._failed.pop(partition, None)
+        if partition in self._loaded or partition in self._loads:
+            return
+        task = asyncio.get_running_loop().create_task(self._load_partition(partition, epoch),
+                                                      name=f"load-offsets-partition-{partition}")
+        self._loads[partition] = task
+        task.add_done_callback(lambda _: self._loads.pop(partition, None) if self._loads.get(partition) is task
+                               else None)
+
+    def lost(self, partition: int) -> None:
+        """Another node coordinates `partition` now: answer its parked requests NOT_COORDINATOR,
+        forget its groups and offsets, and release it in the store (its accepted appends finish)."""
+        if self._owned is None:
+            self._owned = set(range(self._num_partitions))
+        self._owned.discard(partition)
+        loading = self._loads.pop(partition, None)
+        if loading is not None:
+            loading.cancel()
+        self._loaded.discard(partition)
+        self._failed.pop(partition, None)
+        for group_id in [g for g in self._groups if self.partition_for(g) == partition]:
+            group = self._groups.pop(group_id)
+            group.shutdown(E.NOT_COORDINATOR)
+        for group_id in [g for g in self.offsets.groups() if self.partition_for(g) == partition]:
+            self.offsets.delete_group(group_id)
+        release = asyncio.get_running_loop().create_task(self._release(partition, loading),
+                                                         name=f"release-offsets-partition-{partition}")
+        self._releases.add(release)
+        release.add_done_callback(self._releases.discard)
+
+    async def _release(self, partition: int, loading: asyncio.Task | None) -> None:
+        if loading is not None:
+            await asyncio.gather(loading, return_exceptions=True)
+        try:
+            await self._store.release(partition)
+        except Exception as exc:  # noqa: BLE001 - the partition is gone from this node either way
+            log.error("offsets partition %d: release failed: %s", partition, exc)
+
+    async def wait_loaded(self) -> None:
+        """Wait until every load and release started so far has finished."""
+        while self._loads or self._releases:
+            await asyncio.gather(*self._loads.values(), *self._releases, return_exceptions=True)
+
+    async def _load_partition(self, partition: int, epoch: int) -> None:
+        # One at a time: replay is CPU-bound, so loading 50 partitions at once would only hold 50 of
+        # them in memory together (and the topic registry's partition 0 would not come first).
+        if self._load_turn is None:
+            self._load_turn = asyncio.Lock()
+        async with self._load_turn:
+            await self._load_partition_now(partition, epoch)
+
+    async def _load_partition_now(self, partition: int, epoch: int) -> None:
+        started = time.perf_counter()
+        loaded_groups: set[str] = set()
+        count = 0
+        try:
+            async for chunk in self._store.load(partition, epoch):
+                count += len(chunk)
+                self._replay_chunk(chunk, loaded_groups)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - damage, lost ownership, a record that cannot be replayed
+            why = exc.errors.get(partition, exc) if isinstance(exc, LogLoadError) else exc
+            self._failed[partition] = str(why)
+            log.error("offsets partition %d failed to load: %s", partition, why)
+            return
+        self._partition_replayed(partition, loaded_groups, count, started)
 
     def on_partition_loaded(self, partition: int, records: list[tuple[bytes, bytes]]) -> None:
-        """The offsets log's replay callback: rebuild the partition's groups and offsets.
+        """Replay a whole partition's live records at once (tools and tests; the store path is `acquired`).
 
         The log hands over only live records, each key once, in no particular
         order; commits arrive column-wise (`decode_for_load`) so a start-up over
         millions of offsets costs no Python step per commit.
         """
         started = time.perf_counter()
-        groups = self._groups
         loaded_groups: set[str] = set()
         try:
-            for item in decode_for_load(records):
-                if type(item) is OffsetCommitRun:
-                    if item.group not in groups:
-                        groups[item.group] = self._new_group(item.group)  # a simple group
-                    loaded_groups.add(item.group)
-                    self.offsets.put_run(item)
-                    self._raise_high_watermarks(item.topic, item.partitions, item.offsets)
-                else:
-                    self.replay(item)
-                    group_id = getattr(item, "group", None)
-                    if group_id is not None:
-                        loaded_groups.add(group_id)
-        except Exception:
-            self._failed.add(partition)
+            self._replay_chunk(records, loaded_groups)
+        except Exception as exc:
+            self._failed[partition] = str(exc)
             raise
+        self._partition_replayed(partition, loaded_groups, len(records), started)
+
+    def _replay_chunk(self, records: list[tuple[bytes, bytes]], loaded_groups: set[str]) -> None:
+        groups = self._groups
+        for item in decode_for_load(records):
+            if type(item) is OffsetCommitRun:
+                if item.group not in groups:
+                    groups[item.group] = self._new_group(item.group)  # a simple group
+                loaded_groups.add(item.group)
+                self.offsets.put_run(item)
+                self._raise_high_watermarks(item.topic, item.partitions, item.offsets)
+            else:
+                self.replay(item)
+                group_id = getattr(item, "group", None)
+                if group_id is not None:
+                    loaded_groups.add(group_id)
+
+    def _partition_replayed(self, partition: int, loaded_groups: set[str], records: int, started: float) -> None:
+        self.loaded_records += records
         for group_id in loaded_groups:
-            group = groups.get(group_id)
+            group = self._groups.get(group_id)
             if group is not None:
                 group.on_loaded()
         self._loaded.add(partition)
         if self.metrics is not None:
-            self.metrics.partition_loaded(partition, time.perf_counter() - started, len(records))
-
-    def begin_load(self, partition: int) -> None:
-        """This node now owns `partition` and is loading it: COORDINATOR_LOAD_IN_PROGRESS until loaded."""
-        self._failed.discard(partition)
-        self._loaded.discard(partition)
-
-    def unload_partition(self, partition: int) -> None:
-        """Another node owns `partition` now: answer its parked requests NOT_COORDINATOR and forget its groups."""
-        self._loaded.discard(partition)
-        self._failed.add(partition)
-        for group_id in [g for g in self._groups if self.partition_for(g) == partition]:
-            self._groups.pop(group_id).shutdown(E.NOT_COORDINATOR)
-            self.offsets.delete_group(group_id)
+            self.metrics.partition_loaded(partition, time.perf_counter() - started, records)
 
     def mark_loaded(self, partitions: Iterable[int] | None = None) -> None:
         """Declare partitions loaded without replay (a coordinator over a fresh, empty log)."""
         for p in range(self._num_partitions) if partitions is None else partitions:
             self._loaded.add(p)
-            self._failed.discard(p)
+            self._failed.pop(p, None)
 
     def replay(self, record: Record) -> None:
         """Apply one record read back from the log (no writes, no timers)."""
@@ -375,7 +453,7 @@ class GroupCoordinator:
         """`_append` of records already encoded as (key, value)."""
         self._writes_started[partition] = self._writes_started.get(partition, 0) + 1
         try:
-            await self._log.append(partition, encoded)
+            await self._store.append(partition, encoded)
         except StorageError as exc:
             log.warning("offsets partition %d: append failed: %s", partition, exc)
             return map_write_error(exc.error_code)

@@ -4,7 +4,8 @@
     owner/<p>                                 -> "<node-id>", under the owner's lease; epoch = create revision
     o/<p>/<group>/<topic>/<partition>         -> offset commit value      (record types 0, 1)
     g/<p>/<group>                             -> group metadata value     (record type 2)
-    t/<p>/<topic>                             -> topic registry value     (record type 100)
+    t/0/<topic>                               -> topic registry value     (record type 100; cluster-wide,
+                                                 not part of partition 0's data: see cluster/node.py)
     r/<p>/<hex of the record key>             -> any other record type's value
 
 Values are the local log's record values byte for byte (`cohort.coordinator.records`); the record key
@@ -29,6 +30,7 @@ from cohort.coordinator.records import (
 NODES = b"nodes/"
 OWNERS = b"owner/"
 DATA_PREFIXES = (b"o/", b"g/", b"t/", b"r/")
+TOPICS = b"t/0/"
 
 _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
@@ -49,8 +51,8 @@ def id_of(key: bytes, prefix: bytes) -> int | None:
 
 
 def partition_prefixes(partition: int) -> list[bytes]:
-    """The etcd prefixes holding partition `partition`'s records."""
-    return [kind + str(partition).encode() + b"/" for kind in DATA_PREFIXES]
+    """The etcd prefixes holding partition `partition`'s records (the topic registry is not one)."""
+    return [kind + str(partition).encode() + b"/" for kind in DATA_PREFIXES if kind != b"t/"]
 
 
 def _name(text: str) -> bytes:

@@ -28,6 +28,7 @@ from cohort.coordinator.cluster.etcd import (
     EtcdRequestTooLarge,
     EtcdUnavailable,
     compare_create_revision,
+    prefix_end,
     op_delete,
     op_put,
 )
@@ -92,22 +93,41 @@ class EtcdStore:
         Every write of an earlier owner that etcd accepted happened before the claim (later ones
         fail their guard), so a snapshot taken after the claim has all of them.
         """
-        self._partitions[partition] = _Partition(epoch)
+        state = self._partitions[partition] = _Partition(epoch)
         try:
-            owner, _, revision = await self.etcd.range(keys.owner_key(partition))
+            owner, _, revision = await self._retrying(partition, state, lambda: self.etcd.range(keys.owner_key(partition)))
             if not owner or owner[0].create_revision != epoch:
                 raise StorageError(f"partition {partition}: epoch {epoch} is no longer the owner's",
                                    ErrorCode.NOT_COORDINATOR)
             for prefix in keys.partition_prefixes(partition):
-                async for page in self.etcd.range_prefix(prefix, page_size=self.page_size, revision=revision):
-                    yield [(keys.record_key(kv.key), kv.value) for kv in page]
-        except EtcdUnavailable as exc:
-            self.stats.etcd_errors += 1
-            self._partitions.pop(partition, None)
-            raise StorageError(f"partition {partition}: {exc}", ErrorCode.COORDINATOR_NOT_AVAILABLE) from exc
+                start, end = prefix, prefix_end(prefix)
+                while True:
+                    page, more, _ = await self._retrying(partition, state, lambda: self.etcd.range(
+                        start, end, limit=self.page_size, revision=revision))
+                    if page:
+                        yield [(keys.record_key(kv.key), kv.value) for kv in page]
+                    if not more or not page:
+                        break
+                    start = page[-1].key + b"\0"
         except StorageError:
-            self._partitions.pop(partition, None)
+            if self._partitions.get(partition) is state:
+                del self._partitions[partition]
             raise
+
+    async def _retrying(self, partition: int, state: _Partition, read):
+        """A read of the load, tried again while etcd is unreachable and the partition is still ours."""
+        while True:
+            try:
+                return await read()
+            except EtcdUnavailable as exc:
+                self.stats.etcd_errors += 1
+                if "compacted" in str(exc):
+                    raise StorageError(f"partition {partition}: {exc}", ErrorCode.COORDINATOR_NOT_AVAILABLE) from exc
+                if state.releasing or self._partitions.get(partition) is not state:
+                    raise StorageError(f"partition {partition}: released while loading",
+                                       ErrorCode.NOT_COORDINATOR) from exc
+                log.info("partition %d: load waits for etcd (%s)", partition, exc)
+                await asyncio.sleep(0.5)
 
     async def append(self, partition: int, records: Sequence[Record]) -> None:
         state = self._partitions.get(partition)

@@ -44,13 +44,8 @@ cooperation (safe while it runs; a torn or in-progress tail is skipped;
 dump|verify|compact` is built on them (`cohort.coordinator.cli_log`).
 """
 from cohort.coordinator.log.compaction import CompactionResult, compact_closed_segments
-from cohort.coordinator.log.offsets_log import (
-    FlushPolicy,
-    LogLoadError,
-    OffsetsLog,
-    PartitionState,
-    StorageError,
-)
+from cohort.coordinator.log.offsets_log import OffsetsLog
+from cohort.coordinator.log.state import FlushPolicy, LogLoadError, PartitionState, StorageError
 from cohort.coordinator.log.segments import (
     CorruptLogError,
     list_partitions,

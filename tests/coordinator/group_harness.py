@@ -43,7 +43,7 @@ class Harness:
         self.clock = ManualScheduler()
         self.data_dir = data_dir
         self.log = FailingLog(data_dir, num_partitions=self.config.offsets_topic_num_partitions,
-                              flush_policy=flush_policy)
+                              flush_policy=flush_policy, partitions=())  # the coordinator loads them
         self.coordinator = GroupCoordinator(self.config, self.log, scheduler=self.clock)
 
     async def start(self) -> "Harness":
@@ -59,7 +59,7 @@ class Harness:
         """Stop this coordinator and load a fresh one from the same directory (same clock)."""
         await self.close()
         self.log = FailingLog(self.data_dir, num_partitions=self.config.offsets_topic_num_partitions,
-                              flush_policy="never")
+                              flush_policy="never", partitions=())
         self.coordinator = GroupCoordinator(self.config, self.log, scheduler=self.clock)
         await self.coordinator.load(start_retention=False)
         return self
