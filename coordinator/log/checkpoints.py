@@ -144,7 +144,7 @@ class Checkpoints:
         """Where every loaded partition ends now (journal -1: nothing of it is journaled after this)."""
         marks = {}
         for p in self._parts:
-            if p.state is PartitionState.LOADED and p.fd >= 0:
+            if p.state is PartitionState.LOADED and p.fd >= 0 and p.marking is None:
                 marks[p.index] = PartitionMark(segment_base(p.segments[-1]), p.active_size, p.next_offset,
                                                journal_seq, self.owner)
         return marks

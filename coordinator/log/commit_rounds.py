@@ -157,6 +157,9 @@ class CommitRounds:
 
     def _write_pending(self, p: Partition, ts_ms: int) -> PendingWrite | None:
         """Write a partition's queued appends as one batch into its active segment (no fsync)."""
+        if p.marking is not None:
+            p.held = True  # its journal entries would be ours before its mark says so: wait for the mark
+            return None
         if (p.in_round or p.unsynced) and self._roll_due(p, ts_ms):
             p.held = True  # a cut-back must find its writes in the file it wrote: roll once they are acknowledged
             return None

@@ -156,6 +156,7 @@ class Partition:
     owner_lock: PartitionLock | None = None  # this process's hold on the partition directory
     mark: PartitionMark | None = None  # the last mark written for it (by this instance or, until then, found)
     compacting: asyncio.Future | None = None  # a compaction of it in flight on the cleaner thread
+    marking: asyncio.Future | None = None  # its first mark of this owner being written: no write goes before it
 
 
 def write_all(fd: int, data: bytes, position: int) -> None:

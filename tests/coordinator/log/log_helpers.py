@@ -51,7 +51,7 @@ async def wait_for(predicate, timeout: float = 10.0) -> None:
 
 def crash_copy(live_dir, crash_dir) -> None:
     """The files as a crash would find them right now (the log keeps running on the original)."""
-    shutil.copytree(live_dir, crash_dir, ignore=shutil.ignore_patterns(".lock"))
+    shutil.copytree(live_dir, crash_dir, ignore=shutil.ignore_patterns(".lock", "*.tmp"))  # a mark being written
 
 
 def garble_past_marks(data_dir) -> int:
