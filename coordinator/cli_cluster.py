@@ -85,9 +85,17 @@ def status_command(args: argparse.Namespace) -> int:
         report = asyncio.run(_status(client))
     except EtcdUnavailable as exc:
         return _fail(str(exc))
-    if args.output == "json":
+    try:
+        _print_status(report, args.output)
+    except BrokenPipeError:  # `cohort cluster status | head`
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return EXIT_OK
+
+
+def _print_status(report: dict, output: str) -> None:
+    if output == "json":
         print(json.dumps(report, indent=2))
-        return EXIT_OK
+        return
     print(f"{'NODE':>5}  {'ADDRESS':<24} LEASE LEFT")
     for node in report["nodes"]:
         print(f"{node['node_id']:>5}  {node['address']:<24} {node['lease_ttl_s']}s")
@@ -97,7 +105,6 @@ def status_command(args: argparse.Namespace) -> int:
         owner = "-" if row["owner"] is None else row["owner"]
         epoch = "-" if row["epoch"] is None else row["epoch"]
         print(f"{row['partition']:>9}  {owner:>5}  {epoch:>10}  {row['groups']:>6}  {row['offsets']:>8}")
-    return EXIT_OK
 
 
 async def _status(client) -> dict:

@@ -46,6 +46,7 @@ class ClusterNode:
                                        lease_ttl_ms=config.cluster_lease_ttl_ms)
         self.topics = None  # the TopicRegistry, from `watch_topics`
         self._topics_watch: asyncio.Task | None = None
+        self._closed = False
         if metrics is not None:
             metrics.registry.register(ClusterCollector(self.store, self.ownership))
 
@@ -58,8 +59,10 @@ class ClusterNode:
         return kvs[0].value.decode()
 
     async def close(self) -> None:
+        self._closed = True
         if self._topics_watch is not None:
             self._topics_watch.cancel()
+            await asyncio.wait([self._topics_watch], timeout=5)
         await self.etcd.close()
 
     # --- the topic registry (cluster-wide) ----------------------------------------------------------
@@ -81,13 +84,15 @@ class ClusterNode:
         return revision
 
     async def _watch_topics(self, revision: int) -> None:
-        while True:
+        while not self._closed:
             try:
                 async for events in self.etcd.watch_prefix(keys.TOPICS, revision + 1):
                     for kind, kv in events:
                         revision = max(revision, kv.mod_revision)
                         self._apply_topic(kv.key, None if kind == 1 else kv.value)
             except EtcdUnavailable as exc:
+                if self._closed:
+                    return
                 log.info("topic watch interrupted (%s); reading the registry again", exc)
             await asyncio.sleep(0.5)
             try:

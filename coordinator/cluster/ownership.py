@@ -163,9 +163,9 @@ class EtcdOwnership:
         self._stopping = True
         for task in self._tasks:
             task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        # grpc may turn a cancelled watch into an RPC error: the loops also stop on `_stopping`.
+        if self._tasks:
+            await asyncio.wait(self._tasks, timeout=5)
         self._tasks = []
         # Stop serving everything first, then let every partition's in-flight writes finish together.
         held = [p for p, s in self._states.items() if s in (S.OWNED, S.CLAIMING, S.HANDING_OFF)]
@@ -211,7 +211,7 @@ class EtcdOwnership:
             self._unowned_since.pop(partition, None)
 
     async def _watch(self, prefix: bytes, revision: int) -> None:
-        while True:
+        while not self._stopping:
             try:
                 async for events in self.etcd.watch_prefix(prefix, revision + 1):
                     for kind, kv in events:
@@ -219,6 +219,8 @@ class EtcdOwnership:
                         self._apply_event(prefix, kind, kv)
                     self._wake.set()
             except EtcdUnavailable as exc:
+                if self._stopping:
+                    return
                 log.info("etcd watch of %s interrupted (%s); resynchronising", prefix.decode(), exc)
             await asyncio.sleep(0.2)
             with contextlib.suppress(EtcdUnavailable):
@@ -245,7 +247,7 @@ class EtcdOwnership:
 
     async def _reconcile_loop(self) -> None:
         period = self.lease.ttl_ms / 1000 / 4
-        while True:
+        while not self._stopping:
             with contextlib.suppress(asyncio.TimeoutError, TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), period)
             self._wake.clear()

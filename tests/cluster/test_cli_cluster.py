@@ -19,7 +19,7 @@ from cohort.protocol.partitioning import partition_for
 from test_ownership import Events, eventually
 
 
-async def test_status_lists_nodes_owners_epochs_and_groups(etcd):
+async def test_status_lists_nodes_owners_epochs_and_groups_and_import_refuses_while_nodes_run(etcd, tmp_path):
     client = EtcdClient(etcd.endpoints)
     store = EtcdStore(client)
     ownership = EtcdOwnership(client, Node(7, "10.0.0.7", 9092), store=store, lease_ttl_ms=2000)
@@ -41,6 +41,14 @@ async def test_status_lists_nodes_owners_epochs_and_groups(etcd):
         assert (rows[p]["groups"], rows[p]["offsets"]) == (1, 1)
         table = await asyncio.to_thread(run_cohort, "cluster", "status", "--cluster", etcd.url)
         assert table.returncode == 0 and "10.0.0.7:9092" in table.stdout
+        # Importing while a node runs would hide the imported records from it: refused.
+        data_dir = tmp_path / "empty-node"
+        data_dir.mkdir()
+        (data_dir / "__consumer_offsets-0").mkdir()
+        (data_dir / "__consumer_offsets-0" / "00000000000000000000.log").write_bytes(b"")
+        refused = await asyncio.to_thread(run_cohort, "cluster", "import", "--cluster", etcd.url,
+                                          "--data-dir", str(data_dir), "--execute")
+        assert refused.returncode == 1 and "nodes are running" in refused.stderr, refused.stderr
     finally:
         await ownership.stop()
         await client.close()

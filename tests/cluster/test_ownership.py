@@ -46,11 +46,11 @@ class Events:
 
 
 class Member:
-    def __init__(self, endpoints: list[str], node_id: int) -> None:
+    def __init__(self, endpoints: list[str], node_id: int, ttl_ms: int = TTL_MS) -> None:
         self.client = EtcdClient(endpoints, timeout_s=3.0)
         self.store = EtcdStore(self.client)
         self.ownership = EtcdOwnership(self.client, Node(node_id, "127.0.0.1", 9000 + node_id),
-                                       store=self.store, lease_ttl_ms=TTL_MS)
+                                       store=self.store, lease_ttl_ms=ttl_ms)
         self.events = Events(self.store)
 
     async def start(self) -> "Member":
@@ -75,8 +75,8 @@ async def eventually(predicate, timeout: float, what: str) -> None:
 async def members(etcd):
     started: list[Member] = []
 
-    async def start(node_id: int) -> Member:
-        member = await Member(etcd.endpoints, node_id).start()
+    async def start(node_id: int, ttl_ms: int = TTL_MS) -> Member:
+        member = await Member(etcd.endpoints, node_id, ttl_ms).start()
         started.append(member)
         return member
     yield start
@@ -129,12 +129,12 @@ async def test_a_joining_node_gets_its_share_by_handoff_never_with_two_owners_at
 
 
 async def test_graceful_stop_hands_everything_over_without_waiting_for_the_lease(members):
-    one, two = await members(1), await members(2)
+    one, two = await members(1, ttl_ms=10000), await members(2, ttl_ms=10000)
     await eventually(lambda: spread_as_hashed([one, two]), 15, "spread over two nodes")
     started = time.monotonic()
     await two.stop()
-    await eventually(lambda: len(one.events.serving) == 50, TTL_MS / 1000, "node 1 took everything")
-    assert time.monotonic() - started < TTL_MS / 1000
+    await eventually(lambda: len(one.events.serving) == 50, 5, "node 1 took everything")
+    assert time.monotonic() - started < 5  # well inside the 10 s lease
     assert one.ownership.nodes() == [one.ownership.local]
 
 
