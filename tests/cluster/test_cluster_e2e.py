@@ -8,9 +8,11 @@ import time
 
 import pytest
 from cohort_process import CohortServer, metric_value, run_cohort
-from kafka import KafkaConsumer, TopicPartition
+from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
+from kafka.admin import NewTopic
 from kafka.structs import OffsetAndMetadata
 
+from cohort.coordinator.cluster.ownership import preferred_owner
 from cohort.protocol.partitioning import partition_for
 
 pytestmark = pytest.mark.timeout(240)
@@ -31,6 +33,15 @@ def wait_until(predicate, timeout: float, what: str):
             return result
         time.sleep(0.1)
     raise AssertionError(f"not within {timeout}s: {what}")
+
+
+def create_topic(bootstrap: str, topic: str) -> None:
+    """Create the topic first: any node of a cluster takes CreateTopics (the registry is in etcd)."""
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=15000)
+    try:
+        admin.create_topics([NewTopic(topic, 3, 1)])
+    finally:
+        admin.close()
 
 
 def owned(node: CohortServer) -> float:
@@ -68,11 +79,15 @@ def test_a_kafka_python_group_commits_through_a_kill_9_of_its_coordinator(nodes,
     wait_until(lambda: sum(owned(n) for n in nodes) == 50, 30, "all partitions owned")
     group, topic = "e2e-failover", "e2e-topic"
     bootstrap = ",".join(n.bootstrap for n in nodes)
+    create_topic(bootstrap, topic)
     consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
                              session_timeout_ms=10000, heartbeat_interval_ms=500, request_timeout_ms=15000,
                              retry_backoff_ms=100, auto_offset_reset="earliest")
     acknowledged: dict[int, int] = {}
     try:
+        # Know the topic before joining (kafka-python 3.0.12 may never finish the rebalance a topic
+        # appearing under a joined consumer causes; tests/coordinator/test_clients_kafka_python.py).
+        wait_until(lambda: consumer.partitions_for_topic(topic), 30, "the consumer sees the topic")
         wait_until(lambda: consumer.poll(timeout_ms=200) is not None and consumer.assignment(), 60,
                    "the consumer joined and got partitions")
         partitions = sorted(tp.partition for tp in consumer.assignment())
@@ -124,3 +139,58 @@ def test_a_kafka_python_group_commits_through_a_kill_9_of_its_coordinator(nodes,
             assert reader.committed(TopicPartition(topic, p)) == n == 40
     finally:
         reader.close()
+
+
+def test_nodes_added_and_removed_move_partitions_by_handoff_and_groups_keep_their_generation(etcd, tmp_path):
+    nodes = [start_node(tmp_path, etcd, i) for i in (1, 2)]
+    # A group that moves to node 3 when it joins, and back when it leaves.
+    group = next(g for g in (f"e2e-membership-{i}" for i in range(1000))
+                 if preferred_owner(partition_for(g, 50), {1, 2, 3}) == 3)
+    topic = "membership-topic"
+    consumer = None
+    try:
+        wait_until(lambda: sum(owned(n) for n in nodes) == 50, 30, "two nodes own everything")
+        create_topic(",".join(n.bootstrap for n in nodes), topic)
+        consumer = KafkaConsumer(topic, bootstrap_servers=",".join(n.bootstrap for n in nodes), group_id=group,
+                                 enable_auto_commit=False, session_timeout_ms=10000, heartbeat_interval_ms=500,
+                                 request_timeout_ms=15000, retry_backoff_ms=100, auto_offset_reset="earliest")
+        wait_until(lambda: consumer.partitions_for_topic(topic), 30, "the consumer sees the topic")
+        wait_until(lambda: consumer.poll(timeout_ms=200) is not None and consumer.assignment(), 60, "joined")
+        partitions = sorted(tp.partition for tp in consumer.assignment())
+        round_no = 0
+
+        def commit_rounds(count: int) -> None:
+            nonlocal round_no
+            for _ in range(count):
+                round_no += 1
+                consumer.commit({TopicPartition(topic, p): OffsetAndMetadata(round_no, "", -1) for p in partitions})
+                consumer.poll(timeout_ms=20)
+
+        def rebalances() -> dict[int, float]:
+            return {n.port: metric_value(n.scrape(), "cohort_rebalances_total")
+                    for n in nodes if n.process.poll() is None}
+
+        commit_rounds(5)
+        before = rebalances()  # a node started later starts at 0
+
+        third = start_node(tmp_path, etcd, 3)
+        nodes.append(third)
+        wait_until(lambda: owned(third) > 0 and sum(owned(n) for n in nodes) == 50, 30, "node 3 got its share")
+        assert status(etcd)["partitions"][partition_for(group, 50)]["owner"] == 3
+        commit_rounds(10)
+        leaving = third
+        assert leaving.stop() == 0  # SIGTERM: hands its partitions over
+        wait_until(lambda: sum(owned(n) for n in nodes if n is not leaving) == 50, 30, "node 3's share moved")
+        assert status(etcd)["partitions"][partition_for(group, 50)]["owner"] in (1, 2)
+        commit_rounds(10)
+        # The group was handed over with its generation and members: no node completed a rebalance since.
+        assert all(count == before.get(port, 0) for port, count in rebalances().items())
+        report = status(etcd)
+        assert sorted(n["node_id"] for n in report["nodes"]) == [1, 2]
+    finally:
+        if consumer is not None:
+            consumer.close()
+        for node in nodes:
+            if node.process.poll() is None:
+                node.stop()
+    assert round_no == 25
