@@ -470,7 +470,7 @@ def _check_together(config: CoordinatorConfig) -> None:
     if config.worker_ports is not None:
         count = len(config.worker_ports.split(","))
         if config.workers != "auto" and count != config.workers:
-            raise ConfigError(f"invalid worker.ports: {count} port(s) for {config.workers} worker(s)")
+            raise ConfigError(f"invalid worker.ports: {count} port(s) for {config.workers} worker(s) (--worker-ports needs one per worker)")
     elif config.workers != "auto" and config.listen_address.port + config.workers - 1 > 65535:
         raise ConfigError(f"invalid workers: ports {config.listen_address.port}..{config.listen_address.port + config.workers - 1} "
                           "go past 65535 (set --worker-ports)")

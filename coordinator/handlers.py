@@ -51,9 +51,9 @@ from typing import Any, NamedTuple
 from cohort.coordinator.config import CoordinatorConfig, HostPort
 from cohort.coordinator.group_coordinator import GroupCoordinator, RequestContext
 from cohort.coordinator.log import StorageError
-from cohort.coordinator.ownership import Node
+from cohort.coordinator.ownership import Node, Ownership
 from cohort.coordinator.peers import PEER_CLIENT_ID, Peers
-from cohort.coordinator.static_ownership import StaticOwnership
+from cohort.coordinator.static_ownership import TOPIC_REGISTRY_PARTITION, StaticOwnership
 from cohort.coordinator.topics import RESERVED_TOPIC_NAMES, Topic, TopicRefusal, TopicRegistry, topic_name_problem
 from cohort.protocol.errors import ErrorCode
 from cohort.protocol.framing import SUPPORTED_VERSIONS
@@ -174,16 +174,21 @@ class RequestHandlers:
         groups: GroupCoordinator,
         cluster_id: str,
         advertised: Callable[[], HostPort],
-        ownership: StaticOwnership | None = None,
+        ownership: Ownership | None = None,
+        *,
+        registry_everywhere: bool = False,
     ) -> None:
-        """`ownership`: who owns which offsets partition (default: this node alone, at `advertised()`)."""
+        """`ownership`: who owns which offsets partition (default: this node alone, at `advertised()`);
+        `registry_everywhere`: every node keeps the whole topic registry (cluster mode, where it lives in
+        etcd) and is its controller, instead of the owner of its offsets partition."""
         self.config = config
+        self._registry_everywhere = registry_everywhere
         if ownership is None:
             address = advertised()
             ownership = StaticOwnership.single_node(Node(config.node_id, address.host, address.port),
                                                     config.offsets_topic_num_partitions)
         self.ownership = ownership
-        self.peers = Peers(ownership.peers)
+        self.peers = Peers(lambda: [n for n in self.ownership.nodes() if n != self.ownership.local])
         self.topics = topics
         self.groups = groups
         self.cluster_id = cluster_id
@@ -271,9 +276,15 @@ class RequestHandlers:
                                        port=owner.port)
 
     @property
+    def _registry_owner(self) -> Node | None:
+        """The node keeping the topic registry (its offsets partition's owner): controller and topic leader."""
+        if self._registry_everywhere:
+            return self.ownership.local
+        return self.ownership.owner(TOPIC_REGISTRY_PARTITION)
+
+    @property
     def _keeps_registry(self) -> bool:
-        """This node keeps the topic registry now (it owns offsets partition 0; cluster mode moves it)."""
-        return self.ownership.registry_owner == self.ownership.local
+        return self._registry_owner == self.ownership.local
 
     def _coordinator_of(self, group_id: str) -> Node | None:
         """The node that owns `group_id`'s offsets partition (Kafka: the leader of that partition)."""
@@ -320,7 +331,7 @@ class RequestHandlers:
             brokers=[MetadataResponse.MetadataResponseBroker(node_id=n.node_id, host=n.host, port=n.port, rack=None)
                      for n in self.ownership.nodes()],
             cluster_id=self.cluster_id,
-            controller_id=self.ownership.registry_owner.node_id,
+            controller_id=self._registry_owner.node_id if self._registry_owner is not None else -1,
             topics=entries,
             cluster_authorized_operations=(
                 CLUSTER_AUTHORIZED_OPERATIONS
@@ -329,11 +340,13 @@ class RequestHandlers:
 
     async def _metadata_from_registry_owner(self, request, version: int) -> MetadataResponse:
         """Forward to the worker that keeps the topic registry; while it is down, topics are leaderless."""
-        owner = self.ownership.registry_owner
+        owner = self._registry_owner
         try:
+            if owner is None:
+                raise ConnectionError("the topic registry has no owner now")
             return await self.peers.metadata(owner, request, version)
         except Exception as exc:  # noqa: BLE001 - any failure to reach it means the same to the client
-            log.info("cannot reach worker %d for the topic registry: %s", owner.node_id, exc)
+            log.info("cannot reach node %s for the topic registry: %s", owner.node_id if owner else "-", exc)
         requested = request.topics or []
         entries = [MetadataResponse.MetadataResponseTopic(
             error_code=ErrorCode.LEADER_NOT_AVAILABLE, name=t.name, topic_id=getattr(t, "topic_id", None) or ZERO_UUID,
@@ -391,9 +404,9 @@ class RequestHandlers:
 
     def _partitions(self, count: int) -> list:
         """The partition list of a topic with `count` partitions (shared: they are all alike)."""
+        node = self.ownership.local.node_id  # only the registry's owner answers with topics
         partitions = self._partition_lists.get(count)
         if partitions is None:
-            node = self.ownership.registry_owner.node_id
             partitions = [
                 MetadataResponse.MetadataResponseTopic.MetadataResponsePartition(
                     error_code=0, partition_index=i, leader_id=node, leader_epoch=LEADER_EPOCH,
@@ -539,9 +552,10 @@ class RequestHandlers:
                                              f"Create topics request contains topic '{t.name}' more than once."))
                 results.append(result)
                 continue
-            partitions, refusal = self._requested_layout(t)
-            if refusal is None and not self._keeps_registry:
-                refusal = self._not_controller()
+            if self._keeps_registry:
+                partitions, refusal = self._requested_layout(t)
+            else:
+                partitions, refusal = 0, self._not_controller()
             if refusal is None:
                 refusal = self.topics.check_new_topic(t.name, partitions)
             if refusal is None and not request.validate_only:
@@ -563,12 +577,13 @@ class RequestHandlers:
         return CreateTopicsResponse(topics=results)
 
     def _not_controller(self) -> TopicRefusal:
-        owner = self.ownership.registry_owner
-        return TopicRefusal(ErrorCode.NOT_CONTROLLER, f"This is not the controller; node {owner.node_id} is.")
+        owner = self._registry_owner
+        return TopicRefusal(ErrorCode.NOT_CONTROLLER, "This is not the controller" + (
+            f"; node {owner.node_id} is." if owner is not None else "."))
 
     def _requested_layout(self, t) -> tuple[int, TopicRefusal | None]:
         """Partition count of a CreatableTopic, or why its layout is refused."""
-        node = self.ownership.registry_owner.node_id
+        node = self.ownership.local.node_id
         if t.assignments:
             if t.num_partitions != -1 or t.replication_factor != -1:
                 return 0, TopicRefusal(ErrorCode.INVALID_REQUEST,
@@ -613,6 +628,9 @@ class RequestHandlers:
                 result.error_message = "Duplicate topic in the request."
                 continue
             if not self._keeps_registry:
+                if ctx.client_id == PEER_CLIENT_ID:  # the registry's owner deleted it: forget its watermarks
+                    self.groups.forget_topic(name)
+                    continue
                 refusal = self._not_controller()
                 result.error_code, result.error_message = refusal.error_code, refusal.message
                 continue
@@ -633,7 +651,7 @@ class RequestHandlers:
             else:
                 result.topic_id = outcome.topic_id
                 self.groups.forget_topic(outcome.name)
-                self.peers.forget_topic(outcome.name)
+                await self.peers.forget_topic(outcome.name)
         return DeleteTopicsResponse(responses=results)
 
     # ------------------------------------------------------------------ CreatePartitions
@@ -641,7 +659,7 @@ class RequestHandlers:
         counts: dict[str, int] = {}
         for t in request.topics:
             counts[t.name] = counts.get(t.name, 0) + 1
-        node = self.ownership.registry_owner.node_id
+        node = self.ownership.local.node_id
         results = []
         for t in request.topics:
             result = CreatePartitionsResponse.CreatePartitionsTopicResult(name=t.name, error_code=0)

@@ -40,14 +40,12 @@ from cohort.coordinator.log import OffsetsLog
 from cohort.coordinator.metrics import LogPartitionStats
 from cohort.coordinator.ownership import Node, Ownership
 from cohort.coordinator.records import Record, TopicRecord, TopicTombstone, encode_record
-from cohort.coordinator.static_ownership import StaticOwnership
+from cohort.coordinator.static_ownership import TOPIC_REGISTRY_PARTITION, StaticOwnership
 from cohort.coordinator.store import Store
 from cohort.coordinator.topics import TopicRegistry
 
 log = logging.getLogger("cohort.coordinator.node")
 
-# The topic registry's records live in this offsets-log partition (its owner keeps the registry).
-TOPIC_REGISTRY_PARTITION = 0
 META_PROPERTIES = "meta.properties"
 # Log a refused connection at most this often (a client storm must not flood the log).
 _REFUSAL_LOG_INTERVAL_S = 10.0
@@ -57,9 +55,11 @@ class CoordinatorServer:
     """One Cohort node: the offsets log, the group coordinator, the topic registry and the listener."""
 
     def __init__(self, config: CoordinatorConfig, metrics: Any = None, *, store: Store | None = None,
-                 ownership: Ownership | None = None) -> None:
+                 ownership: Ownership | None = None, listen_sockets: list | None = None) -> None:
         """`store`: where offsets partitions live (default: the local offsets log in `data.dir`, built at
-        start); `ownership`: which partitions this node coordinates (default: all of them)."""
+        start); `ownership`: which partitions this node coordinates (default: all of them);
+        `listen_sockets`: the Kafka port already bound (a `--workers` supervisor binds its workers' ports)."""
+        self._listen_sockets = listen_sockets
         self.config = config
         self.metrics = metrics
         self.state = "loading"
@@ -88,7 +88,10 @@ class CoordinatorServer:
         """
         host, port = self.config.listen_address
         listener = Listener(host, port, lambda peer: Connection(self, peer), backlog=1024)
-        await listener.bind()
+        if self._listen_sockets is not None:
+            listener.adopt(self._listen_sockets)
+        else:
+            await listener.bind()
         self._listener = listener
         self.port = listener.port
 
@@ -133,7 +136,7 @@ class CoordinatorServer:
                                                                for p, why in sorted(failed.items())))
         self.groups.start_retention()
         self.handlers = RequestHandlers(config, self.topics, self.groups, self.cluster_id, self.advertised_address,
-                                        self.ownership)
+                                        self.ownership, registry_everywhere=self.cluster is not None)
         if self.metrics is not None:
             self.metrics.watch_groups(self._groups_by_state, self._member_count)
             self.metrics.watch_offsets(lambda: len(self.groups.offsets))
@@ -215,6 +218,8 @@ class CoordinatorServer:
     async def _close_storage(self) -> None:
         if self.groups is not None and self.state != "stopping":
             self.groups.shutdown()
+        if self.handlers is not None:
+            await self.handlers.peers.close()
         if self.ownership is not None and self.groups is not None:
             await self.ownership.stop()  # every owned partition handed over: its appends finish, then released
             await self.groups.wait_loaded()
@@ -262,7 +267,9 @@ class CoordinatorServer:
         stats = []
         segments_of = getattr(self.store, "segments", None)  # a store with local files (the offsets log)
         if segments_of is not None:
-            for partition in range(self.store.num_partitions):
+            # A node reports the partitions it owns (with --workers, the others are another worker's).
+            owned = self.ownership.owned() if self.ownership is not None else range(self.store.num_partitions)
+            for partition in owned:
                 segments = segments_of(partition)
                 size = 0
                 for path in segments:

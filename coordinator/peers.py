@@ -11,7 +11,8 @@ Two things are not partitioned by group, so a worker cannot answer them alone:
   the background at most once a second).
 
 A peer's request carries the client id `PEER_CLIENT_ID`; a worker answers such a ListOffsets from its
-own groups only (no registry check), which is the only difference it makes.
+own groups only (no registry check), and such a DeleteTopics (sent once the registry owner deleted a
+topic) by forgetting the topic's high watermarks, so a topic created again starts from 0 everywhere.
 """
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from collections.abc import Callable, Iterable
 from cohort.client.connection import BrokerConnection
 from cohort.client.errors import ClientError
 from cohort.coordinator.ownership import Node
-from cohort.protocol.messages import ListOffsetsRequest, MetadataRequest
+from cohort.protocol.messages import DeleteTopicsRequest, ListOffsetsRequest, MetadataRequest
 
 log = logging.getLogger("cohort.coordinator.peers")
 
@@ -36,21 +37,17 @@ _FETCH_REFRESH_S = 1.0
 class Peers:
     """Connections to the other workers, and the high watermarks they reported."""
 
-    def __init__(self, peers: Iterable[Node] | Callable[[], Iterable[Node]]) -> None:
-        # A callable is asked each time (cluster mode: nodes come and go); a list is fixed (--workers).
-        self._peers = peers if callable(peers) else (lambda fixed=list(peers): fixed)
+    def __init__(self, peers: Callable[[], Iterable[Node]]) -> None:
+        """`peers()`: the other nodes serving now (asked each time: workers go down and come back)."""
+        self._peers = peers
         self._connections: dict[int, BrokerConnection] = {}
         self._watermarks: dict[tuple[str, int], int] = {}
         self._refreshed_at: dict[tuple[str, int], float] = {}
         self._refreshing: set[tuple[str, int]] = set()
         self._tasks: set[asyncio.Task] = set()
 
-    @property
-    def _nodes(self) -> dict[int, Node]:
-        return {node.node_id: node for node in self._peers()}
-
     def __bool__(self) -> bool:
-        return bool(self._nodes)
+        return any(True for _ in self._peers())
 
     def _connection(self, node: Node) -> BrokerConnection:
         conn = self._connections.get(node.node_id)
@@ -73,8 +70,9 @@ class Peers:
     async def latest(self, wanted: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:
         """Ask every peer now; the max of what they report and what they reported before."""
         wanted = list(dict.fromkeys(wanted))
-        if wanted and self._nodes:
-            await asyncio.gather(*(asyncio.ensure_future(self._ask(node, wanted)) for node in self._nodes.values()))
+        peers = list(self._peers())
+        if wanted and peers:
+            await asyncio.gather(*(asyncio.ensure_future(self._ask(node, wanted)) for node in peers))
         now = time.monotonic()
         for key in wanted:
             self._refreshed_at[key] = now
@@ -82,8 +80,6 @@ class Peers:
 
     def refresh_soon(self, wanted: Iterable[tuple[str, int]]) -> None:
         """Refresh stale watermarks in the background (what Fetch reports catches up within a second)."""
-        if not self._nodes:
-            return
         now = time.monotonic()
         stale = [key for key in wanted if key not in self._refreshing
                  and now - self._refreshed_at.get(key, 0.0) >= _FETCH_REFRESH_S]
@@ -101,9 +97,20 @@ class Peers:
 
         task.add_done_callback(done)
 
-    def forget_topic(self, topic: str) -> None:
+    async def forget_topic(self, topic: str) -> None:
+        """A deleted topic: drop what peers reported for it and have every live peer forget it too."""
         for key in [k for k in self._watermarks if k[0] == topic]:
             del self._watermarks[key]
+            self._refreshed_at.pop(key, None)
+        peers = list(self._peers())
+        if peers:
+            await asyncio.gather(*(asyncio.ensure_future(self._tell_deleted(node, topic)) for node in peers))
+
+    async def _tell_deleted(self, node: Node, topic: str) -> None:
+        try:
+            await self._connection(node).request(DeleteTopicsRequest(topic_names=[topic], timeout_ms=0), 5)
+        except ClientError as exc:
+            log.warning("worker %d was not told topic %s is deleted: %s", node.node_id, topic, exc)
 
     async def _ask(self, node: Node, wanted: list[tuple[str, int]]) -> None:
         by_topic: dict[str, list[int]] = {}

@@ -122,19 +122,6 @@ class EtcdOwnership:
     def nodes(self) -> list[Node]:
         return sorted(self._nodes.values(), key=lambda n: n.node_id)
 
-    def peers(self) -> list[Node]:
-        """The other live nodes."""
-        return [n for n in self.nodes() if n.node_id != self.local.node_id]
-
-    @property
-    def registry_owner(self) -> Node:
-        """Every node keeps the topic registry in cluster mode (it is in etcd, watched by all): itself."""
-        return self.local
-
-    @property
-    def is_single_node(self) -> bool:
-        return False
-
     def owned(self) -> list[int]:
         return [p for p, state in self._states.items() if state == S.OWNED]
 

@@ -144,7 +144,6 @@ class OffsetsLog(CommitRounds, Checkpoints):
         with self._parts[partition].lock:
             return list(self._parts[partition].segments)
 
-
     # ------------------------------------------------------------------ open
     async def open(self, on_partition_loaded: ReplayCallback | None = None) -> None:
         """Start this instance's journal, fsync helpers and cleaner, then load the partitions it was given.
@@ -244,23 +243,40 @@ class OffsetsLog(CommitRounds, Checkpoints):
         finally:
             if finished:
                 p.state = PartitionState.LOADED
-            elif p.state is PartitionState.LOADING:
-                self._failed(p, RuntimeError("its replay was abandoned"))
+            elif p.state is PartitionState.LOADING:  # given up (the partition was lost meanwhile)
+                p.state, p.error = PartitionState.FAILED, RuntimeError("its load was given up")
+                log.info("offsets partition %d: load given up", partition)
 
     async def _recover_partition(self, index: int) -> tuple[int, list[tuple[bytes, bytes]], int]:
         """(loop) Recover one partition on a writer thread and make it this instance's; it stays LOADING."""
         if self._closed or not self._opened:
             raise StorageError("the offsets log is not open", ErrorCode.NOT_COORDINATOR)
         old = self._parts[index]
+        while old.releasing is not None and not old.releasing.done():
+            await old.releasing  # its last mark and its lock go first
+            old = self._parts[index]
         if old.state in (PartitionState.LOADED, PartitionState.LOADING) and old.owner_lock is not None:
             raise RuntimeError(f"offsets partition {index} is already loaded")
+        if old.marking is not None:  # a load given up after recovery: its mark goes first
+            await asyncio.wait([old.marking])
         if old.owner_lock is not None:  # FAILED earlier: try again from scratch
+            with old.lock:
+                for fd in [old.fd, *old.closed_fds]:
+                    close_quietly(fd)
+                old.fd, old.closed_fds = -1, []
             old.owner_lock.release()
         p = self._parts[index] = Partition(index, partition_dir(self.data_dir, index), state=PartitionState.LOADING)
         self._loads_running += 1
         t0 = time.perf_counter()
+        recovering = self._loop.run_in_executor(self._writers, self._recover_owned, p)
         try:
-            recovered, mark, lock = await self._loop.run_in_executor(self._writers, self._recover_owned, p)
+            recovered, mark, lock = await asyncio.shield(recovering)
+        except asyncio.CancelledError:
+            # The load was given up (the partition was lost meanwhile): the thread still finishes,
+            # and the directory lock it took must not outlive it.
+            recovering.add_done_callback(_release_recovered_lock)
+            p.state = PartitionState.UNOWNED
+            raise
         except PartitionOwnedError as exc:
             p.state, p.error = PartitionState.UNOWNED, exc
             raise StorageError(str(exc), ErrorCode.NOT_COORDINATOR) from None
@@ -353,6 +369,13 @@ class OffsetsLog(CommitRounds, Checkpoints):
         p = self._parts[partition]
         if p.state is PartitionState.UNOWNED:
             return
+        p.releasing = self._loop.create_future()
+        try:
+            await self._release_now(p)
+        finally:
+            p.releasing.set_result(None)
+
+    async def _release_now(self, p: Partition) -> None:
         if p.state is PartitionState.LOADED:
             p.state = PartitionState.UNOWNED  # no new appends; the accepted ones still finish
             while True:
@@ -371,7 +394,7 @@ class OffsetsLog(CommitRounds, Checkpoints):
             if not busy:
                 break
             await asyncio.wait(busy)
-        self._marks.pop(partition, None)
+        self._marks.pop(p.index, None)
         if p.fd >= 0 or p.owner_lock is not None:
             await self._loop.run_in_executor(self._writers, self._give_up, p)
 
@@ -459,3 +482,6 @@ class OffsetsLog(CommitRounds, Checkpoints):
             journal.fd = -1
 
 
+def _release_recovered_lock(recovering: asyncio.Future) -> None:
+    if not recovering.cancelled() and recovering.exception() is None:
+        recovering.result()[2].release()

@@ -157,6 +157,7 @@ class Partition:
     mark: PartitionMark | None = None  # the last mark written for it (by this instance or, until then, found)
     compacting: asyncio.Future | None = None  # a compaction of it in flight on the cleaner thread
     marking: asyncio.Future | None = None  # its first mark of this owner being written: no write goes before it
+    releasing: asyncio.Future | None = None  # a `release` in progress: a new load waits for it
 
 
 def write_all(fd: int, data: bytes, position: int) -> None:

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from log_helpers import crash_copy, reopen
+from log_helpers import crash_copy, garble_past_marks, reopen
 from log_owner_process import committed
 
 from cohort.coordinator.log import OffsetsLog, PartitionState, StorageError
@@ -217,3 +217,45 @@ async def test_log_tools_work_on_a_shared_data_dir_and_compact_refuses_while_an_
     state = await reopen(tmp_path, num_partitions=PARTITIONS)
     for p in range(4, 8):
         assert committed(p, state) >= acked[p]
+
+
+async def test_a_load_given_up_half_way_leaves_the_partition_free_for_the_next_owner(tmp_path):
+    a = await owner(tmp_path, range(PARTITIONS))
+    await a.append(3, [key(3, 1)])
+    await a.close()
+    b = await owner(tmp_path, [])
+    loading = asyncio.ensure_future(loaded(b, 3))
+    await asyncio.sleep(0)  # recovery runs on a writer thread now
+    loading.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await loading
+    await b.release(3)
+    c = await owner(tmp_path, [])
+    for _ in range(200):  # the abandoned recovery finishes on its thread, then lets the directory go
+        try:
+            assert await loaded(c, 3) == dict([key(3, 1)])
+            break
+        except StorageError:
+            await asyncio.sleep(0.01)
+    else:
+        pytest.fail("the partition stayed locked after its load was given up")
+    for log in (b, c):
+        await log.close()
+
+
+async def test_a_partition_taken_back_while_its_release_runs_waits_for_it_and_loses_nothing(tmp_path):
+    live_dir, crash_dir = tmp_path / "live", tmp_path / "crash"
+    a = await owner(live_dir, range(PARTITIONS))
+    appends = [asyncio.ensure_future(a.append(3, [key(3, n)])) for n in range(1, 51)]
+    await asyncio.sleep(0)
+    releasing = asyncio.ensure_future(a.release(3))
+    await asyncio.sleep(0)
+    assert await loaded(a, 3) == dict([key(3, 50)])  # every append accepted before the release is there
+    await releasing
+    assert all(f.done() and f.exception() is None for f in appends)
+    await a.append(3, [key(3, 51)])
+    await asyncio.sleep(0.2)  # whatever the release had left to do is done by now
+    crash_copy(live_dir, crash_dir)
+    garble_past_marks(crash_dir)  # a power cut: only what marks vouch for and what journals hold survive
+    await a.close()
+    assert (await reopen(crash_dir, num_partitions=PARTITIONS))[key(3, 0)[0]] == b"51"
