@@ -194,3 +194,50 @@ def test_nodes_added_and_removed_move_partitions_by_handoff_and_groups_keep_thei
             if node.process.poll() is None:
                 node.stop()
     assert round_no == 25
+
+
+def test_a_confluent_kafka_group_commits_through_a_kill_9_of_its_coordinator(nodes, etcd):
+    from confluent_kafka import Consumer, KafkaException
+    from confluent_kafka import TopicPartition as ConfluentPartition
+
+    wait_until(lambda: sum(owned(n) for n in nodes) == 50, 30, "all partitions owned")
+    group, topic = "e2e-confluent", "e2e-confluent-topic"
+    bootstrap = ",".join(n.bootstrap for n in nodes)
+    create_topic(bootstrap, topic)
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
+                         "session.timeout.ms": 10000, "heartbeat.interval.ms": 500, "auto.offset.reset": "earliest",
+                         "topic.metadata.refresh.interval.ms": 1000})
+    acknowledged: dict[int, int] = {}
+    try:
+        consumer.subscribe([topic])
+        wait_until(lambda: consumer.poll(0.2) is None and consumer.assignment(), 60, "joined with partitions")
+        partitions = sorted(tp.partition for tp in consumer.assignment())
+
+        def commit_round(n: int, timeout: float = 90) -> None:
+            deadline = time.monotonic() + timeout
+            while True:
+                try:
+                    consumer.commit(offsets=[ConfluentPartition(topic, p, n) for p in partitions], asynchronous=False)
+                    break
+                except KafkaException as exc:  # retriable while the coordinator moves: try again
+                    error = exc.args[0]
+                    assert error.retriable() or "coordinator" in error.str().lower(), error
+                    assert time.monotonic() < deadline, f"commit {n} not accepted: {error}"
+                    consumer.poll(0.2)
+            for p in partitions:
+                acknowledged[p] = n
+
+        for n in range(1, 11):
+            commit_round(n)
+        owner_id = status(etcd)["partitions"][partition_for(group, 50)]["owner"]
+        victim = next(node for node in nodes if node.args[node.args.index("--node-id") + 1] == str(owner_id))
+        victim.process.send_signal(signal.SIGKILL)
+        victim.process.wait(10)
+        for n in range(11, 31):
+            commit_round(n)
+            consumer.poll(0.05)
+        assert status(etcd)["partitions"][partition_for(group, 50)]["owner"] != owner_id
+        committed = consumer.committed([ConfluentPartition(topic, p) for p in partitions], timeout=30)
+        assert {tp.partition: tp.offset for tp in committed} == acknowledged == {p: 30 for p in partitions}
+    finally:
+        consumer.close()
