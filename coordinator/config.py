@@ -236,6 +236,38 @@ class WorkersKind(ValueKind):
 
 
 @dataclass(frozen=True, slots=True)
+class EtcdClusterKind(ValueKind):
+    """The etcd endpoints of cluster mode, ``etcd://HOST:PORT[,HOST:PORT...]``; unset = single node."""
+
+    metavar = "etcd://HOST:PORT[,...]"
+
+    def check(self, value: Any) -> str | None:
+        if value is None or value == "":
+            return None
+        if not isinstance(value, str):
+            raise ValueError(f"{value!r} is not an etcd://HOST:PORT[,HOST:PORT...] list")
+        parse_cluster_url(value)
+        return value
+
+    def describe(self) -> str:
+        return "etcd://host:port[,host:port...] (unset: single node)"
+
+
+def parse_cluster_url(url: str) -> list[str]:
+    """``etcd://h1:2379,h2:2379`` -> ["h1:2379", "h2:2379"]; ValueError with a short reason."""
+    if not url.startswith("etcd://"):
+        raise ValueError(f"{url!r} must look like etcd://HOST:PORT[,HOST:PORT...]")
+    endpoints = [e.strip() for e in url[len("etcd://"):].split(",") if e.strip()]
+    if not endpoints:
+        raise ValueError(f"{url!r} names no etcd endpoint")
+    for endpoint in endpoints:
+        host, sep, port = endpoint.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"etcd endpoint {endpoint!r} is not HOST:PORT")
+    return endpoints
+
+
+@dataclass(frozen=True, slots=True)
 class PortListKind(ValueKind):
     """Comma-separated TCP ports (unset: none)."""
 
@@ -331,6 +363,8 @@ class CoordinatorConfig:
     node_id: int = _setting(0, IntKind(0), "This node's broker id, as reported to clients (worker K of --workers is node.id + K).", "--node-id")
     workers: int | str = _setting(1, WorkersKind(), "Coordinator processes on this machine (auto = one per core); each is a broker with its own port and node id and owns a fixed share of the offsets partitions.", "--workers")
     worker_ports: str | None = _setting(None, PortListKind(), "Kafka ports of the workers, one each (unset: the listeners port and the ones after it).", "--worker-ports")
+    cluster: str | None = _setting(None, EtcdClusterKind(), "Cluster mode: nodes share the offsets partitions through these etcd v3 endpoints and keep offsets there (no data dir); unset = one node on the local log.", "--cluster")
+    cluster_lease_ttl_ms: int = _setting(6000, IntKind(1000, 3600000), "Cluster mode: TTL of this node's etcd lease; a node that stops refreshing it (dead, paused, cut off) loses its partitions this long after.")
     # -- groups ---------------------------------------------------------------
     group_min_session_timeout_ms: int = _setting(6000, _MS, "Smallest session timeout a member may ask for.")
     group_max_session_timeout_ms: int = _setting(1800000, _MS, "Largest session timeout a member may ask for.")
@@ -440,6 +474,9 @@ def _check_together(config: CoordinatorConfig) -> None:
     elif config.workers != "auto" and config.listen_address.port + config.workers - 1 > 65535:
         raise ConfigError(f"invalid workers: ports {config.listen_address.port}..{config.listen_address.port + config.workers - 1} "
                           "go past 65535 (set --worker-ports)")
+    if config.cluster is not None and config.workers != 1:
+        raise ConfigError("invalid workers: cluster mode runs one coordinator process per node (drop --workers "
+                          "or --cluster)")
     listen, metrics = config.listen_address, config.metrics_address
     if listen.port != 0 and listen == metrics:
         raise ConfigError(f"invalid metrics.listen: {metrics} is also the Kafka listener (listeners)")

@@ -198,8 +198,9 @@ class Daemon:
             await self.metrics_http.stop()
             raise _bind_error("clients", "--listen", config.listen_address, exc) from None
         try:
-            prepare_data_dir(config.data_dir)
-            if self.holds_data_dir_lock:
+            if config.cluster is None:  # cluster mode keeps everything in etcd: no data dir
+                prepare_data_dir(config.data_dir)
+            if config.cluster is None and self.holds_data_dir_lock:
                 self._lock.acquire()
         except StartupError:
             await self.server.unbind()
@@ -229,7 +230,8 @@ class Daemon:
             extra={
                 "version": __version__,
                 "config_file": str(self.effective.config_file) if self.effective.config_file else "none",
-                "data_dir": str(config.data_dir),
+                "data_dir": str(config.data_dir) if config.cluster is None else "none (cluster mode)",
+                "cluster": config.cluster or "none",
                 "listeners": str(HostPort(config.listen_address.host, getattr(self.server, "port", None)
                                           or config.listen_address.port)),
                 "advertised": str(self._advertised()),

@@ -175,9 +175,14 @@ class RequestHandlers:
         cluster_id: str,
         advertised: Callable[[], HostPort],
         ownership: Ownership | None = None,
+        *,
+        registry_everywhere: bool = False,
     ) -> None:
-        """`ownership`: who owns which offsets partition (default: this node alone, at `advertised()`)."""
+        """`ownership`: who owns which offsets partition (default: this node alone, at `advertised()`);
+        `registry_everywhere`: every node keeps the whole topic registry (cluster mode, where it lives in
+        etcd) and is its controller, instead of the owner of its offsets partition."""
         self.config = config
+        self._registry_everywhere = registry_everywhere
         if ownership is None:
             address = advertised()
             ownership = StaticOwnership.single_node(Node(config.node_id, address.host, address.port),
@@ -273,6 +278,8 @@ class RequestHandlers:
     @property
     def _registry_owner(self) -> Node | None:
         """The node keeping the topic registry (its offsets partition's owner): controller and topic leader."""
+        if self._registry_everywhere:
+            return self.ownership.local
         return self.ownership.owner(TOPIC_REGISTRY_PARTITION)
 
     @property

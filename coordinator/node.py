@@ -70,6 +70,7 @@ class CoordinatorServer:
         self.groups: GroupCoordinator | None = None
         self.topics: TopicRegistry | None = None
         self.handlers: RequestHandlers | None = None
+        self.cluster = None  # cluster mode (`--cluster`): the etcd connection, store and ownership
         self._listener: Listener | None = None
         self._connections: set[Connection] = set()
         self._inflight: set[asyncio.Task] = set()  # suspended request handlers (a commit awaiting its append)
@@ -110,6 +111,58 @@ class CoordinatorServer:
         started = time.perf_counter()
         if self._listener is None:
             await self.bind()
+        if config.cluster is not None:
+            await self._open_cluster()
+        else:
+            self._open_local_log()
+        self.topics = TopicRegistry(self.cluster.persist_topics if self.cluster else self._persist_topic_records)
+        self.groups = GroupCoordinator(config, self.store, other_records=self._replay_other_record,
+                                       metrics=self.metrics)
+        await self.store.open()
+        if self.cluster is not None:
+            await self.cluster.watch_topics(self.topics)
+        loading = time.perf_counter()
+        await self.ownership.start(self.groups)
+        await self.groups.wait_loaded()
+        failed = self.groups.failed_partitions()
+        owned = len(list(self.ownership.owned()))
+        log.info("offsets log loaded: %d partitions, %d records in %.0f ms%s", owned - len(failed),
+                 self.groups.loaded_records, (time.perf_counter() - loading) * 1000,
+                 f", {len(failed)} partitions failed" if failed else "")
+        if failed:
+            # The partitions that loaded serve normally; the groups of the
+            # failed ones answer NOT_COORDINATOR until an operator repairs them.
+            log.error("offsets log failed to load: %s", "; ".join(f"partition {p}: {why}"
+                                                               for p, why in sorted(failed.items())))
+        self.groups.start_retention()
+        self.handlers = RequestHandlers(config, self.topics, self.groups, self.cluster_id, self.advertised_address,
+                                        self.ownership, registry_everywhere=self.cluster is not None)
+        if self.metrics is not None:
+            self.metrics.watch_groups(self._groups_by_state, self._member_count)
+            self.metrics.watch_offsets(lambda: len(self.groups.offsets))
+            self.metrics.watch_log(self._log_partition_stats)
+            self.metrics.watch_failed_partitions(self.failed_partitions)
+        host = config.listen_address.host
+        loop = asyncio.get_running_loop()
+        self._listener.start_serving()
+        self._idle_task = loop.create_task(self._close_idle_connections(), name="cohort-idle-connections")
+        self.state = "ready"
+        log.info("listening", extra={"address": f"{host}:{self.port}", "advertised": str(self.advertised_address()),
+                                     "cluster_id": self.cluster_id, "topics": len(self.topics),
+                                     "start_ms": round((time.perf_counter() - started) * 1000)})
+
+    async def _open_cluster(self) -> None:
+        """Cluster mode: records in etcd, partitions owned through etcd leases, no data dir."""
+        from cohort.coordinator.cluster.node import ClusterNode
+
+        address = self.advertised_address()
+        self.cluster = ClusterNode(self.config, Node(self.config.node_id, address.host, address.port),
+                                   metrics=self.metrics)
+        self.cluster_id = await self.cluster.connect()
+        self.store, self.ownership = self.cluster.store, self.cluster.ownership
+
+    def _open_local_log(self) -> None:
+        config = self.config
         data_dir = Path(config.data_dir)
         data_dir.mkdir(parents=True, exist_ok=True)
         self.cluster_id = load_cluster_id(data_dir)
@@ -129,39 +182,6 @@ class CoordinatorServer:
             address = self.advertised_address()
             self.ownership = StaticOwnership.single_node(Node(config.node_id, address.host, address.port),
                                                          config.offsets_topic_num_partitions)
-        self.topics = TopicRegistry(self._persist_topic_records)
-        self.groups = GroupCoordinator(config, self.store, other_records=self._replay_other_record,
-                                       metrics=self.metrics)
-        await self.store.open()
-        loading = time.perf_counter()
-        await self.ownership.start(self.groups)
-        await self.groups.wait_loaded()
-        failed = self.groups.failed_partitions()
-        owned = len(list(self.ownership.owned()))
-        log.info("offsets log loaded: %d partitions, %d records in %.0f ms%s", owned - len(failed),
-                 self.groups.loaded_records, (time.perf_counter() - loading) * 1000,
-                 f", {len(failed)} partitions failed" if failed else "")
-        if failed:
-            # The partitions that loaded serve normally; the groups of the
-            # failed ones answer NOT_COORDINATOR until an operator repairs them.
-            log.error("offsets log failed to load: %s", "; ".join(f"partition {p}: {why}"
-                                                               for p, why in sorted(failed.items())))
-        self.groups.start_retention()
-        self.handlers = RequestHandlers(config, self.topics, self.groups, self.cluster_id, self.advertised_address,
-                                        self.ownership)
-        if self.metrics is not None:
-            self.metrics.watch_groups(self._groups_by_state, self._member_count)
-            self.metrics.watch_offsets(lambda: len(self.groups.offsets))
-            self.metrics.watch_log(self._log_partition_stats)
-            self.metrics.watch_failed_partitions(self.failed_partitions)
-        host = config.listen_address.host
-        loop = asyncio.get_running_loop()
-        self._listener.start_serving()
-        self._idle_task = loop.create_task(self._close_idle_connections(), name="cohort-idle-connections")
-        self.state = "ready"
-        log.info("listening", extra={"address": f"{host}:{self.port}", "advertised": str(self.advertised_address()),
-                                     "cluster_id": self.cluster_id, "topics": len(self.topics),
-                                     "start_ms": round((time.perf_counter() - started) * 1000)})
 
     async def stop(self) -> None:
         """Stop accepting, answer what is in flight, then flush and close the offsets log."""
@@ -205,6 +225,8 @@ class CoordinatorServer:
             await self.groups.wait_loaded()
         if self.store is not None:
             await self.store.close()
+        if self.cluster is not None:
+            await self.cluster.close()
 
     async def __aenter__(self) -> "CoordinatorServer":
         await self.start()
