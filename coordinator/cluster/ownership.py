@@ -125,12 +125,6 @@ class EtcdOwnership:
     def owned(self) -> list[int]:
         return [p for p, state in self._states.items() if state == S.OWNED]
 
-    def epoch(self, partition: int) -> int | None:
-        return self._epochs.get(partition)
-
-    def state(self, partition: int) -> PartitionState:
-        return self._states[partition]
-
     async def start(self, listener: OwnershipListener) -> None:
         self._listener = listener
         await self.etcd.connect()
