@@ -12,7 +12,8 @@ unowned and preferred here -> claim; owned here but another live node is preferr
 claims); `owner/<p>` gone or re-created by someone else, a fenced write, or the lease lapsed -> lost.
 An unowned partition whose preferred node does not claim it within one TTL is claimed by anyone.
 
-Each partition's state, as this node sees it, moves only along this table (state: allowed previous):
+Each partition's state, as this node sees it, moves only along `VALID_PREVIOUS_STATES` below (each
+state with the states it may be entered from); `_move` raises on anything else.
 """
 from __future__ import annotations
 
