@@ -209,13 +209,12 @@ class Supervisor:
             from cohort.coordinator.node import load_cluster_id
 
             load_cluster_id(config.data_dir)  # once, before any worker reads it
-        except StartupError:
+        except (StartupError, OSError, ValueError) as exc:
             for sock in sockets:
                 sock.close()
-            raise
-        except (OSError, ValueError) as exc:
-            for sock in sockets:
-                sock.close()
+            self._http.close()
+            if isinstance(exc, StartupError):
+                raise
             raise StartupError(f"cannot start: {exc}") from None
         advertised = worker_nodes(config, [s.getsockname()[1] for s in sockets])
         self.workers = [WorkerProcess(k, advertised[k], sockets[k]) for k in range(count)]

@@ -126,3 +126,18 @@ def test_workers_auto_runs_one_worker_per_core_on_ephemeral_ports(tmp_path):
         assert len(ports) == cores and "0" not in ports, lines
     finally:
         assert server.stop() == 0, server.output()
+
+
+def test_a_data_dir_held_by_another_server_refuses_the_supervisor_with_one_line(tmp_path):
+    holder = WorkersServer(tmp_path / "data", 2).start()
+    try:
+        port, metrics = free_port(), free_port()
+        result = run_cohort("serve", "--data-dir", str(tmp_path / "data"), "--workers", "2", "--listen",
+                            f"127.0.0.1:{port}", "--worker-ports", f"{port},{free_port()}", "--metrics",
+                            f"127.0.0.1:{metrics}", env=clean_env())
+        assert result.returncode == 1
+        assert result.stderr.startswith(f"cohort: error: data dir {tmp_path / 'data'} is in use by another "
+                                        f"cohort server (pid {holder.process.pid})"), result.stderr
+        assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+    finally:
+        assert holder.stop() == 0, holder.output()
