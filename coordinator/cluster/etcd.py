@@ -120,9 +120,6 @@ class EtcdClient:
         response = await self._call("txn", self._client.kv.txn(compare, success, failure))
         return response.succeeded, response.header.revision, list(response.responses)
 
-    async def delete(self, key: bytes) -> None:
-        await self._call("delete", self._client.kv.delete(key))
-
     # --- leases ----------------------------------------------------------------------------------
 
     async def grant(self, ttl_s: int) -> tuple[int, int]:

@@ -12,7 +12,8 @@ unowned and preferred here -> claim; owned here but another live node is preferr
 claims); `owner/<p>` gone or re-created by someone else, a fenced write, or the lease lapsed -> lost.
 An unowned partition whose preferred node does not claim it within one TTL is claimed by anyone.
 
-Each partition's state, as this node sees it, moves only along this table (state: allowed previous):
+Each partition's state, as this node sees it, moves only along `VALID_PREVIOUS_STATES` below (each
+state with the states it may be entered from); `_move` raises on anything else.
 """
 from __future__ import annotations
 
@@ -124,12 +125,6 @@ class EtcdOwnership:
 
     def owned(self) -> list[int]:
         return [p for p, state in self._states.items() if state == S.OWNED]
-
-    def epoch(self, partition: int) -> int | None:
-        return self._epochs.get(partition)
-
-    def state(self, partition: int) -> PartitionState:
-        return self._states[partition]
 
     async def start(self, listener: OwnershipListener) -> None:
         self._listener = listener

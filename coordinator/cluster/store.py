@@ -83,10 +83,6 @@ class EtcdStore:
         for partition in list(self._partitions):
             await self.release(partition)
 
-    def epoch(self, partition: int) -> int | None:
-        state = self._partitions.get(partition)
-        return state.epoch if state else None
-
     async def load(self, partition: int, epoch: int) -> AsyncIterator[list[tuple[bytes, bytes]]]:
         """Partition `partition`'s records, read page by page at one revision, after it was won at `epoch`.
 

@@ -105,3 +105,19 @@ async def _data_keys(etcd) -> dict[bytes, bytes]:
         return found
     finally:
         await client.close()
+
+
+def test_serve_with_unreachable_etcd_or_a_bad_cluster_url_exits_with_one_line(tmp_path):
+    from cohort_process import free_port
+
+    base = ("serve", "--listen", "127.0.0.1:0", "--metrics", f"127.0.0.1:{free_port()}",
+            "--data-dir", str(tmp_path / "unused"))
+    unreachable = run_cohort(*base, "--cluster", "etcd://127.0.0.1:1")
+    assert unreachable.returncode != 0
+    assert unreachable.stderr.strip().splitlines()[-1].startswith("cohort: error: cannot start: EtcdUnavailable")
+    assert "Traceback" not in unreachable.stderr
+    assert not (tmp_path / "unused").exists()  # cluster mode never touches a data dir
+    bad = run_cohort(*base, "--cluster", "http://127.0.0.1:2379")
+    assert bad.returncode != 0 and bad.stderr.count("\n") == 1 and "etcd://HOST:PORT" in bad.stderr
+    with_workers = run_cohort(*base, "--cluster", "etcd://127.0.0.1:2379", "--workers", "2")
+    assert with_workers.returncode != 0 and "cluster mode runs one coordinator process" in with_workers.stderr

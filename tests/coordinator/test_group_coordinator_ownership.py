@@ -61,6 +61,8 @@ async def nodes(tmp_path):
 
     yield start
     for h in started:
+        if isinstance(h.log, GatedLog):
+            h.log.gate.set()
         h.coordinator.shutdown()
         await h.coordinator.wait_loaded()
         await h.log.close()
@@ -127,3 +129,24 @@ async def test_a_partition_another_node_still_holds_fails_to_load_and_answers_no
     g = group_on(b, 2)
     assert (await b.join_now(g)).error_code == E.NOT_COORDINATOR
     assert (await a.join_now(g)).error_code == E.MEMBER_ID_REQUIRED
+
+
+async def test_a_partition_lost_while_it_loads_is_given_up_and_left_free_for_its_next_owner(nodes, tmp_path):
+    first, _ = await nodes(0)
+    g = group_on(first, 0)
+    await first.commit(g, {("t", 0): 9})
+    first.coordinator.shutdown()
+    await first.log.close()
+    a, _ = await nodes(0, gated=True)  # partitions load one at a time: 0 first, held at its first chunk
+    await asyncio.sleep(0.2)
+    assert a.log.partition_state(0) is PartitionState.LOADING
+    a.coordinator.lost(0)
+    a.log.gate.set()  # the others go on
+    await a.coordinator.wait_loaded()
+    assert a.log.partition_state(0) is PartitionState.UNOWNED
+    assert (await a.join_now(g)).error_code == E.NOT_COORDINATOR
+    assert 0 not in a.coordinator.failed_partitions()
+    b, _ = await nodes(1)
+    b.coordinator.acquired(0, 1)
+    await b.coordinator.wait_loaded()
+    assert (await b.fetch(g, {"t": [0]}))[1] == {("t", 0): (9, "", 0)}

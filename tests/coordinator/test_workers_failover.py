@@ -146,3 +146,73 @@ def test_while_a_worker_is_down_its_groups_have_no_coordinator_and_metadata_leav
         assert server.health()[0] == 200
     finally:
         assert server.stop() == 0, server.output()
+
+
+class ClientCommitter(threading.Thread):
+    """Commits 1, 2, 3, ... with a real client's own commit call (a consumer with a manual assignment)."""
+
+    def __init__(self, kind: str, bootstrap: str, group: str) -> None:
+        super().__init__(daemon=True)
+        self.kind, self.bootstrap, self.group = kind, bootstrap, group
+        self.acked = self.attempted = 0
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        if self.kind == "kafka-python":
+            from kafka import KafkaConsumer, OffsetAndMetadata, TopicPartition
+
+            consumer = KafkaConsumer(bootstrap_servers=self.bootstrap, group_id=self.group, enable_auto_commit=False,
+                                     request_timeout_ms=5000, retry_backoff_ms=50)
+            tp = TopicPartition("load", 0)
+            consumer.assign([tp])
+
+            def commit(n: int) -> None:
+                consumer.commit({tp: OffsetAndMetadata(n, "", -1)})
+        else:
+            from confluent_kafka import Consumer, TopicPartition
+
+            consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": self.group,
+                                 "enable.auto.commit": False, "socket.timeout.ms": 5000})
+
+            def commit(n: int) -> None:
+                consumer.commit(offsets=[TopicPartition("load", 0, n)], asynchronous=False)
+        try:
+            while not self.stop.is_set():
+                self.attempted += 1
+                try:
+                    commit(self.attempted)
+                except Exception:  # noqa: BLE001 - the coordinator may be down: the next commit retries
+                    time.sleep(0.05)
+                    continue
+                self.acked = self.attempted
+        finally:
+            consumer.close()
+
+
+def test_real_clients_committing_through_a_worker_kill_lose_no_acknowledged_commit(tmp_path):
+    from kafka.admin import KafkaAdminClient, NewTopic
+
+    server = WorkersServer(tmp_path / "data", WORKERS).start()
+    admin = KafkaAdminClient(bootstrap_servers=server.bootstrap_of(0))
+    admin.create_topics([NewTopic("load", 1, 1)])
+    admin.close()
+    # Two groups per client library, all on worker 1 (the one killed), bootstrapping from every worker.
+    committers = [ClientCommitter(kind, server.bootstrap_of(i % WORKERS), group_on_worker(f"real-{kind}-{i}", 1, WORKERS))
+                  for i, kind in enumerate(["kafka-python", "confluent", "kafka-python", "confluent"])]
+    try:
+        for c in committers:
+            c.start()
+        wait_until(lambda: all(c.acked >= 10 for c in committers), 60, "every client committed 10 times")
+        os.kill(worker_pids(server.process.pid)[1], signal.SIGKILL)
+        before = {c.group: c.acked for c in committers}
+        wait_until(lambda: all(c.acked > before[c.group] + 5 for c in committers), 90, "commits resumed")
+    finally:
+        for c in committers:
+            c.stop.set()
+        for c in committers:
+            c.join(60)
+    with BlockingAdmin(server.bootstrap_of(2)) as admin:
+        for c in committers:
+            committed = admin.fetch_offsets(c.group)[("load", 0)].offset
+            assert c.acked <= committed <= c.attempted, (c.kind, c.group, c.acked, committed, c.attempted)
+    assert server.stop() == 0, server.output()

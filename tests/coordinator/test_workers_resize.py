@@ -72,3 +72,44 @@ def test_a_killed_server_restarted_with_another_n_keeps_what_its_workers_acknowl
     finally:
         assert server.stop() == 0, server.output()
 
+
+
+def test_a_stable_groups_members_and_assignment_survive_a_change_of_n(tmp_path):
+    import asyncio
+
+    from workers_harness import group_on_worker
+
+    from cohort.client.admin import Admin, NewTopic
+    from cohort.client.membership import GroupMember
+
+    server = WorkersServer(tmp_path / "data", 3).start()
+    group = group_on_worker("stable", 2, 3)  # on worker 2 of 3; on worker 0 or 1 of 2
+
+    async def form() -> None:
+        async with Admin(server.bootstrap_of(1)) as admin:
+            await admin.create_topics([NewTopic("st", 2)])
+        member = GroupMember(server.bootstrap_of(0), group, ["st"], group_instance_id="static-1",
+                             client_id="keeper", session_timeout_ms=60000, heartbeat_interval_ms=500)
+        await member.start(timeout=30)
+        await member.commit({("st", 0): 5, ("st", 1): 6})
+        await member.close()  # a static member keeps its place in the group (no LeaveGroup)
+
+    asyncio.run(form())
+    assert server.stop() == 0, server.output()
+
+    # When the data dir restarts with 2 workers, the group is Stable with its static member and assignment.
+    server = server.restarted(2).start()
+
+    async def describe():
+        async with Admin(server.bootstrap_of(1)) as admin:
+            return await admin.describe_group(group), await admin.fetch_offsets(group)
+
+    try:
+        description, offsets = asyncio.run(describe())
+        assert description.state == "Stable" and description.protocol_type == "consumer"
+        [member] = description.members
+        assert (member.group_instance_id, member.client_id) == ("static-1", "keeper")
+        assert sorted(member.assignment) == [("st", 0), ("st", 1)]
+        assert {tp: om.offset for tp, om in offsets.items()} == {("st", 0): 5, ("st", 1): 6}
+    finally:
+        assert server.stop() == 0, server.output()
