@@ -19,6 +19,9 @@ for that long is closed), ``socket.request.read.timeout.ms`` (a request must
 arrive whole within that long of its first byte: a client trickling bytes
 cannot hold a connection, or the request-bytes budget, forever) and
 ``queued.max.request.bytes`` (the `RequestBytesBudget` every connection shares).
+The connections also share one `RebalancePacer`: JoinGroup and SyncGroup
+requests start within a slice of each loop turn, so a huge group's rebalance
+does not hold up everyone else's requests.
 """
 from __future__ import annotations
 
