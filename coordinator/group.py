@@ -661,8 +661,9 @@ class ClassicGroup:
         if member_id in self.pending_members:
             log.info("group %s: pending member %s expired before rejoining", self.group_id, member_id)
             self.remove(member_id)
-            if self.state is GroupState.PREPARING_REBALANCE:
-                self._maybe_complete_join_phase()
+            # Kafka: an expiry may end even the initial join phase once everyone left has joined.
+            if self.state is GroupState.PREPARING_REBALANCE and self.has_all_members_joined():
+                self._complete_join_phase()
             return
         member = self.members.get(member_id)
         if member is None or member.has_satisfied_heartbeat():
@@ -671,7 +672,11 @@ class ClassicGroup:
                  member.session_timeout_ms if not member.is_new else self._config.group_new_member_join_timeout_ms)
         if self._metrics is not None:
             self._metrics.member_expired()
-        self._remove_member_and_update(member, f"removing member {member_id} on heartbeat expiration")
+        self.remove(member_id)
+        if self.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
+            self.prepare_rebalance(f"removing member {member_id} on heartbeat expiration")
+        elif self.state is GroupState.PREPARING_REBALANCE and self.has_all_members_joined():
+            self._complete_join_phase()  # as above: no exception for the initial join phase
 
     def _cancel_join_timer(self) -> None:
         if self._join_timer is not None:
@@ -929,6 +934,9 @@ class ClassicGroup:
             self._join_timer = self._scheduler.call_later(self.rebalance_timeout_ms(), self._join_timer_fired)
         log.info("group %s: preparing to rebalance (state was %s, generation %d): %s",
                  self.group_id, self.previous_state, self.generation_id, reason)
+        if not initial and self.has_all_members_joined():
+            # Kafka's maybeCompleteJoinElseSchedule: e.g. the last member left, so the group is Empty now.
+            self._complete_join_phase()
 
     def _rebalance_done(self) -> None:
         """A rebalance ended in Stable: count it by why it started, timed from its first prepare."""
@@ -1073,13 +1081,6 @@ class ClassicGroup:
             # A session may have lapsed while the member waited for the leader: re-arm it.
             self.schedule_heartbeat(m.member_id)
         _answer_all(answers)
-
-    def _remove_member_and_update(self, member: GroupMember, reason: str) -> None:
-        self.remove(member.member_id)
-        if self.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
-            self.prepare_rebalance(reason)
-        elif self.state is GroupState.PREPARING_REBALANCE:
-            self._maybe_complete_join_phase()
 
     # -----------------------------------------------------------------------------------------
     # SyncGroup
