@@ -211,6 +211,7 @@ class GroupAgainstModel(RuleBasedStateMachine):
         for action in actions:
             name, args = action[0], action[1:]
             observed.update(getattr(self.server, name)(*args))
+
         def run(w: GroupModel) -> None:
             for name, *args in actions:
                 getattr(w, name)(*args, **({"client_id": CLIENT_ID} if name == "join" else {}))
