@@ -7,7 +7,8 @@ says which tickets are answered by each step and with what.
 
 Where Kafka leaves the outcome open, the model branches instead of guessing: which member becomes
 leader after the leader is removed (Kafka takes the next one in hash-map order), which of two
-timers due at the same millisecond fires first, and a protocol vote tie. Branches are explored by
+timers due at the same millisecond fires first, a protocol vote tie, and whether a JoinGroup refused
+by group.max.size ends a join phase it leaves complete (Kafka's Scala and Java coordinators differ). Branches are explored by
 `outcomes()`; the test keeps every branch (a *world*) whose answers match what the server said.
 Member ids are random, so the model names a new one `?<ticket>:<prefix>` and the test binds it to
 the real id once an answer reveals it. A parked request that a newer one from the same member
@@ -28,6 +29,7 @@ UNKNOWN_MEMBER_ID = 25
 REBALANCE_IN_PROGRESS = 27
 GROUP_ID_NOT_FOUND = 69
 MEMBER_ID_REQUIRED = 79
+GROUP_MAX_SIZE_REACHED = 81
 FENCED_INSTANCE_ID = 82
 ANY_ERROR = -1000  # "some error": the answer to a request Kafka would leave unanswered
 
@@ -71,6 +73,7 @@ class Member:
 class GroupModel:
     initial_delay_ms: int
     new_member_join_timeout_ms: int
+    max_size: int
     now: int = 0
     exists: bool = False
     state: str = EMPTY
@@ -138,6 +141,28 @@ class GroupModel:
         self.answer(m.sync_ticket, SyncAnswer(UNKNOWN_MEMBER_ID))
         if self.leader == member_id:  # Kafka: the next member in (hash) iteration order
             self.leader = self.choose(sorted(self.members)) if self.members else None
+        self.pending_sync.discard(member_id)
+
+    def accepts(self, member_id: str) -> bool:
+        """group.max.size: is there room for this JoinGroup in the current phase?"""
+        if self.state == EMPTY:
+            return True
+        if self.state == PREPARING:
+            m = self.members.get(member_id)
+            awaiting = sum(1 for x in self.members.values() if x.join_ticket is not None)
+            return (m is not None and m.join_ticket is not None) or awaiting < self.max_size
+        return member_id in self.members or len(self.members) < self.max_size
+
+    def drop(self, member_id: str) -> None:
+        """Kafka's bare `group.remove` of a member refused by group.max.size: no rebalance follows, and
+        whatever it had parked is dropped (never answered)."""
+        m = self.members.pop(member_id, None)
+        if m is not None:
+            self.answer(m.join_ticket, JoinAnswer(ANY_ERROR))
+            self.answer(m.sync_ticket, SyncAnswer(ANY_ERROR))
+        if self.leader == member_id:
+            self.leader = self.choose(sorted(self.members)) if self.members else None
+        self.pending.pop(member_id, None)
         self.pending_sync.discard(member_id)
 
     def expire(self, member_id: str) -> None:
@@ -232,6 +257,15 @@ class GroupModel:
             if member_id:
                 return self.answer(ticket, JoinAnswer(UNKNOWN_MEMBER_ID))
             self.exists = True
+        if not self.accepts(member_id):
+            self.drop(member_id)
+            self.answer(ticket, JoinAnswer(GROUP_MAX_SIZE_REACHED))
+            # Dropping it may leave everyone else joined. Kafka's Scala coordinator then ends the join
+            # phase at once (it re-checks after every JoinGroup); the Java one (3.7+) waits for its timer.
+            if self.state == PREPARING and not self.initial_rebalance and self.all_joined() \
+                    and self.choose([True, False]):
+                self.complete_join()
+            return
         if not self.supports(protocol_type, protocols):
             return self.answer(ticket, JoinAnswer(INCONSISTENT_GROUP_PROTOCOL))
         if member_id == "":

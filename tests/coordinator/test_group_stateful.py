@@ -1,13 +1,13 @@
 """Hypothesis stateful test: random clients against the real GroupCoordinator, checked by an independent model.
 
-Up to four clients (dynamic or static) join with old and new JoinGroup versions and protocol lists
-(one sharing nothing with the others), sync (sometimes with a stale generation, sometimes with an
-assignment missing a member), heartbeat, commit offsets (as members, anonymously, with stale
-generations), leave, get replaced by a new process with the same group.instance.id (whose old
-process carries on and must be fenced), retry a JoinGroup that is still parked, and time jumps
-forward. Every
-request goes through the coordinator's request API exactly as the server sends it (`ServerDriver`,
-the only part that knows Cohort's API); `classic_group_model` states Kafka's rules on its own.
+Up to four clients (dynamic or static; group.max.size is 3) join with old and new JoinGroup
+versions and protocol lists (one sharing nothing with the others), sync (sometimes with a stale
+generation, sometimes with an assignment missing a member), heartbeat, commit offsets (as members,
+anonymously, with stale generations), leave, get replaced by a new process with the same
+group.instance.id (whose old process carries on and must be fenced), retry a JoinGroup that is
+still parked, and time jumps forward. Every request goes through the coordinator's request API
+exactly as the server sends it (`ServerDriver`, the only part that knows Cohort's API);
+`classic_group_model` states Kafka's rules on its own.
 
 After every step:
 * the set of requests answered, and each answer, equals what the model predicts in at least one
@@ -36,6 +36,7 @@ from group_harness import Harness, subscription
 GROUP = "g"
 CLIENT_ID = "client"  # the harness's RequestContext client id: dynamic member ids start with it
 INITIAL_DELAY_MS = 3_000
+MAX_SIZE = 3  # group.max.size, below the four clients
 NEW_MEMBER_JOIN_TIMEOUT_MS = 5_000  # shorter than the rebalance timeouts, so new members can expire mid-phase
 SESSION_MS = [10_000, 12_000, 9_000, 15_000]
 REBALANCE_MS = [8_000, 6_000, 8_000, 11_000]
@@ -57,7 +58,7 @@ class ServerDriver:
     def __init__(self, loop: asyncio.AbstractEventLoop, data_dir: Path) -> None:
         self.loop = loop
         self.h = Harness(data_dir, group_initial_rebalance_delay_ms=INITIAL_DELAY_MS,
-                         group_new_member_join_timeout_ms=NEW_MEMBER_JOIN_TIMEOUT_MS)
+                         group_new_member_join_timeout_ms=NEW_MEMBER_JOIN_TIMEOUT_MS, group_max_size=MAX_SIZE)
         self.loop.run_until_complete(self.h.start())
         self.in_flight: dict[int, tuple[asyncio.Future, object]] = {}  # ticket -> (task, normalizer)
 
@@ -200,7 +201,7 @@ class GroupAgainstModel(RuleBasedStateMachine):
         for name in ("cohort", "asyncio"):
             logging.getLogger(name).addHandler(self.errors)
         self.server = ServerDriver(self.loop, self.dir)
-        self.worlds = [GroupModel(INITIAL_DELAY_MS, NEW_MEMBER_JOIN_TIMEOUT_MS)]
+        self.worlds = [GroupModel(INITIAL_DELAY_MS, NEW_MEMBER_JOIN_TIMEOUT_MS, MAX_SIZE)]
         self.clients: list[Client] = []
         self.tickets = 0
         self.requests: dict[int, tuple] = {}  # ticket -> (client, kind, generation sent)
@@ -258,7 +259,8 @@ class GroupAgainstModel(RuleBasedStateMachine):
                     client.leader_members = sorted(m for m, _, _ in answer.members)
                 elif answer.error == model.MEMBER_ID_REQUIRED:
                     client.member_id, client.generation = answer.member_id, -1
-                elif answer.error in (model.UNKNOWN_MEMBER_ID, model.FENCED_INSTANCE_ID):
+                elif answer.error in (model.UNKNOWN_MEMBER_ID, model.FENCED_INSTANCE_ID,
+                                      model.GROUP_MAX_SIZE_REACHED):
                     client.member_id, client.generation = "", -1
                 continue
             accepted = (answer.error if kind == "sync" else answer) == model.NONE
@@ -414,6 +416,6 @@ class GroupAgainstModel(RuleBasedStateMachine):
 
 
 GroupAgainstModel.TestCase.settings = settings(
-    max_examples=200, stateful_step_count=50, deadline=None,
+    max_examples=150, stateful_step_count=50, deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 test_classic_group_follows_kafka_rules = GroupAgainstModel.TestCase
