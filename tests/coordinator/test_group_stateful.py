@@ -416,6 +416,6 @@ class GroupAgainstModel(RuleBasedStateMachine):
 
 
 GroupAgainstModel.TestCase.settings = settings(
-    max_examples=150, stateful_step_count=50, deadline=None,
+    max_examples=150, stateful_step_count=50, deadline=None, report_multiple_bugs=False,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 test_classic_group_follows_kafka_rules = GroupAgainstModel.TestCase
