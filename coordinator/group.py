@@ -7,8 +7,9 @@ phase: every member must (re)send JoinGroup, and each request is parked on its m
 the phase ends. The phase ends at once when every member has rejoined and nobody holds a
 MEMBER_ID_REQUIRED id, or when the rebalance timer fires (the largest member rebalance timeout;
 the first rebalance of an Empty group instead waits `group.initial.rebalance.delay.ms`, extended
-while new members keep arriving, unless a session expiry leaves only members that have rejoined). Ending the phase drops dynamic members that did not rejoin,
-bumps the generation, picks a protocol by vote and moves to **CompletingRebalance**: everyone
+while new members keep arriving, unless a session expiry leaves only members that have rejoined).
+Ending the phase drops dynamic members that did not rejoin, bumps the generation, picks a
+protocol by vote and moves to **CompletingRebalance**: everyone
 gets its JoinGroup answer and the leader also gets the member list. Followers' SyncGroups park
 until the leader's SyncGroup brings the assignment; once the GroupMetadata record holding it is
 durable the group is **Stable** and every parked SyncGroup is answered. Any membership change
