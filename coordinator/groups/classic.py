@@ -1100,6 +1100,8 @@ class ClassicGroup:
         self._init_next_generation()
         if self.state is GroupState.EMPTY:
             log.info("group %s: generation %d is empty", self.group_id, self.generation_id)
+            # Nothing became stable: the next rebalance starts from Empty and counts as initial.
+            self._rebalance_started_ms = self._rebalance_reason = None
             self._append_metadata({}, EmptyGenerationWrite(self.generation_id))
             return
         log.info("group %s: generation %d with %d members, protocol %s, leader %s",

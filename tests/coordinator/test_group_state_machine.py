@@ -409,6 +409,25 @@ def test_the_last_member_leaving_a_stable_group_makes_it_empty_at_once():
     assert append.records[0].generation == 2 and append.records[0].members == []
 
 
+def test_a_group_that_emptied_counts_its_next_rebalance_as_initial():
+    """A rebalance that ended Empty never became stable: the next one is timed and labelled afresh."""
+    d = Driver()
+    (a,) = d.stable(1)
+    d.journal.clear()
+    d.advance(5000)  # a expires: its rebalance ends with the group Empty
+    assert d.group.state is S.EMPTY and d.journal == [MemberExpired("g", a)]
+    d.advance(60_000)
+    b = d.new_member()
+    join = d.join(b, reason="back")
+    d.advance(0)
+    sync = d.sync(b, 3, {b: b"x"})
+    assert d.answers.pop(join).generation_id == 3
+    d.finish_appends()
+    assert d.answers.pop(sync).error == E.NONE
+    done = d.journal[-1]
+    assert done.initial and done.reason.cause is RebalanceCause.MEMBER_JOINED and done.duration_ms == 0
+
+
 def test_a_non_initial_rebalance_with_everyone_already_joined_completes_as_it_starts():
     """The leader rejoining a Stable group of one starts a rebalance that has nothing to wait for."""
     d = Driver()
