@@ -15,9 +15,9 @@ everyone gets its JoinGroup answer and the leader also gets the member list. Fol
 SyncGroups park until the leader's SyncGroup brings the assignment; once the GroupMetadata record
 holding it is durable (`RecordsAppended`) the group is **Stable** and every parked SyncGroup is
 answered. Any membership change (a join with new metadata, a leave, an expired session, a missing
-SyncGroup) starts the next rebalance. A join phase that ends with nobody left makes the group Empty again. Loading a
-GroupMetadata record makes a group Stable (members) or Empty. **Dead** is terminal: the group was
-deleted and must not be touched.
+SyncGroup) starts the next rebalance. A join phase that ends with nobody left makes the group Empty
+again. Loading a GroupMetadata record makes a group Stable (members) or Empty. **Dead** is
+terminal: the group was deleted and must not be touched.
 
 `ClassicGroup.handle(event, now)` is the whole interface: it updates the group in place (copying a
 10 000-member group per heartbeat would cost more than the heartbeat) and returns effects for the
