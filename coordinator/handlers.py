@@ -194,6 +194,8 @@ class RequestHandlers:
                                                     config.offsets_topic_num_partitions)
         self.ownership = ownership
         self.peers = Peers(lambda: [n for n in self.ownership.nodes() if n != self.ownership.local])
+        # name -> (topic id, partitions) as the registry's owner last told this node (when it is another node)
+        self._known_topics: dict[str, tuple[uuid.UUID, int]] = {}
         self.topics = topics
         self.groups = groups
         self.cluster_id = cluster_id
@@ -344,19 +346,52 @@ class RequestHandlers:
         )
 
     async def _metadata_from_registry_owner(self, request, version: int) -> MetadataResponse:
-        """Forward to the worker that keeps the topic registry; while it is down, topics are leaderless."""
+        """Forward to the worker that keeps the topic registry.
+
+        While it is down, the topics it last reported are listed with leaderless partitions
+        (LEADER_NOT_AVAILABLE, leader -1), as Kafka lists the partitions of a dead leader: a client
+        keeps its topics and retries, rather than seeing them vanish.
+        """
         owner = self._registry_owner
         try:
             if owner is None:
                 raise ConnectionError("the topic registry has no owner now")
-            return await self.peers.metadata(owner, request, version)
+            response = await self.peers.metadata(owner, request, version)
         except Exception as exc:  # noqa: BLE001 - any failure to reach it means the same to the client
             log.info("cannot reach node %s for the topic registry: %s", owner.node_id if owner else "-", exc)
-        requested = request.topics or []
-        entries = [MetadataResponse.MetadataResponseTopic(
-            error_code=ErrorCode.LEADER_NOT_AVAILABLE, name=t.name, topic_id=getattr(t, "topic_id", None) or ZERO_UUID,
-            is_internal=False, partitions=[]) for t in requested]
+        else:
+            self._remember_topics(request, response)
+            return response
+        entry = MetadataResponse.MetadataResponseTopic
+        if request.topics is None or (version == 0 and not request.topics):
+            wanted = [(name, None) for name in sorted(self._known_topics)]
+        else:
+            wanted = [(t.name, getattr(t, "topic_id", None) or ZERO_UUID) for t in request.topics]
+        entries = []
+        for name, topic_id in wanted:
+            known = self._known_topics.get(name) if name is not None else None
+            if known is None:
+                entries.append(entry(error_code=ErrorCode.LEADER_NOT_AVAILABLE, name=name,
+                                     topic_id=topic_id or ZERO_UUID, is_internal=False, partitions=[]))
+                continue
+            entries.append(entry(error_code=0, name=name, topic_id=known[0], is_internal=False, partitions=[
+                entry.MetadataResponsePartition(error_code=ErrorCode.LEADER_NOT_AVAILABLE, partition_index=i,
+                                                leader_id=-1, leader_epoch=-1, replica_nodes=[], isr_nodes=[],
+                                                offline_replicas=[])
+                for i in range(known[1])]))
         return self._metadata_response(version, request, entries)
+
+    def _remember_topics(self, request, response: MetadataResponse) -> None:
+        """Keep what the registry's owner said about topics, to answer with while it is down."""
+        if request.topics is None:
+            self._known_topics.clear()
+        for t in response.topics:
+            if t.name is None:
+                continue
+            if t.error_code == 0:
+                self._known_topics[t.name] = (t.topic_id or ZERO_UUID, len(t.partitions))
+            elif t.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                self._known_topics.pop(t.name, None)
 
     @staticmethod
     def _invalid_metadata_request(requested) -> MetadataResponse:

@@ -115,10 +115,22 @@ def test_while_a_worker_is_down_its_groups_have_no_coordinator_and_metadata_leav
 
     from cohort.client.connection import BrokerConnection
     from cohort.protocol.errors import ErrorCode
+    from cohort.client.admin import NewTopic
     from cohort.protocol.messages import FindCoordinatorRequest, MetadataRequest
 
     server = WorkersServer(tmp_path / "data", WORKERS).start()
     group = group_on_worker("down", 1, WORKERS)
+    with BlockingAdmin(server.bootstrap_of(1)) as admin:
+        admin.create_topics([NewTopic("kept", 3)])
+
+    async def topics_seen_by_worker_1():
+        conn = BrokerConnection("127.0.0.1", server.ports[1])
+        try:
+            meta = await conn.request(MetadataRequest(topics=None), 9)
+            return [(t.name, t.error_code, [(p.partition_index, p.error_code, p.leader_id) for p in t.partitions])
+                    for t in meta.topics], sorted(b.node_id for b in meta.brokers)
+        finally:
+            await conn.close()
 
     async def ask():
         conn = BrokerConnection("127.0.0.1", server.ports[0])
@@ -131,6 +143,16 @@ def test_while_a_worker_is_down_its_groups_have_no_coordinator_and_metadata_leav
 
     try:
         assert asyncio.run(ask()) == (0, 1, [0, 1, 2])
+        assert asyncio.run(topics_seen_by_worker_1()) == ([("kept", 0, [(0, 0, 0), (1, 0, 0), (2, 0, 0)])], [0, 1, 2])
+
+        # When worker 0 (the topic registry's owner) dies, worker 1 still lists its topics, leaderless.
+        os.kill(worker_pids(server.process.pid)[0], signal.SIGKILL)
+        leaderless = [("kept", 0, [(p, ErrorCode.LEADER_NOT_AVAILABLE, -1) for p in range(3)])]
+        wait_until(lambda: asyncio.run(topics_seen_by_worker_1()) == (leaderless, [1, 2]), 20, "leaderless topics")
+        wait_until(lambda: server.health()[0] == 200, 60, "worker 0 back")
+        wait_until(lambda: asyncio.run(topics_seen_by_worker_1())[0][0][1:] == (0, [(0, 0, 0), (1, 0, 0), (2, 0, 0)]),
+                   20, "topics led by worker 0 again")
+
         # When worker 1 dies, worker 0 answers COORDINATOR_NOT_AVAILABLE for its groups and lists 0 and 2 only,
         os.kill(worker_pids(server.process.pid)[1], signal.SIGKILL)
         seen = wait_until(lambda: (lambda a: a if a[0] == ErrorCode.COORDINATOR_NOT_AVAILABLE else None)(asyncio.run(ask())),
