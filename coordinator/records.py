@@ -14,6 +14,10 @@ Record types:
 * 2: group metadata (group), value v3.
 * 100: Cohort's topic registry (topic name), value v0 = topic id + partitions.
   Kafka keeps topics elsewhere; 100 is far from Kafka's own types (0-15).
+* 101: a SCRAM credential (user, mechanism), value v0 = salt, stored key,
+  server key, iterations (Kafka's UserScramCredentialRecord; never the password).
+* 102: an ACL binding (the whole binding is the key: a binding exists or not),
+  value v0 is empty; deleting the binding writes a tombstone.
 
 Every value layout is declared once, as a field list with version ranges, and
 the per-version ``construct`` structs are derived from it.  Offset commits are
@@ -49,6 +53,7 @@ from construct import (
     FocusedSeq,
     GreedyBytes,
     If,
+    Int8sb,
     Int16sb,
     Int32sb,
     Int64sb,
@@ -71,6 +76,10 @@ __all__ = [
     "GroupMetadataTombstone",
     "TopicRecord",
     "TopicTombstone",
+    "ScramCredentialRecord",
+    "ScramCredentialTombstone",
+    "AclRecord",
+    "AclTombstone",
     "Record",
     "RecordDecodeError",
     "encode_record",
@@ -85,6 +94,8 @@ __all__ = [
 OFFSET_COMMIT_KEY_TYPES = (0, 1)
 GROUP_METADATA_KEY_TYPE = 2
 TOPIC_KEY_TYPE = 100
+SCRAM_CREDENTIAL_KEY_TYPE = 101
+ACL_KEY_TYPE = 102
 _OFFSET_COMMIT_WRITE_TYPE = 1
 
 
@@ -154,6 +165,45 @@ class TopicTombstone:
     name: str
 
 
+@dataclass(slots=True)
+class ScramCredentialRecord:
+    user: str
+    mechanism: int  # Kafka's ScramMechanism code: 1 = SCRAM-SHA-256, 2 = SCRAM-SHA-512
+    salt: bytes
+    stored_key: bytes
+    server_key: bytes
+    iterations: int
+
+
+@dataclass(slots=True)
+class ScramCredentialTombstone:
+    user: str
+    mechanism: int
+
+
+@dataclass(slots=True)
+class AclRecord:
+    # Kafka's wire codes (AclBinding): resource type, pattern type, operation, permission type
+    resource_type: int
+    resource_name: str
+    pattern_type: int
+    principal: str
+    host: str
+    operation: int
+    permission: int
+
+
+@dataclass(slots=True)
+class AclTombstone:
+    resource_type: int
+    resource_name: str
+    pattern_type: int
+    principal: str
+    host: str
+    operation: int
+    permission: int
+
+
 Record = (
     OffsetCommitRecord
     | OffsetCommitTombstone
@@ -161,6 +211,10 @@ Record = (
     | GroupMetadataTombstone
     | TopicRecord
     | TopicTombstone
+    | ScramCredentialRecord
+    | ScramCredentialTombstone
+    | AclRecord
+    | AclTombstone
 )
 
 
@@ -238,7 +292,13 @@ _KEY_LAYOUTS: dict[int, Construct] = {
     1: Struct("group" / KafkaString, "topic" / KafkaString, "partition" / Int32sb),
     GROUP_METADATA_KEY_TYPE: Struct("group" / KafkaString),
     TOPIC_KEY_TYPE: Struct("name" / KafkaString),
+    SCRAM_CREDENTIAL_KEY_TYPE: Struct("user" / KafkaString, "mechanism" / Int8sb),
+    ACL_KEY_TYPE: Struct(
+        "resource_type" / Int8sb, "resource_name" / KafkaString, "pattern_type" / Int8sb,
+        "principal" / KafkaString, "host" / KafkaString, "operation" / Int8sb, "permission" / Int8sb,
+    ),
 }
+_ACL_FIELDS = ("resource_type", "resource_name", "pattern_type", "principal", "host", "operation", "permission")
 
 OFFSET_COMMIT_VALUE = _Layout(
     "OffsetCommitValue",
@@ -283,16 +343,31 @@ TOPIC_VALUE = _Layout(
     versions=_versions(0, 0),
 )
 
+SCRAM_CREDENTIAL_VALUE = _Layout(
+    "ScramCredentialValue",
+    (
+        _Field("salt", KafkaBytes),
+        _Field("stored_key", KafkaBytes),
+        _Field("server_key", KafkaBytes),
+        _Field("iterations", Int32sb),
+    ),
+    versions=_versions(0, 0),
+)
+
+ACL_VALUE = _Layout("AclValue", (), versions=_versions(0, 0))
+
 _VALUE_LAYOUTS: dict[int, _Layout] = {
     0: OFFSET_COMMIT_VALUE,
     1: OFFSET_COMMIT_VALUE,
     TOPIC_KEY_TYPE: TOPIC_VALUE,
+    SCRAM_CREDENTIAL_KEY_TYPE: SCRAM_CREDENTIAL_VALUE,
+    ACL_KEY_TYPE: ACL_VALUE,
 }
 
 # Derived once: (layout name, version) -> compiled construct.
 _VALUE_STRUCTS: dict[tuple[str, int], Construct] = {
     (layout.name, v): layout.struct(v)
-    for layout in (OFFSET_COMMIT_VALUE, TOPIC_VALUE)
+    for layout in (OFFSET_COMMIT_VALUE, TOPIC_VALUE, SCRAM_CREDENTIAL_VALUE, ACL_VALUE)
     for v in layout.versions
 }
 
@@ -349,6 +424,19 @@ def encode_record(rec: Record) -> tuple[bytes, bytes | None]:
         return key, value
     if type(rec) is TopicTombstone:
         return _topic_key(rec.name), None
+    if type(rec) is ScramCredentialRecord or type(rec) is ScramCredentialTombstone:
+        key = _INT16.pack(SCRAM_CREDENTIAL_KEY_TYPE) + _build(
+            _KEY_LAYOUTS[SCRAM_CREDENTIAL_KEY_TYPE], {"user": rec.user, "mechanism": rec.mechanism},
+            "ScramCredentialKey")
+        if type(rec) is ScramCredentialTombstone:
+            return key, None
+        return key, _value(SCRAM_CREDENTIAL_VALUE, 0, {"salt": bytes(rec.salt), "stored_key": bytes(rec.stored_key),
+                                                       "server_key": bytes(rec.server_key),
+                                                       "iterations": rec.iterations})
+    if type(rec) is AclRecord or type(rec) is AclTombstone:
+        key = _INT16.pack(ACL_KEY_TYPE) + _build(
+            _KEY_LAYOUTS[ACL_KEY_TYPE], {name: getattr(rec, name) for name in _ACL_FIELDS}, "AclKey")
+        return key, None if type(rec) is AclTombstone else _value(ACL_VALUE, 0, {})
     raise TypeError(f"not a record: {rec!r}")
 
 
@@ -522,6 +610,18 @@ def decode_record(key: bytes, value: bytes | None) -> Record:
             [GroupMemberRecord(m.member_id, m.group_instance_id, m.client_id, m.client_host, m.rebalance_timeout,
                                m.session_timeout, bytes(m.subscription), bytes(m.assignment)) for m in v.members],
         )
+    if rtype == SCRAM_CREDENTIAL_KEY_TYPE:
+        if value is None:
+            return ScramCredentialTombstone(k.user, k.mechanism)
+        _, _, v = _decode_value(rtype, bytes(value))
+        return ScramCredentialRecord(k.user, k.mechanism, bytes(v["salt"]), bytes(v["stored_key"]),
+                                     bytes(v["server_key"]), v["iterations"])
+    if rtype == ACL_KEY_TYPE:
+        fields = [k[name] for name in _ACL_FIELDS]
+        if value is None:
+            return AclTombstone(*fields)
+        _decode_value(rtype, bytes(value))
+        return AclRecord(*fields)
     # TOPIC_KEY_TYPE
     if value is None:
         return TopicTombstone(k.name)
