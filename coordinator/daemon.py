@@ -174,7 +174,7 @@ class Daemon:
 
         metrics = CoordinatorMetrics(group_offsets_enabled=config.metrics_group_offsets_enable)
         metrics.watch_readiness(self._state)
-        from cohort.coordinator.server import CoordinatorServer
+        from cohort.coordinator.node import CoordinatorServer
 
         # Both ports are bound (not yet served) before the data dir is touched: a
         # bad address or a taken port fails at once, naming its flag, and leaves

@@ -1,6 +1,6 @@
 """What the server answers: the API dispatch table and every handler that is not group logic.
 
-The server (`cohort.coordinator.server`) turns bytes into a decoded request and hands
+The connection (`cohort.coordinator.connection`) turns bytes into a decoded request and hands
 it here with the API version and a `RequestContext`; a handler returns the
 response message. Group APIs (JoinGroup … OffsetDelete) are forwarded to the
 `GroupCoordinator`, which owns every group. The rest is answered here:

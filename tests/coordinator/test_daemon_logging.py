@@ -84,7 +84,7 @@ def test_exceptions_stay_inside_one_json_line(tmp_path, restore_root_logging):
     try:
         raise ValueError("boom")
     except ValueError:
-        logging.getLogger("cohort.coordinator.server").exception("handler failed", extra={"api": "OffsetCommit"})
+        logging.getLogger("cohort.coordinator.connection").exception("handler failed", extra={"api": "OffsetCommit"})
     setup.close()
     (line,) = path.read_text().splitlines()
     doc = json.loads(line)

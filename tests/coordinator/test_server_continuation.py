@@ -15,7 +15,7 @@ import asyncio
 
 import pytest
 
-from cohort.coordinator.server import _Continuation
+from cohort.coordinator.connection import _Continuation
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -1,0 +1,326 @@
+"""`CoordinatorServer`: one Cohort node, its listener and the life of what it serves.
+
+Life cycle (driven by `cohort.coordinator.daemon` or by tests)::
+
+    server = CoordinatorServer(config, metrics=metrics)
+    await server.start()   # state "loading": open and replay the offsets log, then bind; "ready"
+    ...                    # server.port is the bound port (useful with listeners=127.0.0.1:0)
+    await server.stop()    # "stopping": stop accepting, finish in-flight requests, close the log
+
+The node wires the offsets log, the group coordinator, the topic registry and
+the request handlers together, and owns the set of open connections
+(`cohort.coordinator.connection` does everything within one). Node-wide limits
+from the config: ``max.connections`` (more are refused at accept),
+``connections.max.idle.ms`` (a connection with nothing in flight and no bytes
+for that long is closed), ``socket.request.read.timeout.ms`` (a request must
+arrive whole within that long of its first byte: a client trickling bytes
+cannot hold a connection, or the request-bytes budget, forever) and
+``queued.max.request.bytes`` (the `RequestBytesBudget` every connection shares).
+"""
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+import os
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from cohort.coordinator.config import CoordinatorConfig, HostPort
+from cohort.coordinator.connection import Connection, RequestBytesBudget, _Continuation
+from cohort.coordinator.group_coordinator import GroupCoordinator
+from cohort.coordinator.handlers import RequestHandlers
+from cohort.coordinator.listener import Listener
+from cohort.coordinator.log import LogLoadError, OffsetsLog, PartitionState
+from cohort.coordinator.metrics import LogPartitionStats
+from cohort.coordinator.records import Record, TopicRecord, TopicTombstone, encode_record
+from cohort.coordinator.topics import TopicRegistry
+
+log = logging.getLogger("cohort.coordinator.node")
+
+# The topic registry's records live in this offsets-log partition.
+TOPIC_REGISTRY_PARTITION = 0
+META_PROPERTIES = "meta.properties"
+# Log a refused connection at most this often (a client storm must not flood the log).
+_REFUSAL_LOG_INTERVAL_S = 10.0
+
+
+class CoordinatorServer:
+    """One Cohort node: the offsets log, the group coordinator, the topic registry and the listener."""
+
+    def __init__(self, config: CoordinatorConfig, metrics: Any = None) -> None:
+        self.config = config
+        self.metrics = metrics
+        self.state = "loading"
+        self.port: int | None = None
+        self.cluster_id: str | None = None
+        self.log: OffsetsLog | None = None
+        self.groups: GroupCoordinator | None = None
+        self.topics: TopicRegistry | None = None
+        self.handlers: RequestHandlers | None = None
+        self._listener: Listener | None = None
+        self._connections: set[Connection] = set()
+        self._inflight: set[_Continuation] = set()
+        self._drained: asyncio.Future | None = None
+        self._idle_task: asyncio.Task | None = None
+        self._last_refusal_log = 0.0
+        self.request_budget = RequestBytesBudget(config.queued_max_request_bytes)
+
+    # ------------------------------------------------------------------ life cycle
+    async def bind(self) -> None:
+        """Bind the Kafka listener without accepting: clients are refused until the log is loaded.
+
+        Separate from `start` so the daemon can fail on a bad address or a taken port before it
+        touches the data dir.
+        """
+        host, port = self.config.listen_address
+        listener = Listener(host, port, lambda peer: Connection(self, peer), backlog=1024)
+        await listener.bind()
+        self._listener = listener
+        self.port = listener.port
+
+    def failed_partitions(self) -> dict[int, str]:
+        """Offsets partitions that failed to load, with why (their groups answer NOT_COORDINATOR)."""
+        if self.log is None:
+            return {}
+        return {p: str(self.log.partition_error(p)) for p in range(self.log.num_partitions)
+                if self.log.partition_state(p) is PartitionState.FAILED}
+
+    async def unbind(self) -> None:
+        """Release the port of a server that never started (the daemon could not take the data dir)."""
+        if self._listener is not None:
+            self._listener.close()
+            self._listener = None
+
+    async def start(self) -> None:
+        """Load the offsets log (state "loading"), then serve (state "ready"); binds first if `bind` was not called."""
+        config = self.config
+        started = time.perf_counter()
+        if self._listener is None:
+            await self.bind()
+        data_dir = Path(config.data_dir)
+        data_dir.mkdir(parents=True, exist_ok=True)
+        self.cluster_id = load_cluster_id(data_dir)
+        self.log = OffsetsLog(
+            data_dir,
+            num_partitions=config.offsets_topic_num_partitions,
+            segment_bytes=config.offsets_topic_segment_bytes,
+            segment_ms=config.offsets_topic_segment_ms,
+            flush_policy=config.offsets_flush_policy,
+            delete_retention_ms=config.delete_retention_ms,
+            cleaner_backoff_ms=config.log_cleaner_backoff_ms,
+            metrics=self.metrics,
+        )
+        self.topics = TopicRegistry(self._persist_topic_records)
+        self.groups = GroupCoordinator(config, self.log, other_records=self._replay_other_record,
+                                       metrics=self.metrics)
+        try:
+            await self.groups.load()
+        except LogLoadError as exc:
+            # The partitions that loaded serve normally; the groups of the
+            # failed ones answer NOT_COORDINATOR until an operator repairs them.
+            log.error("%s", exc)
+        self.groups.start_retention()
+        self.handlers = RequestHandlers(config, self.topics, self.groups, self.cluster_id, self.advertised_address)
+        if self.metrics is not None:
+            self.metrics.watch_groups(self._groups_by_state, self._member_count)
+            self.metrics.watch_offsets(lambda: len(self.groups.offsets))
+            self.metrics.watch_log(self._log_partition_stats)
+            self.metrics.watch_failed_partitions(self.failed_partitions)
+        host = config.listen_address.host
+        loop = asyncio.get_running_loop()
+        self._listener.start_serving()
+        self._idle_task = loop.create_task(self._close_idle_connections(), name="cohort-idle-connections")
+        self.state = "ready"
+        log.info("listening", extra={"address": f"{host}:{self.port}", "advertised": str(self.advertised_address()),
+                                     "cluster_id": self.cluster_id, "topics": len(self.topics),
+                                     "start_ms": round((time.perf_counter() - started) * 1000)})
+
+    async def stop(self) -> None:
+        """Stop accepting, answer what is in flight, then flush and close the offsets log."""
+        if self.state == "stopping":
+            return
+        self.state = "stopping"
+        if self._listener is not None:
+            self._listener.close()
+        if self._idle_task is not None:
+            self._idle_task.cancel()
+        for conn in list(self._connections):
+            conn.stop_reading()
+        # Parked requests are answered now rather than at their timeouts:
+        # Fetch waits end, JoinGroup/SyncGroup get NOT_COORDINATOR (clients
+        # then look for the coordinator again).
+        if self.handlers is not None:
+            self.handlers.fetch_waits.release_all()
+        if self.groups is not None:
+            self.groups.shutdown()
+        # In-flight requests finish (queued ones start as those before them
+        # end), within half the shutdown budget; whatever is left is cancelled.
+        deadline = time.monotonic() + max(0.1, self.config.shutdown_timeout_ms / 2000)
+        while self._inflight and time.monotonic() < deadline:
+            await self._wait_inflight(deadline - time.monotonic())
+        if self._inflight:
+            for run in list(self._inflight):
+                run.cancel()
+            await self._wait_inflight(1.0)
+        for conn in list(self._connections):
+            conn.close("shutdown")
+        await self._close_storage()
+        log.info("stopped")
+
+    async def _close_storage(self) -> None:
+        if self.groups is not None and self.state != "stopping":
+            self.groups.shutdown()
+        if self.log is not None:
+            await self.log.close()
+
+    async def __aenter__(self) -> "CoordinatorServer":
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info) -> None:
+        await self.stop()
+
+    # ------------------------------------------------------------------ wiring
+    def advertised_address(self) -> HostPort:
+        """What Metadata and FindCoordinator tell clients to connect to."""
+        address = self.config.advertised_address
+        if address.port == 0 and self.port is not None:
+            return HostPort(address.host, self.port)
+        return address
+
+    async def _persist_topic_records(self, records: list[TopicRecord | TopicTombstone]) -> None:
+        assert self.log is not None
+        await self.log.append(TOPIC_REGISTRY_PARTITION, [encode_record(r) for r in records])
+
+    def _replay_other_record(self, record: Record) -> None:
+        if isinstance(record, (TopicRecord, TopicTombstone)):
+            assert self.topics is not None
+            self.topics.apply(record)
+        else:
+            log.warning("ignoring an unexpected record type in the offsets log: %s", type(record).__name__)
+
+    def _groups_by_state(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        if self.groups is not None:
+            for group in self.groups.groups():
+                name = str(group.state)
+                counts[name] = counts.get(name, 0) + 1
+        return counts
+
+    def _log_partition_stats(self) -> list[LogPartitionStats]:
+        """Size and segment count of every offsets partition (read when Prometheus scrapes)."""
+        stats = []
+        if self.log is not None:
+            for partition in range(self.log.num_partitions):
+                segments = self.log.segments(partition)
+                size = 0
+                for path in segments:
+                    try:
+                        size += path.stat().st_size
+                    except OSError:  # compacted away between listing and stat
+                        pass
+                stats.append(LogPartitionStats(partition, size, len(segments)))
+        return stats
+
+    def _member_count(self) -> int:
+        return sum(len(g.members) for g in self.groups.groups()) if self.groups is not None else 0
+
+    # ------------------------------------------------------------------ connections
+    def admit(self, conn: "Connection") -> bool:
+        """Whether a new connection may be served (ready, and below max.connections)."""
+        if self.state != "ready":
+            return False
+        if len(self._connections) >= self.config.max_connections:
+            now = time.monotonic()
+            if now - self._last_refusal_log >= _REFUSAL_LOG_INTERVAL_S:
+                self._last_refusal_log = now
+                log.warning("refusing connections: max.connections reached",
+                            extra={"max_connections": self.config.max_connections, "peer": conn.peer})
+            if self.metrics is not None:
+                self.metrics.connection_closed("limit")
+            return False
+        self._connections.add(conn)
+        if self.metrics is not None:
+            self.metrics.connection_accepted()
+        return True
+
+    def forget(self, conn: "Connection", reason: str) -> None:
+        """A connection closed, for `reason` (the label of its metric)."""
+        if conn in self._connections:
+            self._connections.discard(conn)
+            if self.metrics is not None:
+                self.metrics.connection_closed(reason)
+
+    async def _wait_inflight(self, timeout: float) -> None:
+        """Wait (at most `timeout` s) until no suspended request handler is left."""
+        if not self._inflight or timeout <= 0:
+            return
+        drained = self._drained = asyncio.get_running_loop().create_future()
+        try:
+            await asyncio.wait({drained}, timeout=timeout)
+        finally:
+            self._drained = None
+
+    def _handler_ended(self, run: "_Continuation") -> None:
+        self._inflight.discard(run)
+        if not self._inflight and self._drained is not None and not self._drained.done():
+            self._drained.set_result(None)
+
+    async def _close_idle_connections(self) -> None:
+        idle_s = self.config.connections_max_idle_ms / 1000
+        read_s = self.config.socket_request_read_timeout_ms / 1000
+        interval = min(max(min(idle_s, read_s) / 4, 0.05), 30.0)
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(interval)
+            now = loop.time()
+            deadline = now - idle_s
+            read_deadline = now - read_s
+            for conn in list(self._connections):
+                if conn.request_started is not None and conn.request_started < read_deadline:
+                    log.warning("closing connection: a request did not arrive whole within "
+                                "socket.request.read.timeout.ms", extra={
+                                    "peer": conn.peer, "received_bytes": conn.reader.buffered,
+                                    "timeout_ms": self.config.socket_request_read_timeout_ms})
+                    conn.close("request_read_timeout")
+                elif not conn.pending and conn.last_active < deadline:
+                    log.info("closing idle connection", extra={"peer": conn.peer, "idle_ms": round(
+                        (now - conn.last_active) * 1000)})
+                    conn.close("idle")
+
+
+def load_cluster_id(data_dir: Path) -> str:
+    """This node's cluster id, created once and kept in ``meta.properties`` (Kafka's file and format).
+
+    A Kafka cluster id is a random UUID in URL-safe base64 without padding
+    (22 characters). It must stay stable: clients compare it across Metadata
+    responses.
+    """
+    path = data_dir / META_PROPERTIES
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        text = None
+    if text is not None:
+        for line in text.splitlines():
+            name, sep, value = line.partition("=")
+            if sep and name.strip() == "cluster.id" and value.strip():
+                return value.strip()
+        raise ValueError(f"{path} has no cluster.id line; remove the file to generate a new cluster id")
+    cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode("ascii").rstrip("=")
+    tmp = path.with_suffix(".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(f"# Written by Cohort on first start; the cluster id must not change.\nversion=1\ncluster.id={cluster_id}\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    dir_fd = os.open(data_dir, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+    log.info("new cluster id", extra={"cluster_id": cluster_id})
+    return cluster_id
