@@ -165,8 +165,12 @@ class RequestHandlers:
         topics: TopicRegistry,
         groups: GroupCoordinator,
         cluster_id: str,
-        advertised: Callable[[], HostPort],
+        advertised: Callable[[str], HostPort],
+        extra_handlers: dict[type, Handler] | None = None,
+        guard: Callable[[int, Handler], Handler] | None = None,
     ) -> None:
+        """`advertised(listener_name)` is the address clients of that listener are given; `extra_handlers`
+        adds APIs (the security admin APIs); `guard(api_key, handler)` wraps each handler (authorization)."""
         self.config = config
         self.topics = topics
         self.groups = groups
@@ -196,7 +200,10 @@ class RequestHandlers:
             ListGroupsRequest: groups.list_groups,
             DeleteGroupsRequest: groups.delete_groups,
             OffsetDeleteRequest: groups.offset_delete,
+            **(extra_handlers or {}),
         }
+        if guard is not None:
+            handlers = {request: guard(request.API_KEY, handler) for request, handler in handlers.items()}
         self.routes: dict[int, Route] = {
             request.API_KEY: Route(handler, inspect.iscoroutinefunction(handler))
             for request, handler in handlers.items()
@@ -229,7 +236,7 @@ class RequestHandlers:
 
     # ------------------------------------------------------------------ FindCoordinator
     def find_coordinator(self, request, version: int, ctx: RequestContext) -> FindCoordinatorResponse:
-        address = self._advertised()
+        address = self._advertised(ctx.listener)
         node = self.config.node_id
         if version >= 4:
             entries = []
@@ -264,7 +271,7 @@ class RequestHandlers:
 
     # ------------------------------------------------------------------ Metadata
     async def metadata(self, request, version: int, ctx: RequestContext) -> MetadataResponse:
-        address = self._advertised()
+        address = self._advertised(ctx.listener)
         node = self.config.node_id
         include_ops = version >= 8 and request.include_topic_authorized_operations
         requested = request.topics
