@@ -5,7 +5,7 @@ import argparse
 import sys
 
 from cohort.coordinator import __version__
-from cohort.coordinator import cli_log, cli_serve
+from cohort.coordinator import cli_log, cli_security, cli_serve
 from cohort.client import cli as client_cli
 
 
@@ -16,6 +16,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_serve.register(subparsers)
     cli_log.register(subparsers)
     client_cli.register(subparsers)
+    cli_security.register(subparsers)
     _remember_own_parser(parser)
     return parser
 
