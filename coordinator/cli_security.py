@@ -73,12 +73,22 @@ def register(subparsers) -> None:
                                              "DescribeAcls).")
     acls.set_defaults(func=lambda args: (acls.print_help(sys.stderr), EXIT_USAGE)[1])
     commands = acls.add_subparsers(dest="acls_command", metavar="COMMAND", parser_class=OneLineArgumentParser)
-    for name, help_text, func in (("add", "add ACLs", acls_add), ("remove", "remove matching ACLs", acls_remove),
-                                  ("list", "list ACLs", acls_list)):
+    for name, help_text, func, prepare in (("add", "add ACLs", acls_add, _bindings),
+                                           ("remove", "remove matching ACLs", acls_remove, _filters),
+                                           ("list", "list ACLs", acls_list, _filters)):
         p = commands.add_parser(name, help=help_text)
         add_connection_options(p)
         _acl_options(p, name)
-        p.set_defaults(func=lambda args, func=func: run_admin_command(args, func))
+        p.set_defaults(func=_checked_first(func, prepare))
+
+
+def _checked_first(func, prepare):
+    """Check the arguments (bad input: exit 2) before connecting, then run `func` with what they mean."""
+    @_one_line
+    def run(args) -> int:
+        args.prepared = prepare(args)
+        return run_admin_command(args, func)
+    return run
 
 
 def _target_options(p: argparse.ArgumentParser) -> None:
@@ -330,7 +340,7 @@ def _bindings(args) -> list[AclBinding]:
 
 
 async def acls_add(args, admin) -> int:
-    bindings = _bindings(args)
+    bindings = args.prepared
     conn = await admin.cluster.any_connection()
     response = await conn.request(CreateAclsRequest(creations=[CreateAclsRequest.AclCreation(
         resource_type=b.resource_type, resource_name=b.resource_name, resource_pattern_type=b.pattern_type,
@@ -360,7 +370,7 @@ def _filters(args) -> list[DeleteAclsRequest.DeleteAclsFilter]:
 
 async def acls_remove(args, admin) -> int:
     conn = await admin.cluster.any_connection()
-    response = await conn.request(DeleteAclsRequest(filters=_filters(args)))
+    response = await conn.request(DeleteAclsRequest(filters=args.prepared))
     status = EXIT_OK
     for result in response.filter_results:
         if result.error_code:
@@ -377,7 +387,7 @@ async def acls_remove(args, admin) -> int:
 async def acls_list(args, admin) -> int:
     conn = await admin.cluster.any_connection()
     rows = []
-    for f in _filters(args):
+    for f in args.prepared:
         response = await conn.request(DescribeAclsRequest(
             resource_type_filter=f.resource_type_filter, resource_name_filter=f.resource_name_filter,
             pattern_type_filter=f.pattern_type_filter, principal_filter=f.principal_filter, host_filter=None,
