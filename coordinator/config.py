@@ -588,7 +588,7 @@ def _check_together(config: CoordinatorConfig) -> None:
     used = {protocols[e.name] for e in endpoints}
     if used & {"SSL", "SASL_SSL"} and config.ssl_keystore_location is None:
         raise ConfigError("ssl.keystore.location must be set for SSL and SASL_SSL listeners")
-    if config.ssl_client_auth != "none" and used & {"SSL", "SASL_SSL"} and config.ssl_truststore_location is None:
+    if config.ssl_client_auth != "none" and "SSL" in used and config.ssl_truststore_location is None:
         raise ConfigError(f"ssl.truststore.location must be set when ssl.client.auth is {config.ssl_client_auth}")
     if used & {"SASL_PLAINTEXT", "SASL_SSL"} and not config.enabled_mechanisms:
         raise ConfigError("sasl.enabled.mechanisms must name at least one mechanism for SASL listeners")

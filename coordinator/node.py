@@ -93,11 +93,12 @@ class CoordinatorServer:
         config = self.config
         endpoints = config.endpoints
         protocols = {e.name: config.security_protocol(e.name) for e in endpoints}
-        tls = server_context(config) if {"SSL", "SASL_SSL"} & set(protocols.values()) else None
+        tls = {protocol: server_context(config, protocol) for protocol in set(protocols.values())
+               if protocol.endswith("SSL")}
         try:
             for endpoint in endpoints:
                 protocol = protocols[endpoint.name]
-                security = ListenerSecurity(endpoint.name, protocol, tls if protocol.endswith("SSL") else None,
+                security = ListenerSecurity(endpoint.name, protocol, tls.get(protocol),
                                             config.enabled_mechanisms if protocol.startswith("SASL") else ())
                 listener = Listener(endpoint.host, endpoint.port,
                                     lambda peer, security=security: Connection(self, peer, security),

@@ -3,7 +3,8 @@
 TLS 1.2 is the minimum. The keystore is a PEM file holding the private key and
 the certificate chain (Kafka's ``ssl.keystore.type=PEM``); the truststore is a
 PEM file of CA certificates, used to check client certificates when
-``ssl.client.auth`` is ``requested`` or ``required``. On an SSL listener a
+``ssl.client.auth`` is ``requested`` or ``required`` (on SSL listeners; SASL_SSL
+clients authenticate with SASL, as in Kafka since KIP-684). On an SSL listener a
 client that presented a certificate is ``User:<subject>`` with the subject
 written as Java writes an X.500 name (RFC 2253: most specific part first,
 ``CN=alice,OU=eng,O=example``); without one it is ``User:ANONYMOUS``.
@@ -22,8 +23,12 @@ _SHORT_NAMES = {"commonName": "CN", "organizationalUnitName": "OU", "organizatio
                 "domainComponent": "DC", "userId": "UID"}
 
 
-def server_context(config: CoordinatorConfig) -> ssl.SSLContext:
-    """The context every SSL/SASL_SSL listener of this node serves with; ConfigError (one line) if unusable."""
+def server_context(config: CoordinatorConfig, protocol: str = "SSL") -> ssl.SSLContext:
+    """The context an SSL or SASL_SSL listener serves with; ConfigError (one line) if unusable.
+
+    Like Kafka (KIP-684), ``ssl.client.auth`` applies to SSL listeners; a SASL_SSL client
+    authenticates with SASL and is not asked for a certificate.
+    """
     if config.ssl_keystore_location is None:
         raise ConfigError("ssl.keystore.location must be set for SSL and SASL_SSL listeners")
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -43,7 +48,7 @@ def server_context(config: CoordinatorConfig) -> ssl.SSLContext:
         except (ssl.SSLError, OSError, ValueError) as exc:
             raise ConfigError(f"ssl.truststore.location: cannot load CA certificates from "
                               f"{config.ssl_truststore_location} ({_reason(exc)})") from None
-    context.verify_mode = _VERIFY[config.ssl_client_auth]
+    context.verify_mode = _VERIFY[config.ssl_client_auth] if protocol == "SSL" else ssl.CERT_NONE
     return context
 
 

@@ -260,3 +260,58 @@ def test_credentials_and_acls_survive_a_restart(secured, ca, tmp_path):
     alice = kp_security(again, ca, "SASL_SSL", "SCRAM-SHA-512", *ALICE)
     create_topic(alice, "kept")
     kafka_python_group_round(alice, "kept", "kept-group")
+
+
+def aiokafka_group_round(node, ca, protocol, mechanism, user, password, topic, group) -> None:
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer, TopicPartition as AioTopicPartition
+    from aiokafka.helpers import create_ssl_context
+
+    async def scenario():
+        consumer = AIOKafkaConsumer(
+            topic, bootstrap_servers=bootstrap(node, protocol), group_id=group, enable_auto_commit=False,
+            security_protocol=protocol, sasl_mechanism=mechanism, sasl_plain_username=user,
+            sasl_plain_password=password, session_timeout_ms=6000, heartbeat_interval_ms=300,
+            ssl_context=create_ssl_context(cafile=str(ca.ca)) if protocol == "SASL_SSL" else None)
+        await consumer.start()
+        try:
+            deadline = time.monotonic() + 30
+            while len(consumer.assignment()) < 2:
+                assert time.monotonic() < deadline, "no assignment"
+                await consumer.getmany(timeout_ms=200)
+            await consumer.commit({AioTopicPartition(topic, p): 90 + p for p in range(2)})
+            assert await consumer.committed(AioTopicPartition(topic, 1)) == 91
+        finally:
+            await consumer.stop()
+
+    asyncio.run(asyncio.wait_for(scenario(), 60))
+
+
+@pytest.mark.parametrize("protocol, mechanism", CASES)
+def test_aiokafka_consumer_group_over_sasl(secured, ca, protocol, mechanism):
+    node = secured()
+    topic = f"t-{uuid.uuid4().hex[:8]}"
+    create_topic(kp_security(node, ca, protocol, mechanism, *ALICE), topic)
+    aiokafka_group_round(node, ca, protocol, mechanism, *ALICE, topic, f"g-{uuid.uuid4().hex[:8]}")
+
+
+def test_ssl_client_certificate_subject_is_the_principal(secured, ca):
+    node = secured(listeners="SSL://127.0.0.1:0,SASL_SSL://127.0.0.1:0", ssl_client_auth="required",
+                   ssl_truststore_location=ca.ca, authorizer_class_name="acl", super_users="User:admin")
+    carol = "User:CN=carol,OU=eng,O=Cohort Tests"
+    admin = KafkaAdminClient(**kp_security(node, ca, "SASL_SSL", "SCRAM-SHA-512", *ADMIN), request_timeout_ms=10000)
+    try:
+        admin.create_topics([NewTopic("certs", 2, 1)])
+        admin.create_acls([ACL(carol, "*", ACLOperation.READ, ACLPermissionType.ALLOW,
+                               ResourcePattern(kind, name, ACLResourcePatternType.LITERAL))
+                           for kind, name in ((ResourceType.TOPIC, "certs"), (ResourceType.GROUP, "carols"))])
+    finally:
+        admin.close()
+    tls = dict(bootstrap_servers=bootstrap(node, "SSL"), security_protocol="SSL", ssl_cafile=str(ca.ca),
+               ssl_certfile=str(ca.client_cert), ssl_keyfile=str(ca.client_key))
+    kafka_python_group_round(tls, "certs", "carols")
+    # without a client certificate the TLS handshake itself is refused
+    with pytest.raises(kafka.errors.KafkaError):
+        create_topic(dict(bootstrap_servers=bootstrap(node, "SSL"), security_protocol="SSL",
+                          ssl_cafile=str(ca.ca)), "nope", bootstrap_timeout_ms=2000)
