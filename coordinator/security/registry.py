@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable, Sequence
 
 from cohort.coordinator.records import AclRecord, AclTombstone, Record, ScramCredentialRecord, ScramCredentialTombstone
@@ -23,9 +24,9 @@ PersistRecords = Callable[[Sequence[Record]], Awaitable[None]]
 
 
 def acl_record(binding: AclBinding, tombstone: bool = False) -> AclRecord | AclTombstone:
-    cls = AclTombstone if tombstone else AclRecord
-    return cls(int(binding.resource_type), binding.resource_name, int(binding.pattern_type), binding.principal,
-               binding.host, int(binding.operation), int(binding.permission))
+    key = (int(binding.resource_type), binding.resource_name, int(binding.pattern_type), binding.principal,
+           binding.host, int(binding.operation), int(binding.permission))
+    return AclTombstone(*key) if tombstone else AclRecord(*key, created_ms=int(time.time() * 1000))
 
 
 def describe_binding(b: AclBinding) -> str:

@@ -1,0 +1,98 @@
+"""The key and value layouts of the offsets log's records, each declared once.
+
+They are Kafka's ``__consumer_offsets`` shapes (group-coordinator's
+``*Key.json``/``*Value.json``, reference §4), written with the protocol
+layer's schema machinery, so every version's codec is generated from these
+field lists.  A key schema's versions are the record types it is written
+under (the key's int16 prefix); a value schema's versions are the value
+versions (the value's int16 prefix).  Field names are the typed records'
+(`cohort.coordinator.records`), which are derived from these lists too.
+
+Adding a record type is one key and one value declaration here and one line
+in `cohort.coordinator.records.RECORD_TYPES`.
+"""
+from __future__ import annotations
+
+from cohort.protocol.schema import BYTES, INT8, INT32, INT64, STRING, UUID, Array, F, message
+from cohort.protocol.schema import Struct as SchemaStruct
+
+# OffsetCommitKey.json: types 0 and 1 share one layout; Kafka writes 1.
+OffsetCommitKey = message("OffsetCommitKey", None, "0-1", "none", [
+    F("group", STRING),
+    F("topic", STRING),
+    F("partition", INT32),
+])
+
+# OffsetCommitValue.json.  Kafka declares no default for commitTimestamp: it is on the wire in every
+# version, so -1 ("unknown", as for the other timestamps) only matters to records built in memory.
+OffsetCommitValue = message("OffsetCommitValue", None, "0-4", "4+", [
+    F("offset", INT64),
+    F("leader_epoch", INT32, "3+", default=-1),
+    F("metadata", STRING),
+    F("commit_timestamp", INT64, default=-1),
+    F("expire_timestamp", INT64, "1", default=-1),
+])
+
+# GroupMetadataKey.json
+GroupMetadataKey = message("GroupMetadataKey", None, "2", "none", [
+    F("group", STRING),
+])
+
+# GroupMetadataValue.json (a 10 000-member record is one of the largest things the coordinator writes).
+GroupMetadataValue = message("GroupMetadataValue", None, "0-4", "4+", [
+    F("protocol_type", STRING),
+    F("generation", INT32),
+    F("protocol", STRING, nullable="0+", default=None),
+    F("leader", STRING, nullable="0+", default=None),
+    F("current_state_timestamp", INT64, "2+", default=-1),
+    F("members", Array(SchemaStruct("MemberMetadata", [
+        F("member_id", STRING),
+        F("group_instance_id", STRING, "3+", nullable="3+", default=None),
+        F("client_id", STRING),
+        F("client_host", STRING),
+        F("rebalance_timeout", INT32, "1+", default=-1),
+        F("session_timeout", INT32),
+        F("subscription", BYTES),
+        F("assignment", BYTES),
+    ]))),
+])
+
+# Cohort's topic registry (Kafka keeps topics elsewhere): type 100, far from Kafka's own types (0-15).
+TopicKey = message("TopicKey", None, "100", "none", [
+    F("name", STRING),
+])
+
+TopicValue = message("TopicValue", None, "0", "none", [
+    F("topic_id", UUID),
+    F("partitions", INT32),
+])
+
+# A SCRAM credential (Kafka's UserScramCredentialRecord, keyed here by user and mechanism): type 101.
+# Never the password: the salt, the iteration count and the two keys RFC 5802 derives from it.
+ScramCredentialKey = message("ScramCredentialKey", None, "101", "none", [
+    F("user", STRING),
+    F("mechanism", INT8),  # Kafka's ScramMechanism code: 1 = SCRAM-SHA-256, 2 = SCRAM-SHA-512
+])
+
+ScramCredentialValue = message("ScramCredentialValue", None, "0", "none", [
+    F("salt", BYTES),
+    F("stored_key", BYTES),
+    F("server_key", BYTES),
+    F("iterations", INT32),
+])
+
+# An ACL binding: type 102.  The whole binding is the key (a binding exists or not; deleting it is a
+# tombstone), in Kafka's wire codes (AclBinding: resource type, pattern type, operation, permission).
+AclKey = message("AclKey", None, "102", "none", [
+    F("resource_type", INT8),
+    F("resource_name", STRING),
+    F("pattern_type", INT8),
+    F("principal", STRING),
+    F("host", STRING),
+    F("operation", INT8),
+    F("permission", INT8),
+])
+
+AclValue = message("AclValue", None, "0", "none", [
+    F("created_ms", INT64, default=-1),  # when the binding was added (for operators; -1 = unknown)
+])
