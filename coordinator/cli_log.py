@@ -26,6 +26,8 @@ _TYPES = {
     "offset-commit": ("OffsetCommitRecord", "OffsetCommitTombstone"),
     "group-metadata": ("GroupMetadataRecord", "GroupMetadataTombstone"),
     "topic": ("TopicRecord", "TopicTombstone"),
+    "scram-credential": ("ScramCredentialRecord", "ScramCredentialTombstone"),
+    "acl": ("AclRecord", "AclTombstone"),
 }
 
 
