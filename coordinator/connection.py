@@ -444,7 +444,7 @@ class Connection(asyncio.Protocol):
             ctx = self._ctx
             self._ctx = RequestContext(ctx.client_id, ctx.client_host, self.sasl.principal, ctx.listener)
             self.reader.max_frame_bytes = self.server.config.socket_request_max_bytes
-            log.info("authenticated", extra={"peer": self.peer, "principal": self.sasl.principal,
+            log.debug("authenticated", extra={"peer": self.peer, "principal": self.sasl.principal,
                                              "mechanism": step.mechanism, "listener": self.security.name})
         elif step.outcome == "failure":
             audit.info("authentication failed", extra={"peer": self.peer, "mechanism": step.mechanism,

@@ -156,6 +156,9 @@ class RequestAuthorization:
         allowed, denied, decided = [], [], {}
         for t in topics:
             name = name_of(t)
+            if name is None:  # an unknown topic id: the handler answers UNKNOWN_TOPIC_ID, as Kafka does
+                allowed.append(t)
+                continue
             if name not in decided:
                 decided[name] = self.allowed(ctx, op, TOPIC, name, audit_denial)
             (allowed if decided[name] else denied).append(t)
@@ -409,7 +412,7 @@ class RequestAuthorization:
 
     async def _fetch(self, handler, request, version, ctx):
         def name_of(t):
-            return t.topic if version < 13 else (self._topic_name_by_id(t.topic_id) or "")
+            return t.topic if version < 13 else self._topic_name_by_id(t.topic_id)
 
         allowed, denied = self._split_topics(ctx, READ, request.topics, name_of)
         if not denied:

@@ -210,3 +210,32 @@ def test_a_host_filter_applies_to_the_client_address(acl_server, raw_client):
                                      Perm.ALLOW)])
     response = raw_client(acl_server.port).request(HeartbeatRequest(group_id="g", generation_id=1, member_id="m"), 3)
     assert response.error_code != GROUP_DENIED
+
+
+def test_a_commit_to_allowed_and_denied_topics_commits_the_allowed_ones(acl_server, raw_client):
+    acl_server.call(acl_server.server.topics.create("u", 1))
+    set_acls(acl_server, [grant(G, Op.READ), grant(T, Op.READ)])  # t yes, u no
+    client = raw_client(acl_server.port)
+    part = OC.OffsetCommitRequestPartition
+    response = client.request(OffsetCommitRequest(group_id="g", generation_id_or_member_epoch=-1, member_id="",
+                                                   topics=[OC(name="t", partitions=[part(partition_index=0,
+                                                                                         committed_offset=7)]),
+                                                           OC(name="u", partitions=[part(partition_index=0,
+                                                                                         committed_offset=7)])]), 8)
+    assert {t.name: t.partitions[0].error_code for t in response.topics} == {"t": 0, "u": TOPIC_DENIED}
+    set_acls(acl_server, [grant(G, Op.DESCRIBE)])
+    fetched = client.request(OffsetFetchRequest(group_id="g", topics=[
+        OffsetFetchRequest.OffsetFetchRequestTopic(name="t", partition_indexes=[0]),
+        OffsetFetchRequest.OffsetFetchRequestTopic(name="u", partition_indexes=[0])]), 7)
+    assert {t.name: (t.partitions[0].committed_offset, t.partitions[0].error_code) for t in fetched.topics} == {
+        "t": (7, 0), "u": (-1, TOPIC_DENIED)}
+
+
+def test_metadata_for_allowed_and_denied_topics_answers_each(acl_server, raw_client):
+    acl_server.call(acl_server.server.topics.create("u", 1))
+    set_acls(acl_server, [grant(T, Op.DESCRIBE)])
+    response = raw_client(acl_server.port).request(MetadataRequest(topics=[
+        MetadataRequest.MetadataRequestTopic(name="t"), MetadataRequest.MetadataRequestTopic(name="u")],
+        allow_auto_topic_creation=False), 12)
+    assert {t.name: (t.error_code, len(t.partitions)) for t in response.topics} == {
+        "t": (0, 2), "u": (TOPIC_DENIED, 0)}
