@@ -116,6 +116,10 @@ def _keys(mechanism: ScramMechanism, salted: bytes) -> tuple[bytes, bytes]:
     return hashlib.new(name, client_key).digest(), hmac.new(salted, b"Server Key", name).digest()
 
 
+_UNKNOWN_USER = ScramCredential("", ScramMechanism.SCRAM_SHA_512, bytes(SALT_BYTES), bytes(64), bytes(64),
+                                DEFAULT_ITERATIONS)
+
+
 class CredentialStore:
     """Every SCRAM credential of the node, rebuilt from the log's records (latest per user and mechanism)."""
 
@@ -154,4 +158,6 @@ class CredentialStore:
             credential = self._credentials.get((user, mechanism))
             if credential is not None:
                 return credential.matches_password(password)
+        # an unknown user costs the same work as a wrong password: timing does not tell which names exist
+        _UNKNOWN_USER.matches_password(password)
         return False

@@ -239,3 +239,19 @@ def test_metadata_for_allowed_and_denied_topics_answers_each(acl_server, raw_cli
         allow_auto_topic_creation=False), 12)
     assert {t.name: (t.error_code, len(t.partitions)) for t in response.topics} == {
         "t": (0, 2), "u": (TOPIC_DENIED, 0)}
+
+
+def test_offset_fetch_of_all_topics_leaves_out_topics_the_principal_may_not_describe(acl_server, raw_client):
+    acl_server.call(acl_server.server.topics.create("u", 1))
+    client = raw_client(acl_server.port)
+    set_acls(acl_server, [grant(G, Op.READ), grant(T, Op.READ), grant((Res.TOPIC, "u"), Op.READ)])
+    part = OC.OffsetCommitRequestPartition
+    client.request(OffsetCommitRequest(group_id="g", generation_id_or_member_epoch=-1, member_id="", topics=[
+        OC(name=name, partitions=[part(partition_index=0, committed_offset=3)]) for name in ("t", "u")]), 8)
+    acl_server.call(acl_server.server.security.remove_acls([grant((Res.TOPIC, "u"), Op.READ)], "User:test"))
+    for version in (7, 8):
+        request = OffsetFetchRequest(group_id="g", topics=None) if version < 8 else \
+            OffsetFetchRequest(groups=[OF(group_id="g", topics=None)])
+        response = client.request(request, version)
+        topics = response.topics if version < 8 else response.groups[0].topics
+        assert [t.name for t in topics] == ["t"], version
