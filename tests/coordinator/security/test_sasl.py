@@ -4,6 +4,7 @@ from __future__ import annotations
 import pytest
 import scramp
 from hypothesis import given, settings, strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from cohort.coordinator.security.credentials import CredentialStore, ScramMechanism, credential_from_password
 from cohort.coordinator.security.sasl import SaslAuthenticator, SaslState
@@ -157,3 +158,102 @@ def test_fuzzed_tokens_end_in_an_answer_or_a_close_never_an_exception(credential
         step = auth.on_raw_token(token) if auth.expects_raw_token else authenticate(auth, token)
         assert step.close or step.response is not None or step.raw_reply is not None
         assert not auth.authenticated  # nobody guesses a credential
+
+
+# ---------------------------------------------------------------- model
+
+
+class SaslConnectionModel(RuleBasedStateMachine):
+    """Kafka's rules for one SASL connection, stated as a small table, against `SaslAuthenticator` (PLAIN)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        store = CredentialStore()
+        store.apply(credential_from_password("alice", ScramMechanism.SCRAM_SHA_512, "pw", iterations=4096).record())
+        self.store = store
+        self.auth = SaslAuthenticator(("PLAIN",), store)
+        self.state = "start"  # start | v0 | v1 | authenticated | closed
+
+    @precondition(lambda self: self.state == "closed")
+    @rule()
+    def reconnect(self) -> None:
+        self.auth = SaslAuthenticator(("PLAIN",), self.store)
+        self.state = "start"
+
+    def _expect_close(self, step, delayed=False) -> None:
+        assert step.close and not step.serve and step.delay_close == delayed
+        self.state = "closed"
+
+    @precondition(lambda self: self.state != "closed" and self.state != "v0")
+    @rule()
+    def api_versions(self) -> None:
+        step = self.auth.on_request(ApiVersionsRequest.API_KEY, 2, ApiVersionsRequest())
+        if self.state in ("start", "authenticated"):
+            assert step.serve and not step.close
+        else:
+            self._expect_close(step)
+
+    @precondition(lambda self: self.state != "closed" and self.state != "v0")
+    @rule()
+    def join_group(self) -> None:
+        step = self.auth.on_request(JoinGroupRequest.API_KEY, 5, JoinGroupRequest())
+        if self.state == "authenticated":
+            assert step.serve
+        else:
+            assert step.response is None
+            self._expect_close(step)
+
+    @precondition(lambda self: self.state != "closed" and self.state != "v0")
+    @rule(version=st.sampled_from([0, 1]), mechanism=st.sampled_from(["PLAIN", "SCRAM-SHA-256"]))
+    def sasl_handshake(self, version, mechanism) -> None:
+        step = handshake(self.auth, mechanism, version)
+        if self.state == "authenticated":
+            assert step.response.error_code == ErrorCode.ILLEGAL_SASL_STATE and not step.close
+        elif self.state != "start":
+            assert step.response.error_code == ErrorCode.ILLEGAL_SASL_STATE
+            self._expect_close(step)
+        elif mechanism != "PLAIN":
+            assert step.response.error_code == ErrorCode.UNSUPPORTED_SASL_MECHANISM
+            assert step.response.mechanisms == ["PLAIN"]
+            self._expect_close(step)
+        else:
+            assert step.response.error_code == 0 and not step.close
+            self.state = "v0" if version == 0 else "v1"
+
+    @precondition(lambda self: self.state != "closed" and self.state != "v0")
+    @rule(good=st.booleans())
+    def sasl_authenticate(self, good) -> None:
+        step = authenticate(self.auth, b"\x00alice\x00" + (b"pw" if good else b"nope"))
+        if self.state == "authenticated":
+            assert step.response.error_code == ErrorCode.ILLEGAL_SASL_STATE and not step.close
+        elif self.state == "start":
+            assert step.response.error_code == ErrorCode.ILLEGAL_SASL_STATE
+            self._expect_close(step)
+        elif good:
+            assert step.response.error_code == 0 and step.outcome == "success"
+            self.state = "authenticated"
+        else:
+            assert step.response.error_code == ErrorCode.SASL_AUTHENTICATION_FAILED
+            self._expect_close(step, delayed=True)
+
+    @precondition(lambda self: self.state == "v0")
+    @rule(good=st.booleans())
+    def raw_token(self, good) -> None:
+        step = self.auth.on_raw_token(b"\x00alice\x00" + (b"pw" if good else b"nope"))
+        assert step.response is None
+        if good:
+            assert step.raw_reply == b"" and not step.close
+            self.state = "authenticated"
+        else:
+            assert step.raw_reply is None
+            self._expect_close(step, delayed=True)
+
+    @invariant()
+    def principal_only_when_authenticated(self) -> None:
+        assert (self.auth.principal == "User:alice") == (self.state == "authenticated")
+        assert self.auth.expects_raw_token == (self.state == "v0")
+
+
+TestSaslConnectionModel = SaslConnectionModel.TestCase
+TestSaslConnectionModel.settings = settings(max_examples=150, stateful_step_count=12, derandomize=True,
+                                            deadline=None)
