@@ -472,6 +472,7 @@ class CoordinatorConfig:
     # -- security -----------------------------------------------------------------
     sasl_enabled_mechanisms: str = _setting("SCRAM-SHA-256,SCRAM-SHA-512", NameListKind(",", SASL_MECHANISMS, upper=True), "SASL mechanisms offered on SASL_PLAINTEXT/SASL_SSL listeners.")
     connection_failed_authentication_delay_ms: int = _setting(100, _MS, "How long a connection that failed to authenticate is held before it is closed.")
+    connections_max_reauth_ms: int = _setting(0, IntKind(0, INT64_MAX), "SASL sessions last this long; clients re-authenticate on the same connection before it ends (KIP-368), else it is closed. 0 = never.")
     authorizer_class_name: str = _setting("", AuthorizerKind(), "Kafka's ACL authorizer (org.apache.kafka.metadata.authorizer.StandardAuthorizer, or acl); empty = every client may do everything.")
     super_users: str = _setting("", NameListKind(";"), "Principals allowed everything, semicolon-separated (User:admin;User:ops).")
     allow_everyone_if_no_acl_found: bool = _setting(False, BoolKind(), "With an authorizer: allow actions on resources that have no ACL at all.")

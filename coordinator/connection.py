@@ -318,7 +318,8 @@ class Connection(asyncio.Protocol):
         self.sasl: SaslAuthenticator | None = None
         self.closing = False  # a failed authentication: closed after connection.failed.authentication.delay.ms
         if security.protocol.startswith("SASL"):
-            self.sasl = SaslAuthenticator(security.mechanisms, server.security.credentials)
+            self.sasl = SaslAuthenticator(security.mechanisms, server.security.credentials,
+                                          server.config.connections_max_reauth_ms)
             self.reader.max_frame_bytes = min(self.reader.max_frame_bytes, SASL_MAX_RECEIVE_BYTES)
 
     # -- asyncio callbacks --------------------------------------------------------
@@ -413,7 +414,8 @@ class Connection(asyncio.Protocol):
         else:
             encode = encode_response
         key = header.api_key
-        if sasl is not None and (not sasl.authenticated or key in _SASL_KEYS):
+        # (with connections.max.reauth.ms every request asks: the session may have expired)
+        if sasl is not None and (not sasl.authenticated or key in _SASL_KEYS or sasl.session_expires_at is not None):
             step = sasl.on_request(key, header.api_version, request)
             if not step.serve:
                 self._sasl_step(step, header)
@@ -444,7 +446,8 @@ class Connection(asyncio.Protocol):
             ctx = self._ctx
             self._ctx = RequestContext(ctx.client_id, ctx.client_host, self.sasl.principal, ctx.listener)
             self.reader.max_frame_bytes = self.server.config.socket_request_max_bytes
-            log.debug("authenticated", extra={"peer": self.peer, "principal": self.sasl.principal,
+            log.debug("re-authenticated" if step.reauthentication else "authenticated",
+                      extra={"peer": self.peer, "principal": self.sasl.principal,
                                              "mechanism": step.mechanism, "listener": self.security.name})
         elif step.outcome == "failure":
             audit.info("authentication failed", extra={"peer": self.peer, "mechanism": step.mechanism,

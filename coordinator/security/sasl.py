@@ -9,6 +9,13 @@ then travel as bare size-prefixed frames without any Kafka header, and so do
 the answers. When the mechanism completes, the connection is AUTHENTICATED
 with a principal ("User:<name>") and every API is served from then on.
 
+Re-authentication (KIP-368): with ``connections.max.reauth.ms`` > 0 a
+successful authentication tells the client its session lifetime; before it
+ends the client sends SaslHandshake (v1, same mechanism) and SaslAuthenticate
+again on the same connection (REAUTHENTICATING, other requests still served),
+and must come back as the same principal. A request other than those two
+after the session expired closes the connection.
+
 Anything else closes the connection: a request other than ApiVersions /
 SaslHandshake / SaslAuthenticate before authentication, a SaslAuthenticate
 before a handshake (ILLEGAL_SASL_STATE), an unsupported mechanism
@@ -23,6 +30,8 @@ it makes contains a password, salt or key.
 from __future__ import annotations
 
 import enum
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,6 +55,7 @@ class SaslState(enum.Enum):
     AUTHENTICATING = "authenticating"  # SaslAuthenticate requests carry the tokens (handshake v1)
     AUTHENTICATING_RAW = "authenticating_raw"  # bare frames carry the tokens (handshake v0)
     AUTHENTICATED = "authenticated"
+    REAUTHENTICATING = "reauthenticating"  # KIP-368: a new exchange on an authenticated connection
     FAILED = "failed"
 
 
@@ -53,9 +63,11 @@ class SaslState(enum.Enum):
 VALID_PREVIOUS_STATES: dict[SaslState, frozenset[SaslState]] = {
     SaslState.AUTHENTICATING: frozenset({SaslState.UNAUTHENTICATED}),
     SaslState.AUTHENTICATING_RAW: frozenset({SaslState.UNAUTHENTICATED}),
-    SaslState.AUTHENTICATED: frozenset({SaslState.AUTHENTICATING, SaslState.AUTHENTICATING_RAW}),
+    SaslState.AUTHENTICATED: frozenset({SaslState.AUTHENTICATING, SaslState.AUTHENTICATING_RAW,
+                                        SaslState.REAUTHENTICATING}),
+    SaslState.REAUTHENTICATING: frozenset({SaslState.AUTHENTICATED}),
     SaslState.FAILED: frozenset({SaslState.UNAUTHENTICATED, SaslState.AUTHENTICATING,
-                                 SaslState.AUTHENTICATING_RAW}),
+                                 SaslState.AUTHENTICATING_RAW, SaslState.REAUTHENTICATING}),
 }
 
 _PRE_AUTH_APIS = frozenset({ApiVersionsRequest.API_KEY, SaslHandshakeRequest.API_KEY,
@@ -86,6 +98,7 @@ class SaslStep:
     reason: str = ""
     outcome: str | None = None
     mechanism: str | None = None
+    reauthentication: bool = False  # the outcome is that of a re-authentication (KIP-368)
 
 
 class _Plain:
@@ -157,9 +170,14 @@ class _Scram:
 class SaslAuthenticator:
     """The authentication state of one connection on a SASL listener."""
 
-    def __init__(self, enabled_mechanisms: tuple[str, ...], credentials: CredentialStore) -> None:
+    def __init__(self, enabled_mechanisms: tuple[str, ...], credentials: CredentialStore,
+                 max_reauth_ms: int = 0, clock: Callable[[], float] = time.monotonic) -> None:
+        """`max_reauth_ms`: Kafka's connections.max.reauth.ms (0: sessions never expire); `clock` in seconds."""
         self.enabled_mechanisms = enabled_mechanisms
         self._credentials = credentials
+        self.max_reauth_ms = max_reauth_ms
+        self._clock = clock
+        self.session_expires_at: float | None = None  # clock time, when sessions expire
         self.state = SaslState.UNAUTHENTICATED
         self.principal: str | None = None
         self.mechanism: str | None = None
@@ -181,9 +199,17 @@ class SaslAuthenticator:
 
     def on_request(self, api_key: int, version: int, request: Any) -> SaslStep:
         state = self.state
+        if state is SaslState.REAUTHENTICATING:
+            if api_key == SaslAuthenticateRequest.API_KEY:
+                return self._authenticate(request)
+            if api_key == SaslHandshakeRequest.API_KEY:
+                return self._handshake(version, request)  # a second one: illegal
+            state = SaslState.AUTHENTICATED  # other requests are served meanwhile (until the session ends)
         if state is SaslState.AUTHENTICATED:
             if api_key == SaslHandshakeRequest.API_KEY:
-                # Kafka's answer once authenticated (re-authentication, KIP-368, is not offered)
+                if self.max_reauth_ms > 0:
+                    return self._reauthenticate(version, request)
+                # Kafka's answer once authenticated when re-authentication is off
                 return SaslStep(response=SaslHandshakeResponse(
                     error_code=ErrorCode.ILLEGAL_SASL_STATE, mechanisms=list(self.enabled_mechanisms)))
             if api_key == SaslAuthenticateRequest.API_KEY:
@@ -191,6 +217,9 @@ class SaslAuthenticator:
                     error_code=ErrorCode.ILLEGAL_SASL_STATE,
                     error_message="SaslAuthenticate request received after successful authentication",
                     auth_bytes=b""))
+            if self.session_expires_at is not None and self._clock() >= self.session_expires_at:
+                return SaslStep(close=True, reason="SASL session expired without re-authentication "
+                                                   "(connections.max.reauth.ms)")
             return SaslStep(serve=True)
         if api_key not in _PRE_AUTH_APIS or state is SaslState.FAILED:
             return SaslStep(close=True, reason=f"API key {api_key} before SASL authentication completed")
@@ -201,6 +230,20 @@ class SaslAuthenticator:
         if api_key == SaslHandshakeRequest.API_KEY:
             return self._handshake(version, request)
         return self._authenticate(request)
+
+    def _reauthenticate(self, version: int, request: Any) -> SaslStep:
+        """KIP-368: a v1 handshake with the same mechanism starts a new exchange; the principal stays."""
+        if version < 1 or request.mechanism != self.mechanism:
+            self._enter(SaslState.REAUTHENTICATING)
+            self._enter(SaslState.FAILED)
+            return SaslStep(response=SaslHandshakeResponse(error_code=ErrorCode.ILLEGAL_SASL_STATE,
+                                                           mechanisms=list(self.enabled_mechanisms)),
+                            close=True, reason="re-authentication must use SaslHandshake v1 and the same mechanism",
+                            outcome="failure", mechanism=_metric_name(request.mechanism))
+        self._exchange = _Plain(self._credentials) if self.mechanism == PLAIN else _Scram(self.mechanism,
+                                                                                         self._credentials)
+        self._enter(SaslState.REAUTHENTICATING)
+        return SaslStep(response=SaslHandshakeResponse(error_code=0, mechanisms=list(self.enabled_mechanisms)))
 
     def _handshake(self, version: int, request: Any) -> SaslStep:
         enabled = list(self.enabled_mechanisms)
@@ -222,21 +265,22 @@ class SaslAuthenticator:
         return SaslStep(response=SaslHandshakeResponse(error_code=0, mechanisms=enabled))
 
     def _authenticate(self, request: Any) -> SaslStep:
-        if self.state is not SaslState.AUTHENTICATING:
+        if self.state not in (SaslState.AUTHENTICATING, SaslState.REAUTHENTICATING):
             self._enter(SaslState.FAILED)
             return SaslStep(response=SaslAuthenticateResponse(
                 error_code=ErrorCode.ILLEGAL_SASL_STATE,
                 error_message="Unexpected SaslAuthenticate request before a SaslHandshake", auth_bytes=b""),
                 close=True, reason="SaslAuthenticate before SaslHandshake")
+        reauthentication = self.state is SaslState.REAUTHENTICATING
         try:
             reply, done = self._step(request.auth_bytes or b"")
         except AuthenticationFailed as exc:
             return SaslStep(response=SaslAuthenticateResponse(
                 error_code=ErrorCode.SASL_AUTHENTICATION_FAILED, error_message=str(exc), auth_bytes=b""),
                 close=True, delay_close=True, reason="SASL authentication failed", outcome="failure",
-                mechanism=self.mechanism)
-        step = SaslStep(response=SaslAuthenticateResponse(error_code=0, error_message=None, auth_bytes=reply,
-                                                          session_lifetime_ms=0))
+                mechanism=self.mechanism, reauthentication=reauthentication)
+        step = SaslStep(reauthentication=reauthentication, response=SaslAuthenticateResponse(error_code=0, error_message=None, auth_bytes=reply,
+                                                          session_lifetime_ms=self.max_reauth_ms if done else 0))
         if done:
             step.outcome, step.mechanism = "success", self.mechanism
         return step
@@ -264,9 +308,16 @@ class SaslAuthenticator:
             self._enter(SaslState.FAILED)
             raise
         if done:
-            self.principal = f"User:{self._exchange.user}"
+            principal = f"User:{self._exchange.user}"
             self._exchange = None
+            if self.state is SaslState.REAUTHENTICATING and principal != self.principal:
+                self._enter(SaslState.FAILED)
+                raise AuthenticationFailed(
+                    f"Cannot change principals during re-authentication from {self.principal}: {principal}")
+            self.principal = principal
             self._enter(SaslState.AUTHENTICATED)
+            if self.max_reauth_ms > 0:
+                self.session_expires_at = self._clock() + self.max_reauth_ms / 1000
         return reply, done
 
 

@@ -257,3 +257,62 @@ class SaslConnectionModel(RuleBasedStateMachine):
 TestSaslConnectionModel = SaslConnectionModel.TestCase
 TestSaslConnectionModel.settings = settings(max_examples=150, stateful_step_count=12, derandomize=True,
                                             deadline=None)
+
+
+# ---------------------------------------------------------------- re-authentication (KIP-368)
+
+
+class ManualClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def plain_session(credentials, clock, max_reauth_ms=2000):
+    auth = SaslAuthenticator(ALL, credentials, max_reauth_ms=max_reauth_ms, clock=clock)
+    handshake(auth, "PLAIN")
+    step = authenticate(auth, b"\x00alice\x00" + PASSWORD.encode())
+    assert step.response.session_lifetime_ms == max_reauth_ms
+    return auth
+
+
+def test_reauthentication_renews_the_session_and_an_expired_session_is_closed(credentials):
+    clock = ManualClock()
+    auth = plain_session(credentials, clock)
+    clock.now += 1.5
+    assert auth.on_request(JoinGroupRequest.API_KEY, 5, JoinGroupRequest()).serve
+    assert handshake(auth, "PLAIN").response.error_code == 0
+    assert auth.on_request(JoinGroupRequest.API_KEY, 5, JoinGroupRequest()).serve  # served during re-auth
+    step = authenticate(auth, b"\x00alice\x00" + PASSWORD.encode())
+    assert step.response.error_code == 0 and step.outcome == "success" and auth.authenticated
+    clock.now += 1.5  # 3 s after the first authentication, 1.5 s after the second
+    assert auth.on_request(JoinGroupRequest.API_KEY, 5, JoinGroupRequest()).serve
+    clock.now += 1.0
+    step = auth.on_request(JoinGroupRequest.API_KEY, 5, JoinGroupRequest())
+    assert step.close and "expired" in step.reason
+
+
+def test_reauthentication_cannot_change_the_principal_or_the_mechanism(credentials):
+    other = CredentialStore()
+    for c in credentials:
+        other.apply(c.record())
+    other.apply(credential_from_password("bob", ScramMechanism.SCRAM_SHA_512, "bobpw", iterations=4096).record())
+    auth = plain_session(other, ManualClock())
+    handshake(auth, "PLAIN")
+    step = authenticate(auth, b"\x00bob\x00bobpw")
+    assert step.response.error_code == ErrorCode.SASL_AUTHENTICATION_FAILED and step.delay_close
+    assert "Cannot change principals" in step.response.error_message
+
+    auth = plain_session(credentials, ManualClock())
+    step = handshake(auth, "SCRAM-SHA-512")
+    assert step.response.error_code == ErrorCode.ILLEGAL_SASL_STATE and step.close
+
+
+def test_without_reauthentication_sessions_never_expire(credentials):
+    clock = ManualClock()
+    auth = plain_session(credentials, clock, max_reauth_ms=0)
+    clock.now += 10 ** 9
+    assert auth.on_request(JoinGroupRequest.API_KEY, 5, JoinGroupRequest()).serve
+    assert handshake(auth, "PLAIN").response.error_code == ErrorCode.ILLEGAL_SASL_STATE

@@ -315,3 +315,52 @@ def test_ssl_client_certificate_subject_is_the_principal(secured, ca):
     with pytest.raises(kafka.errors.KafkaError):
         create_topic(dict(bootstrap_servers=bootstrap(node, "SSL"), security_protocol="SSL",
                           ssl_cafile=str(ca.ca)), "nope", bootstrap_timeout_ms=2000)
+
+
+def test_kafka_python_reauthenticates_before_its_session_ends(secured, ca, caplog):
+    caplog.set_level(logging.DEBUG, logger="cohort.coordinator.connection")
+    node = secured(connections_max_reauth_ms=1500)
+    security = kp_security(node, ca, "SASL_SSL", "SCRAM-SHA-512", *ALICE)
+    create_topic(security, "long-lived")
+    consumer = KafkaConsumer("long-lived", group_id="reauth", enable_auto_commit=False, session_timeout_ms=6000,
+                             heartbeat_interval_ms=300, fetch_max_wait_ms=100, **security)
+    try:
+        deadline = time.monotonic() + 30
+        while len(consumer.assignment()) < 2:
+            assert time.monotonic() < deadline, "no assignment"
+            consumer.poll(timeout_ms=300)
+        until = time.monotonic() + 4  # more than two session lifetimes of polling and heartbeats
+        while time.monotonic() < until:
+            consumer.poll(timeout_ms=200)
+        consumer.commit({TopicPartition("long-lived", 0): OffsetAndMetadata(5, "", -1)})
+        assert consumer.committed(TopicPartition("long-lived", 0)) == 5
+    finally:
+        consumer.close()
+    messages = [r.getMessage() for r in caplog.records if r.name == "cohort.coordinator.connection"]
+    assert messages.count("re-authenticated") >= 2
+    assert not any("expired" in m for m in messages)
+
+
+def test_confluent_kafka_reauthenticates_before_its_session_ends(secured, ca, caplog):
+    caplog.set_level(logging.DEBUG, logger="cohort.coordinator.connection")
+    node = secured(connections_max_reauth_ms=1500)
+    create_topic(kp_security(node, ca, "SASL_SSL", "SCRAM-SHA-512", *ALICE), "long-lived")
+    consumer = confluent_kafka.Consumer({**ck_security(node, ca, "SASL_SSL", "SCRAM-SHA-512", *ALICE),
+                                         "group.id": "reauth", "enable.auto.commit": False,
+                                         "session.timeout.ms": 6000})
+    try:
+        consumer.subscribe(["long-lived"])
+        deadline = time.monotonic() + 30
+        while len(consumer.assignment()) < 2:
+            assert time.monotonic() < deadline, "no assignment"
+            consumer.poll(0.2)
+        until = time.monotonic() + 4
+        while time.monotonic() < until:
+            consumer.poll(0.2)
+        consumer.commit(offsets=[confluent_kafka.TopicPartition("long-lived", 0, 6)], asynchronous=False)
+        assert consumer.committed([confluent_kafka.TopicPartition("long-lived", 0)], timeout=10)[0].offset == 6
+    finally:
+        consumer.close()
+    messages = [r.getMessage() for r in caplog.records if r.name == "cohort.coordinator.connection"]
+    assert messages.count("re-authenticated") >= 2
+    assert not any("expired" in m for m in messages)
