@@ -7,10 +7,12 @@ buffering it. Requests may be pipelined. Like Kafka, a connection runs one
 request at a time, except that requests which commute (OffsetCommit,
 Heartbeat, Fetch; see `OVERLAPPING_APIS`) may run side by side, so one
 connection's pipelined commits share fsyncs. Responses are written strictly in
-request order, as Kafka clients require. A handler runs inline until it first
-suspends; from then on the futures it waits on step it directly (no asyncio
-task per request, see `_Continuation`); answers finished in one loop iteration
-leave in one write. No request has to come first: some clients send
+request order, as Kafka clients require. An async handler runs in its own
+asyncio task, started eagerly (`start_eager_task`: the first step runs inline,
+so most requests are answered in the turn that read them, and
+``asyncio.timeout``, ``wait_for`` and ``current_task`` work in handlers); the
+task answers in the step the handler returns in. Answers finished in one loop
+iteration leave in one write. No request has to come first: some clients send
 ApiVersions only on their first connection. `Connection._dispatch` is the one
 place every request passes through, from its frame to its handler.
 
@@ -42,6 +44,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from cohort.coordinator.eager_tasks import start_eager_task
 from cohort.coordinator.group_coordinator import EncodeInThread, RequestContext
 from cohort.coordinator.listener import peer_name
 from cohort.coordinator.security.sasl import SaslAuthenticator, SaslStep
@@ -173,79 +176,15 @@ class RequestBytesBudget:
                 waiter._update_reading()
 
 
-class _Continuation:
-    """The rest of a request handler that suspended, stepped by the futures it waits on.
-
-    A Task per suspended handler (a commit waits once, for its append) costs a
-    task creation, a first step that only subscribes to the future, and a
-    wake-up: about 4 us a request, measured, at tens of thousands of commits a
-    second. Instead the awaited future's done-callback sends into the handler
-    coroutine directly, as a Task's step would: `Future.__await__` hands the
-    coroutine its result or raises its exception, a bare ``yield``
-    (``asyncio.sleep(0)``) resumes on the next loop turn, and anything else
-    yielded is thrown back in as a RuntimeError. So a handler never runs
-    inside a task and must not need one (no ``asyncio.timeout``,
-    ``current_task``); coroutines it gathers or ensure_future()s get theirs.
-    `cancel()` behaves like `Task.cancel()`: the awaited future is cancelled,
-    or CancelledError is thrown in at the next step.
-    """
-
-    __slots__ = ("conn", "req", "coro", "awaiting", "must_cancel")
-
-    def __init__(self, conn: "Connection", req: "_Request", coro, awaiting) -> None:
-        self.conn = conn
-        self.req = req
-        self.coro = coro
-        self.awaiting = None
-        self.must_cancel = False
-        conn.server._inflight.add(self)
-        self._wait(awaiting)
-
-    def _wait(self, awaiting) -> None:
-        if awaiting is None:
-            self.conn._loop.call_soon(self._resume, None)
-        elif getattr(awaiting, "_asyncio_future_blocking", None) is not None:
-            awaiting._asyncio_future_blocking = False
-            self.awaiting = awaiting
-            awaiting.add_done_callback(self._wake)
-        else:
-            self.conn._loop.call_soon(self._resume, RuntimeError(
-                f"a request handler yielded {awaiting!r:.80}, which is not a future"))
-
-    def _wake(self, _future) -> None:
-        self.awaiting = None
-        self._resume(None)
-
-    def _resume(self, exc: BaseException | None) -> None:
-        if self.must_cancel:
-            self.must_cancel = False
-            exc = asyncio.CancelledError()
-        try:
-            awaiting = self.coro.send(None) if exc is None else self.coro.throw(exc)
-        except StopIteration as done:
-            self.conn.server._handler_ended(self)
-            self.conn._complete(self.req, done.value)
-        except asyncio.CancelledError:
-            self.conn.server._handler_ended(self)  # cancelled at shutdown: never answered
-        except Exception:
-            self.conn.server._handler_ended(self)
-            self.conn._fail(self.req.header)
-        else:
-            self._wait(awaiting)
-
-    def cancel(self) -> None:
-        awaiting = self.awaiting
-        if awaiting is None or not awaiting.cancel():
-            self.must_cancel = True
-
-
 class _Request:
     """A decoded request, and its place in the connection's response order (`payload` is set when answered)."""
 
-    __slots__ = ("payload", "header", "request", "ctx", "handler", "is_async", "encode", "started", "overlaps")
+    __slots__ = ("payload", "header", "request", "ctx", "handler", "is_async", "encode", "started", "overlaps", "task", "ended")
 
     def __init__(self, header, request, ctx, handler, is_async, encode, started, overlaps) -> None:
         self.payload: bytes | None = None
+        self.task: asyncio.Task | None = None  # the async handler's task, once it has suspended
+        self.ended = False  # the async handler has returned or raised
         self.header = header
         self.request = request
         self.ctx = ctx
@@ -487,41 +426,33 @@ class Connection(asyncio.Protocol):
                 return
             self._finish(req, response, payload)
             return
-        # Run the handler's first step right here: most requests (commits
-        # aside) finish without ever suspending, and then cost nothing more.
-        coro = req.handler(req.request, header.api_version, req.ctx)
+        task = start_eager_task(self._loop, self._serve(req))
+        if not req.ended:  # suspended (a commit waiting for its append): it answers when it ends
+            req.task = task
+            self.server.handler_started(task)
+
+    async def _serve(self, req: "_Request") -> None:
+        """An async handler's task: run it and answer, within the same step that it returns."""
+        header = req.header
         try:
-            awaiting = coro.send(None)
-        except StopIteration as done:
-            if type(done.value) is EncodeInThread:
-                self._encode_in_thread(req, done.value.response)
+            response = await req.handler(req.request, header.api_version, req.ctx)
+            if type(response) is EncodeInThread:
+                self._encode_in_thread(req, response.response)
                 return
-            try:
-                payload = req.encode(header, done.value)
-            except Exception:
-                self._fail(header)
-                return
-            self._finish(req, done.value, payload)
-            return
+            payload = req.encode(header, response)
         except Exception:
             self._fail(header)
             return
-        _Continuation(self, req, coro, awaiting)
-
-    def _complete(self, req: "_Request", response) -> None:
-        """A suspended handler has returned its response."""
-        if type(response) is EncodeInThread:
-            self._encode_in_thread(req, response.response)
-            return
-        try:
-            payload = req.encode(req.header, response)
-        except Exception:
-            self._fail(req.header)
-            return
+        finally:
+            req.ended = True
+            if req.task is not None:
+                self.server.handler_ended(req.task)
+        # (a handler cancelled at shutdown raises CancelledError through here: never answered)
         if self.closed:
             return
         self._finish(req, response, payload)
-        self._run_queued()
+        if req.task is not None:  # it suspended, so the queue behind it may be waiting for it
+            self._run_queued()
 
     def _encode_in_thread(self, req: "_Request", response) -> None:
         """Encode a huge response on a worker thread; the loop keeps serving others meanwhile."""

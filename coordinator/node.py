@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from cohort.coordinator.config import CoordinatorConfig, Endpoint, HostPort
-from cohort.coordinator.connection import Connection, ListenerSecurity, RequestBytesBudget, _Continuation
+from cohort.coordinator.connection import Connection, ListenerSecurity, RequestBytesBudget
 from cohort.coordinator.group_coordinator import GroupCoordinator
 from cohort.coordinator.handlers import RequestHandlers
 from cohort.coordinator.listener import Listener
@@ -77,8 +77,7 @@ class CoordinatorServer:
                                          Authorizer(config.super_user_principals,
                                                     config.allow_everyone_if_no_acl_found))
         self._connections: set[Connection] = set()
-        self._inflight: set[_Continuation] = set()
-        self._drained: asyncio.Future | None = None
+        self._inflight: set[asyncio.Task] = set()  # suspended request handlers (a commit awaiting its append)
         self._idle_task: asyncio.Task | None = None
         self._last_refusal_log = 0.0
         self.request_budget = RequestBytesBudget(config.queued_max_request_bytes)
@@ -201,8 +200,8 @@ class CoordinatorServer:
         while self._inflight and time.monotonic() < deadline:
             await self._wait_inflight(deadline - time.monotonic())
         if self._inflight:
-            for run in list(self._inflight):
-                run.cancel()
+            for task in list(self._inflight):
+                task.cancel()
             await self._wait_inflight(1.0)
         for conn in list(self._connections):
             conn.close("shutdown")
@@ -326,19 +325,16 @@ class CoordinatorServer:
                 self.metrics.connection_closed(reason)
 
     async def _wait_inflight(self, timeout: float) -> None:
-        """Wait (at most `timeout` s) until no suspended request handler is left."""
-        if not self._inflight or timeout <= 0:
-            return
-        drained = self._drained = asyncio.get_running_loop().create_future()
-        try:
-            await asyncio.wait({drained}, timeout=timeout)
-        finally:
-            self._drained = None
+        """Wait (at most `timeout` s) until the request handlers suspended now have ended."""
+        if self._inflight and timeout > 0:
+            await asyncio.wait(list(self._inflight), timeout=timeout)
 
-    def _handler_ended(self, run: "_Continuation") -> None:
-        self._inflight.discard(run)
-        if not self._inflight and self._drained is not None and not self._drained.done():
-            self._drained.set_result(None)
+    def handler_started(self, task: asyncio.Task) -> None:
+        """A request handler suspended: `stop` lets it finish (or cancels it)."""
+        self._inflight.add(task)
+
+    def handler_ended(self, task: asyncio.Task) -> None:
+        self._inflight.discard(task)
 
     async def _close_idle_connections(self) -> None:
         idle_s = self.config.connections_max_idle_ms / 1000
