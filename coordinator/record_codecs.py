@@ -91,6 +91,7 @@ class FixedLayout:
 
 
 def fixed_layout(schema: Any, version: int) -> FixedLayout:
+    """The `FixedLayout` of a flat value version (ValueError if it is not flat)."""
     if not is_flat(schema, version):
         raise ValueError(f"{schema.SCHEMA.name} v{version} is not flat")
     markers = list(enumerate(_H.pack(version)))

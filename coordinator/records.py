@@ -129,6 +129,7 @@ _ENCODERS = {cls: encode for rt in RECORD_TYPES.values()
 
 _DECODERS = {t: rt.decoder(t) for t, rt in RECORD_TYPES.items()}  # type -> decoder(key, value, names)
 _INT16 = struct.Struct(">h")
+_DECODERS_BY_PREFIX = {_INT16.pack(t): decode for t, decode in _DECODERS.items()}  # a key's first two bytes
 
 
 # --------------------------------------------------------------------------------------
@@ -183,14 +184,12 @@ def decode_record(key: bytes, value: bytes | None, names: dict | None = None) ->
 def decode_records(pairs: Iterable[tuple[bytes, bytes | None]]) -> Iterator[Record]:
     """Decode many (key, value) pairs, the load path: one str object per distinct group and topic name."""
     names: dict[bytes, str] = {}
-    unpack_type = _INT16.unpack_from
-    decoders = _DECODERS
+    decoders = _DECODERS_BY_PREFIX
     for key, value in pairs:
-        decode = decoders.get(unpack_type(key)[0]) if len(key) >= 2 else None
-        if decode is None or type(key) is not bytes:  # an error to report, or a view to copy first
-            yield decode_record(key, value)
-        else:
+        if type(key) is bytes and (decode := decoders.get(key[:2])) is not None:
             yield decode(key, value, names)
+        else:  # an error to report, or a view to copy first
+            yield decode_record(key, value)
 
 
 # --------------------------------------------------------------------------------------
