@@ -66,8 +66,9 @@ VALID_PREVIOUS_STATES: dict[SaslState, frozenset[SaslState]] = {
     SaslState.AUTHENTICATED: frozenset({SaslState.AUTHENTICATING, SaslState.AUTHENTICATING_RAW,
                                         SaslState.REAUTHENTICATING}),
     SaslState.REAUTHENTICATING: frozenset({SaslState.AUTHENTICATED}),
-    SaslState.FAILED: frozenset({SaslState.UNAUTHENTICATED, SaslState.AUTHENTICATING,
-                                 SaslState.AUTHENTICATING_RAW, SaslState.REAUTHENTICATING}),
+    SaslState.FAILED: frozenset({SaslState.UNAUTHENTICATED, SaslState.AUTHENTICATING, SaslState.AUTHENTICATING_RAW,
+                                 SaslState.AUTHENTICATED,  # a re-authentication refused at its handshake
+                                 SaslState.REAUTHENTICATING}),
 }
 
 _PRE_AUTH_APIS = frozenset({ApiVersionsRequest.API_KEY, SaslHandshakeRequest.API_KEY,
@@ -234,7 +235,6 @@ class SaslAuthenticator:
     def _reauthenticate(self, version: int, request: Any) -> SaslStep:
         """KIP-368: a v1 handshake with the same mechanism starts a new exchange; the principal stays."""
         if version < 1 or request.mechanism != self.mechanism:
-            self._enter(SaslState.REAUTHENTICATING)
             self._enter(SaslState.FAILED)
             return SaslStep(response=SaslHandshakeResponse(error_code=ErrorCode.ILLEGAL_SASL_STATE,
                                                            mechanisms=list(self.enabled_mechanisms)),
