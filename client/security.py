@@ -115,9 +115,9 @@ def parse_properties(text: str) -> dict[str, str]:
             logical += line[:-1]
             continue
         logical += line
-        match = re.match(r"([^=:\s]+)\s*[=:\s]\s*(.*)", logical)
+        match = re.match(r"([^=:\s]+)\s*(?:[=:\s]\s*(.*))?$", logical)
         if match:
-            props[match.group(1)] = match.group(2).strip()
+            props[match.group(1)] = (match.group(2) or "").strip()
         logical = ""
     return props
 
