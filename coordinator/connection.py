@@ -11,8 +11,10 @@ request order, as Kafka clients require. An async handler runs in its own
 asyncio task, started eagerly (`start_eager_task`: the first step runs inline,
 so most requests are answered in the turn that read them, and
 ``asyncio.timeout``, ``wait_for`` and ``current_task`` work in handlers); the
-task answers in the step the handler returns in. Answers finished in one loop
-iteration leave in one write. No request has to come first: some clients send
+task answers in the step the handler returns in. The answers made while
+processing one read leave in one write at its end; a later answer leaves at
+once when nothing before it is outstanding, else with the others of its loop
+turn. No request has to come first: some clients send
 ApiVersions only on their first connection. `Connection._dispatch` is the one
 place every request passes through, from its frame to its handler.
 
@@ -62,7 +64,14 @@ from cohort.protocol.framing import (
     decode_request_header,
     encode_response,
 )
-from cohort.protocol.messages import FetchRequest, FetchResponse, HeartbeatRequest, OffsetCommitRequest
+from cohort.protocol.messages import (
+    FetchRequest,
+    FetchResponse,
+    HeartbeatRequest,
+    JoinGroupRequest,
+    OffsetCommitRequest,
+    SyncGroupRequest,
+)
 from cohort.protocol.schema import compile_struct, uvarint_bytes
 
 if TYPE_CHECKING:
@@ -78,6 +87,12 @@ _FETCH_KEY = FetchRequest.API_KEY
 # request at a time per connection): a pipelined OffsetFetch sees the
 # OffsetCommit sent before it, a JoinGroup follows the commit before it.
 OVERLAPPING_APIS = frozenset(request.API_KEY for request in (FetchRequest, OffsetCommitRequest, HeartbeatRequest))
+# The requests of a rebalance, which clients expect to wait (up to the rebalance
+# timeout) anyway: a burst of them is served a slice of each loop turn at a time
+# (`RebalancePacer`), so the other requests of that turn are not held up by it.
+PACED_APIS = frozenset(request.API_KEY for request in (JoinGroupRequest, SyncGroupRequest))
+# How long, per loop turn, paced requests may start before the rest wait for the next turn.
+REBALANCE_SLICE_S = 0.002
 _SIZE_AND_CORRELATION = struct.Struct(">ii")
 # Response class -> whether it has a top-level error code (a failed getattr costs an exception).
 _HAS_ERROR_CODE: dict[type, bool] = {}
@@ -176,12 +191,65 @@ class RequestBytesBudget:
                 waiter._update_reading()
 
 
+class RebalancePacer:
+    """JoinGroup and SyncGroup requests start within a slice of each loop turn; the rest wait their turn.
+
+    A huge group's rebalance arrives as a burst (10 000 members: 30 000 Join and
+    Sync requests within a second or two). Served as it arrives, it makes loop
+    turns of tens of milliseconds, and a commit from anyone else, which needs
+    about six loop turns to become durable and answered, waits for each of them.
+    Paced, those requests start for at most `slice_s` of each turn (at least one
+    per turn); later ones queue here, first come first served, and start in
+    later turns. Everything else (commits, fetches, heartbeats) starts in the
+    turn it arrives, so other clients see short turns. A connection whose next
+    request waits here reads on, up to its own request limit.
+    """
+
+    def __init__(self, slice_s: float = REBALANCE_SLICE_S) -> None:
+        self.slice_s = slice_s
+        self._waiting: deque[Connection] = deque()
+        self._in_turn = False  # a paced request started in this loop turn
+        self._slice_end = 0.0
+
+    def may_start(self, conn: "Connection") -> bool:
+        """Whether `conn`'s next (paced) request may start now; if not, `conn` is resumed in a later turn."""
+        if not self._waiting:
+            if not self._in_turn:
+                self._start_turn()
+                return True
+            if time.perf_counter() < self._slice_end:
+                return True
+        conn.paced_waiting = True
+        self._waiting.append(conn)
+        return False
+
+    def _start_turn(self) -> None:
+        self._in_turn = True
+        self._slice_end = time.perf_counter() + self.slice_s
+        asyncio.get_running_loop().call_soon(self._next_turn)
+
+    def _next_turn(self) -> None:
+        """(first thing of a loop turn) Start waiting requests, oldest first, for one slice."""
+        self._in_turn = False
+        waiting = self._waiting
+        if not waiting:
+            return
+        self._start_turn()
+        while waiting:
+            conn = waiting.popleft()
+            conn.paced_waiting = False
+            if not conn.closed:
+                conn._run_queued(paced_ok=True)
+            if time.perf_counter() >= self._slice_end:
+                return
+
+
 class _Request:
     """A decoded request, and its place in the connection's response order (`payload` is set when answered)."""
 
-    __slots__ = ("payload", "header", "request", "ctx", "handler", "is_async", "encode", "started", "overlaps", "task", "ended")
+    __slots__ = ("payload", "header", "request", "ctx", "handler", "is_async", "encode", "started", "overlaps", "paced", "task", "ended")
 
-    def __init__(self, header, request, ctx, handler, is_async, encode, started, overlaps) -> None:
+    def __init__(self, header, request, ctx, handler, is_async, encode, started, overlaps, paced) -> None:
         self.payload: bytes | None = None
         self.task: asyncio.Task | None = None  # the async handler's task, once it has suspended
         self.ended = False  # the async handler has returned or raised
@@ -193,6 +261,7 @@ class _Request:
         self.encode = encode
         self.started = started
         self.overlaps = overlaps
+        self.paced = paced
 
 
 @dataclass(frozen=True, slots=True)
@@ -234,6 +303,8 @@ class Connection(asyncio.Protocol):
         self.handlers = server.handlers
         self.metrics = server.metrics
         self.budget = server.request_budget
+        self.pacer = server.rebalance_pacer
+        self.paced_waiting = False  # the next request waits in the pacer's queue
         self.reader = FrameReader(server.config.socket_request_max_bytes)
         self.max_pending = server.config.queued_max_requests_per_connection
         self.transport: asyncio.Transport | None = None
@@ -243,6 +314,7 @@ class Connection(asyncio.Protocol):
         self._running_exclusive = 0
         self._out: list[bytes] = []
         self._write_scheduled = False
+        self._reading = False  # in data_received: its answers leave in one write at its end
         self.peer = peer  # host:port as accept() returned it (the socket may be reset already)
         self.closed = False
         self.reading_paused = False
@@ -313,10 +385,16 @@ class Connection(asyncio.Protocol):
         elif self.held_bytes or self.request_started is not None:
             self.request_started = None
             self.budget.release(self)
-        for frame in frames:
-            self._dispatch(frame)
-            if self.closed:
-                return
+        self._reading = True
+        try:
+            for frame in frames:
+                self._dispatch(frame)
+                if self.closed:
+                    return
+        finally:
+            self._reading = False
+        if self._out:
+            self._write_out()  # what this chunk's requests answered at once, in one write
         self._update_reading()
 
     def eof_received(self) -> bool:
@@ -368,7 +446,8 @@ class Connection(asyncio.Protocol):
         ctx = self._ctx
         if header.client_id != ctx.client_id:
             ctx = self._ctx = RequestContext(header.client_id, ctx.client_host, ctx.principal, ctx.listener)
-        req = _Request(header, request, ctx, handler, is_async, encode, started, key in OVERLAPPING_APIS)
+        req = _Request(header, request, ctx, handler, is_async, encode, started, key in OVERLAPPING_APIS,
+                       key in PACED_APIS)
         self.pending.append(req)
         self._queued.append(req)
         self._run_queued()
@@ -404,12 +483,17 @@ class Connection(asyncio.Protocol):
         log.warning("closing connection: %s", step.reason, extra={"peer": self.peer, "listener": self.security.name})
         self.close("authentication")
 
-    def _run_queued(self) -> None:
-        """Start queued requests, in order, as far as the ordering rule allows."""
+    def _run_queued(self, paced_ok: bool = False) -> None:
+        """Start queued requests, in order, as far as the ordering rule and the rebalance pacer allow."""
         queued = self._queued
         while queued and not self.closed:
-            if self._running and (self._running_exclusive or not queued[0].overlaps):
+            head = queued[0]
+            if self._running and (self._running_exclusive or not head.overlaps):
                 return
+            if head.paced and not paced_ok:
+                if self.paced_waiting or not self.pacer.may_start(self):
+                    return  # the pacer calls again in a later turn
+            paced_ok = False
             self._start(queued.popleft())
 
     def _start(self, req: "_Request") -> None:
@@ -478,29 +562,30 @@ class Connection(asyncio.Protocol):
         self._observe(req.header, response, req.started)
 
     def _answer(self, slot: _Slot) -> None:
-        if not self.pending:
-            self._emit(slot.payload)  # type: ignore[arg-type]
-        else:
-            self.pending.append(slot)
-            self._flush()
+        self.pending.append(slot)
+        self._flush()
 
     def _flush(self) -> None:
         """Move every answered response at the head of the queue to the output, in order."""
         pending = self.pending
+        out = self._out
         while pending and pending[0].payload is not None:
-            self._emit(pending.popleft().payload)  # type: ignore[arg-type]
+            out.append(pending.popleft().payload)  # type: ignore[arg-type]
+        if out and not self._reading:
+            # One write (one syscall) carries as many answers as are ready: those of one read
+            # leave when it is processed (data_received), and a response that completes the
+            # queue leaves at once. Only while earlier ones are still outstanding do answers
+            # wait for the next loop turn, to share its write. A commit needs fewer loop turns
+            # this way, which counts when a flood makes every turn long.
+            if not pending:
+                self._write_out()
+            elif not self._write_scheduled:
+                self._write_scheduled = True
+                self._loop.call_soon(self._write_out)
         self._update_reading()
 
-    def _emit(self, payload: bytes) -> None:
-        # Responses finished in one loop iteration leave in one write (one
-        # syscall): pipelining clients get many answers per iteration.
-        self._out.append(payload)
-        if not self._write_scheduled:
-            self._write_scheduled = True
-            self._loop.call_soon(self._write_out)
-
     def _write_out(self) -> None:
-        self._write_scheduled = False
+        self._write_scheduled = False  # (a scheduled call may still come: it finds nothing to write)
         out = self._out
         if self.closed or not out:
             out.clear()

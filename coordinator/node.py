@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from cohort.coordinator.config import CoordinatorConfig, Endpoint, HostPort
-from cohort.coordinator.connection import Connection, ListenerSecurity, RequestBytesBudget
+from cohort.coordinator.connection import Connection, ListenerSecurity, RebalancePacer, RequestBytesBudget
 from cohort.coordinator.group_coordinator import GroupCoordinator
 from cohort.coordinator.handlers import RequestHandlers
 from cohort.coordinator.listener import Listener
@@ -81,6 +81,7 @@ class CoordinatorServer:
         self._idle_task: asyncio.Task | None = None
         self._last_refusal_log = 0.0
         self.request_budget = RequestBytesBudget(config.queued_max_request_bytes)
+        self.rebalance_pacer = RebalancePacer()
 
     # ------------------------------------------------------------------ life cycle
     async def bind(self) -> None:
