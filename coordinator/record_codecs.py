@@ -188,14 +188,16 @@ def _emit_reading(src: _Source, ind: int, fields: list[Field], version: int, lab
     """
     run: list[Field] = []
 
-    def flush() -> None:
+    def flush(length: str = "") -> bool:
+        """Read the pending run of fixed-width fields (and `length`, the next field's length, into _n)."""
         if not run:
-            return
-        fmt = "".join(_fixed_code(f.type) for f in run)
+            return False
+        fmt = "".join(_fixed_code(f.type) for f in run) + length
         s = struct.Struct(">" + fmt)
-        targets = ", ".join(_local(f.name) for f in run)
+        targets = ", ".join([_local(f.name) for f in run] + (["_n"] if length else []))
         src.emit(ind, f"{targets}, = {src.const(s.unpack_from, 'u')}(buf, pos); pos += {s.size}")
         run.clear()
+        return True
 
     for f in fields:
         name = _local(f.name)
@@ -206,8 +208,8 @@ def _emit_reading(src: _Source, ind: int, fields: list[Field], version: int, lab
         if kind == "fixed":
             run.append(f)
             continue
-        flush()
         if names and kind == "string" and version not in f.nullable:
+            flush()
             # looked up by its bytes: a name seen before is not decoded again
             src.emit(ind, "_n, = _h(buf, pos); _e = pos + 2 + _n")
             src.emit(ind, "if _n < 0 or _e > end: "
@@ -216,8 +218,16 @@ def _emit_reading(src: _Source, ind: int, fields: list[Field], version: int, lab
             src.emit(ind, f"{name} = names.get(_s)")
             src.emit(ind, f"if {name} is None: {name} = names[_s] = _intern(_s.decode('utf-8'))")
             src.ns["_intern"] = sys.intern
+        elif kind == "uuid":
+            flush()
+            _gen_read_value(src, ind, f.type, name, False, False, {}, version, f"{label}.{f.name}")
         else:
+            length_read = flush("h" if kind == "string" else "i")  # one struct call for the run and the length
+            first = len(src.lines)
             _gen_read_value(src, ind, f.type, name, version in f.nullable, False, {}, version, f"{label}.{f.name}")
+            if length_read:  # drop the reader's own length read
+                assert src.lines[first].lstrip().startswith("_n, = "), src.lines[first]
+                del src.lines[first]
     flush()
 
 
