@@ -6,6 +6,11 @@
 #
 # Any setting can be given as COHORT_<NAME> (e.g. COHORT_OFFSETS_RETENTION_MINUTES=1440)
 # or as extra arguments after the image name (e.g. --group.initial.rebalance.delay.ms 0).
+#
+# Several coordinator processes (`--workers N`, one broker each on ports 9092, 9093, ...):
+#   docker run -d -p 9092-9095:9092-9095 -p 9464:9464 -v cohort-data:/data \
+#       -e COHORT_WORKERS=4 -e COHORT_ADVERTISED_LISTENERS=broker.example.com:9092 cohort
+# (worker K advertises broker.example.com:9092+K; publish every worker's port).
 
 # -- build: turn the project and its dependencies into wheels ------------------
 FROM python:3.11-slim AS build
@@ -30,6 +35,7 @@ VOLUME ["/data"]
 EXPOSE 9092 9464
 # The address clients are told to connect to: override with the host name they reach this container by.
 ENV COHORT_ADVERTISED_LISTENERS=localhost:9092 \
+    COHORT_WORKERS=1 \
     COHORT_METRICS_LISTEN=0.0.0.0:9464 \
     COHORT_SHUTDOWN_TIMEOUT_MS=8000 \
     PYTHONUNBUFFERED=1

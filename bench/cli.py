@@ -24,7 +24,7 @@ from pathlib import Path
 
 from bench import report as report_module
 from bench.stats import Result, invocation
-from bench.targets import REPO, CohortServer, Target, TargetError, set_priority, start_target
+from bench.targets import REPO, CohortServer, Target, TargetError, is_managed, set_priority, start_target
 from bench.wire import install_uvloop
 from bench.workloads import WORKLOADS, Profile, workload_function
 
@@ -100,7 +100,7 @@ def _cohort_settings(workload: str, profile: Profile) -> dict:
 async def run_workload(spec: str, workload: str, profile: Profile) -> list[Result]:
     """Start (or reach) the target, run one workload against it, stop the target."""
     target: Target = await asyncio.to_thread(start_target, spec, **_cohort_settings(workload, profile)) \
-        if spec in ("cohort", "cohort-never", "tansu", "zookeeper") else start_target(spec)
+        if is_managed(spec) else start_target(spec)
     try:
         if target.kind == "zookeeper":
             if workload != "commit":
@@ -311,7 +311,7 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run workloads against one or more targets")
     run.add_argument("--workloads", help=f"comma-separated, from: {', '.join(WORKLOADS)} (default: all)")
     run.add_argument("--target", action="append",
-                     help="cohort (default), cohort-never, tansu, zookeeper or HOST:PORT (loopback); repeatable")
+                     help="cohort (default), cohort-never, cohort=PATH (another cohort executable), canned (the uvloop ceiling), tansu, zookeeper or HOST:PORT (loopback); repeatable")
     common(run)
     compare = sub.add_parser("compare", help="run one workload against two targets alternately, A B A B …")
     compare.add_argument("--a", default="cohort")

@@ -30,7 +30,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from cohort.coordinator.log import OffsetsLog, list_segments  # noqa: E402
-from cohort.coordinator.log import offsets_log as offsets_log_module  # noqa: E402
+from cohort.coordinator.log import state as log_state  # noqa: E402
 from cohort.coordinator.records import encode_offset_commit  # noqa: E402
 from cohort.protocol.partitioning import partition_for  # noqa: E402
 
@@ -40,7 +40,7 @@ TOPIC = "orders"
 
 def use_variant(variant: str) -> None:
     if variant == "size-roll":  # what the engine did before: no roll below segment.bytes
-        offsets_log_module.ROLL_MIN_BYTES = 1 << 62
+        log_state.ROLL_MIN_BYTES = 1 << 62
 
 
 async def fill(data_dir: Path, commits: int, keys: int, seed: int) -> None:

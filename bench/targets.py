@@ -214,7 +214,7 @@ class CohortServer(_ManagedProcess):
     """
 
     def __init__(self, *, data_dir: Path | None = None, settings: dict | None = None,
-                 ready_timeout_s: float = 120.0) -> None:
+                 ready_timeout_s: float = 120.0, executable: list[str] | None = None) -> None:
         super().__init__(name="cohort", host="127.0.0.1", port=free_port())
         self.workdir = Path(tempfile.mkdtemp(prefix="cohort-bench-"))
         self._own_workdir = True
@@ -224,7 +224,7 @@ class CohortServer(_ManagedProcess):
         merged.update(settings or {})
         self.settings = merged
         self.version = f"cohort {_cohort_version()} ({_git_revision() or 'no git'})"
-        command = [*cohort_executable(), "serve", "--listen", self.address, "--data-dir", str(self.data_dir)]
+        command = [*(executable or cohort_executable()), "serve", "--listen", self.address, "--data-dir", str(self.data_dir)]
         for name, value in merged.items():
             command += [f"--{name}", str(value)]
         self.ready_timeout_s = ready_timeout_s
@@ -331,16 +331,47 @@ class ExternalTarget(Target):
         self.version = "external"
 
 
+class CannedServer(_ManagedProcess):
+    """The ceiling: `bench.canned`, canned OffsetCommit/OffsetFetch answers from a uvloop server."""
+
+    def __init__(self) -> None:
+        super().__init__(name="canned", host="127.0.0.1", port=free_port())
+        self.workdir = Path(tempfile.mkdtemp(prefix="canned-bench-"))
+        self._own_workdir = True
+        self.version = "bench.canned (uvloop, no decoding, no storage)"
+        self._spawn([sys.executable, "-m", "bench.canned", "--listen", self.address], ready_timeout_s=30,
+                    env={**os.environ, "PYTHONPATH": str(REPO)})
+
+
+def is_managed(spec: str) -> bool:
+    """Whether `start_target` starts `spec` itself (as opposed to an external HOST:PORT)."""
+    return spec in ("cohort", "cohort-never", "tansu", "zookeeper", "canned") or spec.startswith("cohort=")
+
+
 def start_target(spec: str, **cohort_settings) -> Target:
-    """A target by name ("cohort", "cohort-never" = fsync never, "tansu", "zookeeper") or as HOST:PORT."""
+    """A target by name ("cohort", "cohort-never" = fsync never, "tansu", "zookeeper") or as HOST:PORT.
+
+    "cohort=PATH" runs the `cohort` executable at PATH (another checkout's venv, e.g. the commit
+    before a change), so a before/after comparison runs in one session, alternating.
+    """
     if spec == "cohort":
         return CohortServer(settings=cohort_settings or None)
+    if spec.startswith("cohort="):
+        executable = spec.split("=", 1)[1]
+        if not Path(executable).is_file():
+            raise TargetError(f"{spec}: no such cohort executable")
+        server = CohortServer(settings=cohort_settings or None, executable=[executable])
+        server.name = spec
+        server.version = f"cohort at {executable}"
+        return server
     if spec == "cohort-never":
         server = CohortServer(settings={**cohort_settings, "offsets.flush.policy": "never"})
         server.name = "cohort-never"
         return server
     if spec == "tansu":
         return TansuServer()
+    if spec == "canned":
+        return CannedServer()
     if spec == "zookeeper":
         return ZooKeeperServer()
     return ExternalTarget(spec)

@@ -323,18 +323,31 @@ _MAX_PARTITIONS = 1 << 16  # journal entries name their partition; verify accept
 
 
 def _server_holding(data_dir: Path) -> str | None:
-    """`" (pid N)"` (or "") if a server holds the data dir's lock now, else None; never takes it for long."""
+    """`" (pid N)"` (or "") if a server holds the data dir's lock, or a process owns one of its partition
+    directories (`--workers`), now; else None.  Never takes a lock for long."""
     from cohort.coordinator.daemon import LOCK_FILE_NAME, DataDirLock, StartupError
 
-    if not (Path(data_dir) / LOCK_FILE_NAME).exists():
-        return None
-    lock = DataDirLock(Path(data_dir))
-    try:
-        lock.acquire()
-    except StartupError as exc:
-        text = str(exc)
-        return text[text.rfind(" (pid"):] if " (pid" in text else ""
-    lock.release()
+    if (Path(data_dir) / LOCK_FILE_NAME).exists():
+        lock = DataDirLock(Path(data_dir))
+        try:
+            lock.acquire()
+        except StartupError as exc:
+            text = str(exc)
+            return text[text.rfind(" (pid"):] if " (pid" in text else ""
+        lock.release()
+    return _partition_owner(data_dir)
+
+
+def _partition_owner(data_dir: Path) -> str | None:
+    """`" (pid N)"` (or "") if a process owns one of the data dir's partition directories now, else None."""
+    from cohort.coordinator.log import list_partitions
+    from cohort.coordinator.log.partition_lock import partition_in_use
+    from cohort.coordinator.log.segments import partition_dir
+
+    for p in list_partitions(data_dir):
+        holder = partition_in_use(partition_dir(data_dir, p))
+        if holder is not None:
+            return holder
     return None
 
 
@@ -380,6 +393,11 @@ def compact_command(args: argparse.Namespace) -> int:
         lock.acquire()
     except StartupError as exc:
         return _fail(f"{exc}; stop it before compacting offline", EXIT_REFUSED)
+    owner = _partition_owner(args.data_dir)  # a worker process owning some partitions (`--workers`)
+    if owner is not None:
+        lock.release()
+        return _fail(f"data dir {args.data_dir} is in use by a cohort process{owner}; stop it before "
+                     "compacting offline", EXIT_REFUSED)
     try:
         now_ms = int(time.time() * 1000)
         compacted = 0

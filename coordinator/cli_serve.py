@@ -61,15 +61,43 @@ def config_show_command(args: argparse.Namespace) -> int:
         print(f"cohort: error: {exc}", file=sys.stderr)
         return 2
     rows = effective.rows()
+    workers = _worker_layout(effective.config)
     if args.output == "json":
         document = {
             name: {"value": _json_value(value), "source": source.kind.value, "from": source.detail or None}
             for name, value, source in rows
         }
+        if workers:
+            document["worker.layout"] = [
+                {"worker": k, "node.id": node_id, "listeners": listen, "advertised": advertised, "partitions": parts}
+                for k, node_id, listen, advertised, parts in workers]
         return _emit(json.dumps(document, indent=2) + "\n")
     table = [("SETTING", "VALUE", "SOURCE")] + [(name, _text_value(value), str(source)) for name, value, source in rows]
     widths = [max(len(row[i]) for row in table) for i in range(2)]
-    return _emit("".join(f"{n:<{widths[0]}}  {v:<{widths[1]}}  {s}".rstrip() + "\n" for n, v, s in table))
+    text = "".join(f"{n:<{widths[0]}}  {v:<{widths[1]}}  {s}".rstrip() + "\n" for n, v, s in table)
+    if workers:
+        layout = [("WORKER", "NODE.ID", "LISTENERS", "ADVERTISED", "OFFSETS-PARTITIONS")] + [
+            (str(k), str(node_id), listen, advertised, ",".join(map(str, parts)))
+            for k, node_id, listen, advertised, parts in workers]
+        widths = [max(len(row[i]) for row in layout) for i in range(4)]
+        text += "\n" + "".join("  ".join(f"{cell:<{w}}" for cell, w in zip(row, widths)) + f"  {row[4]}\n"
+                               for row in layout)
+    return _emit(text)
+
+
+def _worker_layout(config) -> list[tuple[int, int, str, str, list[int]]]:
+    """What `cohort serve --workers N` would run: each worker's node id, addresses and offsets partitions."""
+    if config.worker_count < 2:
+        return []
+    from cohort.coordinator.config import HostPort
+    from cohort.coordinator.static_ownership import partitions_of_worker
+    from cohort.coordinator.supervisor import worker_nodes
+
+    listens = config.worker_listen_addresses()
+    nodes = worker_nodes(config, [a.port for a in listens])
+    return [(k, node.node_id, str(listens[k]), str(HostPort(node.host, node.port)),
+             partitions_of_worker(k, len(nodes), config.offsets_topic_num_partitions))
+            for k, node in enumerate(nodes)]
 
 
 def _emit(text: str) -> int:

@@ -376,6 +376,93 @@ def parse_protocol_map(text: str) -> dict[str, str]:
     return mapping
 
 
+@dataclass(frozen=True, slots=True)
+class WorkersKind(ValueKind):
+    """A number of worker processes, or ``auto`` (one per core)."""
+
+    metavar = "N|auto"
+
+    def parse_text(self, text: str) -> Any:
+        return text
+
+    def check(self, value: Any) -> int | str:
+        if isinstance(value, str):
+            text = value.strip().lower()
+            if text == "auto":
+                return "auto"
+            if not (text.isascii() and text.isdigit()):
+                raise ValueError(f"{value!r} must be a number of workers (1..{MAX_WORKERS}) or auto")
+            value = int(text)
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_WORKERS:
+            raise ValueError(f"{value!r} must be a number of workers (1..{MAX_WORKERS}) or auto")
+        return value
+
+    def describe(self) -> str:
+        return "N|auto"
+
+
+@dataclass(frozen=True, slots=True)
+class EtcdClusterKind(ValueKind):
+    """The etcd endpoints of cluster mode, ``etcd://HOST:PORT[,HOST:PORT...]``; unset = single node."""
+
+    metavar = "etcd://HOST:PORT[,...]"
+
+    def check(self, value: Any) -> str | None:
+        if value is None or value == "":
+            return None
+        if not isinstance(value, str):
+            raise ValueError(f"{value!r} is not an etcd://HOST:PORT[,HOST:PORT...] list")
+        parse_cluster_url(value)
+        return value
+
+    def describe(self) -> str:
+        return "etcd://host:port[,host:port...] (unset: single node)"
+
+
+def parse_cluster_url(url: str) -> list[str]:
+    """``etcd://h1:2379,h2:2379`` -> ["h1:2379", "h2:2379"]; ValueError with a short reason."""
+    if not url.startswith("etcd://"):
+        raise ValueError(f"{url!r} must look like etcd://HOST:PORT[,HOST:PORT...]")
+    endpoints = [e.strip() for e in url[len("etcd://"):].split(",") if e.strip()]
+    if not endpoints:
+        raise ValueError(f"{url!r} names no etcd endpoint")
+    for endpoint in endpoints:
+        host, sep, port = endpoint.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"etcd endpoint {endpoint!r} is not HOST:PORT")
+    return endpoints
+
+
+@dataclass(frozen=True, slots=True)
+class PortListKind(ValueKind):
+    """Comma-separated TCP ports (unset: none)."""
+
+    metavar = "PORT,PORT,..."
+
+    def check(self, value: Any) -> str | None:
+        if value is None or (isinstance(value, str) and not value.strip()):
+            return None
+        if isinstance(value, (list, tuple)):
+            value = ",".join(str(v) for v in value)
+        if not isinstance(value, str):
+            raise ValueError(f"{value!r} is not a list of ports")
+        ports = []
+        for item in value.split(","):
+            item = item.strip()
+            if not (item.isascii() and item.isdigit()) or not 1 <= int(item) <= 65535:
+                raise ValueError(f"{item!r} is not a port (1..65535)")
+            ports.append(int(item))
+        if len(set(ports)) != len(ports):
+            raise ValueError(f"{value!r} names a port twice")
+        return ",".join(str(p) for p in ports)
+
+    def describe(self) -> str:
+        return "port,port,... (unset: --listen's port and the ones after it)"
+
+
+MAX_WORKERS = 50  # one offsets partition each at least (offsets.topic.num.partitions is 50 by default)
+
+
 def parse_host_port(text: str, *, bindable: bool = True) -> HostPort:
     """Parse ``host:port`` / ``[v6]:port`` (optionally ``PLAINTEXT://``-prefixed)."""
     raw = text.strip()
@@ -440,7 +527,11 @@ class CoordinatorConfig:
     advertised_listeners: str | None = _setting(None, EndpointsKind(nullable=True, bindable=False), "Addresses given to clients in Metadata/FindCoordinator, per listener name; unset = listeners.", "--advertised")
     listener_security_protocol_map: str = _setting("PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL", ProtocolMapKind(), "Security protocol of each listener name.")
     data_dir: Path = _setting(Path("./data"), PathKind(), "Directory holding the offsets log and the data-dir lock.", "--data-dir")
-    node_id: int = _setting(0, IntKind(0), "This node's broker id, as reported to clients.", "--node-id")
+    node_id: int = _setting(0, IntKind(0), "This node's broker id, as reported to clients (worker K of --workers is node.id + K).", "--node-id")
+    workers: int | str = _setting(1, WorkersKind(), "Coordinator processes on this machine (auto = one per core); each is a broker with its own port and node id and owns a fixed share of the offsets partitions.", "--workers")
+    worker_ports: str | None = _setting(None, PortListKind(), "Kafka ports of the workers, one each (unset: the listeners port and the ones after it).", "--worker-ports")
+    cluster: str | None = _setting(None, EtcdClusterKind(), "Cluster mode: nodes share the offsets partitions through these etcd v3 endpoints and keep offsets there (no data dir); unset = one node on the local log.", "--cluster")
+    cluster_lease_ttl_ms: int = _setting(6000, IntKind(1000, 3600000), "Cluster mode: TTL of this node's etcd lease; a node that stops refreshing it (dead, paused, cut off) loses its partitions this long after.")
     # -- groups ---------------------------------------------------------------
     group_min_session_timeout_ms: int = _setting(6000, _MS, "Smallest session timeout a member may ask for.")
     group_max_session_timeout_ms: int = _setting(1800000, _MS, "Largest session timeout a member may ask for.")
@@ -543,6 +634,22 @@ class CoordinatorConfig:
         return tuple(p for p in self.super_users.split(";") if p)
 
     @property
+    def worker_count(self) -> int:
+        """`workers` as a number (auto = the cores this process may use, at most the offsets partitions)."""
+        if self.workers == "auto":
+            cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+            return max(1, min(cores, MAX_WORKERS, self.offsets_topic_num_partitions))
+        return int(self.workers)
+
+    def worker_listen_addresses(self) -> list[HostPort]:
+        """Where each worker listens: --worker-ports, else --listen's port and the ones after it (0 stays 0)."""
+        listen = self.listen_address
+        if self.worker_ports is not None:
+            return [HostPort(listen.host, int(p)) for p in self.worker_ports.split(",")]
+        step = 0 if listen.port == 0 else 1
+        return [HostPort(listen.host, listen.port + k * step) for k in range(self.worker_count)]
+
+    @property
     def metrics_address(self) -> HostPort:
         return parse_host_port(self.metrics_listen)
 
@@ -593,6 +700,25 @@ def _check_together(config: CoordinatorConfig) -> None:
         raise ConfigError(f"ssl.truststore.location must be set when ssl.client.auth is {config.ssl_client_auth}")
     if used & {"SASL_PLAINTEXT", "SASL_SSL"} and not config.enabled_mechanisms:
         raise ConfigError("sasl.enabled.mechanisms must name at least one mechanism for SASL listeners")
+    if config.workers != "auto" and config.workers > config.offsets_topic_num_partitions:
+        raise ConfigError(f"invalid workers: {config.workers} is more than offsets.topic.num.partitions "
+                          f"({config.offsets_topic_num_partitions}); each worker owns at least one")
+    if config.worker_ports is not None:
+        count = len(config.worker_ports.split(","))
+        if config.workers != "auto" and count != config.workers:
+            raise ConfigError(f"invalid worker.ports: {count} port(s) for {config.workers} worker(s) (--worker-ports needs one per worker)")
+    elif config.workers != "auto" and config.listen_address.port + config.workers - 1 > 65535:
+        raise ConfigError(f"invalid workers: ports {config.listen_address.port}..{config.listen_address.port + config.workers - 1} "
+                          "go past 65535 (set --worker-ports)")
+    if config.cluster is not None and config.workers != 1:
+        raise ConfigError("invalid workers: cluster mode runs one coordinator process per node (drop --workers "
+                          "or --cluster)")
+    if config.workers != 1 and len(config.endpoints) > 1:
+        raise ConfigError("invalid workers: --workers serves one listener per worker (give listeners one "
+                          "NAME://host:port entry)")
+    if config.cluster is not None and len(endpoints) > 1:
+        raise ConfigError("invalid listeners: cluster mode serves one listener per node (give listeners one "
+                          "NAME://host:port entry)")
 
 
 @dataclass(frozen=True, slots=True)

@@ -197,7 +197,7 @@ class RebalancePacer:
     A huge group's rebalance arrives as a burst (10 000 members: 30 000 Join and
     Sync requests within a second or two). Served as it arrives, it makes loop
     turns of tens of milliseconds, and a commit from anyone else, which needs
-    about six loop turns to become durable and answered, waits for each of them.
+    about five loop turns to become durable and answered, waits for each of them.
     Paced, those requests start for at most `slice_s` of each turn (at least one
     per turn); later ones queue here, first come first served, and start in
     later turns. Everything else (commits, fetches, heartbeats) starts in the
@@ -229,7 +229,7 @@ class RebalancePacer:
         asyncio.get_running_loop().call_soon(self._next_turn)
 
     def _next_turn(self) -> None:
-        """(first thing of a loop turn) Start waiting requests, oldest first, for one slice."""
+        """(on the next loop turn) Start waiting requests, oldest first, for one slice."""
         self._in_turn = False
         waiting = self._waiting
         if not waiting:

@@ -129,7 +129,14 @@ def new_event_loop_factory():
 
 
 class Daemon:
-    """One server process: owns the lock, the metrics endpoint and the server."""
+    """One server process: owns the lock, the metrics endpoint and the server.
+
+    A worker of `cohort serve --workers N` is a `Daemon` too (`cohort.coordinator.worker`): its
+    supervisor holds the data-dir lock, so it overrides `holds_data_dir_lock`, `new_server` and
+    `metrics_bound`.
+    """
+
+    holds_data_dir_lock = True
 
     def __init__(self, effective: EffectiveConfig) -> None:
         self.effective = effective
@@ -174,7 +181,6 @@ class Daemon:
 
         metrics = CoordinatorMetrics(group_offsets_enabled=config.metrics_group_offsets_enable)
         metrics.watch_readiness(self._state)
-        from cohort.coordinator.node import CoordinatorServer
 
         # Both ports are bound (not yet served) before the data dir is touched: a
         # bad address or a taken port fails at once, naming its flag, and leaves
@@ -184,7 +190,8 @@ class Daemon:
             await self.metrics_http.bind()
         except OSError as exc:
             raise _bind_error("metrics", "--metrics", config.metrics_address, exc) from None
-        self.server = CoordinatorServer(config, metrics=metrics)
+        self.metrics_bound(self.metrics_http.port)
+        self.server = self.new_server(metrics)
         try:
             await self.server.bind()
         except ConfigError as exc:  # TLS files that cannot be loaded
@@ -194,8 +201,10 @@ class Daemon:
             await self.metrics_http.stop()
             raise _bind_error("clients", "--listen", config.listen_address, exc) from None
         try:
-            prepare_data_dir(config.data_dir)
-            self._lock.acquire()
+            if config.cluster is None:  # cluster mode keeps everything in etcd: no data dir
+                prepare_data_dir(config.data_dir)
+            if config.cluster is None and self.holds_data_dir_lock:
+                self._lock.acquire()
         except StartupError:
             await self.server.unbind()
             await self.metrics_http.stop()
@@ -224,7 +233,8 @@ class Daemon:
             extra={
                 "version": __version__,
                 "config_file": str(self.effective.config_file) if self.effective.config_file else "none",
-                "data_dir": str(config.data_dir),
+                "data_dir": str(config.data_dir) if config.cluster is None else "none (cluster mode)",
+                "cluster": config.cluster or "none",
                 "listeners": str(HostPort(config.listen_address.host, getattr(self.server, "port", None)
                                           or config.listen_address.port)),
                 "advertised": str(self._advertised()),
@@ -236,6 +246,14 @@ class Daemon:
         await self._stop_requested.wait()
         await self._stop_server()
         return self._exit_code()
+
+    def new_server(self, metrics: Any) -> Any:
+        from cohort.coordinator.node import CoordinatorServer
+
+        return CoordinatorServer(self.config, metrics=metrics)
+
+    def metrics_bound(self, port: int) -> None:
+        """The metrics port is bound (a worker tells its supervisor which one)."""
 
     def _advertised(self) -> HostPort:
         advertised = getattr(self.server, "advertised_address", None)
@@ -383,5 +401,9 @@ def fail(message: str, code: int = EXIT_FAILURE) -> int:
 
 
 def run_serve(effective: EffectiveConfig) -> int:
-    """Run ``cohort serve`` to completion; returns the process exit code."""
+    """Run ``cohort serve`` to completion; returns the process exit code (`--workers N`: a supervisor)."""
+    if effective.config.worker_count > 1:
+        from cohort.coordinator.supervisor import Supervisor
+
+        return Supervisor(effective).run()
     return Daemon(effective).run()

@@ -15,19 +15,22 @@ v0-2's single error, OffsetFetch's error placement, ...). The methods:
 JoinGroup and SyncGroup may stay parked until the group's rebalance moves on; the others return
 as soon as their records (if any) are durable. Besides the request API:
 
-* `await load()` opens the offsets log and replays every partition into memory (`replay()` per
-  record); until a partition is loaded its groups answer COORDINATOR_LOAD_IN_PROGRESS (Heartbeat:
-  NONE), a partition that failed to load answers NOT_COORDINATOR.
+* Partitions come and go through the `Ownership` listener: `acquired(p, epoch)` loads p from the
+  `Store` (its groups answer COORDINATOR_LOAD_IN_PROGRESS meanwhile, Heartbeat NONE), `lost(p)`
+  answers p's parked requests NOT_COORDINATOR, forgets its groups and offsets and releases it in
+  the store. A partition this node does not own, or that failed to load, answers NOT_COORDINATOR.
+  `await load()` does it for every partition at once (a single node without an `Ownership`).
 * `start_retention()` runs KIP-211 offset expiry every `offsets.retention.check.interval.ms`;
   `await expire_offsets()` runs one pass (tests, tools).
 * `high_watermark(topic, partition)`: the highest non-negative offset any group has committed for
   that partition (0 if none), O(1); what ListOffsets/Fetch report as the end of a record-less log.
 * `partition_for(group_id)`, `shutdown()` (cancel every timer, answer parked requests).
 
-Write path (one per operation): validate -> build typed records -> `await log.append(partition,
+Write path (one per operation): validate -> build typed records -> `await store.append(partition,
 records)` -> apply to memory -> answer. A failed append (`StorageError`) answers Kafka's mapped
-error (reference §3.2) and applies nothing. The group state machine itself is in
-`cohort.coordinator.group`.
+error (reference §3.2) and applies nothing. The classic group engine itself is in
+`cohort.coordinator.groups.classic`; `cohort.coordinator.groups.runtime` hosts it (parked
+requests, timers, its appends through `_store_record`).
 """
 from __future__ import annotations
 
@@ -38,20 +41,11 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from cohort.coordinator.group import (
-    ClassicGroup,
-    GroupMember,
-    GroupState,
-    JoinRequest,
-    JoinResult,
-    LoopScheduler,
-    Scheduler,
-    SyncResult,
-)
-from cohort.coordinator.log import OffsetsLog, PartitionState, StorageError
+from cohort.coordinator.groups.classic import ClassicGroup, GroupState, JoinRequest, JoinResult, SyncResult
+from cohort.coordinator.groups.runtime import GroupRuntime, LoopScheduler, Scheduler
+from cohort.coordinator.log import LogLoadError, StorageError
 from cohort.coordinator.offsets import OffsetsTable
 from cohort.coordinator.records import (
-    GroupMemberRecord,
     GroupMetadataRecord,
     GroupMetadataTombstone,
     OffsetCommitRecord,
@@ -62,6 +56,7 @@ from cohort.coordinator.records import (
     encode_offset_commit,
     encode_record,
 )
+from cohort.coordinator.store import Store
 from cohort.protocol import messages as m
 from cohort.protocol.errors import ErrorCode
 from cohort.protocol.partitioning import partition_for as _partition_for
@@ -142,7 +137,7 @@ class GroupCoordinator:
     def __init__(
         self,
         config,
-        log_: OffsetsLog,
+        store: Store,
         offsets: OffsetsTable | None = None,
         *,
         scheduler: Scheduler | None = None,
@@ -153,14 +148,20 @@ class GroupCoordinator:
         `metrics` (coordinator.metrics.CoordinatorMetrics) counts rebalances, expiries and loads."""
         self.config = config
         self.metrics = metrics
-        self._log = log_
+        self._store = store
         self.offsets = offsets if offsets is not None else OffsetsTable()
         self.scheduler: Scheduler = scheduler or LoopScheduler()
+        self.runtime = GroupRuntime(self.scheduler, self._store_record, metrics)
         self._other_records = other_records
         self._groups: dict[str, ClassicGroup] = {}
         self._num_partitions = config.offsets_topic_num_partitions
         self._loaded: set[int] = set()
-        self._failed: set[int] = set()
+        self._failed: dict[int, str] = {}  # partition -> why it could not be loaded
+        self._owned: set[int] | None = None  # None until ownership is known: every partition is ours, loading
+        self._loads: dict[int, asyncio.Task] = {}
+        self._load_turn: asyncio.Lock | None = None  # partitions load one after another, in acquired order
+        self.loaded_records = 0  # live records replayed from the store since start (the load summary)
+        self._releases: set[asyncio.Task] = set()
         self._high_watermarks: dict[str, dict[int, int]] = {}
         # Per partition: appends started / finished, and RequireStable fetches waiting for a count.
         # The log completes a partition's appends in order, so "finished >= n" means the first n are done.
@@ -185,68 +186,154 @@ class GroupCoordinator:
             return E.COORDINATOR_NOT_AVAILABLE
         if partition in self._loaded:
             return E.NONE
-        if partition in self._failed or self._log.partition_state(partition) is PartitionState.FAILED:
+        if partition in self._failed or (self._owned is not None and partition not in self._owned):
             return E.NOT_COORDINATOR
         return E.COORDINATOR_LOAD_IN_PROGRESS
 
     def is_loaded(self, partition: int) -> bool:
         return partition in self._loaded
 
+    def failed_partitions(self) -> dict[int, str]:
+        """Owned partitions that could not be loaded, with why (their groups answer NOT_COORDINATOR)."""
+        return dict(self._failed)
+
     async def load(self, *, start_retention: bool = True) -> None:
-        """Open the offsets log, replay it, then (by default) start the offset-expiry task.
+        """Open the store and load every partition (a single node without an `Ownership`).
 
         Raises `LogLoadError` if some partitions failed: those answer NOT_COORDINATOR, the rest
-        serve normally. (A server that opens the log itself passes `on_partition_loaded` as the
-        replay callback and calls `start_retention()` afterwards.)
+        serve normally.
         """
         try:
-            await self._log.open(self.on_partition_loaded)
-        finally:
+            await self._store.open()
             for p in range(self._num_partitions):
-                if p not in self._loaded:
-                    self._failed.add(p)
+                self.acquired(p, 0)
+            await self.wait_loaded()
+        finally:
             if start_retention:
                 self.start_retention()
+        if self._failed:
+            raise LogLoadError({p: RuntimeError(why) for p, why in self._failed.items()})
+
+    # -- the Ownership listener -------------------------------------------------------------
+    def acquired(self, partition: int, epoch: int) -> None:
+        """This node now coordinates `partition`: load it from the store (its groups wait meanwhile)."""
+        if self._owned is None:
+            self._owned = set()
+        self._owned.add(partition)
+        self._failed.pop(partition, None)
+        if partition in self._loaded or partition in self._loads:
+            return
+        task = asyncio.get_running_loop().create_task(self._load_partition(partition, epoch),
+                                                      name=f"load-offsets-partition-{partition}")
+        self._loads[partition] = task
+        task.add_done_callback(lambda _: self._loads.pop(partition, None) if self._loads.get(partition) is task
+                               else None)
+
+    def lost(self, partition: int) -> None:
+        """Another node coordinates `partition` now: answer its parked requests NOT_COORDINATOR,
+        forget its groups and offsets, and release it in the store (its accepted appends finish)."""
+        if self._owned is None:
+            self._owned = set(range(self._num_partitions))
+        self._owned.discard(partition)
+        loading = self._loads.pop(partition, None)
+        if loading is not None:
+            loading.cancel()
+        self._loaded.discard(partition)
+        self._failed.pop(partition, None)
+        for group_id in [g for g in self._groups if self.partition_for(g) == partition]:
+            group = self._groups.pop(group_id)
+            self.runtime.unload(group, E.NOT_COORDINATOR)
+        for group_id in [g for g in self.offsets.groups() if self.partition_for(g) == partition]:
+            self.offsets.delete_group(group_id)
+        release = asyncio.get_running_loop().create_task(self._release(partition, loading),
+                                                         name=f"release-offsets-partition-{partition}")
+        self._releases.add(release)
+        release.add_done_callback(self._releases.discard)
+
+    async def _release(self, partition: int, loading: asyncio.Task | None) -> None:
+        if loading is not None:
+            await asyncio.gather(loading, return_exceptions=True)
+        try:
+            await self._store.release(partition)
+        except Exception as exc:  # noqa: BLE001 - the partition is gone from this node either way
+            log.error("offsets partition %d: release failed: %s", partition, exc)
+
+    async def wait_loaded(self) -> None:
+        """Wait until every load and release started so far has finished."""
+        while self._loads or self._releases:
+            await asyncio.gather(*self._loads.values(), *self._releases, return_exceptions=True)
+
+    async def _load_partition(self, partition: int, epoch: int) -> None:
+        # One at a time: replay is CPU-bound, so loading 50 partitions at once would only hold 50 of
+        # them in memory together (and the topic registry's partition 0 would not come first).
+        if self._load_turn is None:
+            self._load_turn = asyncio.Lock()
+        async with self._load_turn:
+            await self._load_partition_now(partition, epoch)
+
+    async def _load_partition_now(self, partition: int, epoch: int) -> None:
+        started = time.perf_counter()
+        loaded_groups: set[str] = set()
+        count = 0
+        try:
+            async for chunk in self._store.load(partition, epoch):
+                count += len(chunk)
+                self._replay_chunk(chunk, loaded_groups)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - damage, lost ownership, a record that cannot be replayed
+            why = exc.errors.get(partition, exc) if isinstance(exc, LogLoadError) else exc
+            self._failed[partition] = str(why)
+            log.error("offsets partition %d failed to load: %s", partition, why)
+            return
+        self._partition_replayed(partition, loaded_groups, count, started)
 
     def on_partition_loaded(self, partition: int, records: list[tuple[bytes, bytes]]) -> None:
-        """The offsets log's replay callback: rebuild the partition's groups and offsets.
+        """Replay a whole partition's live records at once (tools and tests; the store path is `acquired`).
 
         The log hands over only live records, each key once, in no particular
         order; commits arrive column-wise (`decode_for_load`) so a start-up over
         millions of offsets costs no Python step per commit.
         """
         started = time.perf_counter()
-        groups = self._groups
         loaded_groups: set[str] = set()
         try:
-            for item in decode_for_load(records):
-                if type(item) is OffsetCommitRun:
-                    if item.group not in groups:
-                        groups[item.group] = self._new_group(item.group)  # a simple group
-                    loaded_groups.add(item.group)
-                    self.offsets.put_run(item)
-                    self._raise_high_watermarks(item.topic, item.partitions, item.offsets)
-                else:
-                    self.replay(item)
-                    group_id = getattr(item, "group", None)
-                    if group_id is not None:
-                        loaded_groups.add(group_id)
-        except Exception:
-            self._failed.add(partition)
+            self._replay_chunk(records, loaded_groups)
+        except Exception as exc:
+            self._failed[partition] = str(exc)
             raise
+        self._partition_replayed(partition, loaded_groups, len(records), started)
+
+    def _replay_chunk(self, records: list[tuple[bytes, bytes]], loaded_groups: set[str]) -> None:
+        groups = self._groups
+        for item in decode_for_load(records):
+            if type(item) is OffsetCommitRun:
+                if item.group not in groups:
+                    groups[item.group] = self._new_group(item.group)  # a simple group
+                loaded_groups.add(item.group)
+                self.offsets.put_run(item)
+                self._raise_high_watermarks(item.topic, item.partitions, item.offsets)
+            else:
+                self.replay(item)
+                group_id = getattr(item, "group", None)
+                if group_id is not None:
+                    loaded_groups.add(group_id)
+
+    def _partition_replayed(self, partition: int, loaded_groups: set[str], records: int, started: float) -> None:
+        self.loaded_records += records
         for group_id in loaded_groups:
-            group = groups.get(group_id)
+            group = self._groups.get(group_id)
             if group is not None:
-                group.on_loaded()
+                self.runtime.load_completed(group)
         self._loaded.add(partition)
         if self.metrics is not None:
-            self.metrics.partition_loaded(partition, time.perf_counter() - started, len(records))
+            self.metrics.partition_loaded(partition, time.perf_counter() - started, records)
 
     def mark_loaded(self, partitions: Iterable[int] | None = None) -> None:
         """Declare partitions loaded without replay (a coordinator over a fresh, empty log)."""
         for p in range(self._num_partitions) if partitions is None else partitions:
             self._loaded.add(p)
-            self._failed.discard(p)
+            self._failed.pop(p, None)
 
     def replay(self, record: Record) -> None:
         """Apply one record read back from the log (no writes, no timers)."""
@@ -260,20 +347,11 @@ class GroupCoordinator:
             group = self._groups.get(record.group)
             if group is None:
                 group = self._groups[record.group] = self._new_group(record.group)
-            group.load_members(
-                record.generation, record.protocol_type, record.protocol, record.leader,
-                record.current_state_timestamp,
-                [GroupMember(
-                    member_id=r.member_id, group_instance_id=r.group_instance_id, client_id=r.client_id,
-                    client_host=r.client_host,
-                    rebalance_timeout_ms=r.rebalance_timeout if r.rebalance_timeout >= 0 else r.session_timeout,
-                    session_timeout_ms=r.session_timeout, protocol_type=record.protocol_type,
-                    protocols=[(record.protocol or "", bytes(r.subscription))], assignment=bytes(r.assignment))
-                 for r in record.members])
+            self.runtime.load(group, record)
         elif type(record) is GroupMetadataTombstone:
             group = self._groups.pop(record.group, None)
             if group is not None:
-                group.shutdown()
+                self.runtime.unload(group)
         elif self._other_records is not None:
             self._other_records(record)
 
@@ -281,8 +359,7 @@ class GroupCoordinator:
     # Groups, records, writes
     # =========================================================================================
     def _new_group(self, group_id: str) -> ClassicGroup:
-        return ClassicGroup(group_id, config=self.config, scheduler=self.scheduler, store=self._store_group,
-                            metrics=self.metrics)
+        return ClassicGroup(group_id, config=self.config, created_ms=self.scheduler.now_ms())
 
     def group(self, group_id: str) -> ClassicGroup | None:
         """Read-only access for tests and tools; mutate only through the request methods."""
@@ -291,34 +368,16 @@ class GroupCoordinator:
     def groups(self) -> list[ClassicGroup]:
         return list(self._groups.values())
 
-    def _group_metadata_record(self, group: ClassicGroup, assignment: dict[str, bytes]) -> GroupMetadataRecord:
-        protocol = group.protocol_name
-        return GroupMetadataRecord(
-            group=group.group_id,
-            protocol_type=group.protocol_type or "",
-            generation=group.generation_id,
-            protocol=protocol,
-            leader=group.leader_id,
-            current_state_timestamp=group.state_timestamp_ms if group.state_timestamp_ms is not None else -1,
-            members=[GroupMemberRecord(
-                member_id=mem.member_id, group_instance_id=mem.group_instance_id, client_id=mem.client_id,
-                client_host=mem.client_host, rebalance_timeout=mem.rebalance_timeout_ms,
-                session_timeout=mem.session_timeout_ms,
-                subscription=mem.metadata(protocol) if protocol is not None else b"",
-                assignment=assignment.get(mem.member_id, b""))
-                for mem in group.members.values()],
-        )
+    def _store_record(self, record: GroupMetadataRecord) -> asyncio.Future:
+        """The groups' write path: append one GroupMetadata record, resolve to an error code.
 
-    def _store_group(self, group: ClassicGroup, assignment: dict[str, bytes]) -> asyncio.Future:
-        """The group's write hook: snapshot the group now, append, resolve to an error code.
-
-        The record of a big group (10 000 members: ~0.2 s to build) is encoded on a worker
-        thread so the loop keeps serving others; the group's later writes wait for it, so its
-        records reach the log in the order they were made (the last one is what a reload sees).
+        Called synchronously, so records of a group reach the log in the order they were made
+        (the last one is what a reload sees). The record of a big group (10 000 members: ~0.2 s)
+        is encoded on a worker thread so the loop keeps serving others; the group's later writes
+        wait for it.
         """
-        record = self._group_metadata_record(group, assignment)
-        partition = self.partition_for(group.group_id)
-        group_id = group.group_id
+        partition = self.partition_for(record.group)
+        group_id = record.group
         previous = self._group_writes.get(group_id)
         if previous is None and len(record.members) <= MEMBERS_ENCODED_ON_LOOP:
             return asyncio.ensure_future(self._append(partition, [record]))
@@ -365,7 +424,7 @@ class GroupCoordinator:
         """`_append` of records already encoded as (key, value)."""
         self._writes_started[partition] = self._writes_started.get(partition, 0) + 1
         try:
-            await self._log.append(partition, encoded)
+            await self._store.append(partition, encoded)
         except StorageError as exc:
             log.warning("offsets partition %d: append failed: %s", partition, exc)
             return map_write_error(exc.error_code)
@@ -441,7 +500,7 @@ class GroupCoordinator:
         if self._groups.get(group.group_id) is group:
             del self._groups[group.group_id]
         if group.state is not GroupState.DEAD:
-            group.mark_dead()
+            self.runtime.delete(group)
 
     # =========================================================================================
     # JoinGroup
@@ -465,7 +524,7 @@ class GroupCoordinator:
             group = self._groups[group_id] = self._new_group(group_id)
             log.info("group %s: created by a JoinGroup from client %s", group_id, ctx.client_id)
             # Commit the new group to the log (Kafka's "empty" GroupMetadata record, generation 0).
-            new_group_write = self._store_group(group, {})
+            new_group_write = self._store_record(group.metadata_record({}))
         join = JoinRequest(
             member_id=member_id,
             group_instance_id=req.group_instance_id if version >= 5 else None,
@@ -482,7 +541,7 @@ class GroupCoordinator:
         if join.reason:
             log.info("group %s: JoinGroup from %r (client %s), reason: %s", group_id, member_id,
                      ctx.client_id, join.reason)
-        future = group.join(join)
+        future = self.runtime.join(group, join)
         if new_group_write is not None:
             error = await new_group_write
             if error:
@@ -535,7 +594,8 @@ class GroupCoordinator:
         if group is None:
             return self._sync_response(SyncResult(error=E.UNKNOWN_MEMBER_ID))
         assignments = {a.member_id: bytes(a.assignment) for a in req.assignments}
-        future = group.sync(
+        future = self.runtime.sync(
+            group,
             req.member_id,
             req.group_instance_id if version >= 3 else None,
             req.generation_id,
@@ -563,7 +623,8 @@ class GroupCoordinator:
         group = self._groups.get(group_id)
         if group is None:
             return m.HeartbeatResponse(throttle_time_ms=0, error_code=E.UNKNOWN_MEMBER_ID)
-        error = group.heartbeat(req.member_id, req.group_instance_id if version >= 3 else None, req.generation_id)
+        error = self.runtime.heartbeat(group, req.member_id, req.group_instance_id if version >= 3 else None,
+                                       req.generation_id)
         return m.HeartbeatResponse(throttle_time_ms=0, error_code=int(error))
 
     async def leave_group(self, req, version: int, ctx: RequestContext):
@@ -595,7 +656,7 @@ class GroupCoordinator:
             return E.NONE, [E.UNKNOWN_MEMBER_ID] * len(identities)
         if group.state is GroupState.DEAD:
             return E.COORDINATOR_NOT_AVAILABLE, []
-        return E.NONE, group.leave(identities)
+        return E.NONE, self.runtime.leave(group, identities)
 
     # =========================================================================================
     # OffsetCommit
@@ -623,7 +684,7 @@ class GroupCoordinator:
             error = group.validate_offset_commit(member_id, instance_id, generation)
             if error:
                 return self._commit_error_response(req, error)
-        group.note_offset_commit(member_id)
+        self.runtime.offset_committed(group, member_id)
         now = self.scheduler.now_ms()
         retention = req.retention_time_ms if 2 <= version <= 4 else -1
         # A retention of "forever" (up to 2^63-1 ms) must not overflow the record's int64.
@@ -1043,7 +1104,7 @@ class GroupCoordinator:
         if self._retention_task is not None:
             self._retention_task.cancel()
         for group in self._groups.values():
-            group.shutdown(E.NOT_COORDINATOR)
+            self.runtime.unload(group, E.NOT_COORDINATOR)
 
 
 def _metadata_too_large(metadata: str, max_bytes: int) -> bool:

@@ -8,11 +8,16 @@ response message. Group APIs (JoinGroup … OffsetDelete) are forwarded to the
 * **ApiVersions** advertises exactly the APIs in the dispatch table, at the
   codec's version ranges; nothing else (no Produce, no telemetry, no
   ConsumerGroupDescribe), because clients switch to whatever is advertised.
-* **FindCoordinator**: this node coordinates every group.
+* **FindCoordinator**: the owner of the group's offsets partition, from the
+  `Ownership` (this node when it runs alone; one of the workers with
+  `--workers N`).
 * **Metadata / CreateTopics / DeleteTopics / CreatePartitions**: the topic
-  registry (`cohort.coordinator.topics`). This node is the only broker and the
-  leader, the only replica and the only in-sync replica of every partition
-  (leader epoch 0).
+  registry (`cohort.coordinator.topics`). The brokers are the Ownership's nodes;
+  the owner of the registry's offsets partition is the controller and the
+  leader, only replica and only in-sync replica of every topic partition
+  (leader epoch 0). Other workers forward Metadata to it and answer topic
+  changes NOT_CONTROLLER, ListOffsets and Fetch NOT_LEADER_OR_FOLLOWER
+  (`cohort.coordinator.peers`).
 * **ListOffsets / Fetch — topics without records.** Cohort is a coordinator,
   not a message log, but consumers call ListOffsets and Fetch right after an
   assignment and some clients crash without them. Every partition therefore
@@ -46,6 +51,9 @@ from typing import Any, NamedTuple
 from cohort.coordinator.config import CoordinatorConfig, HostPort
 from cohort.coordinator.group_coordinator import GroupCoordinator, RequestContext
 from cohort.coordinator.log import StorageError
+from cohort.coordinator.ownership import Node, Ownership
+from cohort.coordinator.peers import PEER_CLIENT_ID, Peers
+from cohort.coordinator.static_ownership import TOPIC_REGISTRY_PARTITION, StaticOwnership
 from cohort.coordinator.topics import RESERVED_TOPIC_NAMES, Topic, TopicRefusal, TopicRegistry, topic_name_problem
 from cohort.protocol.errors import ErrorCode
 from cohort.protocol.framing import SUPPORTED_VERSIONS
@@ -166,12 +174,25 @@ class RequestHandlers:
         groups: GroupCoordinator,
         cluster_id: str,
         advertised: Callable[[str], HostPort],
+        ownership: Ownership | None = None,
+        *,
+        registry_everywhere: bool = False,
         extra_handlers: dict[type, Handler] | None = None,
         guard: Callable[[int, Handler], Handler] | None = None,
     ) -> None:
-        """`advertised(listener_name)` is the address clients of that listener are given; `extra_handlers`
-        adds APIs (the security admin APIs); `guard(api_key, handler)` wraps each handler (authorization)."""
+        """`advertised(listener_name)` is the address clients of that listener are given;
+        `ownership`: who owns which offsets partition (default: this node alone, at its first listener);
+        `registry_everywhere`: every node keeps the whole topic registry (cluster mode, where it lives in
+        etcd) and is its controller, instead of the owner of its offsets partition; `extra_handlers` adds
+        APIs (the security admin APIs); `guard(api_key, handler)` wraps each handler (authorization)."""
         self.config = config
+        self._registry_everywhere = registry_everywhere
+        if ownership is None:
+            address = advertised(config.endpoints[0].name)
+            ownership = StaticOwnership.single_node(Node(config.node_id, address.host, address.port),
+                                                    config.offsets_topic_num_partitions)
+        self.ownership = ownership
+        self.peers = Peers(lambda: [n for n in self.ownership.nodes() if n != self.ownership.local])
         self.topics = topics
         self.groups = groups
         self.cluster_id = cluster_id
@@ -236,26 +257,45 @@ class RequestHandlers:
 
     # ------------------------------------------------------------------ FindCoordinator
     def find_coordinator(self, request, version: int, ctx: RequestContext) -> FindCoordinatorResponse:
-        address = self._advertised(ctx.listener)
-        node = self.config.node_id
         if version >= 4:
             entries = []
             for key in request.coordinator_keys:
                 code, message = self._coordinator_key_error(request.key_type, version)
-                if code:
+                owner = None if code else self._as_seen(self._coordinator_of(key), ctx)
+                if code or owner is None:
+                    if not code:
+                        code, message = ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available."
                     entries.append(FindCoordinatorResponse.Coordinator(
                         key=key, node_id=-1, host="", port=-1, error_code=code, error_message=message))
                 else:
                     entries.append(FindCoordinatorResponse.Coordinator(
-                        key=key, node_id=node, host=address.host, port=address.port, error_code=0,
+                        key=key, node_id=owner.node_id, host=owner.host, port=owner.port, error_code=0,
                         error_message=None))
             return FindCoordinatorResponse(coordinators=entries)
         code, message = self._coordinator_key_error(request.key_type, version)
-        if code:
+        owner = None if code else self._as_seen(self._coordinator_of(request.key), ctx)
+        if code or owner is None:
+            if not code:
+                code, message = ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available."
             return FindCoordinatorResponse(error_code=code, error_message=message, node_id=-1, host="", port=-1)
         # v1-3: Kafka writes the error's message even on success, which is "NONE".
-        return FindCoordinatorResponse(error_code=0, error_message="NONE", node_id=node, host=address.host,
-                                       port=address.port)
+        return FindCoordinatorResponse(error_code=0, error_message="NONE", node_id=owner.node_id, host=owner.host,
+                                       port=owner.port)
+
+    @property
+    def _registry_owner(self) -> Node | None:
+        """The node keeping the topic registry (its offsets partition's owner): controller and topic leader."""
+        if self._registry_everywhere:
+            return self.ownership.local
+        return self.ownership.owner(TOPIC_REGISTRY_PARTITION)
+
+    @property
+    def _keeps_registry(self) -> bool:
+        return self._registry_owner == self.ownership.local
+
+    def _coordinator_of(self, group_id: str) -> Node | None:
+        """The node that owns `group_id`'s offsets partition (Kafka: the leader of that partition)."""
+        return self.ownership.owner(self.groups.partition_for(group_id))
 
     @staticmethod
     def _coordinator_key_error(key_type: int, version: int) -> tuple[int, str | None]:
@@ -271,8 +311,8 @@ class RequestHandlers:
 
     # ------------------------------------------------------------------ Metadata
     async def metadata(self, request, version: int, ctx: RequestContext) -> MetadataResponse:
-        address = self._advertised(ctx.listener)
-        node = self.config.node_id
+        if not self._keeps_registry:
+            return await self._metadata_from_registry_owner(request, version, ctx)
         include_ops = version >= 8 and request.include_topic_authorized_operations
         requested = request.topics
         if version < 12 and requested and any(t.name is None or (t.topic_id or ZERO_UUID) != ZERO_UUID
@@ -291,16 +331,42 @@ class RequestHandlers:
                     continue
                 seen.add(key)
                 entries.append(await self._requested_topic(wanted.name, topic_id, allow_create, version, include_ops))
+        return self._metadata_response(version, request, entries, ctx)
+
+    def _as_seen(self, node: Node | None, ctx: RequestContext) -> Node | None:
+        """`node` with the address a client of `ctx`'s listener reaches it by (this node has one per listener)."""
+        if node is None or node != self.ownership.local or not ctx.listener:
+            return node
+        address = self._advertised(ctx.listener)
+        return Node(node.node_id, address.host, address.port)
+
+    def _metadata_response(self, version: int, request, entries: list, ctx: RequestContext) -> MetadataResponse:
+        nodes = [self._as_seen(n, ctx) for n in self.ownership.nodes()]
         return MetadataResponse(
-            brokers=[MetadataResponse.MetadataResponseBroker(node_id=node, host=address.host, port=address.port,
-                                                             rack=None)],
+            brokers=[MetadataResponse.MetadataResponseBroker(node_id=n.node_id, host=n.host, port=n.port, rack=None)
+                     for n in nodes],
             cluster_id=self.cluster_id,
-            controller_id=node,
+            controller_id=self._registry_owner.node_id if self._registry_owner is not None else -1,
             topics=entries,
             cluster_authorized_operations=(
                 CLUSTER_AUTHORIZED_OPERATIONS
                 if 8 <= version <= 10 and request.include_cluster_authorized_operations else INT32_MIN),
         )
+
+    async def _metadata_from_registry_owner(self, request, version: int, ctx: RequestContext) -> MetadataResponse:
+        """Forward to the worker that keeps the topic registry; while it is down, topics are leaderless."""
+        owner = self._registry_owner
+        try:
+            if owner is None:
+                raise ConnectionError("the topic registry has no owner now")
+            return await self.peers.metadata(owner, request, version)
+        except Exception as exc:  # noqa: BLE001 - any failure to reach it means the same to the client
+            log.info("cannot reach node %s for the topic registry: %s", owner.node_id if owner else "-", exc)
+        requested = request.topics or []
+        entries = [MetadataResponse.MetadataResponseTopic(
+            error_code=ErrorCode.LEADER_NOT_AVAILABLE, name=t.name, topic_id=getattr(t, "topic_id", None) or ZERO_UUID,
+            is_internal=False, partitions=[]) for t in requested]
+        return self._metadata_response(version, request, entries, ctx)
 
     @staticmethod
     def _invalid_metadata_request(requested) -> MetadataResponse:
@@ -353,9 +419,9 @@ class RequestHandlers:
 
     def _partitions(self, count: int) -> list:
         """The partition list of a topic with `count` partitions (shared: they are all alike)."""
+        node = self.ownership.local.node_id  # only the registry's owner answers with topics
         partitions = self._partition_lists.get(count)
         if partitions is None:
-            node = self.config.node_id
             partitions = [
                 MetadataResponse.MetadataResponseTopic.MetadataResponsePartition(
                     error_code=0, partition_index=i, leader_id=node, leader_epoch=LEADER_EPOCH,
@@ -368,8 +434,18 @@ class RequestHandlers:
         return partitions
 
     # ------------------------------------------------------------------ ListOffsets
-    def list_offsets(self, request, version: int, ctx: RequestContext) -> ListOffsetsResponse:
+    async def list_offsets(self, request, version: int, ctx: RequestContext) -> ListOffsetsResponse:
+        if not self._keeps_registry:
+            return self._list_offsets_elsewhere(request, version, ctx)
         high_watermark = self.groups.high_watermark
+        if self.peers:
+            latest = [(t.name, p.partition_index) for t in request.topics for p in t.partitions
+                      if p.timestamp == LATEST_TIMESTAMP]
+            reported = await self.peers.latest(latest) if latest else {}
+            local = high_watermark
+
+            def high_watermark(topic: str, partition: int) -> int:
+                return max(local(topic, partition), reported.get((topic, partition), 0))
         topic_entries = []
         for wanted in request.topics:
             topic = self.topics.get(wanted.name)
@@ -390,6 +466,25 @@ class RequestHandlers:
                     partitions.append(ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse(
                         partition_index=index, error_code=0, timestamp=-1, offset=offset,
                         leader_epoch=LEADER_EPOCH if offset >= 0 else -1))
+            topic_entries.append(ListOffsetsResponse.ListOffsetsTopicResponse(name=wanted.name, partitions=partitions))
+        return ListOffsetsResponse(topics=topic_entries)
+
+    def _list_offsets_elsewhere(self, request, version: int, ctx: RequestContext) -> ListOffsetsResponse:
+        """A worker that leads no topic partition: its own high watermarks for a peer, else Kafka's refusal."""
+        peer = ctx.client_id == PEER_CLIENT_ID
+        topic_entries = []
+        for wanted in request.topics:
+            partitions = []
+            for p in wanted.partitions:
+                entry = ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse
+                if peer and version >= 1:
+                    partitions.append(entry(partition_index=p.partition_index, error_code=0, timestamp=-1,
+                                            offset=self.groups.high_watermark(wanted.name, p.partition_index),
+                                            leader_epoch=LEADER_EPOCH))
+                else:
+                    partitions.append(entry(partition_index=p.partition_index,
+                                            error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER, old_style_offsets=[],
+                                            timestamp=-1, offset=-1, leader_epoch=-1))
             topic_entries.append(ListOffsetsResponse.ListOffsetsTopicResponse(name=wanted.name, partitions=partitions))
         return ListOffsetsResponse(topics=topic_entries)
 
@@ -416,6 +511,13 @@ class RequestHandlers:
             wait_ms = min(request.max_wait_ms, self.config.fetch_max_wait_cap_ms)
             await self.fetch_waits.wait(wait_ms / 1000)
         high_watermark = self.groups.high_watermark
+        if self.peers:
+            self.peers.refresh_soon((t.topic, p.partition) for t in request.topics for p in t.partitions
+                                    if t.topic)
+            local, known = high_watermark, self.peers.known
+
+            def high_watermark(topic: str, partition: int) -> int:
+                return max(local(topic, partition), known(topic, partition))
         by_id = version >= 13
         aborted = [] if version >= 4 and request.isolation_level == READ_COMMITTED else None
         responses = []
@@ -429,7 +531,11 @@ class RequestHandlers:
             partitions = []
             for p in wanted.partitions:
                 index = p.partition
-                if topic is None:
+                if not self._keeps_registry:
+                    partitions.append(FetchResponse.FetchableTopicResponse.PartitionData(
+                        partition_index=index, error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER, high_watermark=-1,
+                        last_stable_offset=-1, log_start_offset=-1, aborted_transactions=None, records=b""))
+                elif topic is None:
                     partitions.append(FetchResponse.FetchableTopicResponse.PartitionData(
                         partition_index=index, error_code=unknown, high_watermark=-1, last_stable_offset=-1,
                         log_start_offset=-1, aborted_transactions=None, records=b""))
@@ -461,7 +567,10 @@ class RequestHandlers:
                                              f"Create topics request contains topic '{t.name}' more than once."))
                 results.append(result)
                 continue
-            partitions, refusal = self._requested_layout(t)
+            if self._keeps_registry:
+                partitions, refusal = self._requested_layout(t)
+            else:
+                partitions, refusal = 0, self._not_controller()
             if refusal is None:
                 refusal = self.topics.check_new_topic(t.name, partitions)
             if refusal is None and not request.validate_only:
@@ -482,9 +591,14 @@ class RequestHandlers:
             results.append(result)
         return CreateTopicsResponse(topics=results)
 
+    def _not_controller(self) -> TopicRefusal:
+        owner = self._registry_owner
+        return TopicRefusal(ErrorCode.NOT_CONTROLLER, "This is not the controller" + (
+            f"; node {owner.node_id} is." if owner is not None else "."))
+
     def _requested_layout(self, t) -> tuple[int, TopicRefusal | None]:
         """Partition count of a CreatableTopic, or why its layout is refused."""
-        node = self.config.node_id
+        node = self.ownership.local.node_id
         if t.assignments:
             if t.num_partitions != -1 or t.replication_factor != -1:
                 return 0, TopicRefusal(ErrorCode.INVALID_REQUEST,
@@ -528,6 +642,13 @@ class RequestHandlers:
                 result.error_code = ErrorCode.INVALID_REQUEST
                 result.error_message = "Duplicate topic in the request."
                 continue
+            if not self._keeps_registry:
+                if ctx.client_id == PEER_CLIENT_ID:  # the registry's owner deleted it: forget its watermarks
+                    self.groups.forget_topic(name)
+                    continue
+                refusal = self._not_controller()
+                result.error_code, result.error_message = refusal.error_code, refusal.message
+                continue
             if topic_id != ZERO_UUID:
                 topic = self.topics.get_by_id(topic_id)
                 if topic is None:
@@ -545,6 +666,7 @@ class RequestHandlers:
             else:
                 result.topic_id = outcome.topic_id
                 self.groups.forget_topic(outcome.name)
+                await self.peers.forget_topic(outcome.name)
         return DeleteTopicsResponse(responses=results)
 
     # ------------------------------------------------------------------ CreatePartitions
@@ -552,13 +674,15 @@ class RequestHandlers:
         counts: dict[str, int] = {}
         for t in request.topics:
             counts[t.name] = counts.get(t.name, 0) + 1
-        node = self.config.node_id
+        node = self.ownership.local.node_id
         results = []
         for t in request.topics:
             result = CreatePartitionsResponse.CreatePartitionsTopicResult(name=t.name, error_code=0)
             results.append(result)
             if counts[t.name] > 1:
                 refusal = TopicRefusal(ErrorCode.INVALID_REQUEST, f"Topic '{t.name}' appears more than once.")
+            elif not self._keeps_registry:
+                refusal = self._not_controller()
             else:
                 refusal = self.topics.check_new_partition_count(t.name, t.count)
             if refusal is None and t.assignments is not None:

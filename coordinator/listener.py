@@ -75,6 +75,13 @@ class Listener:
         if not self.sockets:
             raise OSError(errno.EADDRNOTAVAIL, f"{self.host} resolves to no address")
 
+    def adopt(self, sockets: list[socket.socket]) -> None:
+        """Serve sockets bound by someone else (the `--workers` supervisor binds every worker's port once)."""
+        self._loop = asyncio.get_running_loop()
+        for sock in sockets:
+            sock.setblocking(False)
+        self.sockets = list(sockets)
+
     def start_serving(self) -> None:
         assert self._loop is not None, "bind() first"
         for sock in self.sockets:

@@ -3,12 +3,15 @@
 Life cycle (driven by `cohort.coordinator.daemon` or by tests)::
 
     server = CoordinatorServer(config, metrics=metrics)
-    await server.start()   # state "loading": open and replay the offsets log, then bind; "ready"
+    await server.start()   # state "loading": open the store, load the owned partitions, then serve; "ready"
     ...                    # server.port is the bound port (useful with listeners=127.0.0.1:0)
-    await server.stop()    # "stopping": stop accepting, finish in-flight requests, close the log
+    await server.stop()    # "stopping": stop accepting, finish in-flight requests, hand the partitions over,
+                           # close the store
 
-The node wires the offsets log, the group coordinator, the topic registry and
-the request handlers together, and owns the set of open connections
+The node wires the `Store` (the local offsets log unless one is given), the `Ownership` (this node
+owns every partition unless one is given), the group coordinator, the topic registry and the
+request handlers together; the coordinator talks to the store only through the `Store` interface
+and loads and unloads partitions as the ownership says, and owns the set of open connections
 (`cohort.coordinator.connection` does everything within one). Node-wide limits
 from the config: ``max.connections`` (more are refused at accept),
 ``connections.max.idle.ms`` (a connection with nothing in flight and no bytes
@@ -16,6 +19,9 @@ for that long is closed), ``socket.request.read.timeout.ms`` (a request must
 arrive whole within that long of its first byte: a client trickling bytes
 cannot hold a connection, or the request-bytes budget, forever) and
 ``queued.max.request.bytes`` (the `RequestBytesBudget` every connection shares).
+The connections also share one `RebalancePacer`: JoinGroup and SyncGroup
+requests start within a slice of each loop turn, so a huge group's rebalance
+does not hold up everyone else's requests.
 """
 from __future__ import annotations
 
@@ -33,14 +39,17 @@ from cohort.coordinator.connection import Connection, ListenerSecurity, Rebalanc
 from cohort.coordinator.group_coordinator import GroupCoordinator
 from cohort.coordinator.handlers import RequestHandlers
 from cohort.coordinator.listener import Listener
-from cohort.coordinator.log import LogLoadError, OffsetsLog, PartitionState
+from cohort.coordinator.log import OffsetsLog
 from cohort.coordinator.metrics import LogPartitionStats
+from cohort.coordinator.ownership import Node, Ownership
 from cohort.coordinator.records import Record, TopicRecord, TopicTombstone, encode_record
 from cohort.coordinator.security import admin_apis
 from cohort.coordinator.security.authorization import RequestAuthorization
 from cohort.coordinator.security.authorizer import Authorizer
 from cohort.coordinator.security.registry import SECURITY_RECORD_TYPES, SecurityRegistry
 from cohort.coordinator.security.tls import server_context
+from cohort.coordinator.static_ownership import TOPIC_REGISTRY_PARTITION, StaticOwnership
+from cohort.coordinator.store import Store
 from cohort.coordinator.topics import TopicRegistry
 from cohort.protocol.messages import (
     AlterUserScramCredentialsRequest, CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest,
@@ -49,8 +58,7 @@ from cohort.protocol.messages import (
 
 log = logging.getLogger("cohort.coordinator.node")
 
-# The topic registry's records (and the credentials and ACLs) live in this offsets-log partition.
-TOPIC_REGISTRY_PARTITION = 0
+# The credentials and ACLs live in the topic registry's offsets-log partition.
 SECURITY_PARTITION = TOPIC_REGISTRY_PARTITION
 META_PROPERTIES = "meta.properties"
 # Log a refused connection at most this often (a client storm must not flood the log).
@@ -60,16 +68,23 @@ _REFUSAL_LOG_INTERVAL_S = 10.0
 class CoordinatorServer:
     """One Cohort node: the offsets log, the group coordinator, the topic registry and the listener."""
 
-    def __init__(self, config: CoordinatorConfig, metrics: Any = None) -> None:
+    def __init__(self, config: CoordinatorConfig, metrics: Any = None, *, store: Store | None = None,
+                 ownership: Ownership | None = None, listen_sockets: list | None = None) -> None:
+        """`store`: where offsets partitions live (default: the local offsets log in `data.dir`, built at
+        start); `ownership`: which partitions this node coordinates (default: all of them);
+        `listen_sockets`: the Kafka port already bound (a `--workers` supervisor binds its workers' ports)."""
+        self._listen_sockets = listen_sockets
         self.config = config
         self.metrics = metrics
         self.state = "loading"
         self.port: int | None = None
         self.cluster_id: str | None = None
-        self.log: OffsetsLog | None = None
+        self.store: Store | None = store
+        self.ownership: Ownership | None = ownership
         self.groups: GroupCoordinator | None = None
         self.topics: TopicRegistry | None = None
         self.handlers: RequestHandlers | None = None
+        self.cluster = None  # cluster mode (`--cluster`): the etcd connection, store and ownership
         self._listener: Listener | None = None  # the first one (clients' main port)
         self._listeners: list[tuple[Endpoint, Listener]] = []
         self.ports: dict[str, int] = {}  # bound port per listener name
@@ -96,14 +111,17 @@ class CoordinatorServer:
         tls = {protocol: server_context(config, protocol) for protocol in set(protocols.values())
                if protocol.endswith("SSL")}
         try:
-            for endpoint in endpoints:
+            for index, endpoint in enumerate(endpoints):
                 protocol = protocols[endpoint.name]
                 security = ListenerSecurity(endpoint.name, protocol, tls.get(protocol),
                                             config.enabled_mechanisms if protocol.startswith("SASL") else ())
                 listener = Listener(endpoint.host, endpoint.port,
                                     lambda peer, security=security: Connection(self, peer, security),
                                     backlog=1024, ssl_context=security.ssl_context)
-                await listener.bind()
+                if index == 0 and self._listen_sockets is not None:
+                    listener.adopt(self._listen_sockets)  # a worker: the supervisor bound its one listener
+                else:
+                    await listener.bind()
                 self._listeners.append((endpoint, listener))
                 self.ports[endpoint.name] = listener.port
         except OSError:
@@ -114,10 +132,7 @@ class CoordinatorServer:
 
     def failed_partitions(self) -> dict[int, str]:
         """Offsets partitions that failed to load, with why (their groups answer NOT_COORDINATOR)."""
-        if self.log is None:
-            return {}
-        return {p: str(self.log.partition_error(p)) for p in range(self.log.num_partitions)
-                if self.log.partition_state(p) is PartitionState.FAILED}
+        return self.groups.failed_partitions() if self.groups is not None else {}
 
     async def unbind(self) -> None:
         """Release the port of a server that never started (the daemon could not take the data dir)."""
@@ -127,35 +142,37 @@ class CoordinatorServer:
         self._listener = None
 
     async def start(self) -> None:
-        """Load the offsets log (state "loading"), then serve (state "ready"); binds first if `bind` was not called."""
+        """Load the owned partitions (state "loading"), then serve (state "ready"); binds first if `bind` was not called."""
         config = self.config
         started = time.perf_counter()
         if self._listener is None:
             await self.bind()
-        data_dir = Path(config.data_dir)
-        data_dir.mkdir(parents=True, exist_ok=True)
-        self.cluster_id = load_cluster_id(data_dir)
-        self.log = OffsetsLog(
-            data_dir,
-            num_partitions=config.offsets_topic_num_partitions,
-            segment_bytes=config.offsets_topic_segment_bytes,
-            segment_ms=config.offsets_topic_segment_ms,
-            flush_policy=config.offsets_flush_policy,
-            delete_retention_ms=config.delete_retention_ms,
-            cleaner_backoff_ms=config.log_cleaner_backoff_ms,
-            metrics=self.metrics,
-        )
-        self.topics = TopicRegistry(self._persist_topic_records)
-        self.groups = GroupCoordinator(config, self.log, other_records=self._replay_other_record,
+        if config.cluster is not None:
+            await self._open_cluster()
+        else:
+            self._open_local_log()
+        self.topics = TopicRegistry(self.cluster.persist_topics if self.cluster else self._persist_topic_records)
+        self.groups = GroupCoordinator(config, self.store, other_records=self._replay_other_record,
                                        metrics=self.metrics)
-        try:
-            await self.groups.load()
-        except LogLoadError as exc:
+        await self.store.open()
+        if self.cluster is not None:
+            await self.cluster.watch_topics(self.topics)
+        loading = time.perf_counter()
+        await self.ownership.start(self.groups)
+        await self.groups.wait_loaded()
+        failed = self.groups.failed_partitions()
+        owned = len(list(self.ownership.owned()))
+        log.info("offsets log loaded: %d partitions, %d records in %.0f ms%s", owned - len(failed),
+                 self.groups.loaded_records, (time.perf_counter() - loading) * 1000,
+                 f", {len(failed)} partitions failed" if failed else "")
+        if failed:
             # The partitions that loaded serve normally; the groups of the
             # failed ones answer NOT_COORDINATOR until an operator repairs them.
-            log.error("%s", exc)
+            log.error("offsets log failed to load: %s", "; ".join(f"partition {p}: {why}"
+                                                               for p, why in sorted(failed.items())))
         self.groups.start_retention()
         self.handlers = RequestHandlers(config, self.topics, self.groups, self.cluster_id, self.advertised_address,
+                                        self.ownership, registry_everywhere=self.cluster is not None,
                                         extra_handlers=self._security_handlers(), guard=self._authorization())
         if self.metrics is not None:
             self.metrics.watch_groups(self._groups_by_state, self._member_count)
@@ -176,6 +193,38 @@ class CoordinatorServer:
                                      "scram_credentials": len(self.security.credentials),
                                      "cluster_id": self.cluster_id, "topics": len(self.topics),
                                      "start_ms": round((time.perf_counter() - started) * 1000)})
+
+    async def _open_cluster(self) -> None:
+        """Cluster mode: records in etcd, partitions owned through etcd leases, no data dir."""
+        from cohort.coordinator.cluster.node import ClusterNode
+
+        address = self.advertised_address()
+        self.cluster = ClusterNode(self.config, Node(self.config.node_id, address.host, address.port),
+                                   metrics=self.metrics)
+        self.cluster_id = await self.cluster.connect()
+        self.store, self.ownership = self.cluster.store, self.cluster.ownership
+
+    def _open_local_log(self) -> None:
+        config = self.config
+        data_dir = Path(config.data_dir)
+        data_dir.mkdir(parents=True, exist_ok=True)
+        self.cluster_id = load_cluster_id(data_dir)
+        if self.store is None:
+            self.store = OffsetsLog(
+                data_dir,
+                num_partitions=config.offsets_topic_num_partitions,
+                segment_bytes=config.offsets_topic_segment_bytes,
+                segment_ms=config.offsets_topic_segment_ms,
+                flush_policy=config.offsets_flush_policy,
+                delete_retention_ms=config.delete_retention_ms,
+                cleaner_backoff_ms=config.log_cleaner_backoff_ms,
+                metrics=self.metrics,
+                partitions=(),  # loaded one by one as the ownership hands them over
+            )
+        if self.ownership is None:
+            address = self.advertised_address()
+            self.ownership = StaticOwnership.single_node(Node(config.node_id, address.host, address.port),
+                                                         config.offsets_topic_num_partitions)
 
     async def stop(self) -> None:
         """Stop accepting, answer what is in flight, then flush and close the offsets log."""
@@ -212,8 +261,15 @@ class CoordinatorServer:
     async def _close_storage(self) -> None:
         if self.groups is not None and self.state != "stopping":
             self.groups.shutdown()
-        if self.log is not None:
-            await self.log.close()
+        if self.handlers is not None:
+            await self.handlers.peers.close()
+        if self.ownership is not None and self.groups is not None:
+            await self.ownership.stop()  # every owned partition handed over: its appends finish, then released
+            await self.groups.wait_loaded()
+        if self.store is not None:
+            await self.store.close()
+        if self.cluster is not None:
+            await self.cluster.close()
 
     async def __aenter__(self) -> "CoordinatorServer":
         await self.start()
@@ -257,12 +313,12 @@ class CoordinatorServer:
                                     name_by_id, self.metrics).guard
 
     async def _persist_security_records(self, records: list[Record]) -> None:
-        assert self.log is not None
-        await self.log.append(SECURITY_PARTITION, [encode_record(r) for r in records])
+        assert self.store is not None
+        await self.store.append(SECURITY_PARTITION, [encode_record(r) for r in records])
 
     async def _persist_topic_records(self, records: list[TopicRecord | TopicTombstone]) -> None:
-        assert self.log is not None
-        await self.log.append(TOPIC_REGISTRY_PARTITION, [encode_record(r) for r in records])
+        assert self.store is not None
+        await self.store.append(TOPIC_REGISTRY_PARTITION, [encode_record(r) for r in records])
 
     def _replay_other_record(self, record: Record) -> None:
         if isinstance(record, (TopicRecord, TopicTombstone)):
@@ -284,9 +340,12 @@ class CoordinatorServer:
     def _log_partition_stats(self) -> list[LogPartitionStats]:
         """Size and segment count of every offsets partition (read when Prometheus scrapes)."""
         stats = []
-        if self.log is not None:
-            for partition in range(self.log.num_partitions):
-                segments = self.log.segments(partition)
+        segments_of = getattr(self.store, "segments", None)  # a store with local files (the offsets log)
+        if segments_of is not None:
+            # A node reports the partitions it owns (with --workers, the others are another worker's).
+            owned = self.ownership.owned() if self.ownership is not None else range(self.store.num_partitions)
+            for partition in owned:
+                segments = segments_of(partition)
                 size = 0
                 for path in segments:
                     try:

@@ -69,6 +69,10 @@ class _TopicOffsets:
         self.sparse: dict[int, OffsetAndMetadata] | None = None
 
     def _dense(self, partition: int) -> bool:
+        """Whether `partition` lives in `slots`: once in `sparse`, always there (slots may grow past it
+        later, and a second copy in the slots would count it twice)."""
+        if self.sparse is not None and partition in self.sparse:
+            return False
         return 0 <= partition < len(self.slots) // 4 or 0 <= partition <= 2 * self.count + _DENSE_SLACK
 
     def put(self, partition: int, v: OffsetAndMetadata) -> None:
@@ -193,8 +197,7 @@ class OffsetsTable:
         """`put` from the fields: the commit path stores without building an OffsetAndMetadata."""
         t = self._topic(group, topic)
         before = t.count
-        # an existing dense slot (the usual re-commit) needs no density check
-        if 0 <= partition < len(t.slots) // 4 or t._dense(partition):
+        if t._dense(partition):
             t.put_dense(partition, offset, leader_epoch, metadata, commit_timestamp, expire_timestamp)
         else:
             t.put(partition, OffsetAndMetadata(offset, leader_epoch, metadata, commit_timestamp, expire_timestamp))

@@ -18,8 +18,20 @@ it, and appends the journal's batches for that partition again.  Whatever the
 page cache did or did not write back before a crash, the result is the
 checkpointed prefix plus exactly the journaled batches.
 
-Journal file ``journal-<seq, 20 digits>.wal`` in the data directory, a
-sequence of entries (big-endian), declared once in `ENTRY_HEADER`::
+Several processes may share one data directory, each owning some partitions
+(`cohort serve --workers N`); no file is written by two of them.  Each
+`OffsetsLog` instance writes its own journals, ``journal-<owner>-<seq, 20
+digits>.wal`` (owner: a token new at every open), and each partition's mark
+lives in its own directory (``__consumer_offsets-<p>/checkpoint.json``),
+written only by the process holding that directory's lock.  A mark names the
+owner and sequence of the first journal holding what the partition wrote after
+it, so whoever owns the partition next replays it from whichever process wrote
+it, and a journal is deleted only when no partition's mark still names it.
+Data dirs written before this (one ``checkpoint.json`` in the data directory,
+``journal-<seq>.wal``, owner "") are read the same way until every partition
+has a mark of its own.
+
+A journal file is a sequence of entries (big-endian), declared once in `ENTRY_HEADER`::
 
     partition  int32
     length     int32   bytes of the batch that follows
@@ -39,6 +51,7 @@ writes it cannot account for (`offsets_log`).
 """
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import os
@@ -51,7 +64,7 @@ import crc32c
 from construct import Int32sb, Int32ub, Struct
 
 from cohort.coordinator.log.batch import BatchError, BatchView, read_batch
-from cohort.coordinator.log.segments import fsync_dir
+from cohort.coordinator.log.segments import fsync_dir, list_partitions, partition_dir
 
 log = logging.getLogger("cohort.log")
 
@@ -68,13 +81,15 @@ assert _HEADER.size == ENTRY_HEADER_SIZE
 assert ENTRY_HEADER.build(dict(partition=3, length=5, crc=7)) == _HEADER.pack(3, 5, 7)
 _PREFIX = struct.Struct(">ii")
 
-CHECKPOINT_NAME = "checkpoint.json"
-_JOURNAL_RE = re.compile(r"^journal-(\d{20})\.wal$")
+CHECKPOINT_NAME = "checkpoint.json"  # the legacy data-dir-wide one, and each partition's own mark
+_JOURNAL_RE = re.compile(r"^journal-(?:([0-9a-f]+)-)?(\d{20})\.wal$")
 CHECKPOINT_FORMAT = 1
+MARK_FORMAT = 2
+LEGACY_OWNER = ""  # journals and marks written before journals were per owner
 
 
-def journal_name(seq: int) -> str:
-    return f"journal-{seq:020d}.wal"
+def journal_name(seq: int, owner: str = LEGACY_OWNER) -> str:
+    return f"journal-{owner}-{seq:020d}.wal" if owner else f"journal-{seq:020d}.wal"
 
 
 def encode_entry(partition: int, batch: bytes) -> bytes:
@@ -201,8 +216,17 @@ def read_journal(path: Path, num_partitions: int) -> tuple[list[JournalBatch], i
     return scan.entries, scan.valid_end
 
 
-def list_journals(data_dir: Path) -> list[tuple[int, Path]]:
-    """(seq, path) of every journal file, oldest first."""
+@dataclass(slots=True, frozen=True)
+class JournalFile:
+    """A journal file on disk: whose it is and its place in that owner's sequence."""
+
+    owner: str
+    seq: int
+    path: Path
+
+
+def list_owner_journals(data_dir: Path) -> list[JournalFile]:
+    """Every journal file of every owner, by owner, oldest first."""
     try:
         names = os.listdir(data_dir)
     except FileNotFoundError:
@@ -211,8 +235,33 @@ def list_journals(data_dir: Path) -> list[tuple[int, Path]]:
     for name in names:
         m = _JOURNAL_RE.match(name)
         if m:
-            found.append((int(m.group(1)), data_dir / name))
-    return sorted(found)
+            found.append(JournalFile(m.group(1) or LEGACY_OWNER, int(m.group(2)), Path(data_dir) / name))
+    return sorted(found, key=lambda j: (j.owner, j.seq))
+
+
+def lock_journal(fd: int) -> None:
+    """Mark a journal as its owner's, held while the owner runs (released by the kernel on exit, even kill -9)."""
+    fcntl.flock(fd, fcntl.LOCK_EX)
+
+
+def journal_in_use(path: Path) -> bool:
+    """Whether a live process still has `path` open as its journal (then only it may delete it)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # closing drops the probe's lock
+    return False
+
+
+def list_journals(data_dir: Path) -> list[tuple[int, Path]]:
+    """(seq, path) of every journal file (all owners), oldest first per owner."""
+    return [(j.seq, j.path) for j in list_owner_journals(data_dir)]
 
 
 @dataclass(slots=True, frozen=True)
@@ -222,15 +271,25 @@ class PartitionMark:
     segment: int  # base offset of the active segment at the checkpoint
     size: int  # bytes of that segment covered
     next_offset: int
-    journal: int
+    journal: int  # -1: nothing of the partition was journaled after this mark (a clean close or release)
+    owner: str = LEGACY_OWNER  # whose journals continue the partition
+
+    def needs(self, journal: JournalFile) -> bool:
+        """Whether `journal` may hold writes of the partition made after this mark."""
+        return self.journal >= 0 and journal.owner == self.owner and journal.seq >= self.journal
 
 
 class CheckpointError(Exception):
-    """checkpoint.json is unreadable: recovery cannot tell the durable prefix from the journaled rest."""
+    """A checkpoint file is unreadable: recovery cannot tell the durable prefix from the journaled rest."""
 
 
-def read_checkpoint(data_dir: Path) -> dict[int, PartitionMark] | None:
-    """The marks of the last checkpoint, or None if the data dir never had one."""
+def _parse_mark(doc: dict, owner: str = LEGACY_OWNER) -> PartitionMark:
+    return PartitionMark(int(doc["segment"]), int(doc["size"]), int(doc["next_offset"]), int(doc["journal"]),
+                         str(doc.get("owner", owner)))
+
+
+def read_legacy_checkpoint(data_dir: Path) -> dict[int, PartitionMark] | None:
+    """The marks of the data-dir-wide checkpoint.json of older versions, or None if there is none."""
     path = Path(data_dir) / CHECKPOINT_NAME
     try:
         text = path.read_text()
@@ -240,22 +299,55 @@ def read_checkpoint(data_dir: Path) -> dict[int, PartitionMark] | None:
         doc = json.loads(text)
         if doc.get("format") != CHECKPOINT_FORMAT:
             raise ValueError(f"unknown format {doc.get('format')!r}")
-        return {int(p): PartitionMark(int(m["segment"]), int(m["size"]), int(m["next_offset"]), int(m["journal"]))
-                for p, m in doc["partitions"].items()}
+        return {int(p): _parse_mark(m) for p, m in doc["partitions"].items()}
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise CheckpointError(f"{path}: not a valid checkpoint: {exc}") from None
 
 
-def write_checkpoint(data_dir: Path, marks: dict[int, PartitionMark]) -> None:
-    """Replace checkpoint.json atomically (temporary file, fsync, rename, fsync directory)."""
-    data_dir = Path(data_dir)
-    doc = {"format": CHECKPOINT_FORMAT,
-           "partitions": {str(p): {"segment": m.segment, "size": m.size, "next_offset": m.next_offset,
-                                   "journal": m.journal} for p, m in sorted(marks.items())}}
-    tmp = data_dir / (CHECKPOINT_NAME + ".tmp")
+def read_partition_mark(pdir: Path) -> PartitionMark | None:
+    """The mark in a partition directory, or None if it has none (yet)."""
+    path = Path(pdir) / CHECKPOINT_NAME
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return None
+    try:
+        doc = json.loads(text)
+        if doc.get("format") != MARK_FORMAT:
+            raise ValueError(f"unknown format {doc.get('format')!r}")
+        return _parse_mark(doc)
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise CheckpointError(f"{path}: not a valid checkpoint mark: {exc}") from None
+
+
+def write_partition_mark(pdir: Path, mark: PartitionMark) -> None:
+    """Replace the partition's mark atomically (temporary file, fsync, rename, fsync directory)."""
+    pdir = Path(pdir)
+    doc = {"format": MARK_FORMAT, "segment": mark.segment, "size": mark.size, "next_offset": mark.next_offset,
+           "journal": mark.journal, "owner": mark.owner}
+    tmp = pdir / (CHECKPOINT_NAME + ".tmp")
     with open(tmp, "w") as f:
         json.dump(doc, f, separators=(",", ":"))
         f.flush()
         os.fsync(f.fileno())
-    os.replace(tmp, data_dir / CHECKPOINT_NAME)
-    fsync_dir(data_dir)
+    os.replace(tmp, pdir / CHECKPOINT_NAME)
+    fsync_dir(pdir)
+
+
+def read_checkpoint(data_dir: Path) -> dict[int, PartitionMark] | None:
+    """Every partition's mark (its own, else the legacy checkpoint's), or None if the data dir has none."""
+    legacy = read_legacy_checkpoint(data_dir)
+    marks = dict(legacy or {})
+    found = legacy is not None
+    for p in list_partitions(data_dir):
+        mark = read_partition_mark(partition_dir(data_dir, p))
+        if mark is not None:
+            marks[p] = mark
+            found = True
+    return marks if found else None
+
+
+def write_checkpoint(data_dir: Path, marks: dict[int, PartitionMark]) -> None:
+    """Write each partition's mark into its own directory."""
+    for p, mark in sorted(marks.items()):
+        write_partition_mark(partition_dir(data_dir, p), mark)

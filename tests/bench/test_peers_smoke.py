@@ -46,3 +46,17 @@ async def test_zookeeper_commits_are_one_set_per_partition_and_land(smoke_profil
         assert r.extra["max_committed_offset"] >= 1
     ten = results[1]
     assert ten.extra["offsets_per_s"] == pytest.approx(ten.throughput_per_s * 10, rel=1e-3)
+
+
+async def test_the_canned_ceiling_answers_commits_and_fetches_without_errors(smoke_profile):
+    from bench.targets import CannedServer
+
+    profile = smoke_profile.with_overrides(variants=("simple-1p", "simple-10p", "fetch-1p", "fetch-10p"))
+    with CannedServer() as canned:
+        commits = await workload_function("commit")(canned, profile)
+        fetches = await workload_function("fetch")(canned, profile)
+
+    assert [r.variant for r in commits + fetches] == ["simple-1p", "simple-10p", "fetch-1p", "fetch-10p"]
+    for r in commits + fetches:
+        assert_well_formed(r)
+        assert r.target == "canned"

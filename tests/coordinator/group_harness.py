@@ -9,7 +9,8 @@ import asyncio
 from pathlib import Path
 
 from cohort.coordinator.config import CoordinatorConfig
-from cohort.coordinator.group import ManualScheduler
+from cohort.coordinator.groups.classic import RebalanceCause, RebalanceReason, RebalanceRequested
+from cohort.coordinator.groups.runtime import ManualScheduler
 from cohort.coordinator.group_coordinator import GroupCoordinator, RequestContext
 from cohort.coordinator.log import OffsetsLog, StorageError
 from cohort.protocol import messages as m
@@ -43,7 +44,7 @@ class Harness:
         self.clock = ManualScheduler()
         self.data_dir = data_dir
         self.log = FailingLog(data_dir, num_partitions=self.config.offsets_topic_num_partitions,
-                              flush_policy=flush_policy)
+                              flush_policy=flush_policy, partitions=())  # the coordinator loads them
         self.coordinator = GroupCoordinator(self.config, self.log, scheduler=self.clock)
 
     async def start(self) -> "Harness":
@@ -59,7 +60,7 @@ class Harness:
         """Stop this coordinator and load a fresh one from the same directory (same clock)."""
         await self.close()
         self.log = FailingLog(self.data_dir, num_partitions=self.config.offsets_topic_num_partitions,
-                              flush_policy="never")
+                              flush_policy="never", partitions=())
         self.coordinator = GroupCoordinator(self.config, self.log, scheduler=self.clock)
         await self.coordinator.load(start_retention=False)
         return self
@@ -67,19 +68,18 @@ class Harness:
     async def settle(self) -> None:
         """Let every runnable task and in-flight write finish (bounded)."""
         async def drain() -> None:
+            runtime = self.coordinator.runtime
             for _ in range(200):
                 for _ in range(5):
                     await asyncio.sleep(0)
-                busy = [t for g in self.coordinator.groups() for t in g._tasks]
-                if busy:
-                    await asyncio.wait(busy, timeout=1)
+                if runtime.writes_in_flight():
+                    await asyncio.wait_for(runtime.settle(), timeout=1)
                 elif self.coordinator.writes_in_flight():
                     await self.coordinator.wait_for_writes()
                 else:
                     for _ in range(5):
                         await asyncio.sleep(0)
-                    if not self.coordinator.writes_in_flight() and not any(
-                            g._tasks for g in self.coordinator.groups()):
+                    if not self.coordinator.writes_in_flight() and not runtime.writes_in_flight():
                         return
         await asyncio.wait_for(drain(), timeout=10)
 
@@ -90,6 +90,11 @@ class Harness:
 
     def group(self, group_id: str):
         return self.coordinator.group(group_id)
+
+    def request_rebalance(self, group_id: str, detail: str) -> None:
+        """What an admin action or a topic metadata change does: start a rebalance."""
+        self.coordinator.runtime.submit(self.group(group_id), RebalanceRequested(
+            RebalanceReason(RebalanceCause.REQUESTED, detail=detail)))
 
     # ---------------------------------------------------------------- requests
     def join(self, group_id: str, member_id: str = "", *, version: int = 7, instance_id: str | None = None,

@@ -170,6 +170,11 @@ def test_argparse_flags_and_short_aliases_record_their_spelling(tmp_path):
         ({"auto_create_topics_enable": "maybe"}, "auto.create.topics.enable"),
         ({"node_id": True}, "node.id"),
         ({"socket_request_max_bytes": 2**31}, "socket.request.max.bytes"),
+        ({"workers": 2, "listeners": "PLAINTEXT://localhost:1,SASL_PLAINTEXT://localhost:5"},
+         "--workers serves one listener per worker"),
+        ({"cluster": "etcd://localhost:2379", "listeners": "PLAINTEXT://localhost:1,PLAIN2://localhost:2",
+          "listener_security_protocol_map": "PLAINTEXT:PLAINTEXT,PLAIN2:PLAINTEXT"},
+         "cluster mode serves one listener per node"),
     ],
 )
 def test_invalid_values_are_refused_with_one_line_naming_the_setting(overrides, fragment):

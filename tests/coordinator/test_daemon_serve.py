@@ -115,8 +115,13 @@ def scrapes_around_kafka_python_traffic(tmp_path_factory):
             request_timeout_ms=10000,
         )
         try:
-            consumer.subscribe(["metrics-topic"])
+            # Know the topic's partitions before joining: a leader that joins without them assigns
+            # nothing and rebalances again at once, the kafka-python 3.0.12 case described above.
             deadline = time.monotonic() + 30
+            while not consumer.partitions_for_topic("metrics-topic"):
+                assert time.monotonic() < deadline, "no metadata for metrics-topic"
+                time.sleep(0.05)
+            consumer.subscribe(["metrics-topic"])
             while not consumer.assignment():
                 assert time.monotonic() < deadline, "no assignment"
                 consumer.poll(timeout_ms=200)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from cohort.coordinator.group import GroupState
+from cohort.coordinator.groups.classic import GroupState
 from cohort.coordinator.records import GroupMetadataRecord, decode_record
 from cohort.coordinator.log import read_segment, list_segments
 from cohort.coordinator.group_coordinator import RequestContext
@@ -171,7 +171,7 @@ async def test_given_leader_not_rejoining_when_rebalance_times_out_then_removed_
 
 async def test_given_nobody_rejoins_then_group_goes_empty_with_new_generation_record(h):
     ids = await h.stable_group("g", 1)
-    h.group("g").prepare_rebalance("test")  # e.g. topic metadata changed
+    h.request_rebalance("g", "test")  # e.g. topic metadata changed
     await h.advance(10000)
     group = h.group("g")
     assert group.state is GroupState.EMPTY and group.generation_id == 2 and not group.members

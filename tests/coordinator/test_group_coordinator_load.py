@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from cohort.coordinator.group import GroupState
+from cohort.coordinator.groups.classic import GroupState
 from cohort.coordinator.records import GroupMemberRecord, GroupMetadataRecord, GroupMetadataTombstone, OffsetCommitRecord
 from group_harness import E, Harness
 

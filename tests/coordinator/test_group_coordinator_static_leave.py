@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from cohort.coordinator.group import GroupState
+from cohort.coordinator.groups.classic import GroupState
 from group_harness import E, Harness, subscription
 
 
@@ -124,7 +124,7 @@ async def test_given_static_member_not_rejoining_then_kept_after_rebalance_timeo
 
 async def test_given_only_static_members_that_do_not_rejoin_then_phase_extends_until_sessions_end(h):
     ids = await static_group(h, session_ms=25000)
-    h.group("g").prepare_rebalance("test: metadata change")
+    h.request_rebalance("g", "test: metadata change")
     await h.advance(10000)
     assert h.group("g").state is GroupState.PREPARING_REBALANCE  # nobody rejoined: re-armed
     await h.advance(15000)  # sessions end
@@ -191,7 +191,7 @@ async def test_given_rebalance_when_new_instance_replaces_a_parked_static_member
     await h.settle()
     assert leader_join.done()  # both rejoined: the phase completed at once
     gen2 = leader_join.result().generation_id
-    h.group("g").prepare_rebalance("test: metadata changed")
+    h.request_rebalance("g", "test: metadata changed")
     old_join = h.join("g", ids["i2"], instance_id="i2", session_ms=60000)
     await h.settle()
     assert not old_join.done()

@@ -105,3 +105,17 @@ def test_a_column_wise_run_stores_what_commit_by_commit_puts_store(partitions, o
         by_put.put("g", "t", p, OffsetAndMetadata(o, 3, "", 7, -1))
     assert by_run.group_offsets("g") == by_put.group_offsets("g")
     assert len(by_run) == len(by_put)
+
+
+def test_a_partition_stored_sparsely_stays_counted_once_when_the_slots_grow_past_it():
+    from cohort.coordinator.offsets import OffsetAndMetadata, OffsetsTable
+
+    table = OffsetsTable()
+    table.put("g1", "t1", 65, OffsetAndMetadata(1))   # far from 0 in an empty topic: stored sparsely
+    table.delete("g1", "t1", 0)
+    table.put("g1", "t1", 65, OffsetAndMetadata(2))   # now within the dense range of a topic of one offset
+    table.put_fields("g1", "t1", 65, 3, -1, "", -1, -1)
+
+    assert len(table) == 1
+    assert table.get("g1", "t1", 65).offset == 3
+    assert table.group_offset_count("g1") == 1

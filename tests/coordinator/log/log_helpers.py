@@ -34,6 +34,13 @@ async def open_log(data_dir: Path, **kwargs) -> tuple[OffsetsLog, dict[bytes, by
     return log, live
 
 
+async def reopen(data_dir: Path, **kwargs) -> dict[bytes, bytes]:
+    """Open a log, close it again (its partition directories are locked while it is open), return what it replayed."""
+    log, live = await open_log(data_dir, **kwargs)
+    await log.close()
+    return live
+
+
 async def wait_for(predicate, timeout: float = 10.0) -> None:
     """Wait until `predicate()` is true; fail the test after `timeout` seconds."""
     deadline = asyncio.get_running_loop().time() + timeout
@@ -44,7 +51,7 @@ async def wait_for(predicate, timeout: float = 10.0) -> None:
 
 def crash_copy(live_dir, crash_dir) -> None:
     """The files as a crash would find them right now (the log keeps running on the original)."""
-    shutil.copytree(live_dir, crash_dir, ignore=shutil.ignore_patterns(".lock"))
+    shutil.copytree(live_dir, crash_dir, ignore=shutil.ignore_patterns(".lock", "*.tmp"))  # a mark being written
 
 
 def garble_past_marks(data_dir) -> int:

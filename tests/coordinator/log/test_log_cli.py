@@ -8,7 +8,7 @@ import sys
 import uuid
 
 import pytest
-from log_helpers import commit, crash_copy, garble_past_marks, open_log
+from log_helpers import reopen, commit, crash_copy, garble_past_marks, open_log
 
 from cohort.coordinator.cli import main
 from cohort.coordinator.daemon import DataDirLock
@@ -86,7 +86,8 @@ async def test_verify_warns_about_a_torn_tail_and_fails_on_it_only_when_strict(d
     code, out, _ = run(capsys, "verify", "--data-dir", str(data_dir))
     assert code == 1 and "3 bytes the last checkpoint covers are missing" in out  # the checkpoint vouched for them
 
-    (data_dir / CHECKPOINT_NAME).unlink()  # a log no checkpoint vouches for: a short tail may be unfinished
+    for mark in data_dir.glob(f"*/{CHECKPOINT_NAME}"):
+        mark.unlink()  # a log no checkpoint vouches for: a short tail may be unfinished
     for _, journal in list_journals(data_dir):
         journal.unlink()
     code, out, _ = run(capsys, "verify", "--data-dir", str(data_dir))
@@ -138,7 +139,7 @@ async def test_offline_compaction_keeps_the_latest_records_and_refuses_a_locked_
     assert code == 0 and "partition 1:" in out
     assert "1 partition(s) not compacted (0): their records are all in the active segment" in out
     assert out.splitlines()[-1] == "compacted 1 partition(s)"
-    _, live = await open_log(data_dir, num_partitions=2)
+    live = await reopen(data_dir, num_partitions=2)
     expected = dict(encode_record(OffsetCommitRecord("payments", "orders", p, 106 + p, 4, "", 17)) for p in (0, 1))
     assert {k: v for k, v in live.items() if k in expected} == expected
 

@@ -8,7 +8,7 @@ import resource
 import signal
 
 import pytest
-from log_helpers import commit, open_log
+from log_helpers import reopen, commit, open_log
 
 from cohort.coordinator.log import StorageError, list_segments, read_segment
 from cohort.protocol.errors import ErrorCode
@@ -48,7 +48,7 @@ async def test_a_write_past_the_file_size_limit_fails_cleanly_and_the_log_recove
 
     assert await log.append(0, [commit("g", "t", 0, 3)]) == 1
     await log.close()
-    _, live = await open_log(tmp_path)
+    live = await reopen(tmp_path)
     assert live == dict([commit("g", "t", 0, 3)])
 
 
@@ -74,7 +74,7 @@ async def test_a_failed_fsync_fails_every_waiting_append_and_keeps_none_of_them(
 
     assert await log.append(0, [commit("g", "t", 0, 6)]) == 1
     await log.close()
-    _, live = await open_log(tmp_path)
+    live = await reopen(tmp_path)
     assert live == dict([commit("g", "t", 0, 6)])
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from log_helpers import commit, open_log
+from log_helpers import reopen, commit, open_log
 
 from cohort.coordinator.log import list_segments, read_segment
 from cohort.coordinator.log.batch import iter_batches
@@ -34,7 +34,7 @@ async def test_flush_policies_all_persist_on_close(tmp_path):
         await asyncio.gather(*[log.append(0, [commit("g", "t", i, i)]) for i in range(10)])
         await asyncio.sleep(0.02)
         await log.close()
-        _, live = await open_log(data_dir)
+        live = await reopen(data_dir)
         assert live == dict(commit("g", "t", i, i) for i in range(10))
 
 

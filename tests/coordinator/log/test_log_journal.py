@@ -9,10 +9,10 @@ import random
 import threading
 
 import pytest
-from log_helpers import commit, crash_copy, garble_past_marks, open_log
+from log_helpers import reopen, commit, crash_copy, garble_past_marks, open_log
 
 from cohort.coordinator.log import LogLoadError, OffsetsLog, list_segments
-from cohort.coordinator.log import offsets_log as offsets_log_module
+from cohort.coordinator.log import checkpoints as checkpoints_module
 from cohort.coordinator.log.journal import list_journals, read_checkpoint, read_journal
 from cohort.coordinator.log.segments import segment_base
 
@@ -50,7 +50,7 @@ async def test_every_acknowledged_batch_past_the_checkpoint_comes_back_from_the_
 
     assert garble_past_marks(crash_dir) > 0  # no checkpoint since the open: everything is past the marks
     with caplog.at_level("INFO", logger="cohort.log"):
-        _, live = await open_log(crash_dir, num_partitions=PARTITIONS)
+        live = await reopen(crash_dir, num_partitions=PARTITIONS)
     assert live == model
     assert any("replayed from the journal" in r.getMessage() for r in caplog.records)
 
@@ -60,13 +60,13 @@ async def test_segments_rolled_after_the_checkpoint_are_rebuilt_from_the_journal
     live_dir, crash_dir = tmp_path / "live", tmp_path / "crash"
     log, _ = await open_log(live_dir, num_partitions=PARTITIONS, segment_bytes=300)
     release = threading.Event()
-    real_write_checkpoint = offsets_log_module.write_checkpoint
+    real_write_mark = checkpoints_module.write_partition_mark
 
-    def held_write_checkpoint(data_dir, marks):
+    def held_write_mark(pdir, mark):
         assert release.wait(20), "the test never released the checkpoint"
-        real_write_checkpoint(data_dir, marks)
+        real_write_mark(pdir, mark)
 
-    monkeypatch.setattr(offsets_log_module, "write_checkpoint", held_write_checkpoint)
+    monkeypatch.setattr(checkpoints_module, "write_partition_mark", held_write_mark)
     model = await _commit_many(log, 200, seed=2)
     crash_copy(live_dir, crash_dir)
     release.set()
@@ -76,11 +76,11 @@ async def test_segments_rolled_after_the_checkpoint_are_rebuilt_from_the_journal
     rolled_after = [s for p, s in list_segments(crash_dir) if segment_base(s) > marks[p].segment]
     assert rolled_after  # the crash copy has segments the checkpoint does not cover
     garble_past_marks(crash_dir)
-    monkeypatch.setattr(offsets_log_module, "write_checkpoint", real_write_checkpoint)
+    monkeypatch.setattr(checkpoints_module, "write_partition_mark", real_write_mark)
     log2, live = await open_log(crash_dir, num_partitions=PARTITIONS, segment_bytes=300)
     assert live == model
     await log2.close()
-    _, live = await open_log(crash_dir, num_partitions=PARTITIONS, segment_bytes=300)
+    live = await reopen(crash_dir, num_partitions=PARTITIONS, segment_bytes=300)
     assert live == model  # and the rebuilt files stand on their own after the next checkpoint
 
 
@@ -94,7 +94,7 @@ async def test_an_unfinished_journal_entry_ends_the_journal(tmp_path, caplog):
         f.write(bytes([0, 0, 0, 1, 0, 0, 1, 0]) + b"\x13" * 40)  # an entry header and part of its batch
     garble_past_marks(crash_dir)
     with caplog.at_level("WARNING", logger="cohort.log"):
-        _, live = await open_log(crash_dir, num_partitions=PARTITIONS)
+        live = await reopen(crash_dir, num_partitions=PARTITIONS)
     assert live == model
     assert any("not a valid entry" in r.getMessage() for r in caplog.records)
 

@@ -112,8 +112,10 @@ class OffsetsLogMachine(RuleBasedStateMachine):
     @rule(garble=st.booleans())
     def crash(self, garble):
         """The files as a crash finds them, and (garble) what a power cut may leave past the checkpoint."""
-        while self.log._checkpoint is not None:  # a copy is not atomic: take it between checkpoints
-            self.loop.run_until_complete(asyncio.wait([self.log._checkpoint]))
+        # A copy is not atomic: take it between checkpoints (and the first marks written at load).
+        while self.log._checkpoint is not None or any(p.marking is not None for p in self.log._parts):
+            self.loop.run_until_complete(asyncio.wait([f for f in [self.log._checkpoint,
+                                                                   *(p.marking for p in self.log._parts)] if f]))
         crashed = tempfile.mkdtemp(prefix="cohort-log-crash-")
         shutil.copytree(self.dir, crashed, dirs_exist_ok=True)
         self.loop.run_until_complete(self.log.close())

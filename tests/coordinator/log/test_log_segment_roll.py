@@ -7,9 +7,9 @@ hold, and by age (offsets.topic.segment.ms), so what a restart reads follows the
 """
 from __future__ import annotations
 
-from log_helpers import FakeClock, commit, open_log
+from log_helpers import reopen, FakeClock, commit, open_log
 
-from cohort.coordinator.log import offsets_log as offsets_log_module
+from cohort.coordinator.log import state as log_state
 from cohort.coordinator.log.batch import iter_batches
 
 KEYS = 20
@@ -20,7 +20,7 @@ def records_on_disk(log, partition: int = 0) -> int:
 
 
 async def test_a_long_history_of_few_keys_is_compacted_down_to_about_the_live_records(tmp_path, monkeypatch):
-    monkeypatch.setattr(offsets_log_module, "ROLL_MIN_BYTES", 4096)
+    monkeypatch.setattr(log_state, "ROLL_MIN_BYTES", 4096)
     log, _ = await open_log(tmp_path, cleaner_backoff_ms=10**9)  # compaction only when the test asks
     for i in range(4000):
         await log.append(0, [commit("g", "t", i % KEYS, i)])
@@ -35,7 +35,7 @@ async def test_a_long_history_of_few_keys_is_compacted_down_to_about_the_live_re
     assert len(log.segments(0)) >= 2  # it rolled, although segment.bytes (100 MiB) was never reached
     # The live keys, the active segment (4 KiB: ~50 records) and what the last pass had not reached.
     assert on_disk < 250, on_disk
-    _, live = await open_log(tmp_path)
+    live = await reopen(tmp_path)
     assert live == dict(commit("g", "t", i % KEYS, i) for i in range(4000 - KEYS, 4000))
 
 

@@ -13,7 +13,7 @@ import errno
 import os
 import threading
 
-from log_helpers import commit, open_log, wait_for
+from log_helpers import reopen, commit, open_log, wait_for
 
 from cohort.coordinator.log import StorageError, list_segments, read_segment
 from cohort.coordinator.log.batch import iter_batches
@@ -92,7 +92,7 @@ async def test_a_turn_of_many_appends_starts_a_round_before_it_ends_and_another_
     for p, [segment] in _segments_by_partition(tmp_path).items():
         assert len(list(iter_batches(segment.read_bytes()))) == 2
     assert sorted(lasts) == sorted(list(range(16)) * 4)
-    _, live = await open_log(tmp_path, num_partitions=4)
+    live = await reopen(tmp_path, num_partitions=4)
     assert live == dict(commit(f"g{i}", "t", 0, i) for i in range(64))
 
 
@@ -142,7 +142,7 @@ async def test_a_round_whose_fsync_succeeded_still_fails_when_an_earlier_round_f
     for p, paths in _segments_by_partition(tmp_path).items():
         assert paths[-1].stat().st_size == sizes.get(p, 0)  # both rounds' batches were cut off
     await log.close()
-    _, live = await open_log(tmp_path, num_partitions=2)
+    live = await reopen(tmp_path, num_partitions=2)
     assert live == dict([commit("g", "t", 0, 1)])
 
 
@@ -169,7 +169,7 @@ async def test_a_failed_journal_fsync_fails_every_append_of_the_round_and_keeps_
 
     assert await log.append(1, [commit("g1", "t", 0, 3)]) == 1  # the disk is back: the same offset again
     await log.close()
-    _, live = await open_log(tmp_path, num_partitions=3)
+    live = await reopen(tmp_path, num_partitions=3)
     assert live == dict([commit("g0", "t", 0, 1), commit("g1", "t", 0, 3), commit("g2", "t", 0, 1)])
 
 

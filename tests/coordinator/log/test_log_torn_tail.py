@@ -17,7 +17,8 @@ from cohort.coordinator.log.journal import CHECKPOINT_NAME, list_journals
 
 def forget_checkpoint(data_dir):
     """What a log written before checkpoints existed looks like: segments only."""
-    (data_dir / CHECKPOINT_NAME).unlink()
+    for path in data_dir.glob(f"*/{CHECKPOINT_NAME}"):
+        path.unlink()
     for _, path in list_journals(data_dir):
         path.unlink()
 

@@ -1,0 +1,246 @@
+"""``cohort cluster status | import``: look at a cluster in etcd, and move a single node's log into it.
+
+`status` reads etcd only: the nodes with their lease time left, and per offsets partition its owner,
+ownership epoch and how many groups and committed offsets it holds. `import` copies the live records
+of a stopped single node's data dir into etcd, each key only if the cluster does not have it yet, so
+it is idempotent and never overwrites what the cluster wrote since; it is a dry run unless
+``--execute``. One line on stderr and a non-zero exit for every failure: 1 refused, 2 could not run.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+from pathlib import Path
+
+EXIT_OK = 0
+EXIT_REFUSED = 1
+EXIT_ERROR = 2
+INSTALL_HINT = "cluster mode needs the etcd client: pip install 'cohort[cluster]'"
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("cluster", help="cluster mode on etcd: status, import a single node's log",
+                                   description="Inspect a Cohort cluster kept in etcd, or import a single node's "
+                                   "offsets log into it.")
+    commands = parser.add_subparsers(dest="cluster_command", metavar="COMMAND", required=True)
+
+    status = commands.add_parser("status", help="nodes, and partition -> owner, epoch, groups",
+                                 description="Nodes (id, address, lease time left) and, per offsets partition, "
+                                 "its owner, ownership epoch, groups and committed offsets.")
+    _cluster_argument(status)
+    status.add_argument("--output", choices=("table", "json"), default="table", help="output format (default table)")
+    status.set_defaults(func=status_command)
+
+    imp = commands.add_parser("import", help="copy a single node's offsets log into the cluster (dry run by default)",
+                              description="Copy the offsets, groups and topics of a stopped single node's data "
+                              "dir into etcd. Keys the cluster already has are left alone (idempotent). Without "
+                              "--execute only prints what it would do. Refuses while any node is running.")
+    _cluster_argument(imp)
+    imp.add_argument("--data-dir", required=True, type=Path, help="the single node's data dir (server stopped)")
+    imp.add_argument("--execute", action="store_true", help="write to etcd (default: dry run)")
+    imp.add_argument("--output", choices=("table", "json"), default="table", help="output format (default table)")
+    imp.set_defaults(func=import_command)
+
+
+def _cluster_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--cluster", default=os.environ.get("COHORT_CLUSTER"),
+                        help="etcd://HOST:PORT[,HOST:PORT...] (default: $COHORT_CLUSTER)")
+    parser.add_argument("--timeout", type=float, default=5.0, help="seconds to wait for etcd per call (default 5)")
+
+
+def _fail(message: str, code: int = EXIT_ERROR) -> int:
+    print(f"cohort cluster: {message}", file=sys.stderr)
+    return code
+
+
+def _endpoints(args: argparse.Namespace) -> list[str]:
+    from cohort.coordinator.config import parse_cluster_url
+
+    if not args.cluster:
+        raise ValueError("no cluster given: --cluster etcd://HOST:PORT[,...] or COHORT_CLUSTER")
+    return parse_cluster_url(args.cluster)
+
+
+def _client(args: argparse.Namespace):
+    try:
+        from cohort.coordinator.cluster.etcd import EtcdClient
+    except ImportError:
+        raise ValueError(INSTALL_HINT) from None
+    return EtcdClient(_endpoints(args), timeout_s=args.timeout)
+
+
+# --- status ----------------------------------------------------------------------------------------
+
+def status_command(args: argparse.Namespace) -> int:
+    try:
+        client = _client(args)
+    except ValueError as exc:
+        return _fail(str(exc))
+    from cohort.coordinator.cluster.etcd import EtcdUnavailable
+
+    try:
+        report = asyncio.run(_status(client))
+    except EtcdUnavailable as exc:
+        return _fail(str(exc))
+    try:
+        _print_status(report, args.output)
+    except BrokenPipeError:  # `cohort cluster status | head`
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return EXIT_OK
+
+
+def _print_status(report: dict, output: str) -> None:
+    if output == "json":
+        print(json.dumps(report, indent=2))
+        return
+    print(f"{'NODE':>5}  {'ADDRESS':<24} LEASE LEFT")
+    for node in report["nodes"]:
+        print(f"{node['node_id']:>5}  {node['address']:<24} {node['lease_ttl_s']}s")
+    print()
+    print(f"{'PARTITION':>9}  {'OWNER':>5}  {'EPOCH':>10}  {'GROUPS':>6}  {'OFFSETS':>8}")
+    for row in report["partitions"]:
+        owner = "-" if row["owner"] is None else row["owner"]
+        epoch = "-" if row["epoch"] is None else row["epoch"]
+        print(f"{row['partition']:>9}  {owner:>5}  {epoch:>10}  {row['groups']:>6}  {row['offsets']:>8}")
+
+
+async def _status(client) -> dict:
+    from cohort.coordinator.cluster import keys
+    from cohort.coordinator.cluster.etcd import op_count, prefix_end
+
+    await client.connect()
+    try:
+        nodes, _, _ = await client.range(keys.NODES, prefix_end(keys.NODES))
+        owners, _, revision = await client.range(keys.OWNERS, prefix_end(keys.OWNERS))
+        node_rows = []
+        for kv in nodes:
+            node_rows.append({"node_id": keys.id_of(kv.key, keys.NODES), "address": kv.value.decode(errors="replace"),
+                              "lease_ttl_s": await client.time_to_live(kv.lease) if kv.lease else None})
+        owner_of = {keys.id_of(kv.key, keys.OWNERS): kv for kv in owners}
+        num_partitions = max([50, *(p + 1 for p in owner_of if p is not None)])
+        counts: dict[tuple[bytes, int], int] = {}
+        for kind in (b"g/", b"o/"):
+            for first in range(0, num_partitions, 100):
+                batch = range(first, min(num_partitions, first + 100))
+                _, _, responses = await client.txn([], [
+                    op_count(prefix, revision) for prefix in (kind + b"%d/" % p for p in batch)])
+                for p, response in zip(batch, responses):
+                    counts[(kind, p)] = response.response_range.count
+        rows = []
+        for p in range(num_partitions):
+            kv = owner_of.get(p)
+            rows.append({"partition": p, "owner": int(kv.value) if kv and kv.value.isdigit() else None,
+                         "epoch": kv.create_revision if kv else None,
+                         "groups": counts[(b"g/", p)], "offsets": counts[(b"o/", p)]})
+        return {"revision": revision, "nodes": node_rows, "partitions": rows}
+    finally:
+        await client.close()
+
+
+# --- import ----------------------------------------------------------------------------------------
+
+def import_command(args: argparse.Namespace) -> int:
+    from cohort.coordinator.daemon import DataDirLock, StartupError
+    from cohort.coordinator.log import CorruptLogError, list_partitions
+
+    data_dir: Path = args.data_dir
+    if not data_dir.is_dir():
+        return _fail(f"no data dir at {data_dir}")
+    if not list_partitions(data_dir):
+        return _fail(f"no offsets log in {data_dir} (no __consumer_offsets-* segments)")
+    try:
+        client = _client(args)
+    except ValueError as exc:
+        return _fail(str(exc))
+    lock = DataDirLock(data_dir)
+    try:
+        lock.acquire()
+    except StartupError as exc:
+        return _fail(f"{exc}: stop it first", EXIT_REFUSED)
+    from cohort.coordinator.cluster.etcd import EtcdUnavailable
+
+    try:
+        live = _live_records(data_dir)
+        report = asyncio.run(_import(client, live, execute=args.execute))
+    except CorruptLogError as exc:
+        return _fail(f"damaged log, nothing imported: {exc}", EXIT_REFUSED)
+    except EtcdUnavailable as exc:
+        return _fail(str(exc))
+    except _Refused as exc:
+        return _fail(str(exc), EXIT_REFUSED)
+    finally:
+        lock.release()
+    if args.output == "json":
+        print(json.dumps(report, indent=2))
+    else:
+        verb = "imported" if args.execute else "would import (dry run; --execute to write)"
+        print(f"{'PARTITION':>9}  {'RECORDS':>8}  {'PRESENT':>8}  {'NEW':>8}")
+        for row in report["partitions"]:
+            print(f"{row['partition']:>9}  {row['records']:>8}  {row['present']:>8}  {row['new']:>8}")
+        print(f"{verb}: {report['new']} records ({report['present']} already in the cluster)")
+    return EXIT_OK
+
+
+class _Refused(Exception):
+    pass
+
+
+def _live_records(data_dir: Path) -> dict[int, dict[bytes, bytes]]:
+    """Per partition, the latest value of every key whose latest record is not a tombstone."""
+    from cohort.coordinator.log import list_partitions, read_partition
+
+    live: dict[int, dict[bytes, bytes]] = {}
+    for partition in list_partitions(data_dir):
+        latest: dict[bytes, bytes | None] = {}
+        for _, key, value in read_partition(data_dir, partition):
+            latest[key] = value
+        live[partition] = {k: v for k, v in latest.items() if v is not None}
+    return live
+
+
+async def _import(client, live: dict[int, dict[bytes, bytes]], *, execute: bool) -> dict:
+    from cohort.coordinator.cluster import keys
+    from cohort.coordinator.cluster.etcd import ETCD_MAX_TXN_OPS, compare_create_revision, op_put, prefix_end
+
+    await client.connect()
+    try:
+        nodes, _, _ = await client.range(keys.NODES, prefix_end(keys.NODES), limit=1)
+        if execute and nodes:
+            raise _Refused("nodes are running in this cluster (they would not see the imported records): "
+                           "stop every node, import, then start them")
+        rows, total_new, total_present = [], 0, 0
+        for partition, records in sorted(live.items()):
+            wanted = {keys.etcd_key(partition, k): v for k, v in records.items()}
+            present = set()
+            for prefix in [*keys.partition_prefixes(partition), *([keys.TOPICS] if partition == 0 else [])]:
+                async for page in client.range_prefix(prefix, keys_only=True):
+                    present.update(kv.key for kv in page if kv.key in wanted)
+            new = [(k, v) for k, v in wanted.items() if k not in present]
+            if execute:
+                await _write_if_absent(client, new, ETCD_MAX_TXN_OPS, compare_create_revision, op_put)
+            rows.append({"partition": partition, "records": len(wanted), "present": len(present), "new": len(new)})
+            total_new += len(new)
+            total_present += len(present)
+        return {"executed": execute, "new": total_new, "present": total_present, "partitions": rows}
+    finally:
+        await client.close()
+
+
+async def _write_if_absent(client, items: list[tuple[bytes, bytes]], max_ops: int, compare_create_revision, op_put):
+    """Put each key only if it does not exist (a key created meanwhile is left alone)."""
+    budget = 1024 * 1024
+    i = 0
+    while i < len(items):
+        chunk, size = [], 0
+        while i < len(items) and len(chunk) < max_ops and (not chunk or size + len(items[i][1]) < budget):
+            chunk.append(items[i])
+            size += len(items[i][0]) + len(items[i][1])
+            i += 1
+        held, _, _ = await client.txn([compare_create_revision(k, 0) for k, _ in chunk],
+                                      [op_put(k, v) for k, v in chunk])
+        if not held:  # someone created one of them meanwhile: one by one
+            for k, v in chunk:
+                await client.txn([compare_create_revision(k, 0)], [op_put(k, v)])

@@ -1,0 +1,180 @@
+"""The connection to etcd: the few v3 calls cluster mode makes, with one error type and bounded time.
+
+Built on `etcd3aio` (asyncio gRPC; one channel round-robins over every endpoint given, so a dead
+member is skipped). Every call has a deadline and is tried once: a transaction whose outcome is
+unknown must be answered as an error to the client, never silently retried here. Any failure to
+reach a quorum (member down, no leader, timeout) becomes `EtcdUnavailable`; callers map it to
+Kafka's retriable errors.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+
+import grpc
+from etcd3aio import Etcd3Client, EtcdError
+from etcd3aio.kv import KVService
+
+log = logging.getLogger("cohort.cluster")
+
+# etcd's defaults (`--max-txn-ops`, `--max-request-bytes`): a transaction carries at most this many
+# operations per branch, and the whole request at most this many bytes.
+ETCD_MAX_TXN_OPS = 128
+ETCD_MAX_REQUEST_BYTES = 1536 * 1024
+
+
+class EtcdUnavailable(Exception):
+    """etcd did not answer (in time): no quorum, no leader, every endpoint down."""
+
+
+class EtcdRequestTooLarge(Exception):
+    """etcd refused a request over its `--max-request-bytes`."""
+
+
+@dataclass(frozen=True, slots=True)
+class KeyValue:
+    key: bytes
+    value: bytes
+    create_revision: int
+    mod_revision: int
+    lease: int
+
+
+def prefix_end(prefix: bytes) -> bytes:
+    """The range end that covers every key starting with `prefix`."""
+    end = bytearray(prefix)
+    while end:
+        if end[-1] < 0xFF:
+            end[-1] += 1
+            return bytes(end)
+        end.pop()
+    return b"\0"
+
+
+def _kv(pb) -> KeyValue:
+    return KeyValue(pb.key, pb.value, pb.create_revision, pb.mod_revision, pb.lease)
+
+
+class EtcdClient:
+    """One gRPC channel to the etcd cluster, shared by the store and the ownership of a node."""
+
+    def __init__(self, endpoints: Sequence[str], timeout_s: float = 5.0) -> None:
+        self.endpoints = list(endpoints)
+        self.timeout_s = timeout_s
+        self._client = Etcd3Client(self.endpoints, rpc_max_attempts=1)
+        self._connected = False
+
+    async def connect(self) -> None:
+        if not self._connected:
+            await self._client.connect()
+            self._connected = True
+
+    async def close(self) -> None:
+        if self._connected:
+            self._connected = False
+            await self._client.close()
+
+    async def _call(self, what: str, coro):
+        try:
+            return await asyncio.wait_for(coro, self.timeout_s)
+        except (TimeoutError, asyncio.TimeoutError) as exc:
+            raise EtcdUnavailable(f"etcd {what}: no answer within {self.timeout_s:g}s") from exc
+        except grpc.aio.AioRpcError as exc:
+            details = exc.details() or ""
+            if exc.code() == grpc.StatusCode.INVALID_ARGUMENT and "too large" in details:
+                raise EtcdRequestTooLarge(f"etcd {what}: {details}") from exc
+            raise EtcdUnavailable(f"etcd {what}: {exc.code().name} {details}".rstrip()) from exc
+        except EtcdError as exc:
+            cause = exc.__cause__
+            if isinstance(cause, grpc.aio.AioRpcError) and "too large" in (cause.details() or ""):
+                raise EtcdRequestTooLarge(f"etcd {what}: {cause.details()}") from exc
+            raise EtcdUnavailable(f"etcd {what}: {exc}") from exc
+
+    # --- key-value -------------------------------------------------------------------------------
+
+    async def range(self, key: bytes, range_end: bytes = b"", *, limit: int = 0,
+                    revision: int = 0, keys_only: bool = False) -> tuple[list[KeyValue], bool, int]:
+        """(key-values in key order, more follow, revision read at)."""
+        response = await self._call("range", self._client.kv.get(
+            key, range_end or None, revision=revision, limit=limit, keys_only=keys_only))
+        return [_kv(kv) for kv in response.kvs], response.more, response.header.revision
+
+    async def range_prefix(self, prefix: bytes, *, page_size: int = 1000, revision: int = 0,
+                           keys_only: bool = False) -> AsyncIterator[list[KeyValue]]:
+        """Every key under `prefix`, page by page, all read at one revision (a consistent snapshot)."""
+        start, end = prefix, prefix_end(prefix)
+        while True:
+            page, more, read_at = await self.range(start, end, limit=page_size, revision=revision,
+                                                   keys_only=keys_only)
+            revision = revision or read_at
+            if page:
+                yield page
+            if not more or not page:
+                return
+            start = page[-1].key + b"\0"
+
+    async def txn(self, compare: Sequence, success: Sequence, failure: Sequence = ()) -> tuple[bool, int, list]:
+        """(compare held, revision of the transaction, the branch's responses)."""
+        response = await self._call("txn", self._client.kv.txn(compare, success, failure))
+        return response.succeeded, response.header.revision, list(response.responses)
+
+    # --- leases ----------------------------------------------------------------------------------
+
+    async def grant(self, ttl_s: int) -> tuple[int, int]:
+        """A new lease: (id, TTL etcd granted in seconds)."""
+        response = await self._call("lease grant", self._client.lease.grant(ttl_s))
+        return response.ID, response.TTL
+
+    async def keepalive_once(self, lease_id: int) -> int:
+        """Refresh `lease_id` once; the TTL it has now (<= 0: the lease is gone)."""
+        stream = self._client.lease.keep_alive(lease_id)
+
+        async def first_answer() -> int:
+            async for response in stream:
+                return response.TTL
+            return 0
+
+        try:
+            return await self._call("lease keepalive", first_answer())
+        finally:
+            stream.cancel()
+
+    async def time_to_live(self, lease_id: int) -> int:
+        response = await self._call("lease ttl", self._client.lease.time_to_live(lease_id))
+        return response.TTL
+
+    async def revoke(self, lease_id: int) -> None:
+        await self._call("lease revoke", self._client.lease.revoke(lease_id))
+
+    # --- watches ---------------------------------------------------------------------------------
+
+    async def watch_prefix(self, prefix: bytes, start_revision: int) -> AsyncIterator[list]:
+        """Event batches under `prefix` from `start_revision` on (etcd3aio reconnects on failover).
+
+        Each event has `.type` (0 put, 1 delete) and `.kv`. Ends by raising `EtcdUnavailable` when
+        the stream fails for good; the caller resynchronises from a fresh read.
+        """
+        try:
+            async for response in self._client.watch.watch(prefix, prefix_end(prefix), start_revision):
+                if response.canceled or response.compact_revision:
+                    raise EtcdUnavailable(f"etcd watch of {prefix!r} cancelled: {response.cancel_reason}")
+                if response.events:
+                    yield [(event.type, _kv(event.kv)) for event in response.events]
+        except grpc.aio.AioRpcError as exc:
+            raise EtcdUnavailable(f"etcd watch: {exc.code().name}") from exc
+
+
+# Building blocks of a transaction (etcd's Compare and RequestOp messages).
+compare_create_revision = KVService.txn_compare_create_revision
+op_put = KVService.txn_op_put
+op_delete = KVService.txn_op_delete
+op_range = KVService.txn_op_get
+
+
+def op_count(prefix: bytes, revision: int = 0):
+    """A range operation that only counts the keys under `prefix`."""
+    op = op_range(prefix, range_end=prefix_end(prefix), revision=revision)
+    op.request_range.count_only = True
+    return op

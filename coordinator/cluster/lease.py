@@ -1,0 +1,93 @@
+"""`NodeLease`: this node's etcd lease, kept alive, and how long it is certainly still valid.
+
+Why a local deadline: etcd deletes a lapsed lease's keys (`nodes/<id>`, `owner/<p>`) on its own, and
+another node then claims the partitions. The node itself must stop serving them no later than that,
+even when etcd cannot tell it (partitioned, etcd down). Each answered keepalive moves the deadline to
+the moment the request was sent plus the TTL etcd reported: before that instant the lease cannot have
+expired, after it the node treats its ownership as gone.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import time
+from collections.abc import Callable
+
+from cohort.coordinator.cluster.etcd import EtcdClient, EtcdUnavailable
+
+log = logging.getLogger("cohort.cluster")
+
+
+class NodeLease:
+    def __init__(self, etcd: EtcdClient, ttl_ms: int, *, on_expired: Callable[[], None]) -> None:
+        self.etcd = etcd
+        self.ttl_ms = ttl_ms
+        self.on_expired = on_expired  # the lease is (or may be) gone: stop serving what it held
+        self.lease_id = 0
+        self.deadline = 0.0  # time.monotonic() until which the lease is certainly alive
+        self._task: asyncio.Task | None = None
+
+    @property
+    def ttl_s(self) -> int:
+        return max(1, math.ceil(self.ttl_ms / 1000))
+
+    def alive(self) -> bool:
+        return self.lease_id != 0 and time.monotonic() < self.deadline
+
+    async def grant(self) -> int:
+        """A fresh lease (the previous one, if any, is left to expire)."""
+        sent = time.monotonic()
+        self.lease_id, ttl = await self.etcd.grant(self.ttl_s)
+        self.deadline = sent + ttl
+        log.info("etcd lease %x granted, TTL %ds", self.lease_id, ttl)
+        return self.lease_id
+
+    def start_keepalive(self) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self._keepalive(), name="etcd-lease-keepalive")
+
+    async def stop_keepalive(self) -> None:
+        """Stop refreshing the lease (shutdown; tests use it to play a paused node)."""
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def revoke(self) -> None:
+        """Give the lease back now: etcd deletes every key under it at once."""
+        await self.stop_keepalive()
+        lease_id, self.lease_id = self.lease_id, 0
+        self.deadline = 0.0
+        if lease_id:
+            with contextlib.suppress(EtcdUnavailable):
+                await self.etcd.revoke(lease_id)
+
+    async def _keepalive(self) -> None:
+        interval = self.ttl_ms / 1000 / 3
+        expired_reported = False
+        while True:
+            await asyncio.sleep(interval)
+            sent, lease_id = time.monotonic(), self.lease_id
+            if not lease_id:
+                continue  # expired; the ownership grants a new one
+            try:
+                ttl = await asyncio.wait_for(self.etcd.keepalive_once(lease_id), timeout=interval * 2)
+            except (EtcdUnavailable, asyncio.TimeoutError, TimeoutError) as exc:
+                ttl = None
+                log.debug("etcd lease keepalive failed: %s", exc)
+            if lease_id != self.lease_id:
+                continue  # a new lease was granted meanwhile
+            if ttl is not None and ttl > 0:
+                self.deadline = sent + ttl
+                expired_reported = False
+                continue
+            if ttl is not None and ttl <= 0:
+                log.warning("etcd lease %x expired: this node's partitions are gone", self.lease_id)
+                self.lease_id = 0
+                self.deadline = 0.0
+            if not expired_reported and not self.alive():
+                expired_reported = True
+                self.on_expired()

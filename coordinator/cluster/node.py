@@ -1,0 +1,123 @@
+"""`ClusterNode`: the parts `cohort serve --cluster` gives the server in place of the local log.
+
+The etcd connection, the `EtcdStore` (the node's `Store`), the `EtcdOwnership` (its `Ownership`; the
+group coordinator is its listener, as with every other ownership) and the cluster id, kept in etcd
+so every node reports the same one.
+
+The topic registry is cluster-wide, not owned: its records sit under `t/0/` (where a single node's
+partition 0 keeps them), every node reads and watches them, and any node creates a topic with a
+create-if-absent transaction. So every node answers Metadata itself and is the controller.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+
+from cohort.coordinator.cluster import keys
+from cohort.coordinator.cluster.etcd import (
+    EtcdClient,
+    EtcdUnavailable,
+    compare_create_revision,
+    op_delete,
+    op_put,
+    op_range,
+)
+from cohort.coordinator.cluster.metrics import ClusterCollector
+from cohort.coordinator.cluster.ownership import EtcdOwnership
+from cohort.coordinator.cluster.store import EtcdStore
+from cohort.coordinator.config import CoordinatorConfig, parse_cluster_url
+from cohort.coordinator.log import StorageError
+from cohort.coordinator.ownership import Node
+from cohort.coordinator.records import decode_record, encode_record
+from cohort.protocol.errors import ErrorCode
+
+log = logging.getLogger("cohort.cluster")
+
+CLUSTER_ID_KEY = b"cluster/id"
+
+
+class ClusterNode:
+    def __init__(self, config: CoordinatorConfig, local: Node, metrics=None) -> None:
+        self.etcd = EtcdClient(parse_cluster_url(config.cluster))
+        self.store = EtcdStore(self.etcd, config.offsets_topic_num_partitions)
+        self.ownership = EtcdOwnership(self.etcd, local, store=self.store,
+                                       num_partitions=config.offsets_topic_num_partitions,
+                                       lease_ttl_ms=config.cluster_lease_ttl_ms)
+        self.topics = None  # the TopicRegistry, from `watch_topics`
+        self._topics_watch: asyncio.Task | None = None
+        self._closed = False
+        if metrics is not None:
+            metrics.registry.register(ClusterCollector(self.store, self.ownership))
+
+    async def connect(self) -> str:
+        """Reach etcd and return the cluster id (created by the first node ever started)."""
+        await self.etcd.connect()
+        candidate = f"cohort-{uuid.uuid4().hex[:22]}".encode()
+        await self.etcd.txn([compare_create_revision(CLUSTER_ID_KEY, 0)], [op_put(CLUSTER_ID_KEY, candidate)])
+        kvs, _, _ = await self.etcd.range(CLUSTER_ID_KEY)
+        return kvs[0].value.decode()
+
+    async def close(self) -> None:
+        self._closed = True
+        if self._topics_watch is not None:
+            self._topics_watch.cancel()
+            await asyncio.wait([self._topics_watch], timeout=5)
+        await self.etcd.close()
+
+    # --- the topic registry (cluster-wide) ----------------------------------------------------------
+
+    async def watch_topics(self, topics) -> None:
+        """Fill `topics` from etcd and keep it current (every node's registry is the same)."""
+        self.topics = topics
+        revision = await self._read_topics()
+        self._topics_watch = asyncio.create_task(self._watch_topics(revision), name="cluster-topics-watch")
+
+    def _apply_topic(self, key: bytes, value: bytes | None) -> None:
+        self.topics.apply(decode_record(keys.record_key(key), value))
+
+    async def _read_topics(self) -> int:
+        _, _, revision = await self.etcd.range(keys.TOPICS, limit=1)
+        async for page in self.etcd.range_prefix(keys.TOPICS, revision=revision):
+            for kv in page:
+                self._apply_topic(kv.key, kv.value)
+        return revision
+
+    async def _watch_topics(self, revision: int) -> None:
+        while not self._closed:
+            try:
+                async for events in self.etcd.watch_prefix(keys.TOPICS, revision + 1):
+                    for kind, kv in events:
+                        revision = max(revision, kv.mod_revision)
+                        self._apply_topic(kv.key, None if kind == 1 else kv.value)
+            except EtcdUnavailable as exc:
+                if self._closed:
+                    return
+                log.info("topic watch interrupted (%s); reading the registry again", exc)
+            await asyncio.sleep(0.5)
+            try:
+                revision = await self._read_topics()
+            except EtcdUnavailable:
+                pass
+
+    async def persist_topics(self, records) -> None:
+        """Write topic records to etcd; a new topic only if no other node created it first."""
+        try:
+            for record in records:
+                record_key, value = encode_record(record)
+                key = keys.etcd_key(0, record_key)
+                if value is None:
+                    await self.etcd.txn([], [op_delete(key)])
+                elif self.topics.get(record.name) is not None:
+                    await self.etcd.txn([], [op_put(key, value)])
+                else:
+                    created, _, responses = await self.etcd.txn(
+                        [compare_create_revision(key, 0)], [op_put(key, value)], [op_range(key)])
+                    if not created:
+                        existing = responses[0].response_range.kvs
+                        if existing:
+                            self._apply_topic(key, existing[0].value)
+                        raise StorageError(f"topic {record.name} was created by another node",
+                                           ErrorCode.TOPIC_ALREADY_EXISTS)
+        except EtcdUnavailable as exc:
+            raise StorageError(f"topic registry: {exc}", ErrorCode.REQUEST_TIMED_OUT) from exc

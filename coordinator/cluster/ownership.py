@@ -1,0 +1,365 @@
+"""`EtcdOwnership`: which node coordinates which offsets partition, decided through etcd.
+
+Theory of operation. Each node holds a lease (TTL `cluster.lease.ttl.ms`) and keeps `nodes/<id>`
+under it. A partition p belongs to whoever created `owner/<p>` (a create-if-absent transaction, the
+key under the creator's lease); the key's create revision is the ownership epoch that fences every
+write (`EtcdStore`). The preferred owner of p is the live node with the highest rendezvous hash of
+(p, node id), so a joining node takes about 1/N of the partitions and a leaving one spreads its share.
+
+This node watches `nodes/` and `owner/` and reconciles on every change (and every TTL/4):
+unowned and preferred here -> claim; owned here but another live node is preferred -> hand over
+(stop serving, let in-flight writes finish, delete the key; the preferred node sees the delete and
+claims); `owner/<p>` gone or re-created by someone else, a fenced write, or the lease lapsed -> lost.
+An unowned partition whose preferred node does not claim it within one TTL is claimed by anyone.
+
+Each partition's state, as this node sees it, moves only along `VALID_PREVIOUS_STATES` below (each
+state with the states it may be entered from); `_move` raises on anything else.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import hashlib
+import logging
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from cohort.coordinator.cluster import keys
+from cohort.coordinator.cluster.etcd import (
+    EtcdClient,
+    EtcdUnavailable,
+    KeyValue,
+    compare_create_revision,
+    op_delete,
+    op_put,
+    op_range,
+    prefix_end,
+)
+from cohort.coordinator.cluster.lease import NodeLease
+from cohort.coordinator.ownership import Node, OwnershipListener
+
+log = logging.getLogger("cohort.cluster")
+
+
+class PartitionState(enum.Enum):
+    NOT_MINE = "not-mine"
+    CLAIMING = "claiming"
+    OWNED = "owned"
+    HANDING_OFF = "handing-off"
+
+
+S = PartitionState
+VALID_PREVIOUS_STATES: dict[PartitionState, frozenset[PartitionState]] = {
+    S.CLAIMING: frozenset({S.NOT_MINE}),
+    S.OWNED: frozenset({S.CLAIMING}),
+    S.HANDING_OFF: frozenset({S.OWNED}),
+    S.NOT_MINE: frozenset({S.CLAIMING, S.OWNED, S.HANDING_OFF}),
+}
+
+
+def rendezvous_score(partition: int, node_id: int) -> int:
+    digest = hashlib.blake2b(b"%d:%d" % (partition, node_id), digest_size=8).digest()
+    return int.from_bytes(digest, "big")
+
+
+def preferred_owner(partition: int, node_ids: Iterable[int]) -> int | None:
+    """Rendezvous (highest random weight) hashing: the live node that should own `partition`."""
+    return max(node_ids, key=lambda n: (rendezvous_score(partition, n), n), default=None)
+
+
+@dataclass(frozen=True, slots=True)
+class OwnerEntry:
+    node_id: int
+    epoch: int  # create revision of owner/<p>
+    lease: int
+
+
+def parse_address(value: bytes) -> tuple[str, int] | None:
+    host, sep, port = value.decode(errors="replace").rpartition(":")
+    return (host, int(port)) if sep and port.isdigit() else None
+
+
+@dataclass(slots=True)
+class OwnershipStats:
+    ownership_changes: int = 0
+    claims: int = 0
+    handoffs: int = 0
+    losses: int = 0
+
+
+class EtcdOwnership:
+    def __init__(self, etcd: EtcdClient, local: Node, *, store=None, num_partitions: int = 50,
+                 lease_ttl_ms: int = 6000) -> None:
+        self.etcd = etcd
+        self.local = local
+        self.store = store  # an EtcdStore: released before a handoff, tells us when a write was fenced
+        self.num_partitions = num_partitions
+        self.lease = NodeLease(etcd, lease_ttl_ms, on_expired=self._lease_expired)
+        self.stats = OwnershipStats()
+        self._nodes: dict[int, Node] = {}
+        self._owners: dict[int, OwnerEntry] = {}
+        self._states = {p: S.NOT_MINE for p in range(num_partitions)}
+        self._epochs: dict[int, int] = {}
+        self._unowned_since: dict[int, float] = {}
+        self._listener: OwnershipListener | None = None
+        self._wake = asyncio.Event()
+        self._tasks: list[asyncio.Task] = []
+        self._stopping = False
+        if store is not None:
+            store.on_fenced = self._fenced
+
+    # --- the Ownership interface ---------------------------------------------------------------
+
+    def owner(self, partition: int) -> Node | None:
+        if self._states.get(partition) == S.OWNED:
+            return self.local
+        entry = self._owners.get(partition)
+        if entry is None or entry.node_id == self.local.node_id:
+            return None  # our key, but not served (yet, or any more)
+        return self._nodes.get(entry.node_id)
+
+    def nodes(self) -> list[Node]:
+        return sorted(self._nodes.values(), key=lambda n: n.node_id)
+
+    def owned(self) -> list[int]:
+        return [p for p, state in self._states.items() if state == S.OWNED]
+
+    async def start(self, listener: OwnershipListener) -> None:
+        self._listener = listener
+        await self.etcd.connect()
+        await self.lease.grant()
+        revision = await self._resync()
+        self._tasks = [
+            asyncio.create_task(self._watch(keys.NODES, revision), name="etcd-watch-nodes"),
+            asyncio.create_task(self._watch(keys.OWNERS, revision), name="etcd-watch-owners"),
+            asyncio.create_task(self._reconcile_loop(), name="etcd-reconcile"),
+        ]
+        await self._register()
+        self.lease.start_keepalive()
+        self._wake.set()
+
+    async def stop(self) -> None:
+        """Hand every partition over (no lease wait): lost, writes drained, then the lease revoked."""
+        self._stopping = True
+        for task in self._tasks:
+            task.cancel()
+        # grpc may turn a cancelled watch into an RPC error: the loops also stop on `_stopping`.
+        if self._tasks:
+            await asyncio.wait(self._tasks, timeout=5)
+        self._tasks = []
+        # Stop serving everything first, then let every partition's in-flight writes finish together.
+        held = [p for p, s in self._states.items() if s in (S.OWNED, S.CLAIMING, S.HANDING_OFF)]
+        await asyncio.gather(*(self._let_go(p, "shutdown") for p in held))
+        log.info("node %d: %d partitions handed over (shutdown)", self.local.node_id, len(held))
+        # Revoking the lease deletes nodes/<id> and every owner/<p> under it in one step.
+        await self.lease.revoke()
+
+    # --- etcd state ----------------------------------------------------------------------------
+
+    async def _register(self) -> None:
+        address = f"{self.local.host}:{self.local.port}".encode()
+        await self.etcd.txn([], [op_put(keys.node_key(self.local.node_id), address, lease=self.lease.lease_id)])
+
+    async def _resync(self) -> int:
+        """Read nodes/ and owner/ at one revision; the revision to watch from."""
+        _, revision, responses = await self.etcd.txn([], [
+            op_range(keys.NODES, range_end=prefix_end(keys.NODES)),
+            op_range(keys.OWNERS, range_end=prefix_end(keys.OWNERS)),
+        ])
+        nodes_kvs = [KeyValue(kv.key, kv.value, kv.create_revision, kv.mod_revision, kv.lease)
+                     for kv in responses[0].response_range.kvs]
+        owner_kvs = [KeyValue(kv.key, kv.value, kv.create_revision, kv.mod_revision, kv.lease)
+                     for kv in responses[1].response_range.kvs]
+        self._nodes = {}
+        self._owners = {}
+        for kv in nodes_kvs:
+            self._node_put(kv)
+        for kv in owner_kvs:
+            self._owner_put(kv)
+        self._wake.set()
+        return revision
+
+    def _node_put(self, kv: KeyValue) -> None:
+        node_id, address = keys.id_of(kv.key, keys.NODES), parse_address(kv.value)
+        if node_id is not None and address:
+            self._nodes[node_id] = Node(node_id, *address)
+
+    def _owner_put(self, kv: KeyValue) -> None:
+        partition = keys.id_of(kv.key, keys.OWNERS)
+        if partition is not None and partition < self.num_partitions and kv.value.isdigit():
+            self._owners[partition] = OwnerEntry(int(kv.value), kv.create_revision, kv.lease)
+            self._unowned_since.pop(partition, None)
+
+    async def _watch(self, prefix: bytes, revision: int) -> None:
+        while not self._stopping:
+            try:
+                async for events in self.etcd.watch_prefix(prefix, revision + 1):
+                    for kind, kv in events:
+                        revision = max(revision, kv.mod_revision)
+                        self._apply_event(prefix, kind, kv)
+                    self._wake.set()
+            except EtcdUnavailable as exc:
+                if self._stopping:
+                    return
+                log.info("etcd watch of %s interrupted (%s); resynchronising", prefix.decode(), exc)
+            await asyncio.sleep(0.2)
+            with contextlib.suppress(EtcdUnavailable):
+                revision = await self._resync()
+
+    def _apply_event(self, prefix: bytes, kind: int, kv: KeyValue) -> None:
+        deleted = kind == 1
+        if prefix == keys.NODES:
+            node_id = keys.id_of(kv.key, keys.NODES)
+            if deleted:
+                self._nodes.pop(node_id, None)
+            else:
+                self._node_put(kv)
+            return
+        partition = keys.id_of(kv.key, keys.OWNERS)
+        if partition is None:
+            return
+        if deleted:
+            self._owners.pop(partition, None)
+        else:
+            self._owner_put(kv)
+
+    # --- reconciling ---------------------------------------------------------------------------
+
+    async def _reconcile_loop(self) -> None:
+        period = self.lease.ttl_ms / 1000 / 4
+        while not self._stopping:
+            with contextlib.suppress(asyncio.TimeoutError, TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), period)
+            self._wake.clear()
+            try:
+                await self._reconcile()
+            except EtcdUnavailable as exc:
+                log.debug("reconcile postponed: %s", exc)
+            except Exception:
+                log.exception("reconcile failed")
+
+    async def _reconcile(self) -> None:
+        if self._stopping:
+            return
+        now = time.monotonic()
+        me = self.local.node_id
+        if not self.lease.alive():
+            await self._rejoin()
+            return
+        live = set(self._nodes) | {me}
+        for partition in range(self.num_partitions):
+            state = self._states[partition]
+            entry = self._owners.get(partition)
+            if state == S.OWNED:
+                if entry is None or entry.epoch != self._epochs.get(partition):
+                    await self._let_go(partition, "owner key gone or taken")
+                elif (preferred := preferred_owner(partition, live)) != me and preferred in self._nodes:
+                    await self._hand_over(partition, preferred)
+            elif state == S.NOT_MINE:
+                if entry is not None:
+                    if entry.node_id == me and entry.lease == self.lease.lease_id:
+                        await self._adopt(partition, entry)
+                    continue
+                since = self._unowned_since.setdefault(partition, now)
+                if preferred_owner(partition, live) == me or now - since > self.lease.ttl_ms / 1000:
+                    await self._claim(partition)
+
+    def _move(self, partition: int, to: PartitionState) -> None:
+        current = self._states[partition]
+        if current not in VALID_PREVIOUS_STATES[to]:
+            raise AssertionError(f"partition {partition}: illegal ownership transition {current.value} -> {to.value}")
+        self._states[partition] = to
+
+    async def _claim(self, partition: int) -> None:
+        self._move(partition, S.CLAIMING)
+        key = keys.owner_key(partition)
+        try:
+            won, revision, _ = await self.etcd.txn(
+                [compare_create_revision(key, 0)],
+                [op_put(key, str(self.local.node_id).encode(), lease=self.lease.lease_id)])
+        except EtcdUnavailable:
+            self._move(partition, S.NOT_MINE)
+            raise
+        if not won or self._stopping:
+            self._move(partition, S.NOT_MINE)
+            return
+        self._owners[partition] = OwnerEntry(self.local.node_id, revision, self.lease.lease_id)
+        self._acquired(partition, revision)
+        self.stats.claims += 1
+
+    async def _adopt(self, partition: int, entry: OwnerEntry) -> None:
+        """Our key under our live lease (we dropped it while etcd was unreachable): serve it again."""
+        self._move(partition, S.CLAIMING)
+        self._acquired(partition, entry.epoch)
+
+    def _acquired(self, partition: int, epoch: int) -> None:
+        self._move(partition, S.OWNED)
+        self._epochs[partition] = epoch
+        self.stats.ownership_changes += 1
+        log.info("partition %d: owned here (epoch %d)", partition, epoch)
+        self._listener.acquired(partition, epoch)
+
+    async def _hand_over(self, partition: int, preferred: int) -> None:
+        self._move(partition, S.HANDING_OFF)
+        epoch = self._epochs[partition]
+        self._listener.lost(partition)
+        if self.store is not None:
+            await self.store.release(partition)
+        key = keys.owner_key(partition)
+        self._forget(partition)
+        try:
+            await self.etcd.txn([compare_create_revision(key, epoch)], [op_delete(key)])
+        except EtcdUnavailable:
+            return  # the key stays ours: the next reconcile adopts it and tries again
+        self._drop_entry(partition, epoch)
+        self.stats.handoffs += 1
+        log.info("partition %d: handed over to node %d", partition, preferred)
+
+    async def _let_go(self, partition: int, why: str) -> None:
+        """Stop serving `partition` (lost, or shutdown); its key, if still ours, goes with the lease."""
+        state = self._states[partition]
+        if state == S.NOT_MINE:
+            return
+        self._forget(partition)
+        if state in (S.OWNED, S.HANDING_OFF):
+            if why != "shutdown":
+                self.stats.losses += 1
+                log.info("partition %d: no longer owned here (%s)", partition, why)
+            self._listener.lost(partition)
+            if self.store is not None:
+                await self.store.release(partition)
+
+    def _forget(self, partition: int) -> None:
+        self._move(partition, S.NOT_MINE)
+        self._epochs.pop(partition, None)
+        self.stats.ownership_changes += 1
+
+    def _drop_entry(self, partition: int, epoch: int) -> None:
+        """Forget our own `owner/<p>` entry before the watch reports its end (so it is not adopted)."""
+        entry = self._owners.get(partition)
+        if entry is not None and entry.epoch == epoch:
+            del self._owners[partition]
+
+    def _fenced(self, partition: int) -> None:
+        """A write for `partition` was refused by its guard: another node owns it."""
+        if self._states.get(partition) == S.OWNED:
+            self._drop_entry(partition, self._epochs[partition])
+            self._forget(partition)
+            self.stats.losses += 1
+            self._listener.lost(partition)
+        self._wake.set()
+
+    def _lease_expired(self) -> None:
+        self._wake.set()
+
+    async def _rejoin(self) -> None:
+        """The lease lapsed (or may have): drop everything; with a new lease, register again."""
+        for partition in [p for p, s in self._states.items() if s in (S.OWNED, S.HANDING_OFF)]:
+            await self._let_go(partition, "lease lapsed")
+        if self.lease.lease_id:
+            return  # unknown yet: etcd unreachable; keepalive tells when the lease is confirmed alive
+        await self.lease.grant()
+        await self._register()
+        log.info("node %d registered again with a new lease", self.local.node_id)

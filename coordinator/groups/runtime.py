@@ -1,0 +1,348 @@
+"""The asyncio side of the group engines: parked requests, timers, appends, metrics.
+
+The engines (`classic.py`) are pure; `GroupRuntime` is everything they are not. It turns a request
+into an event (parking JoinGroup/SyncGroup as a future keyed by a request id), calls the group's
+`handle(event, now)`, and executes the effects in order: answers resolve parked futures (many at
+once go out ANSWERS_PER_TURN per loop turn so other connections are served in between), timers are
+set through a `Scheduler` and fire back as `TimerFired`, appends go through the coordinator's write
+path and come back as `RecordsAppended`, and journal/metric entries reach `CoordinatorMetrics`.
+Every event of a group is handled on the loop thread, one at a time: the group has one owner.
+"""
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+import logging
+import time
+from collections.abc import Awaitable, Callable, Hashable
+from functools import partial
+from typing import Protocol
+
+from cohort.coordinator.groups.classic import (
+    ClassicGroup,
+    Deleted,
+    Heartbeat,
+    JoinAnswered,
+    JoinGroup,
+    JoinRequest,
+    LeaveGroup,
+    LoadCompleted,
+    MetadataLoaded,
+    OffsetCommitted,
+    SyncGroup,
+    Unloaded,
+)
+from cohort.coordinator.groups.effects import (
+    Answer,
+    AnswerAll,
+    AppendRecords,
+    CancelAllTimers,
+    CancelTimer,
+    MemberExpired,
+    Now,
+    RebalanceCompleted,
+    RecordsAppended,
+    Reply,
+    SetTimer,
+    StateChanged,
+    TimerFired,
+)
+from cohort.coordinator.records import GroupMetadataRecord
+from cohort.protocol.errors import ErrorCode
+
+log = logging.getLogger("cohort.group")
+
+ANSWERS_PER_TURN = 256
+_now = tuple.__new__  # Now(w, m) runs NamedTuple's Python-level __new__: ~1 us of every heartbeat
+
+
+# ---------------------------------------------------------------------------------------------
+# Time
+# ---------------------------------------------------------------------------------------------
+class TimerHandle(Protocol):
+    def cancel(self) -> None: ...
+
+
+class Scheduler(Protocol):
+    """Where the runtime gets its clocks and its timers."""
+
+    def now_ms(self) -> int:
+        """Wall-clock milliseconds, for timestamps clients and records see."""
+        ...
+
+    def monotonic_ms(self) -> float:
+        """The clock deadlines count on: a clock step must not move them."""
+        ...
+
+    def call_later(self, delay_ms: float, callback: Callable[[], None]) -> TimerHandle: ...
+
+
+class LoopScheduler:
+    """The production scheduler: wall-clock and monotonic milliseconds, the running loop's timers."""
+
+    def now_ms(self) -> int:
+        return int(time.time() * 1000)
+
+    def monotonic_ms(self) -> float:
+        return time.monotonic() * 1000.0
+
+    def call_later(self, delay_ms: float, callback: Callable[[], None]) -> TimerHandle:
+        return asyncio.get_running_loop().call_later(max(delay_ms, 0) / 1000.0, callback)
+
+
+class _ManualTimer:
+    __slots__ = ("when", "callback", "cancelled")
+
+    def __init__(self, when: float, callback: Callable[[], None]) -> None:
+        self.when = when
+        self.callback = callback
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+
+class ManualScheduler:
+    """A clock that moves only when told to: `advance(ms)` fires due timers in time order.
+
+    For tests and simulations; timers with equal deadlines fire in the order they were set.
+    """
+
+    def __init__(self, start_ms: int = 1_700_000_000_000) -> None:
+        self._now = start_ms
+        self._heap: list[tuple[float, int, _ManualTimer]] = []
+        self._seq = itertools.count()
+
+    def now_ms(self) -> int:
+        return int(self._now)
+
+    def monotonic_ms(self) -> float:
+        return self._now
+
+    def call_later(self, delay_ms: float, callback: Callable[[], None]) -> _ManualTimer:
+        timer = _ManualTimer(self._now + max(delay_ms, 0), callback)
+        heapq.heappush(self._heap, (timer.when, next(self._seq), timer))
+        return timer
+
+    def advance(self, ms: int) -> None:
+        target = self._now + ms
+        while self._heap and self._heap[0][0] <= target:
+            when, _, timer = heapq.heappop(self._heap)
+            if timer.cancelled:
+                continue
+            self._now = max(self._now, when)
+            timer.callback()
+        self._now = target
+
+    def pending(self) -> int:
+        return sum(1 for _, _, t in self._heap if not t.cancelled)
+
+
+# ---------------------------------------------------------------------------------------------
+# The runtime
+# ---------------------------------------------------------------------------------------------
+WriteRecord = Callable[[GroupMetadataRecord], Awaitable[int]]
+"""The coordinator's write path: start appending one record now (so appends keep the order they
+were asked in) and resolve to a Kafka error code, NONE once durable (a future or task, so it runs
+whether or not anyone awaits it)."""
+
+
+class _Host:
+    """What the runtime holds for one group: its armed timers and its appends in flight."""
+
+    __slots__ = ("timers", "writes")
+
+    def __init__(self) -> None:
+        self.timers: dict[Hashable, TimerHandle] = {}
+        self.writes: set[asyncio.Task] = set()
+
+
+class GroupRuntime:
+    """Hosts every group of one coordinator: feeds them events, executes their effects."""
+
+    def __init__(self, scheduler: Scheduler, write: WriteRecord, metrics=None) -> None:
+        self.scheduler = scheduler
+        self._write = write
+        self._metrics = metrics  # cohort.coordinator.metrics.CoordinatorMetrics, or None
+        self._parked: dict[int, asyncio.Future] = {}
+        self._request_ids = itertools.count(1)
+        self._hosts: dict[ClassicGroup, _Host] = {}
+
+    # -- requests ----------------------------------------------------------------------------
+    def join(self, group: ClassicGroup, request: JoinRequest) -> asyncio.Future:
+        """JoinGroup: the future resolves to a JoinResult (maybe a whole join phase later)."""
+        return self._park(group, lambda request_id: JoinGroup(request_id, request))
+
+    def sync(self, group: ClassicGroup, member_id: str, group_instance_id: str | None, generation_id: int,
+             protocol_type: str | None, protocol_name: str | None, assignments: dict[str, bytes]) -> asyncio.Future:
+        """SyncGroup: the future resolves to a SyncResult (followers wait for the leader's)."""
+        return self._park(group, lambda request_id: SyncGroup(
+            request_id, member_id, group_instance_id, generation_id, protocol_type, protocol_name, assignments))
+
+    def heartbeat(self, group: ClassicGroup, member_id: str, group_instance_id: str | None,
+                  generation_id: int) -> int:
+        scheduler = self.scheduler
+        effects = group.handle(Heartbeat(member_id, group_instance_id, generation_id),
+                               _now(Now, (scheduler.now_ms(), scheduler.monotonic_ms())))
+        if len(effects) == 1 and type(effects[0]) is Reply:  # the usual heartbeat: nothing to execute
+            return effects[0].result
+        return self._execute(group, effects)
+
+    def leave(self, group: ClassicGroup, members: list[tuple[str, str | None, str | None]]) -> list[int]:
+        """LeaveGroup of (member_id, group_instance_id, reason) each; one error code per entry."""
+        return self.submit(group, LeaveGroup(members))
+
+    def offset_committed(self, group: ClassicGroup, member_id: str) -> None:
+        if member_id:  # a standalone consumer's or admin tool's commit keeps no session alive
+            self.submit(group, OffsetCommitted(member_id))
+
+    # -- life of a group ---------------------------------------------------------------------
+    def load(self, group: ClassicGroup, record: GroupMetadataRecord) -> None:
+        self.submit(group, MetadataLoaded(record))
+
+    def load_completed(self, group: ClassicGroup) -> None:
+        self.submit(group, LoadCompleted())
+
+    def unload(self, group: ClassicGroup, error: int = ErrorCode.NOT_COORDINATOR) -> None:
+        """Stop the group's timers and writes' follow-ups; its parked requests get `error`."""
+        self.submit(group, Unloaded(error))
+        self._forget(group)
+
+    def delete(self, group: ClassicGroup) -> None:
+        """The group is Dead: parked requests get COORDINATOR_NOT_AVAILABLE, nothing of it runs again."""
+        self.submit(group, Deleted())
+        self._forget(group)
+
+    async def settle(self) -> None:
+        """Wait until no group has an append in flight (tests, shutdown)."""
+        while True:
+            writes = [t for host in self._hosts.values() for t in host.writes]
+            if not writes:
+                return
+            await asyncio.gather(*writes, return_exceptions=True)
+
+    def writes_in_flight(self) -> int:
+        return sum(len(host.writes) for host in self._hosts.values())
+
+    # -- the loop ----------------------------------------------------------------------------
+    def submit(self, group: ClassicGroup, event) -> object:
+        """Hand one event to the group and execute its effects; returns its `Reply`, if any."""
+        scheduler = self.scheduler
+        return self._execute(group, group.handle(event, _now(Now, (scheduler.now_ms(), scheduler.monotonic_ms()))))
+
+    def _execute(self, group: ClassicGroup, effects) -> object:
+        reply = None
+        for effect in effects:
+            kind = type(effect)
+            if kind is Reply:
+                reply = effect.result
+            elif kind is Answer:
+                self._answer(effect.request_id, effect.result)
+            elif kind is AnswerAll:
+                self._answer_all(group, effect)
+            elif kind is SetTimer:
+                self._set_timer(group, effect.key, effect.delay_ms)
+            elif kind is CancelTimer:
+                host = self._hosts.get(group)
+                handle = host.timers.pop(effect.key, None) if host is not None else None
+                if handle is not None:
+                    handle.cancel()
+            elif kind is CancelAllTimers:
+                host = self._hosts.get(group)
+                if host is not None:
+                    for handle in host.timers.values():
+                        handle.cancel()
+                    host.timers.clear()
+            elif kind is AppendRecords:
+                self._append(group, effect)
+            elif kind is RebalanceCompleted:
+                if self._metrics is not None:
+                    label = "initial" if effect.initial else effect.reason.cause.metric_label
+                    self._metrics.rebalance_completed(label, effect.duration_ms / 1000.0)
+            elif kind is MemberExpired:
+                if self._metrics is not None:
+                    self._metrics.member_expired()
+            elif kind is StateChanged:
+                pass  # the operator journal will record these
+            else:
+                raise TypeError(f"unknown effect {effect!r}")
+        return reply
+
+    def _host(self, group: ClassicGroup) -> _Host:
+        host = self._hosts.get(group)
+        if host is None:
+            host = self._hosts[group] = _Host()
+        return host
+
+    def _forget(self, group: ClassicGroup) -> None:
+        host = self._hosts.pop(group, None)
+        if host is not None:
+            for handle in host.timers.values():
+                handle.cancel()
+            for task in host.writes:
+                task.cancel()
+
+    def _park(self, group: ClassicGroup, event_for: Callable[[int], object]) -> asyncio.Future:
+        future = asyncio.get_running_loop().create_future()
+        request_id = next(self._request_ids)
+        self._parked[request_id] = future
+        # A client that goes away cancels its wait: forget the id (answering it later is a no-op).
+        future.add_done_callback(lambda _, request_id=request_id: self._parked.pop(request_id, None))
+        self.submit(group, event_for(request_id))
+        return future
+
+    def _answer(self, request_id: int | None, result: object) -> None:
+        if request_id is None:
+            return
+        future = self._parked.pop(request_id, None)
+        if future is not None and not future.done():
+            future.set_result(result)
+
+    def _answer_all(self, group: ClassicGroup, effect: AnswerAll) -> None:
+        """Every answered request runs its handler's rest (encode, write) in the next turn: the
+        10 000 answers of a big group's join phase in one turn kept every other client waiting."""
+        answers, generation = effect.answers, effect.restart_sessions_of
+
+        def answer_from(start: int) -> None:
+            end = start + ANSWERS_PER_TURN
+            for request_id, result in answers[start:end]:
+                if generation is not None and group in self._hosts:
+                    self.submit(group, JoinAnswered(result.member_id, generation))
+                self._answer(request_id, result)
+            if end < len(answers):
+                asyncio.get_running_loop().call_soon(answer_from, end)
+
+        answer_from(0)
+
+    def _set_timer(self, group: ClassicGroup, key: Hashable, delay_ms: float) -> None:
+        timers = self._host(group).timers
+        old = timers.get(key)
+        if old is not None:
+            old.cancel()
+        timers[key] = self.scheduler.call_later(delay_ms, partial(self._timer_fired, group, key))
+
+    def _timer_fired(self, group: ClassicGroup, key: Hashable) -> None:
+        host = self._hosts.get(group)
+        if host is None or host.timers.pop(key, None) is None:
+            return
+        self.submit(group, TimerFired(key))
+
+    def _append(self, group: ClassicGroup, effect: AppendRecords) -> None:
+        host = self._host(group)
+        writes = [self._write(record) for record in effect.records]  # started now: appends keep their order
+
+        async def then_feed_back() -> None:
+            # An unloaded group stops waiting; its appends go on (shielded).
+            errors = await asyncio.shield(asyncio.gather(*writes))
+            if self._hosts.get(group) is host:
+                self.submit(group, RecordsAppended(effect.purpose, next((e for e in errors if e), ErrorCode.NONE)))
+
+        task = asyncio.get_running_loop().create_task(then_feed_back())
+        host.writes.add(task)
+        task.add_done_callback(partial(self._write_done, group, host))
+
+    def _write_done(self, group: ClassicGroup, host: _Host, task: asyncio.Task) -> None:
+        host.writes.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("group %s: handling a finished write failed", group.group_id, exc_info=task.exception())

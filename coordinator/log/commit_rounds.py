@@ -1,0 +1,386 @@
+"""Commit rounds: how an append becomes durable, many appends per fsync (group commit).
+
+Why: a durable commit costs one fsync, and an fsync costs far more than the write; sharing one
+fsync among every append that arrives meanwhile is what makes `flush.policy=always` affordable.
+
+* The event loop owns all bookkeeping and does the writes itself.  `append` queues its records on
+  the partition and marks it due; one flush per loop turn (call_soon, never a timer) encodes each
+  due partition's queue as one batch, pwrites it into the partition's active segment and appends
+  the same batches to the commit journal in one more pwrite: a few KB into the page cache cost
+  microseconds, far less than a thread handoff per append.
+* Policy `always`: ONE fdatasync of the journal, in a helper process (`fsync_process`: no GIL shared
+  with the loop), makes everything written since the last round durable, whatever partitions it
+  went to.  Writes made while a round runs go into the next round, which starts at once if fewer
+  than two are in flight, else as soon as one returns: the busier the log, the more appends share an
+  fsync.  Rounds are answered in the order they started; a failed one fails every round after it.
+  Policy `never` / `<ms>`: appends are acknowledged right after their writes (the interval flusher
+  fdatasyncs the journal every interval).
+* A failed journal write or fsync cuts every partition back to before its first unacknowledged
+  write and fails exactly those appends; a partition with writes not yet acknowledged never rolls
+  until they are (its writes wait), so a cut-back always meets the file it wrote to.
+
+`CommitRounds` is a part of `OffsetsLog` (it works on the log's partitions and journal).
+"""
+from __future__ import annotations
+
+import asyncio
+import errno as errno_mod
+import logging
+import os
+from collections.abc import Sequence
+
+from cohort.coordinator.log.batch import encode_batch
+from cohort.coordinator.log.fsync_process import fdatasync_timed
+from cohort.coordinator.log.journal import encode_entry
+from cohort.coordinator.log.state import (
+    EARLY_ROUND_APPENDS,
+    JOURNAL_PREALLOCATE,
+    ROUNDS_IN_FLIGHT,
+    OpenJournal,
+    Partition,
+    PartitionState,
+    PendingWrite,
+    StorageError,
+    SyncRound,
+    close_quietly,
+    disk_error,
+    fdatasync_and_close,
+    write_all,
+)
+from cohort.protocol.errors import ErrorCode
+
+log = logging.getLogger("cohort.log")
+
+
+class CommitRounds:
+    """Appends, their writes, and the journal fsync rounds that acknowledge them (a part of `OffsetsLog`)."""
+
+    # ------------------------------------------------------------------ append
+    async def append(self, partition: int, records: Sequence[tuple[bytes, bytes | None]]) -> int:
+        """Append records to a partition; returns the offset of the last one once durable per the policy.
+
+        The records of one append are written in one batch: after a crash they
+        are either all there or none is.  Raises StorageError (with the Kafka
+        error to map) if they could not be written; then none of them is.
+        """
+        if not 0 <= partition < self.num_partitions:
+            raise ValueError(f"no offsets partition {partition} (0..{self.num_partitions - 1})")
+        p = self._parts[partition]
+        if self._closed:
+            raise StorageError("the offsets log is closed", ErrorCode.NOT_COORDINATOR)
+        if p.state is not PartitionState.LOADED:
+            if p.state is PartitionState.UNOWNED:
+                raise StorageError(f"offsets partition {partition} is not owned by this process",
+                                   ErrorCode.NOT_COORDINATOR)
+            if p.state is PartitionState.LOADING:
+                raise StorageError(f"offsets partition {partition} is loading", ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+            raise StorageError(f"offsets partition {partition} failed to load: {p.error}", ErrorCode.NOT_COORDINATOR)
+        records = list(records)
+        for item in records:
+            if (len(item) != 2 or type(item[0]) is not bytes or not item[0]
+                    or (item[1] is not None and (type(item[1]) is not bytes or not item[1]))):
+                raise TypeError(f"a record is (key: non-empty bytes, value: non-empty bytes | None), "
+                                f"not {item!r:.80}")
+        if not records:
+            return p.next_offset - 1
+        fut = self._loop.create_future()
+        p.pending.append((records, fut))
+        self._queued += 1
+        if not p.due:
+            p.due = True
+            self._due.append(p)
+            if not self._flush_scheduled:
+                self._flush_scheduled = True
+                self._loop.call_soon(self._flush)
+        if self._queued >= EARLY_ROUND_APPENDS and self._round_may_start():
+            self._write_due()
+            self._start_round()
+        return await fut
+
+    def _flush(self) -> None:
+        """(once per loop turn) Write every due partition's queue, then start a sync round if none runs."""
+        self._flush_scheduled = False
+        self._write_and_sync()
+
+    def _write_and_sync(self) -> None:
+        """Write what is queued; start a round for it if one may start, else a due checkpoint."""
+        self._write_due()
+        if self._to_sync and self._round_may_start():
+            self._start_round()
+        elif self._checkpoint_due:
+            self._maybe_checkpoint()
+
+    def _round_may_start(self) -> bool:
+        return self.flush_policy.sync_each_write and self._syncs_in_flight < ROUNDS_IN_FLIGHT
+
+    def _write_due(self) -> None:
+        """Write each due partition's queue as one batch, then all the batches to the journal in one write."""
+        due, self._due = self._due, []
+        self._queued = 0
+        if not due:
+            return
+        ts_ms = self._write_ms = int(self._clock() * 1000)
+        written: list[tuple[Partition, PendingWrite]] = []
+        for p in due:
+            p.due = False
+            if p.pending:
+                w = self._write_pending(p, ts_ms)
+                if w is not None:
+                    written.append((p, w))
+        if not written:
+            return
+        journal = self._journal
+        try:
+            if journal is None or journal.fd < 0:
+                raise StorageError("the offsets log is closed", ErrorCode.NOT_COORDINATOR)
+            data = b"".join([encode_entry(p.index, w.data) for p, w in written])
+            self._journal_write(journal, data)
+        except (OSError, StorageError) as exc:
+            if isinstance(exc, OSError):
+                exc = self._journal_error("appending to the journal", exc)
+            for p, w in written:
+                self._fail_writes(p, [w], exc)
+            return
+        if journal.size >= self.journal_checkpoint_bytes:
+            self._checkpoint_due = True
+        if self.flush_policy.sync_each_write:
+            for p, w in written:
+                w.data = None
+                if not p.unsynced:
+                    self._to_sync.append(p)
+                p.unsynced.append(w)
+        else:
+            for _, w in written:
+                for fut, last in w.acks:
+                    if not fut.done():
+                        fut.set_result(last)
+
+    def _write_pending(self, p: Partition, ts_ms: int) -> PendingWrite | None:
+        """Write a partition's queued appends as one batch into its active segment (no fsync)."""
+        if p.marking is not None:
+            p.held = True  # its journal entries would be ours before its mark says so: wait for the mark
+            return None
+        if (p.in_round or p.unsynced) and self._roll_due(p, ts_ms):
+            p.held = True  # a cut-back must find its writes in the file it wrote: roll once they are acknowledged
+            return None
+        appends, p.pending = p.pending, []
+        keys: list[bytes] = []
+        values: list[bytes | None] = []
+        for recs, _ in appends:
+            for k, v in recs:
+                keys.append(k)
+                values.append(v)
+        base = p.next_offset
+        try:
+            data = encode_batch(base, ts_ms, keys, values)
+            start = self._write(p, base, data)
+        except Exception as exc:  # noqa: BLE001 - a waiting append must always get an answer
+            if not isinstance(exc, StorageError):
+                log.exception("offsets partition %d: write failed", p.index)
+                exc = StorageError(f"offsets partition {p.index}: write failed: {exc!r}")
+            for _, fut in appends:
+                if not fut.done():
+                    fut.set_exception(exc)
+            return None
+        offset = base
+        acks = []
+        for recs, fut in appends:
+            offset += len(recs)
+            acks.append((fut, offset - 1))
+        p.next_offset = offset
+        p.written_since_checkpoint = True
+        return PendingWrite(start, base, acks, data)
+
+    def _write(self, p: Partition, base: int, data: bytes) -> int:
+        """Write one batch at the end of the active segment (no fsync); returns where it starts."""
+        if p.fd < 0:
+            raise StorageError("the offsets log is closed", ErrorCode.NOT_COORDINATOR)
+        try:
+            if p.broken_tail is not None:
+                os.ftruncate(p.fd, p.broken_tail)
+                os.fsync(p.fd)
+                p.active_size, p.broken_tail = p.broken_tail, None
+            if self._roll_due(p, self._write_ms):
+                self._roll(p, base)
+        except OSError as exc:
+            raise self._storage_error(p, "preparing a write", exc) from None
+        start = p.active_size
+        if start == 0:
+            p.active_first_ms = self._write_ms
+        try:
+            write_all(p.fd, data, start)
+        except OSError as exc:
+            # Cut the partial batch off so nothing half-written stays readable.
+            try:
+                os.ftruncate(p.fd, start)
+                os.fsync(p.fd)
+            except OSError:
+                p.broken_tail = start
+            raise self._storage_error(p, "appending", exc) from None
+        p.active_size = start + len(data)
+        return start
+
+    def _journal_write(self, journal: OpenJournal, data: bytes) -> None:
+        """Append to the journal; on failure cut the partial write off (or remember to) and raise OSError."""
+        if journal.broken_tail is not None:
+            os.ftruncate(journal.fd, journal.broken_tail)
+            os.fsync(journal.fd)
+            journal.size, journal.broken_tail = journal.broken_tail, None
+        start = journal.size
+        try:
+            if start + len(data) > journal.allocated:
+                # Zeros ahead of the writes: an fdatasync that need not record a new file size
+                # is cheaper (measured here: 0.05 vs 0.08 ms median, 0.11 vs 0.23 ms p99).
+                grow = max(JOURNAL_PREALLOCATE, len(data))
+                write_all(journal.fd, bytes(grow), max(journal.allocated, start))
+                journal.allocated = max(journal.allocated, start) + grow
+            write_all(journal.fd, data, start)
+        except OSError:
+            self._cut_journal(journal, start)
+            raise
+        journal.size = start + len(data)
+
+    @staticmethod
+    def _cut_journal(journal: OpenJournal, size: int) -> None:
+        """Cut the journal back to `size`, durably (a cut entry must not come back after a crash)."""
+        journal.allocated = size
+        try:
+            os.ftruncate(journal.fd, size)
+            os.fsync(journal.fd)
+            journal.size = size
+        except OSError:
+            journal.size = journal.broken_tail = size
+
+
+    # ------------------------------------------------------------------ sync rounds (policy always)
+    def _start_round(self) -> None:
+        """Hand everything journaled since the last round to one fdatasync of the journal."""
+        parts = [p for p in self._to_sync if p.unsynced]
+        self._to_sync = []
+        if not parts:
+            return
+        writes = []
+        for p in parts:
+            writes.append((p, p.unsynced))
+            p.in_round.extend(p.unsynced)
+            p.unsynced = []
+        journal = self._journal
+        upto = journal.size
+        # A checkpoint switches journals here, where the old one ends exactly at this round.
+        plan = self._switch_journal() if self._checkpoint_ready() else None
+        helper = next((h for h in self._fsyncs if not h.busy), None)
+        if helper is not None:
+            sync = helper.sync(journal.fd, journal)
+        else:
+            sync = self._loop.run_in_executor(self._writers, fdatasync_timed, journal.fd)
+        self._syncs_in_flight += 1
+        round_ = SyncRound(writes, journal, upto, plan, sync)
+        self._rounds.append(round_)
+        sync.add_done_callback(self._round_done)
+
+    def _round_done(self, sync: asyncio.Future) -> None:
+        """Answer the rounds that are done, oldest first: a round is good only if every earlier one was."""
+        self._syncs_in_flight -= 1
+        while self._rounds and self._rounds[0].sync.done():
+            head = self._rounds.popleft()
+            error = OSError(errno_mod.EIO, "fsync cancelled") if head.sync.cancelled() else head.sync.exception()
+            if error is None:
+                self._round_synced(head)
+            else:
+                self._rounds_failed(head, error)
+        self._write_and_sync()
+
+    def _round_synced(self, round_: SyncRound) -> None:
+        round_.journal.synced = round_.upto
+        if self._metrics is not None:
+            records = sum(w.acks[-1][1] - w.base + 1 for _, writes in round_.writes for w in writes)
+            self._metrics.log_flushed(records, round_.sync.result())
+        for p, writes in round_.writes:
+            del p.in_round[:len(writes)]
+            self._ack_writes(writes)
+            self._unhold(p)
+        if round_.plan is not None:
+            self._run_checkpoint(round_.plan)
+
+    def _rounds_failed(self, head: SyncRound, error: BaseException) -> None:
+        """A journal fsync failed: it, every round after it and every write not in a round yet fail."""
+        if not isinstance(error, OSError):
+            error = OSError(errno_mod.EIO, repr(error))
+        exc = self._journal_error("flushing the journal", error)
+        failed = [head, *self._rounds]
+        self._rounds.clear()  # the later rounds' fsyncs still finish; nothing waits for them any more
+        # Everything written since the last good round goes: each journal is cut back to it.
+        journals = {id(j): j for j in [*(r.journal for r in failed), self._journal]}
+        for journal in journals.values():
+            self._cut_journal(journal, journal.synced)
+        for round_ in failed:
+            if round_.plan is not None:
+                close_quietly(round_.plan.retired.fd)
+                round_.plan.retired.fd = -1
+                self._abandon_checkpoint(round_.plan)
+        failing = {p.index: p for r in failed for p, _ in r.writes}
+        failing.update((p.index, p) for p in self._to_sync)
+        self._to_sync = []
+        for p in failing.values():
+            writes, p.in_round, p.unsynced = p.in_round + p.unsynced, [], []
+            self._fail_writes(p, writes, exc)
+            self._unhold(p)
+
+    def _unhold(self, p: Partition) -> None:
+        """p's writes were answered: a write held back for them may go now."""
+        if p.held:
+            p.held = False
+            if p.pending and not p.due:
+                p.due = True
+                self._due.append(p)
+
+    @staticmethod
+    def _ack_writes(writes: list[PendingWrite]) -> None:
+        for w in writes:
+            for fut, last in w.acks:
+                if not fut.done():
+                    fut.set_result(last)
+
+    def _fail_writes(self, p: Partition, writes: list[PendingWrite], exc: StorageError) -> None:
+        """Cut the partition back to before the first of `writes` and fail their appends."""
+        if not writes:
+            return
+        first = writes[0]
+        try:
+            os.ftruncate(p.fd, first.start)
+            os.fsync(p.fd)
+        except OSError:
+            p.broken_tail = first.start
+        p.active_size = first.start
+        p.next_offset = first.base
+        for w in writes:
+            for fut, _ in w.acks:
+                if not fut.done():
+                    fut.set_exception(exc)
+
+    def _storage_error(self, p: Partition, what: str, exc: OSError) -> StorageError:
+        return disk_error(f"offsets partition {p.index}", what, exc)
+
+    @staticmethod
+    def _journal_error(what: str, exc: OSError) -> StorageError:
+        return disk_error("offsets log", what, exc)
+
+    # ------------------------------------------------------------------ flushing (interval policy)
+    async def _interval_flusher(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(self.flush_policy.interval_ms / 1000)
+            journal = self._journal
+            if journal is None or journal.fd < 0 or journal.synced >= journal.size:
+                continue
+            upto = journal.size
+            fd = os.dup(journal.fd)  # a checkpoint may close the journal's own fd meanwhile
+            cf = loop.run_in_executor(self._writers, fdatasync_and_close, fd)
+            self._inflight.add(cf)
+            try:
+                await cf
+                journal.synced = max(journal.synced, upto)
+            except OSError as exc:
+                self._journal_error("flushing the journal", exc)
+            finally:
+                self._inflight.discard(cf)

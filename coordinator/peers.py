@@ -1,0 +1,145 @@
+"""What one worker of `cohort serve --workers N` asks the others, over the Kafka protocol itself.
+
+Two things are not partitioned by group, so a worker cannot answer them alone:
+
+* **the topic registry** lives in offsets partition 0; its owner answers Metadata for everybody (the
+  others forward the request to it and return its answer unchanged, so every worker tells clients the
+  same thing) and is the controller (CreateTopics & co. elsewhere get NOT_CONTROLLER, as on Kafka);
+* **high watermarks** -- the highest offset any group committed for a topic partition -- come from the
+  groups of every worker. The registry owner leads every topic partition; for ListOffsets(latest) it
+  asks each peer for its own high watermarks, and Fetch reports the last values learned (refreshed in
+  the background at most once a second).
+
+A peer's request carries the client id `PEER_CLIENT_ID`; a worker answers such a ListOffsets from its
+own groups only (no registry check), and such a DeleteTopics (sent once the registry owner deleted a
+topic) by forgetting the topic's high watermarks, so a topic created again starts from 0 everywhere.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Iterable
+
+from cohort.client.connection import BrokerConnection
+from cohort.client.errors import ClientError
+from cohort.coordinator.ownership import Node
+from cohort.protocol.messages import DeleteTopicsRequest, ListOffsetsRequest, MetadataRequest
+
+log = logging.getLogger("cohort.coordinator.peers")
+
+PEER_CLIENT_ID = "cohort-worker"
+PEER_REQUEST_TIMEOUT_MS = 5000
+LATEST_TIMESTAMP = -1
+_FETCH_REFRESH_S = 1.0
+
+
+class Peers:
+    """Connections to the other workers, and the high watermarks they reported."""
+
+    def __init__(self, peers: Callable[[], Iterable[Node]]) -> None:
+        """`peers()`: the other nodes serving now (asked each time: workers go down and come back)."""
+        self._peers = peers
+        self._connections: dict[int, BrokerConnection] = {}
+        self._watermarks: dict[tuple[str, int], int] = {}
+        self._refreshed_at: dict[tuple[str, int], float] = {}
+        self._refreshing: set[tuple[str, int]] = set()
+        self._tasks: set[asyncio.Task] = set()
+
+    def __bool__(self) -> bool:
+        return any(True for _ in self._peers())
+
+    def _connection(self, node: Node) -> BrokerConnection:
+        conn = self._connections.get(node.node_id)
+        if conn is None:
+            conn = self._connections[node.node_id] = BrokerConnection(
+                node.host, node.port, client_id=PEER_CLIENT_ID, request_timeout_ms=PEER_REQUEST_TIMEOUT_MS,
+                connect_timeout_ms=PEER_REQUEST_TIMEOUT_MS)
+        return conn
+
+    async def metadata(self, node: Node, request: MetadataRequest, version: int):
+        """`node`'s answer to `request` (raises ClientError when it cannot be reached)."""
+        # A task of its own: handlers run without a current task, and wait_for may need one.
+        return await asyncio.ensure_future(self._connection(node).request(request, version))
+
+    # ------------------------------------------------------------------ high watermarks
+    def known(self, topic: str, partition: int) -> int:
+        """The highest high watermark a peer reported for this partition (0 if none)."""
+        return self._watermarks.get((topic, partition), 0)
+
+    async def latest(self, wanted: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        """Ask every peer now; the max of what they report and what they reported before."""
+        wanted = list(dict.fromkeys(wanted))
+        peers = list(self._peers())
+        if wanted and peers:
+            await asyncio.gather(*(asyncio.ensure_future(self._ask(node, wanted)) for node in peers))
+        now = time.monotonic()
+        for key in wanted:
+            self._refreshed_at[key] = now
+        return {key: self._watermarks.get(key, 0) for key in wanted}
+
+    def refresh_soon(self, wanted: Iterable[tuple[str, int]]) -> None:
+        """Refresh stale watermarks in the background (what Fetch reports catches up within a second)."""
+        now = time.monotonic()
+        stale = [key for key in wanted if key not in self._refreshing
+                 and now - self._refreshed_at.get(key, 0.0) >= _FETCH_REFRESH_S]
+        if not stale:
+            return
+        self._refreshing.update(stale)
+        task = asyncio.ensure_future(self.latest(stale))
+        self._tasks.add(task)
+
+        def done(t: asyncio.Task) -> None:
+            self._tasks.discard(t)
+            self._refreshing.difference_update(stale)
+            if not t.cancelled() and t.exception() is not None:
+                log.debug("high watermark refresh failed: %s", t.exception())
+
+        task.add_done_callback(done)
+
+    async def forget_topic(self, topic: str) -> None:
+        """A deleted topic: drop what peers reported for it and have every live peer forget it too."""
+        for key in [k for k in self._watermarks if k[0] == topic]:
+            del self._watermarks[key]
+            self._refreshed_at.pop(key, None)
+        peers = list(self._peers())
+        if peers:
+            await asyncio.gather(*(asyncio.ensure_future(self._tell_deleted(node, topic)) for node in peers))
+
+    async def _tell_deleted(self, node: Node, topic: str) -> None:
+        try:
+            await self._connection(node).request(DeleteTopicsRequest(topic_names=[topic], timeout_ms=0), 5)
+        except ClientError as exc:
+            log.warning("worker %d was not told topic %s is deleted: %s", node.node_id, topic, exc)
+
+    async def _ask(self, node: Node, wanted: list[tuple[str, int]]) -> None:
+        by_topic: dict[str, list[int]] = {}
+        for topic, partition in wanted:
+            by_topic.setdefault(topic, []).append(partition)
+        Topic = ListOffsetsRequest.ListOffsetsTopic
+        request = ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=[
+            Topic(name=topic, partitions=[Topic.ListOffsetsPartition(partition_index=p, timestamp=LATEST_TIMESTAMP,
+                                                                     max_num_offsets=1) for p in partitions])
+            for topic, partitions in by_topic.items()])
+        conn = self._connection(node)
+        try:
+            response = await conn.request(request)  # the highest version both know (>= 1: one offset each)
+        except ClientError as exc:
+            log.warning("worker %d did not report its high watermarks: %s", node.node_id, exc)
+            return
+        for topic in response.topics:
+            for p in topic.partitions:
+                if p.error_code == 0 and p.offset > 0:
+                    key = (topic.name, p.partition_index)
+                    if p.offset > self._watermarks.get(key, 0):
+                        self._watermarks[key] = p.offset
+
+    async def close(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        for conn in self._connections.values():
+            try:
+                await conn.close()
+            except Exception:  # noqa: BLE001 - closing regardless
+                log.debug("closing a peer connection failed", exc_info=True)
+        self._connections.clear()

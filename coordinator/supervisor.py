@@ -1,0 +1,488 @@
+"""`cohort serve --workers N`: one supervisor process, N coordinator worker processes.
+
+Each worker (`cohort.coordinator.worker`) is a Kafka broker of its own -- node id ``node.id + K``,
+port ``--listen``'s + K (or ``--worker-ports``) -- owning offsets partitions ``p`` with ``p mod N == K``
+(`cohort.coordinator.static_ownership`). Clients bootstrap from any worker and reach the others
+through Metadata and FindCoordinator, as across Kafka brokers.
+
+What the supervisor does, in order: bind every worker's Kafka port and the one ``--metrics`` port
+(a taken port fails at once, naming its flag) -> take the data-dir lock -> start the workers, each
+with its already-bound socket, so a restarting worker's clients wait in the listen backlog instead of
+being refused -> watch them:
+
+* a worker that exits while the supervisor runs is restarted (backoff 0.5 s doubling to 10 s, reset
+  once it ran 30 s) and recovers its partitions from its journal like any crashed server; until it is
+  ready again the others are told it is down, so its groups answer COORDINATOR_NOT_AVAILABLE to
+  FindCoordinator and Metadata leaves it out, as Kafka does on failover;
+* SIGTERM/SIGINT are forwarded to every worker (graceful stop); exit 0 when all stopped cleanly, else 1;
+  a second signal kills them (acknowledged commits are already fsynced); SIGHUP is forwarded;
+* ``/metrics`` is every worker's exposition with a ``worker`` label added to each series, plus
+  ``cohort_worker_up`` and ``cohort_worker_restarts_total``; ``/health`` is 200 only when every worker
+  is ready, else 503 with one line per worker.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import signal
+import socket
+import sys
+import time
+from dataclasses import dataclass, field
+
+from cohort.coordinator import __version__
+from cohort.coordinator.config import EffectiveConfig, HostPort
+from cohort.coordinator.daemon import (
+    EXIT_FAILURE,
+    EXIT_OK,
+    DataDirLock,
+    StartupError,
+    _bind_error,
+    fail,
+    prepare_data_dir,
+)
+from cohort.coordinator.ownership import Node
+from cohort.coordinator.worker import WorkerSpec, config_settings
+
+log = logging.getLogger("cohort.coordinator.supervisor")
+
+RESTART_BACKOFF_S = 0.5
+RESTART_BACKOFF_MAX_S = 10.0
+STABLE_RUN_S = 30.0
+_SCRAPE_TIMEOUT_S = 5.0
+_HTTP_READ_TIMEOUT_S = 10.0
+_TEXT = "text/plain; charset=utf-8"
+_PROMETHEUS = "text/plain; version=0.0.4; charset=utf-8"
+
+
+@dataclass(slots=True)
+class WorkerProcess:
+    """One worker as the supervisor sees it."""
+
+    index: int
+    node: Node
+    listen: socket.socket
+    process: asyncio.subprocess.Process | None = None
+    metrics_port: int | None = None
+    started_at: float = 0.0
+    restarts: int = 0
+    last_exit: str = ""
+    backoff: float = RESTART_BACKOFF_S
+    exited: asyncio.Event = field(default_factory=asyncio.Event)
+    status_reader: asyncio.Task | None = None
+    control_fd: int = -1  # the write end of the worker's control pipe
+    announcer: asyncio.Task | None = None
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.returncode is None
+
+
+def worker_nodes(config, ports: list[int]) -> list[Node]:
+    """Each worker as clients see it: node id ``node.id + K`` at the advertised host, on its own port.
+
+    Without --advertised a worker advertises its listen address; with it, the advertised port is shifted
+    as the worker's listen port is from the first one (so one port mapping rule covers every worker).
+    """
+    base = config.node_id
+    if config.advertised_listeners is None:
+        host = config.listen_address.host
+        return [Node(base + k, host, port) for k, port in enumerate(ports)]
+    advertised = config.advertised_address
+    return [Node(base + k, advertised.host, advertised.port + (port - ports[0]) if ports[0] else port)
+            for k, port in enumerate(ports)]
+
+
+def bind_worker_ports(addresses: list[HostPort]) -> list[socket.socket]:
+    """Bind (not yet listen) each worker's Kafka port; OSError names nothing, the caller names the flag."""
+    sockets: list[socket.socket] = []
+    try:
+        for address in addresses:
+            family = socket.AF_INET6 if ":" in address.host else socket.AF_INET
+            infos = socket.getaddrinfo(address.host, address.port, family, socket.SOCK_STREAM, 0, socket.AI_PASSIVE)
+            family, kind, proto, _, sockaddr = infos[0]
+            sock = socket.socket(family, kind, proto)
+            sockets.append(sock)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind(sockaddr)
+            sock.listen(1024)  # clients of a restarting worker wait here instead of being refused
+            sock.set_inheritable(True)
+    except OSError:
+        for sock in sockets:
+            sock.close()
+        raise
+    return sockets
+
+
+def label_exposition(text: str, worker: int, families: dict[str, list[str]], order: list[str]) -> None:
+    """Add ``worker="K"`` to every sample of a Prometheus text exposition, grouped by family."""
+    current = None
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        if line.startswith("#"):
+            parts = line.split(None, 3)
+            if len(parts) >= 3 and parts[1] in ("HELP", "TYPE"):
+                current = parts[2]
+                if current not in families:
+                    families[current] = []
+                    order.append(current)
+                    families[current + "\0meta"] = []
+                meta = families[current + "\0meta"]
+                if line not in meta:
+                    meta.append(line)
+            continue
+        name, brace, rest = line.partition("{")
+        if brace:
+            labelled = f'{name}{{worker="{worker}",{rest}' if not rest.startswith("}") else f'{name}{{worker="{worker}"{rest}'
+        else:
+            name, _, value = line.partition(" ")
+            labelled = f'{name}{{worker="{worker}"}} {value}'
+        family = current if current is not None else name
+        if family not in families:
+            families[family] = []
+            order.append(family)
+            families[family + "\0meta"] = []
+        families[family].append(labelled)
+
+
+class Supervisor:
+    """Runs the workers of one data dir; see the module docstring."""
+
+    def __init__(self, effective: EffectiveConfig) -> None:
+        self.effective = effective
+        self.config = effective.config
+        self.workers: list[WorkerProcess] = []
+        self._stopping = False
+        self._stop_signal: int | None = None
+        self._stop_requested: asyncio.Event | None = None
+        self._http: asyncio.base_events.Server | None = None
+        self._lock = DataDirLock(self.config.data_dir)
+        self._tasks: list[asyncio.Task] = []
+        self._unclean = False
+        self._down: set[int] = set()  # node ids of workers that exited and are not ready again
+
+    # ------------------------------------------------------------------ life
+    def run(self) -> int:
+        from cohort.coordinator.daemon import new_event_loop_factory
+        from cohort.coordinator.logs import configure_logging
+
+        try:
+            self._log_setup = configure_logging(self.config.log_format, self.config.log_level, self.config.log_file)
+        except OSError as exc:
+            return fail(f"cannot open log file {self.config.log_file}: {exc.strerror}")
+        try:
+            with asyncio.Runner(loop_factory=new_event_loop_factory()) as runner:
+                return runner.run(self._main())
+        except StartupError as exc:
+            return fail(str(exc))
+        except KeyboardInterrupt:
+            return 128 + signal.SIGINT
+        finally:
+            self._lock.release()
+            logging.shutdown()
+
+    async def _main(self) -> int:
+        config = self.config
+        count = config.worker_count
+        addresses = config.worker_listen_addresses()
+        if len(addresses) != count:
+            raise StartupError(f"--worker-ports names {len(addresses)} port(s) for {count} workers")
+        flag = "--worker-ports" if config.worker_ports is not None else "--listen"
+        try:
+            sockets = bind_worker_ports(addresses)
+        except OSError as exc:
+            bad = next((a for a in addresses if not _can_bind(a)), addresses[0])
+            raise _bind_error("clients", flag, bad, exc) from None
+        loop = asyncio.get_running_loop()
+        try:
+            self._http = await asyncio.start_server(self._serve_http, *config.metrics_address, start_serving=False)
+        except OSError as exc:
+            for sock in sockets:
+                sock.close()
+            raise _bind_error("metrics", "--metrics", config.metrics_address, exc) from None
+        try:
+            prepare_data_dir(config.data_dir)
+            self._lock.acquire()
+            from cohort.coordinator.node import load_cluster_id
+
+            load_cluster_id(config.data_dir)  # once, before any worker reads it
+        except (StartupError, OSError, ValueError) as exc:
+            for sock in sockets:
+                sock.close()
+            self._http.close()
+            if isinstance(exc, StartupError):
+                raise
+            raise StartupError(f"cannot start: {exc}") from None
+        advertised = worker_nodes(config, [s.getsockname()[1] for s in sockets])
+        self.workers = [WorkerProcess(k, advertised[k], sockets[k]) for k in range(count)]
+        self._stop_requested = asyncio.Event()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, self._on_stop_signal, signum)
+        loop.add_signal_handler(signal.SIGHUP, self._forward, signal.SIGHUP)
+        await self._http.start_serving()
+        for worker in self.workers:
+            await self._spawn(worker)
+            self._tasks.append(loop.create_task(self._watch(worker), name=f"cohort-worker-{worker.index}"))
+        log.info("cohort supervisor started", extra={
+            "version": __version__, "workers": count, "data_dir": str(config.data_dir),
+            "brokers": ",".join(f"{n.node.node_id}@{n.node.host}:{n.node.port}" for n in self.workers),
+            "metrics": str(config.metrics_address)})
+        await self._stop_requested.wait()
+        await self._stop_workers()
+        self._http.close()
+        for task in self._tasks:
+            task.cancel()
+        for worker in self.workers:
+            worker.listen.close()
+        log.info("cohort supervisor stopped")
+        return EXIT_FAILURE if self._unclean else EXIT_OK
+
+    # ------------------------------------------------------------------ workers
+    async def _spawn(self, worker: WorkerProcess) -> None:
+        config = self.config
+        node = worker.node
+        listen_host = config.listen_address.host
+        name = config.endpoints[0].name  # one listener per worker (config refuses more); keeps its protocol
+        settings = config_settings(
+            config, node_id=node.node_id,
+            listeners=f"{name}://{HostPort(listen_host, worker.listen.getsockname()[1])}",
+            advertised_listeners=f"{name}://{HostPort(node.host, node.port)}", metrics_listen="127.0.0.1:0",
+            workers=1, worker_ports=None)
+        read_fd, write_fd = os.pipe()
+        control_read, control_write = os.pipe()
+        spec = WorkerSpec(worker.index, [w.node for w in self.workers], settings, [worker.listen.fileno()],
+                          write_fd, control_read, os.getpid(), sorted(self._down))
+        worker.metrics_port = None
+        worker.exited = asyncio.Event()
+        try:
+            worker.process = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "cohort.coordinator.worker", spec.to_json(),
+                pass_fds=(worker.listen.fileno(), write_fd, control_read), stdin=asyncio.subprocess.DEVNULL,
+                # Its own session: Ctrl-C in a terminal reaches the supervisor only, which forwards one
+                # SIGTERM (a worker given SIGINT and then SIGTERM would take the second as "exit now").
+                start_new_session=True)
+        except BaseException:
+            os.close(control_write)
+            raise
+        finally:
+            os.close(write_fd)
+            os.close(control_read)
+        if worker.control_fd >= 0:
+            os.close(worker.control_fd)
+        os.set_blocking(control_write, False)
+        worker.control_fd = control_write
+        worker.started_at = time.monotonic()
+        worker.status_reader = asyncio.get_running_loop().create_task(self._read_status(worker, read_fd))
+        log.info("worker started", extra={"worker": worker.index, "pid": worker.process.pid,
+                                          "node_id": node.node_id, "port": worker.listen.getsockname()[1]})
+
+    async def _read_status(self, worker: WorkerProcess, read_fd: int) -> None:
+        loop = asyncio.get_running_loop()
+        reader = asyncio.StreamReader()
+        pipe = os.fdopen(read_fd, "rb", buffering=0)
+        transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), pipe)
+        try:
+            while line := await reader.readline():
+                try:
+                    worker.metrics_port = int(json.loads(line)["metrics_port"])
+                except (ValueError, KeyError, TypeError):
+                    log.warning("worker %d wrote an unreadable status line", worker.index)
+        finally:
+            transport.close()
+
+    async def _watch(self, worker: WorkerProcess) -> None:
+        """Wait for the worker to exit; restart it unless the supervisor is stopping."""
+        while True:
+            code = await worker.process.wait()
+            worker.exited.set()
+            if self._stopping:
+                if code != 0:
+                    self._unclean = True
+                return
+            ran = time.monotonic() - worker.started_at
+            worker.last_exit = _describe_exit(code)
+            self._down.add(worker.node.node_id)
+            self._announce_down()
+            if ran >= STABLE_RUN_S:
+                worker.backoff = RESTART_BACKOFF_S
+            log.error("worker exited; restarting", extra={"worker": worker.index, "exit": worker.last_exit,
+                                                          "restart_in_s": worker.backoff})
+            await asyncio.sleep(worker.backoff)
+            worker.backoff = min(worker.backoff * 2, RESTART_BACKOFF_MAX_S)
+            if self._stopping:
+                return
+            worker.restarts += 1
+            try:
+                await self._spawn(worker)
+                worker.announcer = asyncio.get_running_loop().create_task(self._announce_when_ready(worker))
+            except OSError as exc:
+                log.error("cannot restart worker %d: %s", worker.index, exc)
+                worker.process = None
+                await asyncio.sleep(worker.backoff)
+                continue
+
+    async def _announce_when_ready(self, worker: WorkerProcess) -> None:
+        """Once a restarted worker's /health says ready, tell every worker it is back."""
+        process = worker.process
+        while process.returncode is None and not self._stopping:
+            answer = await self._ask_worker(worker, "/health")
+            if answer is not None and answer[0] == 200:
+                self._down.discard(worker.node.node_id)
+                self._announce_down()
+                log.info("worker ready again", extra={"worker": worker.index, "restarts": worker.restarts})
+                return
+            await asyncio.sleep(0.1)
+
+    def _announce_down(self) -> None:
+        line = (json.dumps({"down": sorted(self._down)}) + "\n").encode()
+        for worker in self.workers:
+            if worker.running and worker.control_fd >= 0:
+                try:
+                    os.write(worker.control_fd, line)
+                except OSError as exc:  # a full pipe (a stuck worker) or one that just died
+                    log.warning("cannot tell worker %d which workers are down: %s", worker.index, exc)
+
+    async def _stop_workers(self) -> None:
+        self._stopping = True
+        log.info("cohort stopping", extra={"signal": signal.Signals(self._stop_signal).name
+                                           if self._stop_signal else "none"})
+        self._forward(signal.SIGTERM)
+        budget = self.config.shutdown_timeout_ms / 1000 + 5
+        running = [w.process.wait() for w in self.workers if w.running]
+        if running:
+            done = asyncio.gather(*running)
+            try:
+                await asyncio.wait_for(done, budget)
+            except asyncio.TimeoutError:
+                self._unclean = True
+                log.error("workers did not stop in time; killing them")
+                self._forward(signal.SIGKILL)
+        for worker in self.workers:
+            if worker.process is not None and worker.process.returncode not in (None, 0):
+                self._unclean = True
+
+    def _forward(self, signum: int) -> None:
+        for worker in self.workers:
+            if worker.running:
+                try:
+                    worker.process.send_signal(signum)
+                except ProcessLookupError:
+                    pass
+
+    def _on_stop_signal(self, signum: int) -> None:
+        assert self._stop_requested is not None
+        if self._stop_signal is not None:
+            log.warning("second signal; killing the workers and exiting", extra={"signal": signal.Signals(signum).name})
+            self._forward(signal.SIGKILL)
+            logging.shutdown()
+            os._exit(128 + signum)
+        self._stop_signal = signum
+        self._stop_requested.set()
+
+    # ------------------------------------------------------------------ /metrics and /health
+    async def _serve_http(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), _HTTP_READ_TIMEOUT_S)
+        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, asyncio.TimeoutError, ConnectionError):
+            writer.close()
+            return
+        parts = head.split(b"\r\n", 1)[0].split()
+        if len(parts) != 3 or parts[0] not in (b"GET", b"HEAD"):
+            status, kind, body = "405 Method Not Allowed", _TEXT, b"only GET and HEAD\n"
+        else:
+            path = parts[1].split(b"?", 1)[0]
+            if path == b"/metrics":
+                status, kind, body = "200 OK", _PROMETHEUS, await self._metrics()
+            elif path in (b"/health", b"/ready"):
+                healthy, text = await self._health()
+                status, kind, body = ("200 OK" if healthy else "503 Service Unavailable"), _TEXT, text.encode()
+            else:
+                status, kind, body = "404 Not Found", _TEXT, b"try /metrics or /health\n"
+        try:
+            writer.write(f"HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {len(body)}\r\n"
+                         f"Connection: close\r\n\r\n".encode("latin-1") + (b"" if parts[:1] == [b"HEAD"] else body))
+            await writer.drain()
+        except ConnectionError:
+            pass
+        finally:
+            writer.close()
+
+    async def _ask_worker(self, worker: WorkerProcess, path: str) -> tuple[int, str] | None:
+        if not worker.running or worker.metrics_port is None:
+            return None
+        try:
+            return await asyncio.wait_for(_http_get("127.0.0.1", worker.metrics_port, path), _SCRAPE_TIMEOUT_S)
+        except (OSError, asyncio.TimeoutError, ValueError):
+            return None
+
+    async def _health(self) -> tuple[bool, str]:
+        if self._stopping:
+            return False, "stopping\n"
+        answers = await asyncio.gather(*(self._ask_worker(w, "/health") for w in self.workers))
+        lines, healthy = [], True
+        for worker, answer in zip(self.workers, answers):
+            where = f"worker {worker.index} (node {worker.node.node_id}, {worker.node.host}:{worker.node.port})"
+            if answer is None:
+                healthy = False
+                state = "restarting" if worker.restarts or worker.last_exit else "starting"
+                lines.append(f"{where}: {state}" + (f" (last exit: {worker.last_exit})" if worker.last_exit else ""))
+            else:
+                code, text = answer
+                healthy = healthy and code == 200
+                lines.append(f"{where}: {text.strip().replace(chr(10), '; ')}")
+        head = "ready" if healthy else "not ready"
+        return healthy, "\n".join([head, *lines]) + "\n"
+
+    async def _metrics(self) -> bytes:
+        answers = await asyncio.gather(*(self._ask_worker(w, "/metrics") for w in self.workers))
+        families: dict[str, list[str]] = {}
+        order: list[str] = []
+        for worker, answer in zip(self.workers, answers):
+            if answer is not None and answer[0] == 200:
+                label_exposition(answer[1], worker.index, families, order)
+        out = []
+        for name in order:
+            out.extend(families[name + "\0meta"])
+            out.extend(families[name])
+        out.append("# HELP cohort_worker_up Whether the worker process answered this scrape (1) or not (0).")
+        out.append("# TYPE cohort_worker_up gauge")
+        for worker, answer in zip(self.workers, answers):
+            out.append(f'cohort_worker_up{{worker="{worker.index}"}} {1 if answer is not None else 0}')
+        out.append("# HELP cohort_worker_restarts_total Times the supervisor restarted the worker after it exited.")
+        out.append("# TYPE cohort_worker_restarts_total counter")
+        for worker in self.workers:
+            out.append(f'cohort_worker_restarts_total{{worker="{worker.index}"}} {worker.restarts}')
+        return ("\n".join(out) + "\n").encode()
+
+
+async def _http_get(host: str, port: int, path: str) -> tuple[int, str]:
+    reader, writer = await asyncio.open_connection(host, port)
+    try:
+        writer.write(f"GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode())
+        await writer.drain()
+        raw = await reader.read()
+    finally:
+        writer.close()
+    head, _, body = raw.partition(b"\r\n\r\n")
+    status = int(head.split(None, 2)[1])
+    return status, body.decode("utf-8", "replace")
+
+
+def _can_bind(address: HostPort) -> bool:
+    try:
+        bind_worker_ports([address])[0].close()
+        return True
+    except OSError:
+        return False
+
+
+def _describe_exit(code: int) -> str:
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"

@@ -1,0 +1,160 @@
+"""One worker of `cohort serve --workers N`: a whole coordinator node over its share of the partitions.
+
+The supervisor (`cohort.coordinator.supervisor`) starts ``python -m cohort.coordinator.worker SPEC``
+with the worker's Kafka listening socket already bound (inherited descriptor) and a pipe to report on.
+SPEC (JSON) carries the supervisor's effective settings, this worker's index and every worker's node.
+The worker is then an ordinary `Daemon` except that:
+
+* it does not take the data-dir lock (the supervisor holds it); its offsets log locks the partition
+  directories it loads and writes journals of its own (`cohort.coordinator.log`);
+* it serves ``/metrics`` and ``/health`` on an ephemeral 127.0.0.1 port and writes that port to the
+  pipe, so the supervisor can aggregate them on the one ``--metrics`` address;
+* it exits when the supervisor dies (parent-death signal), so no orphan keeps partitions locked;
+* the supervisor tells it which workers are down (a JSON line ``{"down": [node ids]}`` on a second
+  pipe): their partitions have no owner meanwhile, so FindCoordinator answers COORDINATOR_NOT_AVAILABLE
+  and Metadata leaves them out, as Kafka does while a dead broker's partitions fail over.
+"""
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import dataclasses
+import logging
+import json
+import os
+import signal
+import socket
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cohort.coordinator.config import CoordinatorConfig, EffectiveConfig
+from cohort.coordinator.daemon import Daemon
+from cohort.coordinator.ownership import Node
+from cohort.coordinator.static_ownership import StaticOwnership
+
+_PR_SET_PDEATHSIG = 1
+log = logging.getLogger("cohort.coordinator.worker")
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerSpec:
+    """What a worker is told by its supervisor."""
+
+    index: int
+    nodes: list[Node]
+    settings: dict[str, Any]  # CoordinatorConfig fields, already this worker's (listeners, node.id, metrics)
+    listen_fds: list[int]
+    status_fd: int  # the worker writes {"metrics_port": P}
+    control_fd: int  # the supervisor writes {"down": [node ids]}
+    supervisor_pid: int
+    down: list[int]  # node ids of the workers down when this one starts
+
+    def to_json(self) -> str:
+        return json.dumps({
+            "index": self.index, "nodes": [[n.node_id, n.host, n.port] for n in self.nodes],
+            "settings": self.settings, "listen_fds": self.listen_fds, "status_fd": self.status_fd,
+            "control_fd": self.control_fd, "supervisor_pid": self.supervisor_pid, "down": self.down})
+
+    @classmethod
+    def from_json(cls, text: str) -> "WorkerSpec":
+        doc = json.loads(text)
+        return cls(doc["index"], [Node(*n) for n in doc["nodes"]], doc["settings"], doc["listen_fds"],
+                   doc["status_fd"], doc["control_fd"], doc["supervisor_pid"], doc["down"])
+
+
+class WorkerOwnership(StaticOwnership):
+    """The static split, minus the workers the supervisor says are down (their partitions have no owner)."""
+
+    def __init__(self, local: Node, nodes: list[Node], num_partitions: int, down: list[int]) -> None:
+        super().__init__(local, nodes, num_partitions)
+        self.down: set[int] = set(down) - {local.node_id}
+
+    def owner(self, partition: int) -> Node | None:
+        node = super().owner(partition)
+        return None if node is None or node.node_id in self.down else node
+
+    def nodes(self) -> list[Node]:
+        return [n for n in super().nodes() if n.node_id not in self.down]
+
+
+def config_settings(config: CoordinatorConfig, **overrides: Any) -> dict[str, Any]:
+    """A config as JSON-able keyword arguments (paths as text), with `overrides`."""
+    values = {f.name: getattr(config, f.name) for f in dataclasses.fields(config)}
+    values.update(overrides)
+    return {k: str(v) if isinstance(v, Path) else v for k, v in values.items()}
+
+
+class WorkerDaemon(Daemon):
+    holds_data_dir_lock = False
+
+    def __init__(self, spec: WorkerSpec) -> None:
+        super().__init__(EffectiveConfig(CoordinatorConfig(**spec.settings), {}, None))
+        self.spec = spec
+
+    def new_server(self, metrics: Any) -> Any:
+        from cohort.coordinator.node import CoordinatorServer
+
+        spec = self.spec
+        ownership = WorkerOwnership(spec.nodes[spec.index], spec.nodes, self.config.offsets_topic_num_partitions,
+                                    spec.down)
+        self._control = asyncio.get_running_loop().create_task(self._follow_supervisor(ownership))
+        sockets = [socket.socket(fileno=fd) for fd in spec.listen_fds]
+        return CoordinatorServer(self.config, metrics=metrics, ownership=ownership, listen_sockets=sockets)
+
+    async def _follow_supervisor(self, ownership: WorkerOwnership) -> None:
+        """Apply the supervisor's news about which workers are down, for the life of the process."""
+        loop = asyncio.get_running_loop()
+        reader = asyncio.StreamReader()
+        transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader),
+                                                    os.fdopen(self.spec.control_fd, "rb", buffering=0))
+        try:
+            while line := await reader.readline():
+                try:
+                    down = {int(n) for n in json.loads(line)["down"]}
+                except (ValueError, KeyError, TypeError):
+                    log.warning("unreadable line from the supervisor: %r", line[:200])
+                    continue
+                ownership.down = down - {ownership.local.node_id}
+        finally:
+            transport.close()
+
+    def metrics_bound(self, port: int) -> None:
+        try:
+            os.write(self.spec.status_fd, (json.dumps({"metrics_port": port}) + "\n").encode())
+        except OSError:  # the supervisor is gone: the parent-death signal ends this process
+            pass
+
+
+def _die_with_parent(supervisor_pid: int) -> None:
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != supervisor_pid:  # it died before the signal was armed
+        os._exit(1)
+
+
+def _label_log_records(index: int) -> None:
+    """Every log line of this process carries ``worker=K`` (the workers share the supervisor's stderr or file)."""
+    make_record = logging.getLogRecordFactory()
+
+    def labelled(*args, **kwargs) -> logging.LogRecord:
+        record = make_record(*args, **kwargs)
+        record.worker = index
+        return record
+
+    logging.setLogRecordFactory(labelled)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    spec = WorkerSpec.from_json(args[0])
+    _die_with_parent(spec.supervisor_pid)
+    _label_log_records(spec.index)
+    return WorkerDaemon(spec).run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,123 @@
+"""`cohort cluster status` and `cohort cluster import` as an operator runs them, against real etcd."""
+from __future__ import annotations
+
+import asyncio
+import json
+
+from cohort_process import CohortServer, clean_env, run_cohort
+from kafka import KafkaConsumer, TopicPartition
+from kafka.structs import OffsetAndMetadata
+
+from cohort.coordinator.cluster import keys
+from cohort.coordinator.cluster.etcd import EtcdClient, prefix_end
+from cohort.coordinator.cluster.ownership import EtcdOwnership
+from cohort.coordinator.cluster.store import EtcdStore
+from cohort.coordinator.ownership import Node
+from cohort.coordinator.records import GroupMetadataRecord, OffsetCommitRecord, decode_record, encode_record
+from cohort.protocol.partitioning import partition_for
+
+from test_ownership import Events, eventually
+
+
+async def test_status_lists_nodes_owners_epochs_and_groups_and_import_refuses_while_nodes_run(etcd, tmp_path):
+    client = EtcdClient(etcd.endpoints)
+    store = EtcdStore(client)
+    ownership = EtcdOwnership(client, Node(7, "10.0.0.7", 9092), store=store, lease_ttl_ms=2000)
+    events = Events(store)
+    await ownership.start(events)
+    try:
+        await eventually(lambda: len(events.serving) == 50 and not events.loads, 10, "node 7 owns all")
+        p = partition_for("status-group", 50)
+        await store.append(p, [encode_record(GroupMetadataRecord("status-group", "consumer", 1, "range", None)),
+                               encode_record(OffsetCommitRecord("status-group", "t", 0, 5))])
+        result = await asyncio.to_thread(run_cohort, "cluster", "status", "--cluster", etcd.url, "--output", "json")
+        assert result.returncode == 0, result.stderr
+        report = json.loads(result.stdout)
+        assert [(n["node_id"], n["address"]) for n in report["nodes"]] == [(7, "10.0.0.7:9092")]
+        assert 0 < report["nodes"][0]["lease_ttl_s"] <= 2
+        rows = {row["partition"]: row for row in report["partitions"]}
+        assert len(rows) == 50 and all(row["owner"] == 7 for row in rows.values())
+        assert rows[p]["epoch"] == events.serving[p]
+        assert (rows[p]["groups"], rows[p]["offsets"]) == (1, 1)
+        table = await asyncio.to_thread(run_cohort, "cluster", "status", "--cluster", etcd.url)
+        assert table.returncode == 0 and "10.0.0.7:9092" in table.stdout
+        # Importing while a node runs would hide the imported records from it: refused.
+        data_dir = tmp_path / "empty-node"
+        data_dir.mkdir()
+        (data_dir / "__consumer_offsets-0").mkdir()
+        (data_dir / "__consumer_offsets-0" / "00000000000000000000.log").write_bytes(b"")
+        refused = await asyncio.to_thread(run_cohort, "cluster", "import", "--cluster", etcd.url,
+                                          "--data-dir", str(data_dir), "--execute")
+        assert refused.returncode == 1 and "nodes are running" in refused.stderr, refused.stderr
+    finally:
+        await ownership.stop()
+        await client.close()
+
+
+def test_status_without_etcd_is_one_line_and_exit_2():
+    result = run_cohort("cluster", "status", "--cluster", "etcd://127.0.0.1:1", "--timeout", "1")
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+
+
+def test_import_copies_a_single_nodes_log_idempotently_and_dry_run_by_default(etcd, tmp_path):
+    server = CohortServer(tmp_path / "data").start()
+    try:
+        consumer = KafkaConsumer(bootstrap_servers=server.bootstrap, group_id="imported", enable_auto_commit=False)
+        consumer.commit({TopicPartition("orders", i): OffsetAndMetadata(100 + i, "m", -1) for i in range(3)})
+        consumer.close()
+        refused = run_cohort("cluster", "import", "--cluster", etcd.url, "--data-dir", str(server.data_dir))
+        assert refused.returncode == 1 and "in use" in refused.stderr  # the server holds the data dir
+    finally:
+        assert server.stop() == 0
+
+    args = ("cluster", "import", "--cluster", etcd.url, "--data-dir", str(server.data_dir), "--output", "json")
+    dry = run_cohort(*args)
+    assert dry.returncode == 0, dry.stderr
+    assert json.loads(dry.stdout)["new"] >= 3 and not json.loads(dry.stdout)["executed"]
+    assert asyncio.run(_data_keys(etcd)) == {}
+
+    done = run_cohort(*args, "--execute")
+    assert done.returncode == 0, done.stderr
+    imported = asyncio.run(_data_keys(etcd))
+    p = partition_for("imported", 50)
+    offsets = {}
+    for key, value in imported.items():
+        record = decode_record(keys.record_key(key), value)
+        if isinstance(record, OffsetCommitRecord):
+            assert key.startswith(b"o/%d/" % p)
+            offsets[(record.topic, record.partition)] = record.offset
+    assert offsets == {("orders", i): 100 + i for i in range(3)}
+
+    again = run_cohort(*args, "--execute")
+    assert again.returncode == 0 and json.loads(again.stdout)["new"] == 0
+    assert asyncio.run(_data_keys(etcd)) == imported
+
+
+async def _data_keys(etcd) -> dict[bytes, bytes]:
+    client = EtcdClient(etcd.endpoints)
+    await client.connect()
+    try:
+        found = {}
+        for prefix in keys.DATA_PREFIXES:
+            kvs, _, _ = await client.range(prefix, prefix_end(prefix))
+            found.update((kv.key, kv.value) for kv in kvs)
+        return found
+    finally:
+        await client.close()
+
+
+def test_serve_with_unreachable_etcd_or_a_bad_cluster_url_exits_with_one_line(tmp_path):
+    from cohort_process import free_port
+
+    base = ("serve", "--listen", "127.0.0.1:0", "--metrics", f"127.0.0.1:{free_port()}",
+            "--data-dir", str(tmp_path / "unused"))
+    unreachable = run_cohort(*base, "--cluster", "etcd://127.0.0.1:1")
+    assert unreachable.returncode != 0
+    assert unreachable.stderr.strip().splitlines()[-1].startswith("cohort: error: cannot start: EtcdUnavailable")
+    assert "Traceback" not in unreachable.stderr
+    assert not (tmp_path / "unused").exists()  # cluster mode never touches a data dir
+    bad = run_cohort(*base, "--cluster", "http://127.0.0.1:2379")
+    assert bad.returncode != 0 and bad.stderr.count("\n") == 1 and "etcd://HOST:PORT" in bad.stderr
+    with_workers = run_cohort(*base, "--cluster", "etcd://127.0.0.1:2379", "--workers", "2")
+    assert with_workers.returncode != 0 and "cluster mode runs one coordinator process" in with_workers.stderr

@@ -1,0 +1,201 @@
+"""`EtcdStore` against a real 3-member etcd: durable appends, fencing, splitting, paged loads, failures."""
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from cohort.coordinator.cluster import keys
+from cohort.coordinator.cluster.etcd import EtcdClient, compare_create_revision, op_put
+from cohort.coordinator.cluster.store import EtcdStore
+from cohort.coordinator.log import StorageError
+from cohort.coordinator.records import OffsetCommitRecord, encode_record
+from cohort.protocol.errors import ErrorCode
+
+
+async def claim(etcd: EtcdClient, partition: int, node_id: int, ttl_s: int = 60) -> tuple[int, int]:
+    """Create owner/<p> under a fresh lease the way a node does: (epoch, lease id)."""
+    lease_id, _ = await etcd.grant(ttl_s)
+    key = keys.owner_key(partition)
+    won, revision, _ = await etcd.txn([compare_create_revision(key, 0)],
+                                      [op_put(key, str(node_id).encode(), lease=lease_id)])
+    assert won, f"owner/{partition} already exists"
+    return revision, lease_id
+
+
+def commit(group: str, partition: int, offset: int) -> tuple[bytes, bytes]:
+    return encode_record(OffsetCommitRecord(group, "events", partition, offset, commit_timestamp=1))
+
+
+async def load_all(store: EtcdStore, partition: int, epoch: int) -> dict[bytes, bytes]:
+    loaded: dict[bytes, bytes] = {}
+    async for chunk in store.load(partition, epoch):
+        for key, value in chunk:
+            assert key not in loaded
+            loaded[key] = value
+    return loaded
+
+
+async def eventually(predicate, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        result = await predicate()
+        if result:
+            return result
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"not within {timeout}s: {what}")
+
+
+@pytest.fixture
+async def client(etcd):
+    c = EtcdClient(etcd.endpoints, timeout_s=3.0)
+    await c.connect()
+    yield c
+    await c.close()
+
+
+async def test_appended_records_come_back_on_load_latest_value_per_key_without_tombstones(client):
+    epoch, _ = await claim(client, 3, node_id=1)
+    store = EtcdStore(client)
+    assert await load_all(store, 3, epoch) == {}
+    await store.append(3, [commit("g", 0, 10), commit("g", 1, 20)])
+    await store.append(3, [commit("g", 0, 11), (commit("g", 1, 0)[0], None)])
+
+    reader = EtcdStore(client)
+    assert await load_all(reader, 3, epoch) == dict([commit("g", 0, 11)])
+
+
+async def test_concurrent_appends_share_rounds_and_all_are_durable(client):
+    epoch, _ = await claim(client, 5, node_id=1)
+    store = EtcdStore(client)
+    await load_all(store, 5, epoch)
+    await asyncio.gather(*(store.append(5, [commit(f"g{i}", 0, i)]) for i in range(200)))
+    assert store.stats.transactions < 200  # group commit: many appends per transaction
+    assert await load_all(EtcdStore(client), 5, epoch) == dict(commit(f"g{i}", 0, i) for i in range(200))
+
+
+async def test_a_round_over_128_operations_is_split_into_several_transactions(client):
+    epoch, _ = await claim(client, 1, node_id=1)
+    store = EtcdStore(client)
+    await load_all(store, 1, epoch)
+    records = [commit("big", i, i) for i in range(1000)]
+    await store.append(1, records)
+    assert store.stats.transactions == 8  # ceil(1000 / 128)
+    assert await load_all(EtcdStore(client), 1, epoch) == dict(records)
+
+
+async def test_a_round_over_the_request_size_limit_is_split_by_bytes(client):
+    epoch, _ = await claim(client, 2, node_id=1)
+    store = EtcdStore(client)
+    await load_all(store, 2, epoch)
+    # Ten 400 KiB records: 4 MiB in one request would be refused by etcd (1.5 MiB limit).
+    records = [(commit("wide", i, 0)[0], bytes([i]) * 400 * 1024) for i in range(10)]
+    await store.append(2, records)
+    assert store.stats.transactions >= 3
+    assert await load_all(EtcdStore(client), 2, epoch) == dict(records)
+
+
+async def test_load_reads_in_pages(client):
+    epoch, _ = await claim(client, 4, node_id=1)
+    store = EtcdStore(client)
+    await load_all(store, 4, epoch)
+    records = [commit("paged", i, i) for i in range(100)]
+    await store.append(4, records)
+    reader = EtcdStore(client, page_size=7)
+    chunks = [chunk async for chunk in reader.load(4, epoch)]
+    assert all(len(chunk) <= 7 for chunk in chunks) and len(chunks) >= 15
+    assert dict(kv for chunk in chunks for kv in chunk) == dict(records)
+
+
+async def test_a_node_whose_lease_lapsed_cannot_write_after_takeover(client):
+    # Node 1 wins partition 9 under a 2 s lease and then stops refreshing it (a paused process).
+    epoch_1, _ = await claim(client, 9, node_id=1, ttl_s=2)
+    zombie = EtcdStore(client)
+    await load_all(zombie, 9, epoch_1)
+    await zombie.append(9, [commit("z", 0, 1)])
+
+    async def owner_gone():
+        kvs, _, _ = await client.range(keys.owner_key(9))
+        return not kvs
+    await eventually(owner_gone, 10, "owner/9 deleted when the lease expired")
+    epoch_2, _ = await claim(client, 9, node_id=2)
+    successor = EtcdStore(client)
+    assert await load_all(successor, 9, epoch_2) == dict([commit("z", 0, 1)])
+
+    fenced = []
+    zombie.on_fenced = fenced.append
+    with pytest.raises(StorageError) as refused:
+        await zombie.append(9, [commit("z", 0, 666)])
+    assert refused.value.error_code == ErrorCode.NOT_COORDINATOR
+    assert fenced == [9] and zombie.stats.fenced_writes == 1
+    with pytest.raises(StorageError):  # and it stays refused without asking etcd again
+        await zombie.append(9, [commit("z", 0, 667)])
+    assert zombie.stats.fenced_writes == 1
+    await successor.append(9, [commit("z", 1, 2)])
+    assert await load_all(EtcdStore(client), 9, epoch_2) == dict([commit("z", 0, 1), commit("z", 1, 2)])
+
+
+async def test_release_finishes_queued_appends_and_refuses_later_ones(client):
+    epoch, _ = await claim(client, 6, node_id=1)
+    store = EtcdStore(client)
+    await load_all(store, 6, epoch)
+    pending = [asyncio.ensure_future(store.append(6, [commit("r", i, i)])) for i in range(20)]
+    await asyncio.sleep(0)
+    await store.release(6)
+    await asyncio.gather(*pending)
+    with pytest.raises(StorageError) as refused:
+        await store.append(6, [commit("r", 99, 99)])
+    assert refused.value.error_code == ErrorCode.NOT_COORDINATOR
+    assert await load_all(EtcdStore(client), 6, epoch) == dict(commit("r", i, i) for i in range(20))
+
+
+async def test_quorum_loss_fails_appends_with_a_retriable_error_and_service_returns(etcd, client):
+    epoch, _ = await claim(client, 8, node_id=1)
+    store = EtcdStore(client)
+    await load_all(store, 8, epoch)
+    await store.append(8, [commit("q", 0, 1)])
+    survivor, *lost = etcd.members
+    for member in lost:
+        etcd.kill(member)
+    started = time.monotonic()
+    with pytest.raises(StorageError) as failed:
+        await store.append(8, [commit("q", 0, 2)])
+    assert time.monotonic() - started < 10
+    assert failed.value.error_code == ErrorCode.REQUEST_TIMED_OUT and failed.value.error_code.retriable
+    for member in lost:
+        etcd.start_member(member)
+
+    async def accepted():
+        try:
+            await store.append(8, [commit("q", 0, 3)])
+            return True
+        except StorageError as exc:
+            assert exc.error_code == ErrorCode.REQUEST_TIMED_OUT
+            return False
+    await eventually(accepted, 60, "appends accepted again once etcd has a quorum")
+    assert await load_all(EtcdStore(client), 8, epoch) == dict([commit("q", 0, 3)])
+
+
+async def test_appends_continue_through_an_etcd_leader_kill_and_none_acknowledged_is_lost(etcd, client):
+    epoch, _ = await claim(client, 7, node_id=1)
+    store = EtcdStore(client)
+    await load_all(store, 7, epoch)
+    acknowledged: dict[bytes, bytes] = {}
+    failures = 0
+
+    async def writer():
+        nonlocal failures
+        for i in range(400):
+            record = commit("leader", i % 40, i)
+            try:
+                await store.append(7, [record])
+                acknowledged[record[0]] = record[1]
+            except StorageError as exc:
+                assert exc.error_code == ErrorCode.REQUEST_TIMED_OUT
+                failures += 1
+            if i == 60:
+                etcd.kill(etcd.leader())
+    await asyncio.wait_for(writer(), 120)
+    assert len(acknowledged) == 40
+    assert await load_all(EtcdStore(client), 7, epoch) == acknowledged

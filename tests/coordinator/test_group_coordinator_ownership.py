@@ -1,0 +1,152 @@
+"""Partitions come and go one at a time, as an `Ownership` says: `acquired(p)` loads p from the store
+(its groups wait: COORDINATOR_LOAD_IN_PROGRESS, Heartbeat NONE), `lost(p)` answers p's parked requests
+NOT_COORDINATOR, forgets its groups and releases it in the store; a partition this node does not own
+answers NOT_COORDINATOR. Two coordinators share one data dir over a real offsets log."""
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from cohort.coordinator.log import PartitionState
+from cohort.coordinator.ownership import Node
+from cohort.coordinator.static_ownership import StaticOwnership
+from cohort.protocol import messages as m
+from group_harness import CTX, E, FailingLog, Harness
+
+NODES = [Node(0, "127.0.0.1", 9092), Node(1, "127.0.0.1", 9093)]
+
+
+class GatedLog(FailingLog):
+    """The real log, except that a partition's load waits at its first chunk until the test opens the gate."""
+
+    gate: asyncio.Event | None = None
+
+    async def load(self, partition, epoch=0):
+        async for chunk in super().load(partition, epoch):
+            if self.gate is not None:
+                await self.gate.wait()
+            yield chunk
+        if self.gate is not None:
+            await self.gate.wait()
+
+
+async def node(data_dir, index: int, *, gated: bool = False) -> tuple[Harness, StaticOwnership]:
+    h = Harness(data_dir, flush_policy="always")  # 5 partitions: node 0 owns 0, 2, 4; node 1 owns 1, 3
+    if gated:
+        log = GatedLog(data_dir, num_partitions=h.config.offsets_topic_num_partitions, partitions=())
+        log.gate = asyncio.Event()
+        h.log = log
+        h.coordinator._store = log
+    ownership = StaticOwnership(NODES[index], NODES, h.config.offsets_topic_num_partitions)
+    await h.log.open()
+    await ownership.start(h.coordinator)
+    if not gated:
+        await h.coordinator.wait_loaded()
+    return h, ownership
+
+
+def group_on(h: Harness, partition: int, prefix: str = "g") -> str:
+    return next(f"{prefix}{i}" for i in range(10_000) if h.coordinator.partition_for(f"{prefix}{i}") == partition)
+
+
+@pytest.fixture
+async def nodes(tmp_path):
+    started: list[Harness] = []
+
+    async def start(index: int, **kwargs):
+        h, ownership = await node(tmp_path, index, **kwargs)
+        started.append(h)
+        return h, ownership
+
+    yield start
+    for h in started:
+        if isinstance(h.log, GatedLog):
+            h.log.gate.set()
+        h.coordinator.shutdown()
+        await h.coordinator.wait_loaded()
+        await h.log.close()
+
+
+async def test_a_partition_this_node_does_not_own_answers_not_coordinator(nodes):
+    a, _ = await nodes(0)
+    mine, theirs = group_on(a, 0), group_on(a, 1)  # partition p belongs to node p mod 2
+    assert (await a.join_now(mine)).error_code == E.MEMBER_ID_REQUIRED
+    assert (await a.join_now(theirs)).error_code == E.NOT_COORDINATOR
+    assert await a.commit(theirs, {("t", 0): 5}) == {("t", 0): E.NOT_COORDINATOR}
+    assert await a.heartbeat(theirs, "m", 1) == E.NOT_COORDINATOR
+    assert (await a.fetch(theirs, {"t": [0]}))[0] == E.NOT_COORDINATOR
+    assert await a.commit(mine, {("t", 0): 5}) == {("t", 0): E.NONE}
+
+
+async def test_while_a_partition_loads_its_groups_wait_and_heartbeats_pass(nodes):
+    a, _ = await nodes(0, gated=True)
+    g = group_on(a, 2)
+    assert (await a.join_now(g)).error_code == E.COORDINATOR_LOAD_IN_PROGRESS
+    assert await a.commit(g, {("t", 0): 5}) == {("t", 0): E.COORDINATOR_LOAD_IN_PROGRESS}
+    assert await a.heartbeat(g, "m", 1) == E.NONE
+    listed = await a.coordinator.list_groups(m.ListGroupsRequest(states_filter=[], types_filter=[]), 4, CTX)
+    assert listed.error_code == E.COORDINATOR_LOAD_IN_PROGRESS
+    a.log.gate.set()
+    await a.coordinator.wait_loaded()
+    assert await a.commit(g, {("t", 0): 5}) == {("t", 0): E.NONE}
+
+
+async def test_a_lost_partition_answers_its_parked_requests_and_its_next_owner_serves_its_offsets(nodes):
+    a, _ = await nodes(0)
+    b, _ = await nodes(1)
+    g = group_on(a, 4)
+    other = group_on(a, 2)
+    await a.commit(g, {("t", 0): 41, ("t", 1): 42})
+    await a.commit(other, {("t", 0): 7})
+    first = await a.new_member(g)
+    parked = a.join(g, first, session_ms=30000)  # a JoinGroup waiting for the rebalance to complete
+    second = await a.new_member(g)
+    parked_too = a.join(g, second, session_ms=30000)
+    await asyncio.sleep(0)
+
+    a.coordinator.lost(4)
+    await a.coordinator.wait_loaded()
+    assert (await asyncio.wait_for(parked, 5)).error_code == E.NOT_COORDINATOR
+    assert (await asyncio.wait_for(parked_too, 5)).error_code == E.NOT_COORDINATOR
+    assert a.group(g) is None and a.coordinator.offsets.get(g, "t", 0) is None
+    assert a.log.partition_state(4) is PartitionState.UNOWNED
+    assert await a.commit(g, {("t", 0): 43}) == {("t", 0): E.NOT_COORDINATOR}
+    assert (await a.fetch(other, {"t": [0]}))[1] == {("t", 0): (7, "", 0)}  # partition 2 is still served
+
+    b.coordinator.acquired(4, 1)
+    await b.coordinator.wait_loaded()
+    assert (await b.fetch(g, {"t": [0, 1]}))[1] == {("t", 0): (41, "", 0), ("t", 1): (42, "", 0)}
+    assert await b.commit(g, {("t", 0): 44}) == {("t", 0): E.NONE}
+
+
+async def test_a_partition_another_node_still_holds_fails_to_load_and_answers_not_coordinator(nodes, tmp_path):
+    a, _ = await nodes(0)
+    b, _ = await nodes(1)
+    b.coordinator.acquired(2, 1)  # partition 2 is node 0's: its directory is locked by a's log
+    await b.coordinator.wait_loaded()
+    assert "owned by another process" in b.coordinator.failed_partitions()[2]
+    g = group_on(b, 2)
+    assert (await b.join_now(g)).error_code == E.NOT_COORDINATOR
+    assert (await a.join_now(g)).error_code == E.MEMBER_ID_REQUIRED
+
+
+async def test_a_partition_lost_while_it_loads_is_given_up_and_left_free_for_its_next_owner(nodes, tmp_path):
+    first, _ = await nodes(0)
+    g = group_on(first, 0)
+    await first.commit(g, {("t", 0): 9})
+    first.coordinator.shutdown()
+    await first.log.close()
+    a, _ = await nodes(0, gated=True)  # partitions load one at a time: 0 first, held at its first chunk
+    await asyncio.sleep(0.2)
+    assert a.log.partition_state(0) is PartitionState.LOADING
+    a.coordinator.lost(0)
+    a.log.gate.set()  # the others go on
+    await a.coordinator.wait_loaded()
+    assert a.log.partition_state(0) is PartitionState.UNOWNED
+    assert (await a.join_now(g)).error_code == E.NOT_COORDINATOR
+    assert 0 not in a.coordinator.failed_partitions()
+    b, _ = await nodes(1)
+    b.coordinator.acquired(0, 1)
+    await b.coordinator.wait_loaded()
+    assert (await b.fetch(g, {"t": [0]}))[1] == {("t", 0): (9, "", 0)}
