@@ -719,6 +719,13 @@ def _check_together(config: CoordinatorConfig) -> None:
     if config.cluster is not None and len(endpoints) > 1:
         raise ConfigError("invalid listeners: cluster mode serves one listener per node (give listeners one "
                           "NAME://host:port entry)")
+    secured = sorted({protocols[e.name] for e in endpoints} - {"PLAINTEXT"})
+    if (config.workers != 1 or config.cluster is not None) and (secured or config.authorizer_class_name):
+        mode = "--workers" if config.workers != 1 else "cluster mode (--cluster)"
+        what = " and ".join(filter(None, [f"{'/'.join(secured)} listeners" if secured else "",
+                                          "an authorizer" if config.authorizer_class_name else ""]))
+        raise ConfigError(f"{mode} does not support {what} yet (credentials and ACLs are kept by one "
+                          "process only); run a single node for TLS, SASL and ACLs")
 
 
 @dataclass(frozen=True, slots=True)

@@ -74,6 +74,7 @@ class CoordinatorServer:
         start); `ownership`: which partitions this node coordinates (default: all of them);
         `listen_sockets`: the Kafka port already bound (a `--workers` supervisor binds its workers' ports)."""
         self._listen_sockets = listen_sockets
+        self._given_ownership = ownership is not None
         self.config = config
         self.metrics = metrics
         self.state = "loading"
@@ -289,15 +290,24 @@ class CoordinatorServer:
 
     def _security_handlers(self) -> dict:
         apis = admin_apis.SecurityAdminApis(self.security, authorizer_enabled=bool(self.config.authorizer_class_name))
-        return {
+        handlers = {
             SaslHandshakeRequest: admin_apis.sasl_handshake_when_authenticated,
             SaslAuthenticateRequest: admin_apis.sasl_authenticate_when_authenticated,
             DescribeAclsRequest: apis.describe_acls,
             CreateAclsRequest: apis.create_acls,
             DeleteAclsRequest: apis.delete_acls,
-            DescribeUserScramCredentialsRequest: apis.describe_user_scram_credentials,
-            AlterUserScramCredentialsRequest: apis.alter_user_scram_credentials,
         }
+        if not self._shares_partitions:
+            # Credentials live in partition 0 of this process's log; a worker or cluster node may not own it
+            # (config refuses SASL and ACLs in those modes, so no credential would be used there anyway).
+            handlers[DescribeUserScramCredentialsRequest] = apis.describe_user_scram_credentials
+            handlers[AlterUserScramCredentialsRequest] = apis.alter_user_scram_credentials
+        return handlers
+
+    @property
+    def _shares_partitions(self) -> bool:
+        """A worker of `--workers` or a cluster node: other processes own some offsets partitions."""
+        return self.cluster is not None or self._given_ownership
 
     def _authorization(self):
         """The authorization guard of every handler, or None when no authorizer is configured."""
