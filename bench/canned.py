@@ -19,6 +19,8 @@ from cohort.protocol.framing import decode_request, decode_request_header, encod
 from cohort.protocol.messages import (
     ApiVersionsRequest,
     ApiVersionsResponse,
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
     OffsetCommitRequest,
     OffsetCommitResponse,
     OffsetFetchRequest,
@@ -28,11 +30,19 @@ from cohort.protocol.framing import SUPPORTED_VERSIONS
 
 _SIZE = struct.Struct(">i")
 _CORRELATION = struct.Struct(">i")
-ANSWERED = (ApiVersionsRequest.API_KEY, OffsetCommitRequest.API_KEY, OffsetFetchRequest.API_KEY)
+ANSWERED = (ApiVersionsRequest.API_KEY, FindCoordinatorRequest.API_KEY, OffsetCommitRequest.API_KEY,
+            OffsetFetchRequest.API_KEY)
+NODE_ID = 1
 
 
-def _answer(request, version: int):
+def _answer(request, version: int, address: tuple[str, int]):
     """The full answer to a request of a new shape: success for every partition it names."""
+    if isinstance(request, FindCoordinatorRequest):
+        host, port = address
+        if version >= 4:
+            return FindCoordinatorResponse(coordinators=[FindCoordinatorResponse.Coordinator(
+                key=k, node_id=NODE_ID, host=host, port=port, error_code=0) for k in request.coordinator_keys])
+        return FindCoordinatorResponse(error_code=0, node_id=NODE_ID, host=host, port=port)
     if isinstance(request, ApiVersionsRequest):
         return ApiVersionsResponse(error_code=0, api_keys=[
             ApiVersionsResponse.ApiVersion(api_key=key, min_version=SUPPORTED_VERSIONS[key][0],
@@ -79,7 +89,8 @@ class CannedConnection(asyncio.Protocol):
                     self.transport.close()
                     return
                 _, request = decode_request(frame)
-                answer = encode_response(header, _answer(request, header.api_version))
+                answer = encode_response(header, _answer(request, header.api_version,
+                                                         self.transport.get_extra_info("sockname")[:2]))
                 self.canned[shape] = answer
             reply = bytearray(answer)
             _CORRELATION.pack_into(reply, 4, header.correlation_id)

@@ -28,8 +28,13 @@ class ClosedLoopOutcome:
 
 
 async def run_closed_loop(target: Target, templates: list[RequestTemplate], *, connections: int, depth: int,
-                          duration_s: float, max_ops: int, warmup_s: float = 0.0) -> ClosedLoopOutcome:
+                          duration_s: float, max_ops: int, warmup_s: float = 0.0,
+                          routes: dict[tuple[str, int], list[RequestTemplate]] | None = None) -> ClosedLoopOutcome:
     """Drive `templates` (one rotation shared by all connections) and measure.
+
+    `routes` splits the templates by the broker that must receive them (a group's coordinator,
+    when the target is several brokers: `cohort serve --workers N`); the connections are dealt
+    round-robin over those brokers, each rotating its own broker's templates.
 
     Operations completing during the warm-up are not counted; throughput is
     measured operations over the time from the end of the warm-up to the last
@@ -37,8 +42,12 @@ async def run_closed_loop(target: Target, templates: list[RequestTemplate], *, c
     """
     run = LoadRun(max_ops=max_ops, duration_s=duration_s, warmup_s=warmup_s)
     run.latencies = LatencyRecorder()
-    for _ in range(connections):
-        conn = await open_pipelined(target.host, target.port, lambda: PipelinedConnection(run, templates, depth))
+    routes = routes or {(target.host, target.port): templates}
+    brokers = sorted(routes)
+    for i in range(max(connections, len(brokers))):
+        host, port = brokers[i % len(brokers)]
+        own = routes[(host, port)]
+        conn = await open_pipelined(host, port, lambda: PipelinedConnection(run, own, depth))
         run.connections.append(conn)
     sampler = ProcessSampler(target.pid)
     with generator_gc_paused():

@@ -70,15 +70,48 @@ class ProcessUsage:
     rss_end_bytes: int | None = None
 
 
-def read_cpu_seconds(pid: int) -> float:
-    """utime + stime of a process (all its threads) from /proc/<pid>/stat."""
+def _stat_fields(pid: int) -> list[str]:
     text = Path(f"/proc/{pid}/stat").read_text()
-    fields = text[text.rindex(")") + 2:].split()
-    return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
+    return text[text.rindex(")") + 2:].split()
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every live process under `pid` (a server's fsync helpers, `--workers` processes)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                children.setdefault(int(_stat_fields(int(entry.name))[1]), []).append(int(entry.name))
+            except (OSError, IndexError, ValueError):
+                continue
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), ()):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def read_cpu_seconds(pid: int) -> float:
+    """utime + stime of a process and every live process under it (all their threads), from /proc.
+
+    A server is its process tree: helpers and workers do part of its work.
+    """
+    fields = _stat_fields(pid)
+    total = int(fields[11]) + int(fields[12])
+    for child in _descendants(pid):
+        try:
+            f = _stat_fields(child)
+        except OSError:
+            continue
+        total += int(f[11]) + int(f[12])
+    return total / _CLOCK_TICKS
 
 
 def read_rss_bytes(pid: int) -> int:
-    """Resident set size from /proc/<pid>/statm (pages × page size)."""
+    """Resident set size from /proc/<pid>/statm (pages × page size): the main process only (helpers
+    share most of their pages with nothing the server needs, and summing trees would count shared
+    libraries N times)."""
     return int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * _PAGE_SIZE
 
 

@@ -222,6 +222,10 @@ class CohortServer(_ManagedProcess):
         merged = {"group.initial.rebalance.delay.ms": 0, "offsets.flush.policy": "always",
                   "log-level": "WARNING", "metrics": f"127.0.0.1:{free_port()}"}
         merged.update(settings or {})
+        if int(merged.get("workers", 1)) > 1 and "worker-ports" not in merged:
+            # the first worker takes --listen's port; the others get free ports of their own
+            merged["worker-ports"] = ",".join(map(str, [self.port, *(free_port() for _ in
+                                                                     range(int(merged["workers"]) - 1))]))
         self.settings = merged
         self.version = f"cohort {_cohort_version()} ({_git_revision() or 'no git'})"
         command = [*(executable or cohort_executable()), "serve", "--listen", self.address, "--data-dir", str(self.data_dir)]
@@ -345,7 +349,8 @@ class CannedServer(_ManagedProcess):
 
 def is_managed(spec: str) -> bool:
     """Whether `start_target` starts `spec` itself (as opposed to an external HOST:PORT)."""
-    return spec in ("cohort", "cohort-never", "tansu", "zookeeper", "canned") or spec.startswith("cohort=")
+    return spec in ("cohort", "cohort-never", "tansu", "zookeeper", "canned") or spec.startswith(("cohort=",
+                                                                                                  "cohort-workers"))
 
 
 def start_target(spec: str, **cohort_settings) -> Target:
@@ -356,6 +361,12 @@ def start_target(spec: str, **cohort_settings) -> Target:
     """
     if spec == "cohort":
         return CohortServer(settings=cohort_settings or None)
+    if spec.startswith("cohort-workers"):
+        # "cohort-workers2": `cohort serve --workers 2`, every worker on a free port of its own
+        count = int(spec.removeprefix("cohort-workers") or "2")
+        server = CohortServer(settings={**cohort_settings, "workers": count})
+        server.name = spec
+        return server
     if spec.startswith("cohort="):
         executable = spec.split("=", 1)[1]
         if not Path(executable).is_file():

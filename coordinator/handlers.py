@@ -153,6 +153,11 @@ class FetchWaits:
             timer.cancel()
             self._waiting.discard(fut)
 
+    @property
+    def parked(self) -> int:
+        """How many Fetch requests are waiting right now."""
+        return len(self._waiting)
+
     def release_all(self) -> None:
         self.closed = True
         for fut in list(self._waiting):

@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from cohort.protocol.messages import OffsetCommitRequest, OffsetFetchRequest
+from cohort.protocol.messages import FindCoordinatorRequest, OffsetCommitRequest, OffsetFetchRequest
 
 from bench.closed_loop import ClosedLoopOutcome, run_closed_loop
 from bench.members import BenchMember, ProtocolVersions, form_groups, keep_alive
@@ -70,10 +70,31 @@ def _usage(usage) -> dict:
     return {k: getattr(usage, k) for k in usage.__slots__}
 
 
-async def _closed_loop(target: Target, templates, profile: Profile, connections: int | None = None):
+async def group_coordinators(session: KafkaSession, groups: list[str]) -> list[tuple[str, int]]:
+    """Each group's coordinator (FindCoordinator): the target itself, unless it is several brokers
+    (`cohort serve --workers N`)."""
+    version = session.pick_version(FindCoordinatorRequest.API_KEY, 2)
+    answers = await asyncio.gather(*(session.request(FindCoordinatorRequest(key=g, key_type=0), version)
+                                     for g in groups))
+    for answer in answers:
+        if answer.error_code:
+            raise RuntimeError(f"FindCoordinator failed with error {answer.error_code}")
+    return [(a.host, a.port) for a in answers]
+
+
+async def coordinator_routes(target: Target, session: KafkaSession, templates, groups: list[str]):
+    """The templates by the broker coordinating their group; None when every group is on the target."""
+    routes: dict[tuple[str, int], list] = {}
+    for template, broker in zip(templates, await group_coordinators(session, groups)):
+        routes.setdefault(broker, []).append(template)
+    return None if list(routes) == [(target.host, target.port)] else routes
+
+
+async def _closed_loop(target: Target, templates, profile: Profile, connections: int | None = None,
+                       routes=None):
     return await run_closed_loop(target, templates, connections=connections or profile.connections,
                                  depth=profile.depth, duration_s=profile.duration_s, max_ops=profile.max_ops,
-                                 warmup_s=profile.warmup_s)
+                                 warmup_s=profile.warmup_s, routes=routes)
 
 
 def _selected(profile: Profile, variant: str) -> bool:
@@ -91,9 +112,10 @@ async def run_commit(target: Target, profile: Profile) -> list[Result]:
             variant = f"simple-{partitions}p"
             if not _selected(profile, variant):
                 continue
-            templates = [RequestTemplate(simple_commit(group_name(tag, g), partitions), version)
-                         for g in range(profile.groups)]
-            outcome = await _closed_loop(target, templates, profile)
+            groups = [group_name(tag, g) for g in range(profile.groups)]
+            templates = [RequestTemplate(simple_commit(g, partitions), version) for g in groups]
+            routes = await coordinator_routes(target, session, templates, groups)
+            outcome = await _closed_loop(target, templates, profile, routes=routes)
             results.append(outcome_result("commit", variant, target, outcome, _params(profile, version, partitions),
                                           {"offsets_per_s": round(outcome.throughput * partitions, 1)}))
         member_variants = [p for p in (1, 10) if _selected(profile, f"member-{p}p")]
@@ -139,8 +161,16 @@ def _params(profile: Profile, version: int, partitions: int | None) -> dict:
 async def commit_fixture_offsets(target: Target, session: KafkaSession, groups: list[str], partitions: int,
                                  version: int) -> None:
     """One simple commit of `partitions` partitions per group, so fetches find offsets."""
-    responses = await asyncio.gather(*(session.request(simple_commit(g, partitions, 1000 + i), version)
-                                       for i, g in enumerate(groups)))
+    brokers = await group_coordinators(session, groups)
+    sessions = {b: session if b == (target.host, target.port) else await KafkaSession.open(*b)
+                for b in set(brokers)}
+    try:
+        responses = await asyncio.gather(*(sessions[b].request(simple_commit(g, partitions, 1000 + i), version)
+                                           for i, (g, b) in enumerate(zip(groups, brokers))))
+    finally:
+        for other in sessions.values():
+            if other is not session:
+                await other.close()
     for response in responses:
         for topic in response.topics:
             for p in topic.partitions:
@@ -162,7 +192,8 @@ async def run_fetch(target: Target, profile: Profile) -> list[Result]:
             if not _selected(profile, variant):
                 continue
             templates = [RequestTemplate(fetch_request(g, partitions), version) for g in groups]
-            outcome = await _closed_loop(target, templates, profile)
+            routes = await coordinator_routes(target, session, templates, groups)
+            outcome = await _closed_loop(target, templates, profile, routes=routes)
             results.append(outcome_result("fetch", variant, target, outcome,
                                           _params(profile, version, partitions)))
     finally:

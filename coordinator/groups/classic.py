@@ -7,15 +7,17 @@ phase: every member must (re)send JoinGroup, and each request stays parked (by r
 the phase ends. The phase ends at once when every member has rejoined and nobody holds a
 MEMBER_ID_REQUIRED id, or when the join timer fires (the largest member rebalance timeout; the
 first rebalance of an Empty group instead waits `group.initial.rebalance.delay.ms`, extended while
-new members keep arriving). Ending the phase drops dynamic members that did not rejoin, bumps the
-generation, picks a protocol by vote and moves to **CompletingRebalance**: everyone gets its
-JoinGroup answer and the leader also gets the member list. Followers' SyncGroups park until the
-leader's SyncGroup brings the assignment; once the GroupMetadata record holding it is durable
-(`RecordsAppended`) the group is **Stable** and every parked SyncGroup is answered. Any membership
-change (a join with new metadata, a leave, an expired session, a missing SyncGroup) starts the next
-rebalance. A join phase that ends with nobody left makes the group Empty again. Loading a
-GroupMetadata record makes a group Stable (members) or Empty. **Dead** is terminal: the group was
-deleted and must not be touched.
+new members keep arriving, unless a session expiry leaves only members that have rejoined). A
+rebalance of a non-empty group in which everyone has already joined ends as it starts (the last
+member left: the group is Empty again at once). Ending the phase drops dynamic members that did
+not rejoin, bumps the generation, picks a protocol by vote and moves to **CompletingRebalance**:
+everyone gets its JoinGroup answer and the leader also gets the member list. Followers'
+SyncGroups park until the leader's SyncGroup brings the assignment; once the GroupMetadata record
+holding it is durable (`RecordsAppended`) the group is **Stable** and every parked SyncGroup is
+answered. Any membership change (a join with new metadata, a leave, an expired session, a missing
+SyncGroup) starts the next rebalance. A join phase that ends with nobody left makes the group Empty
+again. Loading a GroupMetadata record makes a group Stable (members) or Empty. **Dead** is
+terminal: the group was deleted and must not be touched.
 
 `ClassicGroup.handle(event, now)` is the whole interface: it updates the group in place (copying a
 10 000-member group per heartbeat would cost more than the heartbeat) and returns effects for the
@@ -76,7 +78,7 @@ class Step(enum.Enum):
     """Why the group changes state: the middle column of TRANSITIONS."""
 
     PREPARE_REBALANCE = "prepare rebalance"          # a membership change (RebalanceReason says which)
-    JOIN_PHASE_COMPLETED = "join phase completed"    # everyone rejoined, or the join timer fired
+    JOIN_PHASE_COMPLETED = "join phase completed"    # everyone (left) rejoined, or the join timer fired
     ASSIGNMENT_STORED = "assignment stored"          # the leader's assignment is durable
     LOADED = "loaded"                                # a GroupMetadata record read back from the log
     DELETED = "deleted"                              # DeleteGroups, or expiry of an empty group
@@ -767,8 +769,7 @@ class ClassicGroup:
         if member_id in self.pending_members:
             log.info("group %s: pending member %s expired before rejoining", self.group_id, member_id)
             self._remove(member_id)
-            if self.state is GroupState.PREPARING_REBALANCE:
-                self._maybe_complete_join_phase()
+            self._complete_join_phase_if_all_joined()
             return
         member = self.members.get(member_id)
         if member is None or member.has_satisfied_heartbeat():
@@ -1041,8 +1042,14 @@ class ClassicGroup:
             self._maybe_complete_join_phase()
 
     def _maybe_complete_join_phase(self) -> None:
-        if (self.state is GroupState.PREPARING_REBALANCE and self.has_all_members_joined()
-                and self.previous_state is not GroupState.EMPTY):
+        """After a join or a leave: everyone has joined ends the phase, except the initial (delayed) one."""
+        if self.previous_state is not GroupState.EMPTY:
+            self._complete_join_phase_if_all_joined()
+
+    def _complete_join_phase_if_all_joined(self) -> None:
+        """After an expiry: ends even the initial join phase (Kafka's removeMemberAndUpdateClassicGroup
+        and removePendingMemberAndUpdateClassicGroup skip maybeCompleteJoinPhase's initial check)."""
+        if self.state is GroupState.PREPARING_REBALANCE and self.has_all_members_joined():
             self._complete_join_phase()
 
     def _prepare_rebalance(self, reason: RebalanceReason) -> None:
@@ -1057,13 +1064,16 @@ class ClassicGroup:
             self._rebalance_initial = initial
         self._transition(Step.PREPARE_REBALANCE, GroupState.PREPARING_REBALANCE, reason)
         self.new_member_added = False
+        log.info("group %s: preparing to rebalance (state was %s, generation %d): %s",
+                 self.group_id, self.previous_state, self.generation_id, reason)
         if initial:
             delay = self._config.group_initial_rebalance_delay_ms
             self._set_join_timer(delay, (delay, max(self.rebalance_timeout_ms() - delay, 0)))
+        elif self.has_all_members_joined():
+            # Kafka's maybeCompleteJoinElseSchedule: e.g. the last member left, so the group is Empty now.
+            self._complete_join_phase()
         else:
             self._set_join_timer(self.rebalance_timeout_ms())
-        log.info("group %s: preparing to rebalance (state was %s, generation %d): %s",
-                 self.group_id, self.previous_state, self.generation_id, reason)
 
     def _rebalance_done(self) -> None:
         """A rebalance ended in Stable: count it by why it started, timed from its first prepare."""
@@ -1090,6 +1100,8 @@ class ClassicGroup:
         self._init_next_generation()
         if self.state is GroupState.EMPTY:
             log.info("group %s: generation %d is empty", self.group_id, self.generation_id)
+            # Nothing became stable: the next rebalance starts from Empty and counts as initial.
+            self._rebalance_started_ms = self._rebalance_reason = None
             self._append_metadata({}, EmptyGenerationWrite(self.generation_id))
             return
         log.info("group %s: generation %d with %d members, protocol %s, leader %s",
@@ -1163,8 +1175,8 @@ class ClassicGroup:
         self._remove(member.member_id)
         if self.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
             self._prepare_rebalance(reason)
-        elif self.state is GroupState.PREPARING_REBALANCE:
-            self._maybe_complete_join_phase()
+        else:
+            self._complete_join_phase_if_all_joined()
 
     def _on_rebalance_requested(self, event: RebalanceRequested) -> None:
         if self.can_rebalance():

@@ -23,7 +23,7 @@ SESSION_MS = 1000
 class SlowToJoin(BenchMember):
     async def join(self) -> list:
         if not self.member_id:
-            await asyncio.sleep(2.5 * SESSION_MS / 1000)
+            await asyncio.sleep(2.5 * SESSION_MS / 1000)  # the scenario: silent past its pending id's session
         return await super().join()
 
 

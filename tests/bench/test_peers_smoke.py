@@ -60,3 +60,19 @@ async def test_the_canned_ceiling_answers_commits_and_fetches_without_errors(smo
     for r in commits + fetches:
         assert_well_formed(r)
         assert r.target == "canned"
+
+
+async def test_commits_and_fetches_reach_each_groups_worker(smoke_profile):
+    """With `--workers 2` the generator sends each group's requests to its coordinator (FindCoordinator):
+    no NOT_COORDINATOR, and both workers take load."""
+    from bench.targets import start_target
+
+    profile = smoke_profile.with_overrides(variants=("simple-1p", "fetch-1p"), groups=8)
+    with start_target("cohort-workers2") as workers:
+        commits = await workload_function("commit")(workers, profile)
+        fetches = await workload_function("fetch")(workers, profile)
+
+    assert [r.variant for r in commits + fetches] == ["simple-1p", "fetch-1p"]
+    for r in commits + fetches:
+        assert_well_formed(r)
+        assert r.target == "cohort-workers2"

@@ -31,7 +31,7 @@ async def main(bootstrap: str, group: str, topic: str, session_ms: int) -> None:
                          rebalance_timeout_ms=session_ms, heartbeat_interval_ms=200, listener=reporter)
     reporter.member = member
     await member.start(wait=False)
-    await asyncio.sleep(3600)
+    await asyncio.sleep(3600)  # the scenario: stay a member until the test kills this process (bounded: 1 h)
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ from cohort.client.admin import Admin, NewTopic
 from cohort.client.errors import IllegalGenerationError
 from cohort.client.membership import GroupMember, MemberState, RebalanceListener
 from cohort.client.topic_partition import TopicPartition
+from bounded_wait import wait_until_async
 from client_harness import CohortServe
 
 pytestmark = pytest.mark.timeout(120)
@@ -31,11 +32,7 @@ async def make_topic(bootstrap: str, name: str, partitions: int) -> None:
 
 async def until(predicate, timeout: float, what: str) -> None:
     """Poll `predicate` every 50 ms, failing with `what` after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for: {what}")
-        await asyncio.sleep(0.05)
+    await wait_until_async(predicate, timeout, what, interval=0.05)
 
 
 def settled(members, partitions: int) -> bool:
@@ -162,7 +159,7 @@ async def test_static_member_restarts_within_its_session_without_a_rebalance(sha
         assert await replacement.start(timeout=10) == owned
         assert replacement.generation.generation_id == generation
         assert replacement.member_id != old_member_id
-        await asyncio.sleep(1.0)  # several heartbeats of the others
+        await asyncio.sleep(1.0)  # the scenario: a window of several heartbeats for a wrong rebalance to show up
         assert [m.generation.generation_id for m in others] == [generation, generation]
         assert [m.rebalances for m in others] == rebalances
         assert all(m.state is MemberState.STABLE for m in others)
@@ -318,7 +315,7 @@ async def test_members_ride_out_a_coordinator_restart(tmp_path):
         await until(lambda: settled(members, 4), 20, "two members settled")
         await members[0].commit({tp: (3, "before restart") for tp in members[0].assignment})
         server.stop()
-        await asyncio.sleep(0.5)  # heartbeats fail meanwhile; the members keep retrying
+        await asyncio.sleep(0.5)  # the scenario: the server stays down a while; heartbeats fail, members retry
         server.start()
         # The group was reloaded from the log; the members reconnect, rediscover and carry on.
         await until(lambda: settled(members, 4) and all(m.error is None for m in members), 30, "members after restart")
@@ -335,7 +332,7 @@ async def test_slow_rebalance_callbacks_do_not_cost_the_session(shared_cohort_se
 
     class Slow(RebalanceListener):
         async def on_partitions_assigned(self, assigned):
-            await asyncio.sleep(6.0)  # twice the session timeout
+            await asyncio.sleep(6.0)  # the scenario: a callback running twice the session timeout
 
     # A 3 s session leaves room for a loaded CI machine's scheduling stalls.
     options = dict(session_timeout_ms=3000, heartbeat_interval_ms=300, rebalance_timeout_ms=8000)
@@ -346,7 +343,7 @@ async def test_slow_rebalance_callbacks_do_not_cost_the_session(shared_cohort_se
         await slow.start(wait=False)
         await until(lambda: settled([steady, slow], 4), 30, "both members settled")
         generation = steady.generation.generation_id
-        await asyncio.sleep(4.0)
+        await asyncio.sleep(4.0)  # the scenario: most of the slow callback, past the 3 s session
         # Heartbeats went on during the 6 s callback: nobody was expired, no further rebalance.
         assert steady.generation.generation_id == slow.generation.generation_id == generation
         assert settled([steady, slow], 4)

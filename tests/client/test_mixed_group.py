@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from bounded_wait import wait_until_async
 from cohort.client.admin import Admin, NewTopic
 from cohort.client.membership import GroupMember, MemberState
 from cohort.client.topic_partition import TopicPartition
@@ -142,7 +143,14 @@ async def test_mixed_group_converges(shared_cohort_server, strategy, first):
         else:
             starter = next(c for c in foreign if c.library == first)
             starter.start()
-            await asyncio.sleep(1.0)
+            async with Admin(bootstrap) as admin:  # it leads: the group is its own before anyone else joins
+
+                async def starter_alone_and_stable() -> bool:
+                    description = await admin.describe_group(group)
+                    return description.state == "Stable" and len(description.members) == 1
+
+                await wait_until_async(starter_alone_and_stable, 30, f"{first} to form the group alone",
+                                       interval=0.1)
         for m in ours:
             await m.start(wait=False)
         for c in foreign:

@@ -23,6 +23,8 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from bounded_wait import wait_until
+
 TP = tuple[str, int]
 ASSIGNMENT_TIMEOUT_S = 45.0
 
@@ -74,7 +76,7 @@ class ConsumerThread:
             if not self.closed:
                 self.adapter.poll(self.consumer)
             else:
-                time.sleep(0.05)
+                time.sleep(0.05)  # a closed consumer's thread idles until stopped: pacing, not a wait
 
     async def _async_main(self) -> None:
         try:
@@ -96,7 +98,7 @@ class ConsumerThread:
             if not self.closed:
                 await self.adapter.poll(self.consumer)
             else:
-                await asyncio.sleep(0.05)
+                await asyncio.sleep(0.05)  # a closed consumer's loop idles until stopped: pacing, not a wait
 
     def _run_commands(self, run: Callable) -> None:
         while True:
@@ -139,14 +141,7 @@ class ConsumerThread:
 
 
 def wait_for(condition: Callable[[], Any], timeout: float, what: str, interval: float = 0.2) -> Any:
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = condition()
-        if last:
-            return last
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
+    return wait_until(condition, timeout, what, interval)
 
 
 def assignments_are(consumers: list[ConsumerThread], topic: str, partitions: int, per_consumer: int):

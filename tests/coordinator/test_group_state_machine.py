@@ -395,6 +395,97 @@ def test_a_static_member_rejoining_stable_keeps_its_assignment_and_fences_the_ol
     assert d.group.state is S.STABLE and d.group.members[new_id].assignment == b"asg"
 
 
+def test_the_last_member_leaving_a_stable_group_makes_it_empty_at_once():
+    """Kafka's prepareRebalance ends with maybeCompleteJoinElseSchedule: nobody left to wait for."""
+    d = Driver()
+    (a,) = d.stable(1)
+    d.appends.clear()
+    assert d.leave((a, None, "bye")) == [E.NONE]
+    assert d.group.state is S.EMPTY and d.group.generation_id == 2
+    assert [(t.source, t.target) for t in d.transitions[-2:]] == [
+        (S.STABLE, S.PREPARING_REBALANCE), (S.PREPARING_REBALANCE, S.EMPTY)]
+    assert GroupTimer.JOIN_PHASE not in d.timers
+    (append,) = d.appends  # the empty generation is written, as when a join timer ends the phase
+    assert append.records[0].generation == 2 and append.records[0].members == []
+
+
+def test_a_group_that_emptied_counts_its_next_rebalance_as_initial():
+    """A rebalance that ended Empty never became stable: the next one is timed and labelled afresh."""
+    d = Driver()
+    (a,) = d.stable(1)
+    d.journal.clear()
+    d.advance(5000)  # a expires: its rebalance ends with the group Empty
+    assert d.group.state is S.EMPTY and d.journal == [MemberExpired("g", a)]
+    d.advance(60_000)
+    b = d.new_member()
+    join = d.join(b, reason="back")
+    d.advance(0)
+    sync = d.sync(b, 3, {b: b"x"})
+    assert d.answers.pop(join).generation_id == 3
+    d.finish_appends()
+    assert d.answers.pop(sync).error == E.NONE
+    done = d.journal[-1]
+    assert done.initial and done.reason.cause is RebalanceCause.MEMBER_JOINED and done.duration_ms == 0
+
+
+def test_a_non_initial_rebalance_with_everyone_already_joined_completes_as_it_starts():
+    """The leader rejoining a Stable group of one starts a rebalance that has nothing to wait for."""
+    d = Driver()
+    (a,) = d.stable(1)
+    rejoin = d.join(a)
+    assert d.group.state is S.COMPLETING_REBALANCE
+    assert d.answers.pop(rejoin).generation_id == 2
+    assert GroupTimer.JOIN_PHASE not in d.timers
+
+
+def test_a_session_expiry_ends_even_the_initial_join_phase_once_the_rest_have_joined():
+    """Kafka's removeMemberAndUpdateClassicGroup completes the join with no initial-rebalance check."""
+    d = Driver(group_initial_rebalance_delay_ms=3000, group_new_member_join_timeout_ms=500)
+    a, b = d.new_member(), d.new_member()
+    join_a = d.join(a, session_ms=1000, rebalance_ms=10_000)
+    d.advance(200)
+    join_b = d.join(b, session_ms=1000, rebalance_ms=10_000)  # b's join timeout ends at 700, a's at 500
+    d.leave((b, None, None))  # only a leave: the initial phase still waits for its delay
+    assert d.answers.pop(join_b).error == E.UNKNOWN_MEMBER_ID
+    assert d.group.state is S.PREPARING_REBALANCE and d.group.previous_state is S.EMPTY
+    c = d.new_member()  # a MEMBER_ID_REQUIRED id the phase must wait for
+    d.join(c, session_ms=1000, rebalance_ms=10_000)
+    assert d.group.state is S.PREPARING_REBALANCE
+    d.advance(299)  # 499: nobody expired yet
+    assert d.group.state is S.PREPARING_REBALANCE
+    d.advance(1)  # a, new and silent for the join timeout, expires: c alone is left, and has joined
+    assert a not in d.group.members and d.journal[-1] == MemberExpired("g", a)
+    assert d.answers.pop(join_a).error == E.UNKNOWN_MEMBER_ID
+    assert d.group.state is S.COMPLETING_REBALANCE and d.group.generation_id == 1
+    assert d.group.leader_id == c and GroupTimer.JOIN_PHASE not in d.timers
+
+
+def test_a_pending_member_id_expiring_ends_even_the_initial_join_phase():
+    """Kafka's removePendingMemberAndUpdateClassicGroup: the last one not joined was a pending id."""
+    d = Driver(group_initial_rebalance_delay_ms=3000)
+    a = d.new_member()
+    join_a = d.join(a, session_ms=5000, rebalance_ms=10_000)
+    d.new_member()  # never rejoins; its pending id lives one session (1000 ms)
+    d.advance(999)
+    assert d.group.state is S.PREPARING_REBALANCE and join_a not in d.answers
+    d.advance(1)
+    assert not d.group.pending_members
+    assert d.group.state is S.COMPLETING_REBALANCE
+    answer = d.answers.pop(join_a)
+    assert (answer.error, answer.generation_id, answer.leader) == (E.NONE, 1, a)
+
+
+def test_a_leave_does_not_end_the_initial_join_phase_early():
+    """maybeCompleteJoinPhase (joins, leaves) keeps the initial delay; only expiries skip it."""
+    d = Driver(group_initial_rebalance_delay_ms=3000)
+    a, b = d.new_member(), d.new_member()
+    join_a = d.join(a, session_ms=5000, rebalance_ms=10_000)
+    d.leave((b, None, None))  # the pending id leaves: everyone left has joined
+    assert d.group.state is S.PREPARING_REBALANCE and join_a not in d.answers
+    d.advance(3000)
+    assert d.answers.pop(join_a).generation_id == 1
+
+
 def test_protocol_selection_takes_the_most_voted_common_protocol():
     d = Driver()
     ids = [d.new_member() for _ in range(3)]

@@ -8,10 +8,10 @@ Checked by order, not by time: a small request sent right after the huge one is 
 from __future__ import annotations
 
 import select
-import time
 
 import pytest
 
+from bounded_wait import wait_until
 from server_harness import RawClient
 from cohort.protocol.framing import decode_response
 from cohort.protocol.messages import ApiVersionsRequest, OffsetCommitRequest, OffsetFetchRequest
@@ -55,9 +55,10 @@ def test_a_small_request_is_answered_while_a_huge_commit_is_built(server, raw_cl
     huge, small = raw_client(server.port), raw_client(server.port)
 
     huge.send(commit("wide", 0, PARTITIONS), 2)
-    # Let the server take in all of the huge frame first (else the small one simply arrives earlier):
-    # building 200 000 records takes it far longer than this head start.
-    time.sleep(0.3)
+    # The server must have taken in all of the huge frame first (else the small one simply arrives
+    # earlier): the commit creates its group before it builds the 200 000 records.
+    wait_until(lambda: server.run(lambda: server.server.groups.group("wide") is not None), 30,
+               "the huge commit to be decoded and under way")
     small.send(ApiVersionsRequest(), 0)
 
     assert first_answered(huge, small) == "small"

@@ -6,6 +6,7 @@ import threading
 import time
 
 import pytest
+from bounded_wait import wait_until
 
 from cohort.protocol.framing import decode_response, encode_request
 from cohort.protocol.messages import (
@@ -76,10 +77,8 @@ def test_a_commit_pipelined_behind_a_parked_fetch_is_not_held_up(server_factory,
     client.request(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name="pipelined")]), 9)
     client.send_bytes(encode_request(parked_fetch(10000), 11, correlation_id=1, client_id="c")
                       + encode_request(commit("side-by-side", 7), 8, correlation_id=2, client_id="c"))
-    deadline = time.monotonic() + 8
-    while committed(observer, "side-by-side") != 7:  # visible while the Fetch is still parked
-        assert time.monotonic() < deadline, "the commit waited for the parked Fetch"
-        time.sleep(0.05)
+    # Visible while the Fetch is still parked:
+    wait_until(lambda: committed(observer, "side-by-side") == 7, 8, "the commit (it waited for the parked Fetch?)")
     client.sock.settimeout(0.05)
     with pytest.raises(socket.timeout):  # ... and its answer still waits its turn behind the Fetch
         client.sock.recv(1)
@@ -126,7 +125,7 @@ def test_stop_answers_parked_requests_and_closes(server_factory, raw_client):
     client = raw_client(server.port)
     client.request(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name="pipelined")]), 9)
     client.send(parked_fetch(30000), 11)  # would wait 30 s
-    time.sleep(0.2)
+    wait_until(lambda: server.run(lambda: server.server.handlers.fetch_waits.parked), 10, "the Fetch to park")
     stopper = threading.Thread(target=server.stop)
     stopper.start()
     _, response = client.receive(1, 11)  # answered by the shutdown, not the timeout

@@ -1,9 +1,10 @@
 """Small shared pieces for the offsets-log tests: a controllable clock, open/replay helpers, a crash copy."""
 from __future__ import annotations
 
-import asyncio
 import shutil
 from pathlib import Path
+
+from bounded_wait import wait_until_async
 
 from cohort.coordinator.log import OffsetsLog, list_segments
 from cohort.coordinator.log.journal import read_checkpoint
@@ -43,10 +44,7 @@ async def reopen(data_dir: Path, **kwargs) -> dict[bytes, bytes]:
 
 async def wait_for(predicate, timeout: float = 10.0) -> None:
     """Wait until `predicate()` is true; fail the test after `timeout` seconds."""
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not predicate():
-        assert asyncio.get_running_loop().time() < deadline, "condition not reached in time"
-        await asyncio.sleep(0.001)
+    await wait_until_async(predicate, timeout, getattr(predicate, "__qualname__", "the condition"), interval=0.001)
 
 
 def crash_copy(live_dir, crash_dir) -> None:

@@ -2,10 +2,9 @@
 (by the log's clock) then drops them, never changes what a replay gives, and survives a crash at any step."""
 from __future__ import annotations
 
-import asyncio
 import shutil
-import time
 
+from bounded_wait import wait_until_async
 from log_helpers import reopen, FakeClock, commit, open_log
 
 from cohort.coordinator.log import compact_closed_segments, read_partition
@@ -72,10 +71,8 @@ async def test_the_background_cleaner_compacts_rolled_segments(tmp_path):
     for i in range(40):
         await log.append(0, [commit("g", "t", 0, i)])
     records_before = 40  # the cleaner may already be at work: count from what was appended
-    deadline = time.monotonic() + 10
-    while len(_records(tmp_path)) >= records_before and time.monotonic() < deadline:
-        await asyncio.sleep(0.02)
-    assert len(_records(tmp_path)) < records_before
+    await wait_until_async(lambda: len(_records(tmp_path)) < records_before, 10, "the cleaner to compact",
+                           interval=0.02)
     await log.close()
 
 

@@ -153,7 +153,7 @@ async def test_every_acknowledged_commit_survives_kill_9(tmp_path):
                 check(history, group, await fetch_committed(server.port, group), cycle)
             stop = asyncio.Event()
             tasks = [asyncio.create_task(committer(server.port, g, history, stop)) for g in groups]
-            await asyncio.sleep(rng.uniform(0.05, 0.5))
+            await asyncio.sleep(rng.uniform(0.05, 0.5))  # the scenario: a random stretch of load before the kill
             server.process.kill()  # SIGKILL: no flush, no goodbye
             server.process.wait(10)
             stop.set()

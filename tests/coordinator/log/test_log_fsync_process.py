@@ -82,7 +82,7 @@ async def test_a_request_in_flight_when_the_helper_dies_is_done_again_and_a_new_
     try:
         os.kill(first, signal.SIGSTOP)  # the request waits in its socket, unanswered
         pending = fsync.sync(fd, "f")
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(0.05)  # (the scenario: a window for a wrong answer from a stopped helper)
         assert not pending.done()
         os.kill(first, signal.SIGKILL)
         assert await asyncio.wait_for(pending, 10) >= 0  # answered by the fallback
@@ -116,7 +116,7 @@ async def test_an_append_waits_for_the_helpers_fsync(tmp_path):
             os.kill(pid, signal.SIGSTOP)
         try:
             append = asyncio.ensure_future(log.append(0, [commit("g", "t", 0, 2)]))
-            await asyncio.sleep(0.2)
+            await asyncio.sleep(0.2)  # (the scenario: a window for a wrong early acknowledgement to show up)
             assert not append.done(), "acknowledged before the journal was fsynced"
         finally:
             for pid in helpers:

@@ -9,6 +9,7 @@ import random
 import threading
 
 import pytest
+from bounded_wait import wait_until_async
 from log_helpers import reopen, commit, crash_copy, garble_past_marks, open_log
 
 from cohort.coordinator.log import LogLoadError, OffsetsLog, list_segments
@@ -117,10 +118,7 @@ async def test_a_journal_larger_than_its_limit_triggers_a_checkpoint(tmp_path):
     log, _ = await open_log(tmp_path, num_partitions=PARTITIONS, journal_checkpoint_bytes=2000)
     [(first_seq, _)] = list_journals(tmp_path)
     await _commit_many(log, 100, seed=5)
-    deadline = asyncio.get_running_loop().time() + 10
-    while list_journals(tmp_path)[0][0] == first_seq:
-        assert asyncio.get_running_loop().time() < deadline, "no checkpoint within 10 s"
-        await asyncio.sleep(0.01)
+    await wait_until_async(lambda: list_journals(tmp_path)[0][0] != first_seq, 10, "a checkpoint")
     await log.close()
 
 
