@@ -109,7 +109,9 @@ class Admin:
         api_timeout_ms: int = 60000,
         connect_timeout_ms: int = 10000,
         retry_backoff_ms: int = 100,
+        security=None,
     ) -> None:
+        """`security`: a `cohort.client.security.ClientSecurity` (TLS, SASL) for every connection."""
         self.cluster = Cluster(
             bootstrap,
             client_id=client_id,
@@ -117,6 +119,7 @@ class Admin:
             api_timeout_ms=api_timeout_ms,
             connect_timeout_ms=connect_timeout_ms,
             retry_backoff_ms=retry_backoff_ms,
+            security=security,
         )
 
     async def __aenter__(self) -> "Admin":

@@ -91,8 +91,10 @@ class Cluster:
         api_timeout_ms: int = 60000,
         retry_backoff_ms: int = 100,
         retry_backoff_max_ms: int = 1000,
+        security=None,
     ) -> None:
         self.bootstrap = parse_bootstrap(bootstrap)
+        self.security = security  # a cohort.client.security.ClientSecurity for every connection, or None
         self.client_id = client_id
         self.request_timeout_ms = request_timeout_ms
         self.connect_timeout_ms = connect_timeout_ms
@@ -123,6 +125,7 @@ class Cluster:
                 client_id=self.client_id,
                 request_timeout_ms=self.request_timeout_ms,
                 connect_timeout_ms=self.connect_timeout_ms,
+                security=self.security,
             )
             self._connections[key] = conn
         return conn

@@ -20,9 +20,13 @@ import socket
 import time
 from collections import deque
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from cohort.client.errors import KafkaConnectionError, RequestTimedOut, UnsupportedApi, kafka_error
 from cohort.client.retry import Backoff
+
+if TYPE_CHECKING:
+    from cohort.client.security import ClientSecurity
 from cohort.protocol.errors import ErrorCode, ProtocolError
 from cohort.protocol.framing import SUPPORTED_VERSIONS, FrameReader, decode_response, encode_request
 from cohort.protocol.messages import API_SCHEMAS, ApiVersionsRequest
@@ -82,8 +86,10 @@ class BrokerConnection:
         reconnect_backoff_ms: int = 50,
         reconnect_backoff_max_ms: int = 1000,
         max_frame_bytes: int = 104857600,
+        security: "ClientSecurity | None" = None,
     ) -> None:
         self.host = host
+        self.security = security  # TLS and/or SASL (see cohort.client.security); None = PLAINTEXT
         self.port = port
         self.client_id = client_id
         self.request_timeout_ms = request_timeout_ms
@@ -147,6 +153,8 @@ class BrokerConnection:
             try:
                 await self._open()
                 await self._negotiate()
+                if self.security is not None and self.security.uses_sasl:
+                    await self.security.authenticate(self, self.connect_timeout_ms)
             except BaseException as exc:
                 self._next_attempt = time.monotonic() + self._backoff.next_delay()
                 self._teardown(KafkaConnectionError(f"connection to {self.address} failed: {exc}"))
@@ -157,8 +165,11 @@ class BrokerConnection:
 
     async def _open(self) -> None:
         try:
+            context = self.security.ssl_context if self.security is not None else None
             self._reader, self._writer = await asyncio.wait_for(
-                asyncio.open_connection(self.host, self.port), self.connect_timeout_ms / 1000
+                asyncio.open_connection(self.host, self.port, ssl=context,
+                                        server_hostname=self.host if context is not None else None),
+                self.connect_timeout_ms / 1000,
             )
         except asyncio.TimeoutError:
             raise KafkaConnectionError(
@@ -233,6 +244,10 @@ class BrokerConnection:
         if version is None:
             version = self.version_for(message.API_KEY)
         return await self._send(message, version, timeout_ms if timeout_ms is not None else self.request_timeout_ms)
+
+    async def send_raw(self, message, version: int, timeout_ms: int):
+        """Send on the current connection without connecting first (the SASL exchange of `connect`)."""
+        return await self._send(message, version, timeout_ms)
 
     async def _send(self, message, version: int, timeout_ms: int):
         writer = self._writer

@@ -5,7 +5,7 @@ import argparse
 import sys
 
 from cohort.coordinator import __version__
-from cohort.coordinator import cli_cluster, cli_log, cli_serve
+from cohort.coordinator import cli_cluster, cli_log, cli_security, cli_serve
 from cohort.client import cli as client_cli
 
 
@@ -17,6 +17,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_log.register(subparsers)
     cli_cluster.register(subparsers)
     client_cli.register(subparsers)
+    cli_security.register(subparsers)
     _remember_own_parser(parser)
     return parser
 

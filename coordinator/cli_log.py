@@ -26,6 +26,8 @@ _TYPES = {
     "offset-commit": ("OffsetCommitRecord", "OffsetCommitTombstone"),
     "group-metadata": ("GroupMetadataRecord", "GroupMetadataTombstone"),
     "topic": ("TopicRecord", "TopicTombstone"),
+    "scram-credential": ("ScramCredentialRecord", "ScramCredentialTombstone"),
+    "acl": ("AclRecord", "AclTombstone"),
 }
 
 
@@ -87,12 +89,17 @@ def _check_data_dir(data_dir: Path) -> str | None:
 
 
 # ------------------------------------------------------------------------------ dump
+_SECRET_FIELDS = frozenset({"salt", "stored_key", "server_key"})
+
+
 def _jsonable(obj: object) -> object:
     import dataclasses
     import uuid
 
     if dataclasses.is_dataclass(obj):
-        return {f.name: _jsonable(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+        # a SCRAM credential's salt and keys are secrets: a dump says they exist, never what they are
+        return {f.name: "[hidden]" if f.name in _SECRET_FIELDS else _jsonable(getattr(obj, f.name))
+                for f in dataclasses.fields(obj)}
     if isinstance(obj, list):
         return [_jsonable(x) for x in obj]
     if isinstance(obj, bytes):

@@ -171,6 +171,108 @@ class ListenerKind(ValueKind):
 
 
 @dataclass(frozen=True, slots=True)
+class EndpointsKind(ValueKind):
+    """Kafka's ``listeners`` / ``advertised.listeners``: ``NAME://host:port,…`` (a bare host:port is PLAINTEXT)."""
+
+    nullable: bool = False
+    bindable: bool = True
+    metavar = "LISTENERS"
+
+    def check(self, value: Any) -> str | None:
+        if value is None or (isinstance(value, str) and self.nullable and not value.strip()):
+            if self.nullable:
+                return None
+            raise ValueError("a listener NAME://HOST:PORT is required")
+        if not isinstance(value, str):
+            raise ValueError(f"{value!r} is not a listener list")
+        return _normal_endpoints(parse_endpoints(value, bindable=self.bindable))
+
+    def describe(self) -> str:
+        return "[NAME://]host:port,…" + (" (unset: same as listeners)" if self.nullable else "")
+
+
+@dataclass(frozen=True, slots=True)
+class ProtocolMapKind(ValueKind):
+    metavar = "MAP"
+
+    def check(self, value: Any) -> str:
+        if not isinstance(value, str):
+            raise ValueError(f"{value!r} is not NAME:PROTOCOL,…")
+        return ",".join(f"{k}:{v}" for k, v in parse_protocol_map(value).items())
+
+    def describe(self) -> str:
+        return "NAME:PROTOCOL,…"
+
+
+@dataclass(frozen=True, slots=True)
+class NameListKind(ValueKind):
+    """A list of names in one string (Kafka's ``a,b`` or ``User:a;User:b``), each checked by `allowed`."""
+
+    separator: str = ","
+    allowed: tuple[str, ...] = ()  # empty: any name
+    upper: bool = False
+    metavar = "LIST"
+
+    def check(self, value: Any) -> str:
+        if isinstance(value, (list, tuple)):
+            value = self.separator.join(map(str, value))
+        if not isinstance(value, str):
+            raise ValueError(f"{value!r} is not a {self.separator!r}-separated list")
+        names = []
+        for item in (part.strip() for part in value.split(self.separator)):
+            if not item:
+                continue
+            if self.upper:
+                item = item.upper()
+            if self.allowed and item not in self.allowed:
+                raise ValueError(f"{item!r} must be one of {', '.join(self.allowed)}")
+            if item not in names:
+                names.append(item)
+        return self.separator.join(names)
+
+    def describe(self) -> str:
+        what = "|".join(self.allowed) if self.allowed else "name"
+        return f"{what}{self.separator}…"
+
+
+@dataclass(frozen=True, slots=True)
+class SecretKind(ValueKind):
+    """A password: any text, or unset; `cohort config show` prints it as [hidden]."""
+
+    metavar = "SECRET"
+
+    def check(self, value: Any) -> str | None:
+        if value is None or value == "":
+            return None
+        if not isinstance(value, str):
+            raise ValueError("must be text")
+        return value
+
+    def describe(self) -> str:
+        return "text (unset: none)"
+
+
+@dataclass(frozen=True, slots=True)
+class AuthorizerKind(ValueKind):
+    """``authorizer.class.name``: empty (no authorization) or Kafka's ACL authorizer, normalised to ``acl``."""
+
+    metavar = "CLASS"
+
+    def check(self, value: Any) -> str:
+        if not isinstance(value, str):
+            raise ValueError(f"{value!r} must be empty or one of {', '.join(AUTHORIZER_NAMES)}")
+        text = value.strip()
+        if not text:
+            return ""
+        if text not in AUTHORIZER_NAMES:
+            raise ValueError(f"{value!r} must be empty or one of {', '.join(AUTHORIZER_NAMES)}")
+        return "acl"
+
+    def describe(self) -> str:
+        return "(empty)|acl|org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+
+
+@dataclass(frozen=True, slots=True)
 class FlushPolicyKind(ValueKind):
     """``always`` (fsync before every acknowledgement), ``never``, or N ms."""
 
@@ -208,6 +310,70 @@ class PathKind(ValueKind):
 
     def describe(self) -> str:
         return "path" + (" (unset: none)" if self.nullable else "")
+
+
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+# Kafka's names for its ACL authorizer (KRaft's and ZooKeeper's), and Cohort's short name.
+AUTHORIZER_NAMES = ("org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+                    "kafka.security.authorizer.AclAuthorizer", "acl")
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """One listener: its name (which picks the security protocol) and address."""
+
+    name: str
+    host: str
+    port: int
+
+    @property
+    def address(self) -> HostPort:
+        return HostPort(self.host, self.port)
+
+    def __str__(self) -> str:
+        return f"{self.name}://{self.address}"
+
+
+def parse_endpoints(text: str, *, bindable: bool = True) -> list[Endpoint]:
+    """Kafka's listener list: ``NAME://host:port`` entries, comma-separated; a bare ``host:port`` is PLAINTEXT."""
+    endpoints: list[Endpoint] = []
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            raise ValueError(f"{text!r} has an empty listener entry")
+        name, sep, rest = item.partition("://")
+        if not sep:
+            name, rest = "PLAINTEXT", item
+        name = name.strip().upper()
+        if not name or not all(ch.isascii() and (ch.isalnum() or ch in "_-") for ch in name):
+            raise ValueError(f"{item!r}: invalid listener name {name!r}")
+        if any(e.name == name for e in endpoints):
+            raise ValueError(f"listener name {name} appears more than once")
+        address = parse_host_port(rest, bindable=bindable)
+        endpoints.append(Endpoint(name, address.host, address.port))
+    return endpoints
+
+
+def _normal_endpoints(endpoints: list[Endpoint]) -> str:
+    if len(endpoints) == 1 and endpoints[0].name == "PLAINTEXT":
+        return str(endpoints[0].address)  # the plain form, as before listener names existed
+    return ",".join(map(str, endpoints))
+
+
+def parse_protocol_map(text: str) -> dict[str, str]:
+    """``listener.security.protocol.map``: ``NAME:PROTOCOL`` pairs, comma-separated."""
+    mapping: dict[str, str] = {}
+    for item in (part.strip() for part in text.split(",")):
+        name, sep, protocol = item.partition(":")
+        name, protocol = name.strip().upper(), protocol.strip().upper()
+        if not sep or not name:
+            raise ValueError(f"{item!r} is not LISTENER_NAME:SECURITY_PROTOCOL")
+        if protocol not in SECURITY_PROTOCOLS:
+            raise ValueError(f"{item!r}: security protocol must be one of {', '.join(SECURITY_PROTOCOLS)}")
+        if name in mapping:
+            raise ValueError(f"listener name {name} is mapped twice")
+        mapping[name] = protocol
+    return mapping
 
 
 @dataclass(frozen=True, slots=True)
@@ -357,8 +523,9 @@ class CoordinatorConfig:
     """
 
     # -- network ------------------------------------------------------------
-    listeners: str = _setting("127.0.0.1:9092", ListenerKind(), "Address the Kafka protocol listener binds (port 0 = any free port).", "--listen")
-    advertised_listeners: str | None = _setting(None, ListenerKind(nullable=True, bindable=False), "Address given to clients in Metadata/FindCoordinator; unset = listeners.", "--advertised")
+    listeners: str = _setting("127.0.0.1:9092", EndpointsKind(), "Addresses the Kafka protocol listeners bind, NAME://host:port comma-separated (a bare host:port is PLAINTEXT; port 0 = any free port).", "--listen")
+    advertised_listeners: str | None = _setting(None, EndpointsKind(nullable=True, bindable=False), "Addresses given to clients in Metadata/FindCoordinator, per listener name; unset = listeners.", "--advertised")
+    listener_security_protocol_map: str = _setting("PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL", ProtocolMapKind(), "Security protocol of each listener name.")
     data_dir: Path = _setting(Path("./data"), PathKind(), "Directory holding the offsets log and the data-dir lock.", "--data-dir")
     node_id: int = _setting(0, IntKind(0), "This node's broker id, as reported to clients (worker K of --workers is node.id + K).", "--node-id")
     workers: int | str = _setting(1, WorkersKind(), "Coordinator processes on this machine (auto = one per core); each is a broker with its own port and node id and owns a fixed share of the offsets partitions.", "--workers")
@@ -393,6 +560,19 @@ class CoordinatorConfig:
     connections_max_idle_ms: int = _setting(600000, _POSITIVE_MS, "Idle connections are closed after this long.")
     queued_max_request_bytes: int = _setting(104857600, IntKind(1), "Bytes of partly received requests held for all connections together; a connection that would go beyond waits (reading paused) until others finish.")
     socket_request_read_timeout_ms: int = _setting(30000, _POSITIVE_MS, "A request must arrive whole within this long of its first byte, or its connection is closed (slow-sending clients).")
+    # -- security -----------------------------------------------------------------
+    sasl_enabled_mechanisms: str = _setting("SCRAM-SHA-256,SCRAM-SHA-512", NameListKind(",", SASL_MECHANISMS, upper=True), "SASL mechanisms offered on SASL_PLAINTEXT/SASL_SSL listeners.")
+    connection_failed_authentication_delay_ms: int = _setting(100, _MS, "How long a connection that failed to authenticate is held before it is closed.")
+    connections_max_reauth_ms: int = _setting(0, IntKind(0, INT64_MAX), "SASL sessions last this long; clients re-authenticate on the same connection before it ends (KIP-368), else it is closed. 0 = never.")
+    authorizer_class_name: str = _setting("", AuthorizerKind(), "Kafka's ACL authorizer (org.apache.kafka.metadata.authorizer.StandardAuthorizer, or acl); empty = every client may do everything.")
+    super_users: str = _setting("", NameListKind(";"), "Principals allowed everything, semicolon-separated (User:admin;User:ops).")
+    allow_everyone_if_no_acl_found: bool = _setting(False, BoolKind(), "With an authorizer: allow actions on resources that have no ACL at all.")
+    ssl_keystore_type: str = _setting("PEM", ChoiceKind(("PEM",), upper=True), "Format of ssl.keystore.location (PEM).")
+    ssl_keystore_location: Path | None = _setting(None, PathKind(nullable=True), "PEM file with this server's private key and certificate chain (needed by SSL/SASL_SSL listeners).")
+    ssl_key_password: str | None = _setting(None, SecretKind(), "Password of an encrypted private key in ssl.keystore.location.")
+    ssl_truststore_type: str = _setting("PEM", ChoiceKind(("PEM",), upper=True), "Format of ssl.truststore.location (PEM).")
+    ssl_truststore_location: Path | None = _setting(None, PathKind(nullable=True), "PEM file of CA certificates client certificates are checked against.")
+    ssl_client_auth: str = _setting("none", ChoiceKind(("none", "requested", "required")), "Whether SSL listeners ask clients for a certificate (the principal is then its subject).")
     # -- operations -------------------------------------------------------------
     metrics_listen: str = _setting("127.0.0.1:9464", ListenerKind(), "Address of the Prometheus /metrics and /health HTTP server.", "--metrics")
     metrics_group_offsets_enable: bool = _setting(False, BoolKind(), "Export one committed-offset series per group/topic/partition (high cardinality).")
@@ -414,17 +594,44 @@ class CoordinatorConfig:
 
     # -- derived views ---------------------------------------------------------
     @property
+    def endpoints(self) -> list[Endpoint]:
+        """Every listener, in the order given (the first one is the main one)."""
+        return parse_endpoints(self.listeners)
+
+    @property
     def listen_address(self) -> HostPort:
-        return parse_host_port(self.listeners)
+        """The first listener's address."""
+        return self.endpoints[0].address
+
+    def advertised_endpoint(self, name: str) -> HostPort:
+        """What clients of listener `name` are told to connect to: its advertised entry, else its own address.
+
+        With port 0 the server should substitute the port it actually bound.
+        """
+        if self.advertised_listeners:
+            for e in parse_endpoints(self.advertised_listeners, bindable=False):
+                if e.name == name:
+                    return e.address
+        for e in self.endpoints:
+            if e.name == name:
+                return e.address
+        raise KeyError(name)
 
     @property
     def advertised_address(self) -> HostPort:
-        """What clients are told to connect to.
+        """What clients of the first listener are told to connect to (falls back to `listeners`)."""
+        return self.advertised_endpoint(self.endpoints[0].name)
 
-        Falls back to `listeners`. With port 0 the server should substitute the
-        port it actually bound.
-        """
-        return parse_host_port(self.advertised_listeners or self.listeners)
+    def security_protocol(self, listener_name: str) -> str:
+        return parse_protocol_map(self.listener_security_protocol_map)[listener_name]
+
+    @property
+    def enabled_mechanisms(self) -> tuple[str, ...]:
+        return tuple(m for m in self.sasl_enabled_mechanisms.split(",") if m)
+
+    @property
+    def super_user_principals(self) -> tuple[str, ...]:
+        return tuple(p for p in self.super_users.split(";") if p)
 
     @property
     def worker_count(self) -> int:
@@ -464,6 +671,35 @@ def _check_together(config: CoordinatorConfig) -> None:
             f"invalid group.min.session.timeout.ms: {config.group_min_session_timeout_ms} is above "
             f"group.max.session.timeout.ms ({config.group_max_session_timeout_ms})"
         )
+    endpoints = config.endpoints
+    metrics = config.metrics_address
+    protocols = parse_protocol_map(config.listener_security_protocol_map)
+    advertised = {e.name: e for e in parse_endpoints(config.advertised_listeners, bindable=False)} \
+        if config.advertised_listeners else {}
+    ports: set[int] = set()
+    for e in endpoints:
+        if e.port != 0 and e.address == metrics:
+            raise ConfigError(f"invalid metrics.listen: {metrics} is also a Kafka listener (listeners)")
+        if e.port != 0 and e.port in ports:
+            raise ConfigError(f"invalid listeners: port {e.port} is used by two listeners")
+        ports.add(e.port)
+        if e.name not in protocols:
+            raise ConfigError(f"invalid listeners: listener {e.name} has no entry in listener.security.protocol.map")
+        if e.name not in advertised and _is_wildcard(e.host):
+            raise ConfigError(
+                f"advertised.listeners must be set when listeners binds the wildcard address "
+                f"{e.host} (clients cannot connect to it)"
+            )
+    for name in advertised:
+        if name not in {e.name for e in endpoints}:
+            raise ConfigError(f"invalid advertised.listeners: listener {name} is not in listeners")
+    used = {protocols[e.name] for e in endpoints}
+    if used & {"SSL", "SASL_SSL"} and config.ssl_keystore_location is None:
+        raise ConfigError("ssl.keystore.location must be set for SSL and SASL_SSL listeners")
+    if config.ssl_client_auth != "none" and "SSL" in used and config.ssl_truststore_location is None:
+        raise ConfigError(f"ssl.truststore.location must be set when ssl.client.auth is {config.ssl_client_auth}")
+    if used & {"SASL_PLAINTEXT", "SASL_SSL"} and not config.enabled_mechanisms:
+        raise ConfigError("sasl.enabled.mechanisms must name at least one mechanism for SASL listeners")
     if config.workers != "auto" and config.workers > config.offsets_topic_num_partitions:
         raise ConfigError(f"invalid workers: {config.workers} is more than offsets.topic.num.partitions "
                           f"({config.offsets_topic_num_partitions}); each worker owns at least one")
@@ -477,14 +713,19 @@ def _check_together(config: CoordinatorConfig) -> None:
     if config.cluster is not None and config.workers != 1:
         raise ConfigError("invalid workers: cluster mode runs one coordinator process per node (drop --workers "
                           "or --cluster)")
-    listen, metrics = config.listen_address, config.metrics_address
-    if listen.port != 0 and listen == metrics:
-        raise ConfigError(f"invalid metrics.listen: {metrics} is also the Kafka listener (listeners)")
-    if config.advertised_listeners is None and _is_wildcard(config.listen_address.host):
-        raise ConfigError(
-            f"advertised.listeners must be set when listeners binds the wildcard address "
-            f"{config.listen_address.host} (clients cannot connect to it)"
-        )
+    if config.workers != 1 and len(config.endpoints) > 1:
+        raise ConfigError("invalid workers: --workers serves one listener per worker (give listeners one "
+                          "NAME://host:port entry)")
+    if config.cluster is not None and len(endpoints) > 1:
+        raise ConfigError("invalid listeners: cluster mode serves one listener per node (give listeners one "
+                          "NAME://host:port entry)")
+    secured = sorted({protocols[e.name] for e in endpoints} - {"PLAINTEXT"})
+    if (config.workers != 1 or config.cluster is not None) and (secured or config.authorizer_class_name):
+        mode = "--workers" if config.workers != 1 else "cluster mode (--cluster)"
+        what = " and ".join(filter(None, [f"{'/'.join(secured)} listeners" if secured else "",
+                                          "an authorizer" if config.authorizer_class_name else ""]))
+        raise ConfigError(f"{mode} does not support {what} yet (credentials and ACLs are kept by one "
+                          "process only); run a single node for TLS, SASL and ACLs")
 
 
 @dataclass(frozen=True, slots=True)
@@ -552,7 +793,12 @@ class EffectiveConfig:
     config_file: Path | None = None
 
     def rows(self) -> list[tuple[str, Any, ValueSource]]:
-        return [(s.name, getattr(self.config, s.attr), self.sources[s.name]) for s in SETTINGS]
+        return [(s.name, _shown(s, getattr(self.config, s.attr)), self.sources[s.name]) for s in SETTINGS]
+
+
+def _shown(spec: "Setting", value: Any) -> Any:
+    """A value as `cohort config show` may print it: secrets never."""
+    return "[hidden]" if isinstance(spec.kind, SecretKind) and value is not None else value
 
 
 def _unknown(key: str, where: str) -> ConfigError:

@@ -39,14 +39,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 import struct
 import time
 from collections import deque
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from cohort.coordinator.eager_tasks import start_eager_task
 from cohort.coordinator.group_coordinator import EncodeInThread, RequestContext
 from cohort.coordinator.listener import peer_name
+from cohort.coordinator.security.sasl import SaslAuthenticator, SaslStep
+from cohort.coordinator.security.tls import ANONYMOUS, certificate_principal
 from cohort.protocol.errors import ProtocolError
 from cohort.protocol.framing import (
     API_VERSIONS_KEY,
@@ -260,6 +264,26 @@ class _Request:
         self.paced = paced
 
 
+@dataclass(frozen=True, slots=True)
+class ListenerSecurity:
+    """How connections of one listener are secured: its name, Kafka security protocol, TLS context, SASL mechanisms."""
+
+    name: str = "PLAINTEXT"
+    protocol: str = "PLAINTEXT"
+    ssl_context: ssl.SSLContext | None = None
+    mechanisms: tuple[str, ...] = ()
+
+
+PLAINTEXT_LISTENER = ListenerSecurity()
+# Kafka's sasl.server.max.receive.size: before authentication a frame may not be larger than this.
+SASL_MAX_RECEIVE_BYTES = 524288
+audit = logging.getLogger("cohort.audit")
+
+
+_SIZE = struct.Struct(">i")
+_SASL_KEYS = frozenset({17, 36})  # SaslHandshake, SaslAuthenticate
+
+
 class _Slot:
     """A place in a connection's response order for an answer made without a `_Request`."""
 
@@ -272,8 +296,10 @@ class _Slot:
 class Connection(asyncio.Protocol):
     """One client connection: frames in, responses out in request order."""
 
-    def __init__(self, server: "CoordinatorServer", peer: str = "") -> None:
+    def __init__(self, server: "CoordinatorServer", peer: str = "",
+                 security: ListenerSecurity = PLAINTEXT_LISTENER) -> None:
         self.server = server
+        self.security = security
         self.handlers = server.handlers
         self.metrics = server.metrics
         self.budget = server.request_budget
@@ -299,6 +325,13 @@ class Connection(asyncio.Protocol):
         self.last_active = 0.0
         self._loop = asyncio.get_running_loop()
         self._ctx = RequestContext("", "")
+        # SASL listeners: nothing but ApiVersions and the SASL exchange until it succeeds (see security/sasl.py)
+        self.sasl: SaslAuthenticator | None = None
+        self.closing = False  # a failed authentication: closed after connection.failed.authentication.delay.ms
+        if security.protocol.startswith("SASL"):
+            self.sasl = SaslAuthenticator(security.mechanisms, server.security.credentials,
+                                          server.config.connections_max_reauth_ms)
+            self.reader.max_frame_bytes = min(self.reader.max_frame_bytes, SASL_MAX_RECEIVE_BYTES)
 
     # -- asyncio callbacks --------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -307,7 +340,11 @@ class Connection(asyncio.Protocol):
             self.peer = peer_name(transport.get_extra_info("peername"))
         host = self.peer.rpartition(":")[0]
         # Java renders a client's address as "/<ip>"; admin tools show it as is.
-        self._ctx = RequestContext("", f"/{host}")
+        principal = ANONYMOUS
+        if self.security.protocol == "SSL":  # on SASL_SSL the principal comes from SASL instead
+            ssl_object = transport.get_extra_info("ssl_object")
+            principal = certificate_principal(ssl_object.getpeercert() if ssl_object is not None else None)
+        self._ctx = RequestContext("", f"/{host}", principal, self.security.name)
         self.last_active = self._loop.time()
         if not self.server.admit(self):
             self.closed = True
@@ -365,6 +402,12 @@ class Connection(asyncio.Protocol):
 
     # -- requests -------------------------------------------------------------------
     def _dispatch(self, frame: bytes) -> None:
+        if self.closing:
+            return
+        sasl = self.sasl
+        if sasl is not None and sasl.expects_raw_token:
+            self._sasl_step(sasl.on_raw_token(frame), None)
+            return
         started = time.perf_counter()
         try:
             header, request = decode_request(frame)
@@ -388,6 +431,12 @@ class Connection(asyncio.Protocol):
         else:
             encode = encode_response
         key = header.api_key
+        # (with connections.max.reauth.ms every request asks: the session may have expired)
+        if sasl is not None and (not sasl.authenticated or key in _SASL_KEYS or sasl.session_expires_at is not None):
+            step = sasl.on_request(key, header.api_version, request)
+            if not step.serve:
+                self._sasl_step(step, header)
+                return
         route = self.handlers.routes.get(key)
         if route is None:
             # The codec knows this API but the server does not answer it (not advertised).
@@ -396,12 +445,43 @@ class Connection(asyncio.Protocol):
         handler, is_async = route
         ctx = self._ctx
         if header.client_id != ctx.client_id:
-            ctx = self._ctx = RequestContext(header.client_id, ctx.client_host)
+            ctx = self._ctx = RequestContext(header.client_id, ctx.client_host, ctx.principal, ctx.listener)
         req = _Request(header, request, ctx, handler, is_async, encode, started, key in OVERLAPPING_APIS,
                        key in PACED_APIS)
         self.pending.append(req)
         self._queued.append(req)
         self._run_queued()
+
+    def _sasl_step(self, step: SaslStep, header: RequestHeader | None) -> None:
+        """Carry out what the SASL state machine decided: answer, note the principal, close."""
+        if step.outcome is not None and self.metrics is not None:
+            self.metrics.count_authentication(step.mechanism or "unknown", step.outcome)
+        if step.response is not None:
+            self._answer(_Slot(encode_response(header, step.response)))
+        elif step.raw_reply is not None:
+            self._answer(_Slot(_SIZE.pack(len(step.raw_reply)) + step.raw_reply))
+        if step.outcome == "success":
+            ctx = self._ctx
+            self._ctx = RequestContext(ctx.client_id, ctx.client_host, self.sasl.principal, ctx.listener)
+            self.reader.max_frame_bytes = self.server.config.socket_request_max_bytes
+            log.debug("re-authenticated" if step.reauthentication else "authenticated",
+                      extra={"peer": self.peer, "principal": self.sasl.principal,
+                                             "mechanism": step.mechanism, "listener": self.security.name})
+        elif step.outcome == "failure":
+            audit.info("authentication failed", extra={"peer": self.peer, "mechanism": step.mechanism,
+                                                       "listener": self.security.name})
+        if not step.close:
+            return
+        if step.delay_close:
+            # Kafka's connection.failed.authentication.delay.ms: the answer goes out now, the close
+            # comes later, so a client guessing passwords gets one guess per delay.
+            self.closing = True
+            self.stop_reading()
+            delay = self.server.config.connection_failed_authentication_delay_ms / 1000
+            self._loop.call_later(delay, self.close, "authentication")
+            return
+        log.warning("closing connection: %s", step.reason, extra={"peer": self.peer, "listener": self.security.name})
+        self.close("authentication")
 
     def _run_queued(self, paced_ok: bool = False) -> None:
         """Start queued requests, in order, as far as the ordering rule and the rebalance pacer allow."""
@@ -529,7 +609,8 @@ class Connection(asyncio.Protocol):
     def _update_reading(self) -> None:
         if self.closed or self.transport is None:
             return
-        should_pause = self.writing_paused or self.budget_paused or len(self.pending) >= self.max_pending
+        should_pause = (self.writing_paused or self.budget_paused or self.closing
+                        or len(self.pending) >= self.max_pending)
         if should_pause and not self.reading_paused:
             self.reading_paused = True
             self.transport.pause_reading()

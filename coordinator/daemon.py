@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from cohort.coordinator import __version__
-from cohort.coordinator.config import EffectiveConfig, HostPort
+from cohort.coordinator.config import ConfigError, EffectiveConfig, HostPort
 
 log = logging.getLogger("cohort.coordinator.daemon")
 
@@ -194,6 +194,9 @@ class Daemon:
         self.server = self.new_server(metrics)
         try:
             await self.server.bind()
+        except ConfigError as exc:  # TLS files that cannot be loaded
+            await self.metrics_http.stop()
+            raise StartupError(str(exc)) from None
         except OSError as exc:
             await self.metrics_http.stop()
             raise _bind_error("clients", "--listen", config.listen_address, exc) from None

@@ -99,10 +99,16 @@ def java_string_length(text: str) -> int:
 
 @dataclass(frozen=True, slots=True)
 class RequestContext:
-    """Who sent the request. `client_host` is Java's rendering of the peer address, e.g. "/127.0.0.1"."""
+    """Who sent the request. `client_host` is Java's rendering of the peer address, e.g. "/127.0.0.1".
+
+    `principal` is who the connection authenticated as (Kafka's "User:name"; ANONYMOUS without
+    authentication) and `listener` the name of the listener it came in on.
+    """
 
     client_id: str = ""
     client_host: str = ""
+    principal: str = "User:ANONYMOUS"
+    listener: str = ""
 
 
 @dataclass(frozen=True, slots=True)

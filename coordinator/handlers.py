@@ -178,18 +178,22 @@ class RequestHandlers:
         topics: TopicRegistry,
         groups: GroupCoordinator,
         cluster_id: str,
-        advertised: Callable[[], HostPort],
+        advertised: Callable[[str], HostPort],
         ownership: Ownership | None = None,
         *,
         registry_everywhere: bool = False,
+        extra_handlers: dict[type, Handler] | None = None,
+        guard: Callable[[int, Handler], Handler] | None = None,
     ) -> None:
-        """`ownership`: who owns which offsets partition (default: this node alone, at `advertised()`);
+        """`advertised(listener_name)` is the address clients of that listener are given;
+        `ownership`: who owns which offsets partition (default: this node alone, at its first listener);
         `registry_everywhere`: every node keeps the whole topic registry (cluster mode, where it lives in
-        etcd) and is its controller, instead of the owner of its offsets partition."""
+        etcd) and is its controller, instead of the owner of its offsets partition; `extra_handlers` adds
+        APIs (the security admin APIs); `guard(api_key, handler)` wraps each handler (authorization)."""
         self.config = config
         self._registry_everywhere = registry_everywhere
         if ownership is None:
-            address = advertised()
+            address = advertised(config.endpoints[0].name)
             ownership = StaticOwnership.single_node(Node(config.node_id, address.host, address.port),
                                                     config.offsets_topic_num_partitions)
         self.ownership = ownership
@@ -224,7 +228,10 @@ class RequestHandlers:
             ListGroupsRequest: groups.list_groups,
             DeleteGroupsRequest: groups.delete_groups,
             OffsetDeleteRequest: groups.offset_delete,
+            **(extra_handlers or {}),
         }
+        if guard is not None:
+            handlers = {request: guard(request.API_KEY, handler) for request, handler in handlers.items()}
         self.routes: dict[int, Route] = {
             request.API_KEY: Route(handler, inspect.iscoroutinefunction(handler))
             for request, handler in handlers.items()
@@ -261,7 +268,7 @@ class RequestHandlers:
             entries = []
             for key in request.coordinator_keys:
                 code, message = self._coordinator_key_error(request.key_type, version)
-                owner = None if code else self._coordinator_of(key)
+                owner = None if code else self._as_seen(self._coordinator_of(key), ctx)
                 if code or owner is None:
                     if not code:
                         code, message = ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available."
@@ -273,7 +280,7 @@ class RequestHandlers:
                         error_message=None))
             return FindCoordinatorResponse(coordinators=entries)
         code, message = self._coordinator_key_error(request.key_type, version)
-        owner = None if code else self._coordinator_of(request.key)
+        owner = None if code else self._as_seen(self._coordinator_of(request.key), ctx)
         if code or owner is None:
             if not code:
                 code, message = ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available."
@@ -312,7 +319,7 @@ class RequestHandlers:
     # ------------------------------------------------------------------ Metadata
     async def metadata(self, request, version: int, ctx: RequestContext) -> MetadataResponse:
         if not self._keeps_registry:
-            return await self._metadata_from_registry_owner(request, version)
+            return await self._metadata_from_registry_owner(request, version, ctx)
         include_ops = version >= 8 and request.include_topic_authorized_operations
         requested = request.topics
         if version < 12 and requested and any(t.name is None or (t.topic_id or ZERO_UUID) != ZERO_UUID
@@ -331,12 +338,20 @@ class RequestHandlers:
                     continue
                 seen.add(key)
                 entries.append(await self._requested_topic(wanted.name, topic_id, allow_create, version, include_ops))
-        return self._metadata_response(version, request, entries)
+        return self._metadata_response(version, request, entries, ctx)
 
-    def _metadata_response(self, version: int, request, entries: list) -> MetadataResponse:
+    def _as_seen(self, node: Node | None, ctx: RequestContext) -> Node | None:
+        """`node` with the address a client of `ctx`'s listener reaches it by (this node has one per listener)."""
+        if node is None or node != self.ownership.local or not ctx.listener:
+            return node
+        address = self._advertised(ctx.listener)
+        return Node(node.node_id, address.host, address.port)
+
+    def _metadata_response(self, version: int, request, entries: list, ctx: RequestContext) -> MetadataResponse:
+        nodes = [self._as_seen(n, ctx) for n in self.ownership.nodes()]
         return MetadataResponse(
             brokers=[MetadataResponse.MetadataResponseBroker(node_id=n.node_id, host=n.host, port=n.port, rack=None)
-                     for n in self.ownership.nodes()],
+                     for n in nodes],
             cluster_id=self.cluster_id,
             controller_id=self._registry_owner.node_id if self._registry_owner is not None else -1,
             topics=entries,
@@ -345,7 +360,7 @@ class RequestHandlers:
                 if 8 <= version <= 10 and request.include_cluster_authorized_operations else INT32_MIN),
         )
 
-    async def _metadata_from_registry_owner(self, request, version: int) -> MetadataResponse:
+    async def _metadata_from_registry_owner(self, request, version: int, ctx: RequestContext) -> MetadataResponse:
         """Forward to the worker that keeps the topic registry.
 
         While it is down, the topics it last reported are listed with leaderless partitions
@@ -379,7 +394,7 @@ class RequestHandlers:
                                                 leader_id=-1, leader_epoch=-1, replica_nodes=[], isr_nodes=[],
                                                 offline_replicas=[])
                 for i in range(known[1])]))
-        return self._metadata_response(version, request, entries)
+        return self._metadata_response(version, request, entries, ctx)
 
     def _remember_topics(self, request, response: MetadataResponse) -> None:
         """Keep what the registry's owner said about topics, to answer with while it is down."""

@@ -12,12 +12,14 @@ import asyncio
 import errno
 import logging
 import socket
+import ssl
 from collections.abc import Callable
 
 log = logging.getLogger("cohort.coordinator.listener")
 
 _ACCEPTS_PER_WAKEUP = 64
-_ACCEPT_RETRY_S = 0.1  # after EMFILE/ENFILE/ENOBUFS: try again shortly, don't spin
+_ACCEPT_RETRY_S = 0.1
+_TLS_HANDSHAKE_TIMEOUT_S = 10.0  # a client that opens TCP and never completes TLS is dropped  # after EMFILE/ENFILE/ENOBUFS: try again shortly, don't spin
 
 
 def peer_name(address) -> str:
@@ -31,11 +33,12 @@ class Listener:
     """Listening sockets for one host:port (every address it resolves to), served on the running loop."""
 
     def __init__(self, host: str, port: int, protocol_factory: Callable[[str], asyncio.Protocol],
-                 backlog: int = 1024) -> None:
+                 backlog: int = 1024, ssl_context: ssl.SSLContext | None = None) -> None:
         self.host = host
         self.requested_port = port
         self._factory = protocol_factory
         self._backlog = backlog
+        self._ssl = ssl_context  # TLS listeners: the handshake runs before the protocol sees a byte
         self.sockets: list[socket.socket] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self._serving = False
@@ -106,14 +109,20 @@ class Listener:
             except OSError:
                 pass
             peer = peer_name(address)
-            task = loop.create_task(loop.connect_accepted_socket(lambda: self._factory(peer), conn))
+            if self._ssl is None:
+                setup = loop.connect_accepted_socket(lambda: self._factory(peer), conn)
+            else:
+                setup = loop.connect_accepted_socket(lambda: self._factory(peer), conn, ssl=self._ssl,
+                                                     ssl_handshake_timeout=_TLS_HANDSHAKE_TIMEOUT_S)
+            task = loop.create_task(setup)
             self._tasks.add(task)
             task.add_done_callback(self._accepted)
 
     def _accepted(self, task: asyncio.Task) -> None:
         self._tasks.discard(task)
         if not task.cancelled() and task.exception() is not None:
-            log.debug("accepted connection could not be set up: %s", task.exception())
+            # a failed TLS handshake lands here (bad certificate, plaintext client on a TLS port)
+            log.info("accepted connection could not be set up: %s", task.exception())
 
     def _resume_accepting(self, sock: socket.socket) -> None:
         if self._serving and sock.fileno() >= 0:

@@ -63,6 +63,7 @@ CLOSE_REASONS = (
     "request_read_timeout",  # a request did not arrive whole within socket.request.read.timeout.ms
     "limit",            # refused: max.connections reached
     "shutdown",         # the server is stopping
+    "authentication",   # SASL authentication failed, or a request came before it completed
     "error",            # socket error
     "other",
 )
@@ -249,6 +250,14 @@ class CoordinatorMetrics:
             "cohort_partition_load_duration_seconds", "Time the last load (replay) of each offsets partition took.",
             "gauge", ("partition",),
         )
+        self._authentications = f(
+            "cohort_authentications", "SASL authentications, by mechanism and result (success, failure).",
+            "counter", ("mechanism", "result"),
+        )
+        self._authorization_denials = f(
+            "cohort_authorization_denials", "Requests (or parts) refused by the ACL authorizer, by resource type "
+            "and operation.", "counter", ("resource_type", "operation"),
+        )
         self._partition_load_records = f(
             "cohort_partition_load_records", "Records replayed by the last load of each offsets partition.",
             "gauge", ("partition",),
@@ -313,6 +322,13 @@ class CoordinatorMetrics:
         (self._close_children.get(reason) or self._close_children["other"]).value += 1
         if reason != "limit":
             self._connections_open.value -= 1
+
+    def count_authentication(self, mechanism: str, result: str) -> None:
+        """`mechanism` is one the server offers (or "unknown"): clients cannot grow the label set."""
+        self._authentications.labels(mechanism, result).value += 1
+
+    def count_authorization_denial(self, resource_type: str, operation: str) -> None:
+        self._authorization_denials.labels(resource_type, operation).value += 1
 
     def rebalance_completed(self, reason: str, seconds: float) -> None:
         (self._rebalance_children.get(reason) or self._rebalance_children["other"]).value += 1

@@ -34,8 +34,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from cohort.coordinator.config import CoordinatorConfig, HostPort
-from cohort.coordinator.connection import Connection, RebalancePacer, RequestBytesBudget
+from cohort.coordinator.config import CoordinatorConfig, Endpoint, HostPort
+from cohort.coordinator.connection import Connection, ListenerSecurity, RebalancePacer, RequestBytesBudget
 from cohort.coordinator.group_coordinator import GroupCoordinator
 from cohort.coordinator.handlers import RequestHandlers
 from cohort.coordinator.listener import Listener
@@ -43,12 +43,23 @@ from cohort.coordinator.log import OffsetsLog
 from cohort.coordinator.metrics import LogPartitionStats
 from cohort.coordinator.ownership import Node, Ownership
 from cohort.coordinator.records import Record, TopicRecord, TopicTombstone, encode_record
+from cohort.coordinator.security import admin_apis
+from cohort.coordinator.security.authorization import RequestAuthorization
+from cohort.coordinator.security.authorizer import Authorizer
+from cohort.coordinator.security.registry import SECURITY_RECORD_TYPES, SecurityRegistry
+from cohort.coordinator.security.tls import server_context
 from cohort.coordinator.static_ownership import TOPIC_REGISTRY_PARTITION, StaticOwnership
 from cohort.coordinator.store import Store
 from cohort.coordinator.topics import TopicRegistry
+from cohort.protocol.messages import (
+    AlterUserScramCredentialsRequest, CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest,
+    DescribeUserScramCredentialsRequest, SaslAuthenticateRequest, SaslHandshakeRequest,
+)
 
 log = logging.getLogger("cohort.coordinator.node")
 
+# The credentials and ACLs live in the topic registry's offsets-log partition.
+SECURITY_PARTITION = TOPIC_REGISTRY_PARTITION
 META_PROPERTIES = "meta.properties"
 # Log a refused connection at most this often (a client storm must not flood the log).
 _REFUSAL_LOG_INTERVAL_S = 10.0
@@ -63,6 +74,7 @@ class CoordinatorServer:
         start); `ownership`: which partitions this node coordinates (default: all of them);
         `listen_sockets`: the Kafka port already bound (a `--workers` supervisor binds its workers' ports)."""
         self._listen_sockets = listen_sockets
+        self._given_ownership = ownership is not None
         self.config = config
         self.metrics = metrics
         self.state = "loading"
@@ -74,7 +86,12 @@ class CoordinatorServer:
         self.topics: TopicRegistry | None = None
         self.handlers: RequestHandlers | None = None
         self.cluster = None  # cluster mode (`--cluster`): the etcd connection, store and ownership
-        self._listener: Listener | None = None
+        self._listener: Listener | None = None  # the first one (clients' main port)
+        self._listeners: list[tuple[Endpoint, Listener]] = []
+        self.ports: dict[str, int] = {}  # bound port per listener name
+        self.security = SecurityRegistry(self._persist_security_records,
+                                         Authorizer(config.super_user_principals,
+                                                    config.allow_everyone_if_no_acl_found))
         self._connections: set[Connection] = set()
         self._inflight: set[asyncio.Task] = set()  # suspended request handlers (a commit awaiting its append)
         self._idle_task: asyncio.Task | None = None
@@ -89,14 +106,30 @@ class CoordinatorServer:
         Separate from `start` so the daemon can fail on a bad address or a taken port before it
         touches the data dir.
         """
-        host, port = self.config.listen_address
-        listener = Listener(host, port, lambda peer: Connection(self, peer), backlog=1024)
-        if self._listen_sockets is not None:
-            listener.adopt(self._listen_sockets)
-        else:
-            await listener.bind()
-        self._listener = listener
-        self.port = listener.port
+        config = self.config
+        endpoints = config.endpoints
+        protocols = {e.name: config.security_protocol(e.name) for e in endpoints}
+        tls = {protocol: server_context(config, protocol) for protocol in set(protocols.values())
+               if protocol.endswith("SSL")}
+        try:
+            for index, endpoint in enumerate(endpoints):
+                protocol = protocols[endpoint.name]
+                security = ListenerSecurity(endpoint.name, protocol, tls.get(protocol),
+                                            config.enabled_mechanisms if protocol.startswith("SASL") else ())
+                listener = Listener(endpoint.host, endpoint.port,
+                                    lambda peer, security=security: Connection(self, peer, security),
+                                    backlog=1024, ssl_context=security.ssl_context)
+                if index == 0 and self._listen_sockets is not None:
+                    listener.adopt(self._listen_sockets)  # a worker: the supervisor bound its one listener
+                else:
+                    await listener.bind()
+                self._listeners.append((endpoint, listener))
+                self.ports[endpoint.name] = listener.port
+        except OSError:
+            await self.unbind()
+            raise
+        self._listener = self._listeners[0][1]
+        self.port = self._listener.port
 
     def failed_partitions(self) -> dict[int, str]:
         """Offsets partitions that failed to load, with why (their groups answer NOT_COORDINATOR)."""
@@ -104,9 +137,10 @@ class CoordinatorServer:
 
     async def unbind(self) -> None:
         """Release the port of a server that never started (the daemon could not take the data dir)."""
-        if self._listener is not None:
-            self._listener.close()
-            self._listener = None
+        for _, listener in self._listeners:
+            listener.close()
+        self._listeners = []
+        self._listener = None
 
     async def start(self) -> None:
         """Load the owned partitions (state "loading"), then serve (state "ready"); binds first if `bind` was not called."""
@@ -139,7 +173,8 @@ class CoordinatorServer:
                                                                for p, why in sorted(failed.items())))
         self.groups.start_retention()
         self.handlers = RequestHandlers(config, self.topics, self.groups, self.cluster_id, self.advertised_address,
-                                        self.ownership, registry_everywhere=self.cluster is not None)
+                                        self.ownership, registry_everywhere=self.cluster is not None,
+                                        extra_handlers=self._security_handlers(), guard=self._authorization())
         if self.metrics is not None:
             self.metrics.watch_groups(self._groups_by_state, self._member_count)
             self.metrics.watch_offsets(lambda: len(self.groups.offsets))
@@ -147,10 +182,16 @@ class CoordinatorServer:
             self.metrics.watch_failed_partitions(self.failed_partitions)
         host = config.listen_address.host
         loop = asyncio.get_running_loop()
-        self._listener.start_serving()
+        for _, listener in self._listeners:
+            listener.start_serving()
         self._idle_task = loop.create_task(self._close_idle_connections(), name="cohort-idle-connections")
         self.state = "ready"
         log.info("listening", extra={"address": f"{host}:{self.port}", "advertised": str(self.advertised_address()),
+                                     "listeners": ",".join(f"{e.name}://{HostPort(e.host, self.ports[e.name])}"
+                                                           for e, _ in self._listeners),
+                                     "authorizer": config.authorizer_class_name or "none",
+                                     "acls": len(self.security.authorizer),
+                                     "scram_credentials": len(self.security.credentials),
                                      "cluster_id": self.cluster_id, "topics": len(self.topics),
                                      "start_ms": round((time.perf_counter() - started) * 1000)})
 
@@ -191,8 +232,8 @@ class CoordinatorServer:
         if self.state == "stopping":
             return
         self.state = "stopping"
-        if self._listener is not None:
-            self._listener.close()
+        for _, listener in self._listeners:
+            listener.close()
         if self._idle_task is not None:
             self._idle_task.cancel()
         for conn in list(self._connections):
@@ -239,12 +280,51 @@ class CoordinatorServer:
         await self.stop()
 
     # ------------------------------------------------------------------ wiring
-    def advertised_address(self) -> HostPort:
-        """What Metadata and FindCoordinator tell clients to connect to."""
-        address = self.config.advertised_address
-        if address.port == 0 and self.port is not None:
-            return HostPort(address.host, self.port)
+    def advertised_address(self, listener: str | None = None) -> HostPort:
+        """What Metadata and FindCoordinator tell clients of `listener` (default: the first) to connect to."""
+        name = listener or self.config.endpoints[0].name
+        address = self.config.advertised_endpoint(name)
+        if address.port == 0 and name in self.ports:
+            return HostPort(address.host, self.ports[name])
         return address
+
+    def _security_handlers(self) -> dict:
+        apis = admin_apis.SecurityAdminApis(self.security, authorizer_enabled=bool(self.config.authorizer_class_name))
+        handlers = {
+            SaslHandshakeRequest: admin_apis.sasl_handshake_when_authenticated,
+            SaslAuthenticateRequest: admin_apis.sasl_authenticate_when_authenticated,
+            DescribeAclsRequest: apis.describe_acls,
+            CreateAclsRequest: apis.create_acls,
+            DeleteAclsRequest: apis.delete_acls,
+        }
+        if not self._shares_partitions:
+            # Credentials live in partition 0 of this process's log; a worker or cluster node may not own it
+            # (config refuses SASL and ACLs in those modes, so no credential would be used there anyway).
+            handlers[DescribeUserScramCredentialsRequest] = apis.describe_user_scram_credentials
+            handlers[AlterUserScramCredentialsRequest] = apis.alter_user_scram_credentials
+        return handlers
+
+    @property
+    def _shares_partitions(self) -> bool:
+        """A worker of `--workers` or a cluster node: other processes own some offsets partitions."""
+        return self.cluster is not None or self._given_ownership
+
+    def _authorization(self):
+        """The authorization guard of every handler, or None when no authorizer is configured."""
+        if not self.config.authorizer_class_name:
+            return None
+        topics = self.topics
+
+        def name_by_id(topic_id):
+            topic = topics.get_by_id(topic_id)
+            return topic.name if topic is not None else None
+
+        return RequestAuthorization(self.security.authorizer, lambda name: topics.get(name) is not None,
+                                    name_by_id, self.metrics).guard
+
+    async def _persist_security_records(self, records: list[Record]) -> None:
+        assert self.store is not None
+        await self.store.append(SECURITY_PARTITION, [encode_record(r) for r in records])
 
     async def _persist_topic_records(self, records: list[TopicRecord | TopicTombstone]) -> None:
         assert self.store is not None
@@ -254,6 +334,8 @@ class CoordinatorServer:
         if isinstance(record, (TopicRecord, TopicTombstone)):
             assert self.topics is not None
             self.topics.apply(record)
+        elif isinstance(record, SECURITY_RECORD_TYPES):
+            self.security.apply(record)
         else:
             log.warning("ignoring an unexpected record type in the offsets log: %s", type(record).__name__)
 

@@ -13,7 +13,7 @@ in `cohort.coordinator.records.RECORD_TYPES`.
 """
 from __future__ import annotations
 
-from cohort.protocol.schema import BYTES, INT32, INT64, STRING, UUID, Array, F, message
+from cohort.protocol.schema import BYTES, INT8, INT32, INT64, STRING, UUID, Array, F, message
 from cohort.protocol.schema import Struct as SchemaStruct
 
 # OffsetCommitKey.json: types 0 and 1 share one layout; Kafka writes 1.
@@ -65,4 +65,34 @@ TopicKey = message("TopicKey", None, "100", "none", [
 TopicValue = message("TopicValue", None, "0", "none", [
     F("topic_id", UUID),
     F("partitions", INT32),
+])
+
+# A SCRAM credential (Kafka's UserScramCredentialRecord, keyed here by user and mechanism): type 101.
+# Never the password: the salt, the iteration count and the two keys RFC 5802 derives from it.
+ScramCredentialKey = message("ScramCredentialKey", None, "101", "none", [
+    F("user", STRING),
+    F("mechanism", INT8),  # Kafka's ScramMechanism code: 1 = SCRAM-SHA-256, 2 = SCRAM-SHA-512
+])
+
+ScramCredentialValue = message("ScramCredentialValue", None, "0", "none", [
+    F("salt", BYTES),
+    F("stored_key", BYTES),
+    F("server_key", BYTES),
+    F("iterations", INT32),
+])
+
+# An ACL binding: type 102.  The whole binding is the key (a binding exists or not; deleting it is a
+# tombstone), in Kafka's wire codes (AclBinding: resource type, pattern type, operation, permission).
+AclKey = message("AclKey", None, "102", "none", [
+    F("resource_type", INT8),
+    F("resource_name", STRING),
+    F("pattern_type", INT8),
+    F("principal", STRING),
+    F("host", STRING),
+    F("operation", INT8),
+    F("permission", INT8),
+])
+
+AclValue = message("AclValue", None, "0", "none", [
+    F("created_ms", INT64, default=-1),  # when the binding was added (for operators; -1 = unknown)
 ])

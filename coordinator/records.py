@@ -40,6 +40,10 @@ from cohort.coordinator.record_schemas import (
     OffsetCommitValue,
     TopicKey,
     TopicValue,
+    ScramCredentialKey,
+    ScramCredentialValue,
+    AclKey,
+    AclValue,
 )
 
 # --------------------------------------------------------------------------------------
@@ -54,6 +58,10 @@ RECORD_TYPES: dict[int, RecordType] = {type_id: rt for rt in (
                nested={"MemberMetadata": "GroupMemberRecord"}),
     # type 100 (Cohort's topic registry); value v0
     RecordType(TopicKey, TopicValue, (0,), "TopicRecord", "TopicTombstone"),
+    # type 101 (a SCRAM credential); value v0
+    RecordType(ScramCredentialKey, ScramCredentialValue, (0,), "ScramCredentialRecord", "ScramCredentialTombstone"),
+    # type 102 (an ACL binding: the key is the binding); value v0
+    RecordType(AclKey, AclValue, (0,), "AclRecord", "AclTombstone"),
 ) for type_id in rt.type_ids}
 
 __all__ = [
@@ -68,6 +76,10 @@ __all__ = [
     "GroupMetadataTombstone",
     "TopicRecord",
     "TopicTombstone",
+    "ScramCredentialRecord",
+    "ScramCredentialTombstone",
+    "AclRecord",
+    "AclTombstone",
     "Record",
     "RecordDecodeError",
     "encode_record",
@@ -94,6 +106,10 @@ GroupMetadataTombstone = _GROUP_METADATA.tombstone
 GroupMemberRecord = _GROUP_METADATA.nested["MemberMetadata"]
 TopicRecord = _TOPIC.record
 TopicTombstone = _TOPIC.tombstone
+ScramCredentialRecord = RECORD_TYPES[101].record
+ScramCredentialTombstone = RECORD_TYPES[101].tombstone
+AclRecord = RECORD_TYPES[102].record
+AclTombstone = RECORD_TYPES[102].tombstone
 
 Record = (
     OffsetCommitRecord
@@ -102,6 +118,10 @@ Record = (
     | GroupMetadataTombstone
     | TopicRecord
     | TopicTombstone
+    | ScramCredentialRecord
+    | ScramCredentialTombstone
+    | AclRecord
+    | AclTombstone
 )
 
 _ENCODERS = {cls: encode for rt in RECORD_TYPES.values()

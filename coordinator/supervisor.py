@@ -245,9 +245,11 @@ class Supervisor:
         config = self.config
         node = worker.node
         listen_host = config.listen_address.host
+        name = config.endpoints[0].name  # one listener per worker (config refuses more); keeps its protocol
         settings = config_settings(
-            config, node_id=node.node_id, listeners=str(HostPort(listen_host, worker.listen.getsockname()[1])),
-            advertised_listeners=str(HostPort(node.host, node.port)), metrics_listen="127.0.0.1:0",
+            config, node_id=node.node_id,
+            listeners=f"{name}://{HostPort(listen_host, worker.listen.getsockname()[1])}",
+            advertised_listeners=f"{name}://{HostPort(node.host, node.port)}", metrics_listen="127.0.0.1:0",
             workers=1, worker_ports=None)
         read_fd, write_fd = os.pipe()
         control_read, control_write = os.pipe()

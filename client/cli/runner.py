@@ -51,6 +51,11 @@ def add_connection_options(parser: argparse.ArgumentParser) -> None:
         "--output", choices=("table", "json"), default="table",
         help="human-readable tables (default) or JSON for scripts",
     )
+    parser.add_argument(
+        "--command-config", default=None, metavar="FILE",
+        help="Kafka client properties for a secured server (security.protocol, sasl.mechanism, "
+             "sasl.jaas.config, ssl.truststore.location, …)",
+    )
 
 
 def run_admin_command(args: argparse.Namespace, command: Callable[[argparse.Namespace, Admin], Awaitable[int]]) -> int:
@@ -85,12 +90,18 @@ def run_admin_command(args: argparse.Namespace, command: Callable[[argparse.Name
 
 async def _with_admin(args, command) -> int:
     timeout = max(1000, args.timeout)
+    security = None
+    if getattr(args, "command_config", None):
+        from cohort.client.security import ClientSecurity
+
+        security = ClientSecurity.from_properties(args.command_config)
     admin = Admin(
         args.bootstrap_server,
         client_id="cohort-cli",
         api_timeout_ms=timeout,
         request_timeout_ms=timeout,
         connect_timeout_ms=min(timeout, 10000),
+        security=security,
     )
     try:
         # Fail fast and clearly when nothing answers at the bootstrap address.

@@ -4,12 +4,17 @@
 """
 from dataclasses import dataclass
 
+from cohort.protocol.messages.alter_user_scram_credentials import AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse
 from cohort.protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
+from cohort.protocol.messages.create_acls import CreateAclsRequest, CreateAclsResponse
 from cohort.protocol.messages.create_partitions import CreatePartitionsRequest, CreatePartitionsResponse
 from cohort.protocol.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
+from cohort.protocol.messages.delete_acls import DeleteAclsRequest, DeleteAclsResponse
 from cohort.protocol.messages.delete_groups import DeleteGroupsRequest, DeleteGroupsResponse
 from cohort.protocol.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
+from cohort.protocol.messages.describe_acls import DescribeAclsRequest, DescribeAclsResponse
 from cohort.protocol.messages.describe_groups import DescribeGroupsRequest, DescribeGroupsResponse
+from cohort.protocol.messages.describe_user_scram_credentials import DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse
 from cohort.protocol.messages.fetch import FetchRequest, FetchResponse
 from cohort.protocol.messages.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
 from cohort.protocol.messages.heartbeat import HeartbeatRequest, HeartbeatResponse
@@ -21,6 +26,8 @@ from cohort.protocol.messages.metadata import MetadataRequest, MetadataResponse
 from cohort.protocol.messages.offset_commit import OffsetCommitRequest, OffsetCommitResponse
 from cohort.protocol.messages.offset_delete import OffsetDeleteRequest, OffsetDeleteResponse
 from cohort.protocol.messages.offset_fetch import OffsetFetchRequest, OffsetFetchResponse
+from cohort.protocol.messages.sasl_authenticate import SaslAuthenticateRequest, SaslAuthenticateResponse
+from cohort.protocol.messages.sasl_handshake import SaslHandshakeRequest, SaslHandshakeResponse
 from cohort.protocol.messages.sync_group import SyncGroupRequest, SyncGroupResponse
 
 
@@ -60,6 +67,13 @@ API_SCHEMAS: dict[int, Api] = {a.key: a for a in [
     _api("CreatePartitions", CreatePartitionsRequest, CreatePartitionsResponse),
     _api("ListOffsets", ListOffsetsRequest, ListOffsetsResponse),
     _api("Fetch", FetchRequest, FetchResponse),
+    _api("SaslHandshake", SaslHandshakeRequest, SaslHandshakeResponse),
+    _api("SaslAuthenticate", SaslAuthenticateRequest, SaslAuthenticateResponse),
+    _api("DescribeAcls", DescribeAclsRequest, DescribeAclsResponse),
+    _api("CreateAcls", CreateAclsRequest, CreateAclsResponse),
+    _api("DeleteAcls", DeleteAclsRequest, DeleteAclsResponse),
+    _api("DescribeUserScramCredentials", DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse),
+    _api("AlterUserScramCredentials", AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse),
 ]}
 
 __all__ = [
@@ -82,4 +96,11 @@ __all__ = [
     "CreatePartitionsRequest", "CreatePartitionsResponse",
     "ListOffsetsRequest", "ListOffsetsResponse",
     "FetchRequest", "FetchResponse",
+    "SaslHandshakeRequest", "SaslHandshakeResponse",
+    "SaslAuthenticateRequest", "SaslAuthenticateResponse",
+    "DescribeAclsRequest", "DescribeAclsResponse",
+    "CreateAclsRequest", "CreateAclsResponse",
+    "DeleteAclsRequest", "DeleteAclsResponse",
+    "DescribeUserScramCredentialsRequest", "DescribeUserScramCredentialsResponse",
+    "AlterUserScramCredentialsRequest", "AlterUserScramCredentialsResponse",
 ]

@@ -149,7 +149,18 @@ def test_argparse_flags_and_short_aliases_record_their_spelling(tmp_path):
         ({"group_min_session_timeout_ms": 10, "group_max_session_timeout_ms": 5}, "above group.max.session.timeout.ms"),
         ({"listeners": "localhost"}, "listeners"),
         ({"listeners": "localhost:70000"}, "port must be"),
-        ({"listeners": "SSL://localhost:9093"}, "PLAINTEXT"),
+        ({"listeners": "SSL://localhost:9093"}, "ssl.keystore.location must be set"),
+        ({"listeners": "PLAINTEXT://localhost:1,PLAINTEXT://localhost:2"}, "appears more than once"),
+        ({"listeners": "PLAINTEXT://localhost:1,SASL_PLAINTEXT://localhost:1"}, "port 1 is used by two listeners"),
+        ({"listeners": "INTERNAL://localhost:1"}, "no entry in listener.security.protocol.map"),
+        ({"listener_security_protocol_map": "A:KERBEROS"}, "listener.security.protocol.map"),
+        ({"advertised_listeners": "SSL://h:1"}, "listener SSL is not in listeners"),
+        ({"sasl_enabled_mechanisms": "GSSAPI"}, "sasl.enabled.mechanisms"),
+        ({"listeners": "SASL_PLAINTEXT://localhost:1", "sasl_enabled_mechanisms": ""}, "sasl.enabled.mechanisms"),
+        ({"authorizer_class_name": "com.example.Mine"}, "authorizer.class.name"),
+        ({"ssl_client_auth": "maybe"}, "ssl.client.auth"),
+        ({"listeners": "SSL://localhost:1", "ssl_keystore_location": "k.pem", "ssl_client_auth": "required"},
+         "ssl.truststore.location must be set"),
         ({"advertised_listeners": "host:0"}, "advertised.listeners"),
         ({"listeners": "0.0.0.0:9092"}, "advertised.listeners must be set"),
         ({"offsets_flush_policy": "sometimes"}, "offsets.flush.policy"),
@@ -159,6 +170,19 @@ def test_argparse_flags_and_short_aliases_record_their_spelling(tmp_path):
         ({"auto_create_topics_enable": "maybe"}, "auto.create.topics.enable"),
         ({"node_id": True}, "node.id"),
         ({"socket_request_max_bytes": 2**31}, "socket.request.max.bytes"),
+        ({"workers": 2, "listeners": "PLAINTEXT://localhost:1,SASL_PLAINTEXT://localhost:5"},
+         "--workers serves one listener per worker"),
+        ({"workers": 2, "listeners": "SASL_PLAINTEXT://localhost:1"},
+         "--workers does not support SASL_PLAINTEXT listeners yet"),
+        ({"workers": "auto", "listeners": "SSL://localhost:1", "ssl_keystore_location": "k.pem"},
+         "--workers does not support SSL listeners yet"),
+        ({"workers": 2, "authorizer_class_name": "acl"}, "--workers does not support an authorizer yet"),
+        ({"cluster": "etcd://localhost:2379", "listeners": "SASL_SSL://localhost:1", "ssl_keystore_location": "k.pem",
+          "authorizer_class_name": "acl"},
+         "cluster mode (--cluster) does not support SASL_SSL listeners and an authorizer yet"),
+        ({"cluster": "etcd://localhost:2379", "listeners": "PLAINTEXT://localhost:1,PLAIN2://localhost:2",
+          "listener_security_protocol_map": "PLAINTEXT:PLAINTEXT,PLAIN2:PLAINTEXT"},
+         "cluster mode serves one listener per node"),
     ],
 )
 def test_invalid_values_are_refused_with_one_line_naming_the_setting(overrides, fragment):
@@ -235,3 +259,40 @@ def test_session_timeout_bounds_accepted_exactly_when_ordered(low, high):
 def test_host_port_round_trips(host, port):
     parsed = parse_host_port(f"{host}:{port}")
     assert str(parsed) == f"{host}:{port}"
+
+
+def test_several_listeners_with_kafka_names_and_their_advertised_addresses():
+    config = CoordinatorConfig(
+        listeners="PLAINTEXT://127.0.0.1:9092,SASL_SSL://0.0.0.0:9093",
+        advertised_listeners="SASL_SSL://broker.example:19093",
+        ssl_keystore_location="server.pem", sasl_enabled_mechanisms="scram-sha-512,PLAIN",
+    )
+    assert [(e.name, e.host, e.port) for e in config.endpoints] == [
+        ("PLAINTEXT", "127.0.0.1", 9092), ("SASL_SSL", "0.0.0.0", 9093)]
+    assert config.listen_address == HostPort("127.0.0.1", 9092)
+    assert config.advertised_endpoint("PLAINTEXT") == HostPort("127.0.0.1", 9092)
+    assert config.advertised_endpoint("SASL_SSL") == HostPort("broker.example", 19093)
+    assert config.security_protocol("SASL_SSL") == "SASL_SSL"
+    assert config.enabled_mechanisms == ("SCRAM-SHA-512", "PLAIN")
+
+
+def test_custom_listener_names_map_to_security_protocols():
+    config = CoordinatorConfig(listeners="INTERNAL://127.0.0.1:1,EXTERNAL://127.0.0.1:2",
+                               listener_security_protocol_map="INTERNAL:PLAINTEXT,EXTERNAL:SASL_PLAINTEXT")
+    assert config.security_protocol("EXTERNAL") == "SASL_PLAINTEXT"
+
+
+def test_authorizer_names_and_super_users_follow_kafka():
+    assert CoordinatorConfig(authorizer_class_name="org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+                             ).authorizer_class_name == "acl"
+    assert CoordinatorConfig(authorizer_class_name="acl").authorizer_class_name == "acl"
+    assert CoordinatorConfig().authorizer_class_name == ""
+    assert CoordinatorConfig(super_users="User:admin; User:ops").super_user_principals == ("User:admin", "User:ops")
+    assert CoordinatorConfig().connection_failed_authentication_delay_ms == 100
+    assert CoordinatorConfig().allow_everyone_if_no_acl_found is False
+
+
+def test_the_key_password_is_never_shown():
+    effective = resolve_config({}, {"COHORT_SSL_KEY_PASSWORD": "hunter2"})
+    assert effective.config.ssl_key_password == "hunter2"
+    assert dict((name, value) for name, value, _ in effective.rows())["ssl.key.password"] == "[hidden]"

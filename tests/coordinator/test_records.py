@@ -9,12 +9,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cohort.coordinator.records import (
+    AclRecord,
+    AclTombstone,
     GroupMemberRecord,
     GroupMetadataRecord,
     GroupMetadataTombstone,
     OffsetCommitRecord,
     OffsetCommitTombstone,
     RecordDecodeError,
+    ScramCredentialRecord,
+    ScramCredentialTombstone,
     TopicRecord,
     TopicTombstone,
     decode_record,
@@ -54,6 +58,17 @@ any_record = st.one_of(
     st.builds(TopicRecord, name=names, topic_id=st.uuids(), partitions=int32),
     st.builds(TopicTombstone, name=names),
 )
+int8 = st.integers(-128, 127)
+security_records = st.one_of(
+    st.builds(ScramCredentialRecord, user=names, mechanism=int8, salt=st.binary(max_size=64),
+              stored_key=st.binary(max_size=64), server_key=st.binary(max_size=64), iterations=int32),
+    st.builds(ScramCredentialTombstone, user=names, mechanism=int8),
+    st.builds(AclRecord, resource_type=int8, resource_name=names, pattern_type=int8, principal=names, host=names,
+              operation=int8, permission=int8),
+    st.builds(AclTombstone, resource_type=int8, resource_name=names, pattern_type=int8, principal=names,
+              host=names, operation=int8, permission=int8),
+)
+any_record = st.one_of(any_record, security_records)
 
 
 @settings(max_examples=300, deadline=None)
@@ -203,6 +218,11 @@ def _flatten(items):
     st.builds(GroupMetadataRecord, group=st.sampled_from(["g", "h"]), protocol_type=st.just("consumer"),
               generation=st.integers(0, 5), protocol=st.none(), leader=st.none()),
     st.builds(TopicRecord, name=st.sampled_from(["t", "u"]), topic_id=st.uuids(), partitions=st.integers(1, 9)),
+    st.builds(ScramCredentialRecord, user=st.sampled_from(["t", "u"]), mechanism=st.integers(1, 2),
+              salt=st.binary(min_size=16, max_size=16), stored_key=st.binary(min_size=1, max_size=2),
+              server_key=st.binary(max_size=2), iterations=st.integers(4096, 9999)),
+    st.builds(AclRecord, resource_type=st.just(3), resource_name=st.sampled_from(["g", "h"]), pattern_type=st.just(3),
+              principal=st.just("User:a"), host=st.just("*"), operation=st.integers(2, 8), permission=st.just(3)),
 ), max_size=30))
 def test_column_wise_load_decodes_exactly_what_record_by_record_decoding_does(recs):
     from cohort.coordinator.records import decode_for_load

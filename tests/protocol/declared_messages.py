@@ -93,12 +93,14 @@ def message_strategy(cls: type, version: int) -> st.SearchStrategy:
 
 def kafka_python_classes() -> dict[int, tuple[type, type]]:
     """API key -> (request class, response class) from kafka-python 3."""
-    from kafka.protocol.admin import groups, topics
+    from kafka.protocol import sasl
+    from kafka.protocol.admin import acl, groups, topics, users
     from kafka.protocol.consumer import fetch, group, offsets
     from kafka.protocol.metadata import api_versions, find_coordinator, metadata
 
     by_name = {}
-    for module in (groups, topics, fetch, group, offsets, api_versions, find_coordinator, metadata):
+    for module in (groups, topics, fetch, group, offsets, api_versions, find_coordinator, metadata, sasl, acl,
+                   users):
         for name in dir(module):
             by_name[name] = getattr(module, name)
     return {key: (by_name[api.request.__name__], by_name[api.response.__name__])

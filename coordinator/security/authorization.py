@@ -1,0 +1,500 @@
+"""Authorization of every request at Kafka's places, around the node's handlers.
+
+`RequestAuthorization.guard` wraps each handler of the dispatch table with the
+checks Kafka's `KafkaApis` makes for that API, and shapes denials exactly as
+Kafka does:
+
+* JoinGroup, SyncGroup, Heartbeat, LeaveGroup: group READ, else GROUP_AUTHORIZATION_FAILED;
+* OffsetCommit: group READ (every partition GROUP_AUTHORIZATION_FAILED), then topic
+  READ per topic (its partitions TOPIC_AUTHORIZATION_FAILED; the rest is committed);
+* OffsetFetch: group DESCRIBE; requested topics without DESCRIBE answer
+  TOPIC_AUTHORIZATION_FAILED, and "all topics" leaves them out;
+* DescribeGroups: DESCRIBE per group; ListGroups: every group with CLUSTER DESCRIBE,
+  else only groups with DESCRIBE; DeleteGroups: DELETE per group;
+* OffsetDelete: group DELETE, then topic READ per topic;
+* FindCoordinator (groups): group DESCRIBE;
+* Metadata: topics without DESCRIBE are left out of "all topics" and answer
+  TOPIC_AUTHORIZATION_FAILED when named; auto-creation needs CLUSTER or topic CREATE;
+  the authorized-operations fields carry the real bits;
+* CreateTopics: CLUSTER or topic CREATE; DeleteTopics: topic DELETE;
+  CreatePartitions: topic ALTER; ListOffsets: topic DESCRIBE; Fetch: topic READ;
+* DescribeAcls, DescribeUserScramCredentials: CLUSTER DESCRIBE; CreateAcls,
+  DeleteAcls, AlterUserScramCredentials: CLUSTER ALTER (CLUSTER_AUTHORIZATION_FAILED).
+
+Every explicit denial is one line on the ``cohort.audit`` logger and a count in
+the metrics (by resource type and operation); topics and groups silently left
+out of a listing are not (Kafka does not log those either).
+"""
+from __future__ import annotations
+
+import copy
+import inspect
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from cohort.coordinator.group_coordinator import EncodeInThread, RequestContext
+from cohort.coordinator.security.authorizer import CLUSTER_NAME, AclOperation, Authorizer, ResourceType
+from cohort.protocol.errors import ErrorCode
+from cohort.protocol.messages import (
+    AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse, CreateAclsRequest, CreateAclsResponse,
+    CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest, CreateTopicsResponse,
+    DeleteAclsRequest, DeleteAclsResponse, DeleteGroupsRequest, DeleteGroupsResponse, DeleteTopicsRequest,
+    DeleteTopicsResponse, DescribeAclsRequest, DescribeAclsResponse, DescribeGroupsRequest, DescribeGroupsResponse,
+    DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse, FetchRequest, FetchResponse,
+    FindCoordinatorRequest, FindCoordinatorResponse, HeartbeatRequest, HeartbeatResponse, JoinGroupRequest,
+    JoinGroupResponse, LeaveGroupRequest, LeaveGroupResponse, ListGroupsRequest, ListOffsetsRequest,
+    ListOffsetsResponse, MetadataRequest, MetadataResponse, OffsetCommitRequest, OffsetCommitResponse,
+    OffsetDeleteRequest, OffsetDeleteResponse, OffsetFetchRequest, OffsetFetchResponse, SyncGroupRequest,
+    SyncGroupResponse,
+)
+
+audit = logging.getLogger("cohort.audit")
+
+READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE = (AclOperation.READ, AclOperation.WRITE, AclOperation.CREATE,
+                                                AclOperation.DELETE, AclOperation.ALTER, AclOperation.DESCRIBE)
+GROUP, TOPIC, CLUSTER = ResourceType.GROUP, ResourceType.TOPIC, ResourceType.CLUSTER
+INT32_MIN = -2147483648
+_FAILED = "Authorization failed."
+
+
+def _host(ctx: RequestContext) -> str:
+    return ctx.client_host[1:] if ctx.client_host.startswith("/") else ctx.client_host
+
+
+class RequestAuthorization:
+    """The checks of one node; `authorizer` holds the ACLs, `topics` resolves topic ids and existence."""
+
+    def __init__(self, authorizer: Authorizer, topic_exists: Callable[[str], bool],
+                 topic_name_by_id: Callable[[Any], str | None], metrics: Any = None) -> None:
+        self.authorizer = authorizer
+        self._topic_exists = topic_exists
+        self._topic_name_by_id = topic_name_by_id
+        self.metrics = metrics
+
+    # ------------------------------------------------------------------ decisions
+    def allowed(self, ctx: RequestContext, op: AclOperation, rtype: ResourceType, name: str,
+                audit_denial: bool = True) -> bool:
+        if self.authorizer.authorize(ctx.principal, _host(ctx), op, rtype, name):
+            return True
+        if audit_denial:
+            audit.info("authorization denied", extra={"principal": ctx.principal, "host": _host(ctx),
+                                                      "operation": op.name, "resource_type": rtype.name,
+                                                      "resource": name})
+            if self.metrics is not None:
+                self.metrics.count_authorization_denial(rtype.name, op.name)
+        return False
+
+    def _cluster(self, ctx, op, audit_denial=True) -> bool:
+        return self.allowed(ctx, op, CLUSTER, CLUSTER_NAME, audit_denial)
+
+    def operations(self, ctx: RequestContext, rtype: ResourceType, name: str) -> int:
+        return self.authorizer.authorized_operations(ctx.principal, _host(ctx), rtype, name)
+
+    # ------------------------------------------------------------------ wiring
+    def guard(self, api_key: int, handler: Callable) -> Callable:
+        """The handler of `api_key` with its checks in front (the handler itself if the API has none)."""
+        check = self._GUARDS.get(api_key)
+        if check is None:
+            return handler
+        guarded = check.__get__(self)
+        if inspect.iscoroutinefunction(handler):
+            async def run(request, version, ctx):
+                return await guarded(handler, request, version, ctx)
+        else:
+            async def run(request, version, ctx):
+                return await guarded(_as_async(handler), request, version, ctx)
+        run.__name__ = f"authorized_{getattr(handler, '__name__', 'handler')}"
+        return run
+
+    # ------------------------------------------------------------------ group membership
+    async def _join_group(self, handler, request, version, ctx):
+        if self.allowed(ctx, READ, GROUP, request.group_id):
+            return await handler(request, version, ctx)
+        return JoinGroupResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, generation_id=-1,
+                                 protocol_name=None if version >= 7 else "", leader="", member_id="", members=[])
+
+    async def _sync_group(self, handler, request, version, ctx):
+        if self.allowed(ctx, READ, GROUP, request.group_id):
+            return await handler(request, version, ctx)
+        return SyncGroupResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, assignment=b"")
+
+    async def _heartbeat(self, handler, request, version, ctx):
+        if self.allowed(ctx, READ, GROUP, request.group_id):
+            return await handler(request, version, ctx)
+        return HeartbeatResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
+
+    async def _leave_group(self, handler, request, version, ctx):
+        if self.allowed(ctx, READ, GROUP, request.group_id):
+            return await handler(request, version, ctx)
+        return LeaveGroupResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, members=[])
+
+    # ------------------------------------------------------------------ offsets
+    async def _offset_commit(self, handler, request, version, ctx):
+        Topic, Partition = OffsetCommitResponse.OffsetCommitResponseTopic, \
+            OffsetCommitResponse.OffsetCommitResponseTopic.OffsetCommitResponsePartition
+
+        def refused(topics, code):
+            return [Topic(name=t.name, partitions=[Partition(partition_index=p.partition_index, error_code=code)
+                                                   for p in t.partitions]) for t in topics]
+
+        if not self.allowed(ctx, READ, GROUP, request.group_id):
+            return OffsetCommitResponse(topics=refused(request.topics, ErrorCode.GROUP_AUTHORIZATION_FAILED))
+        allowed, denied = self._split_topics(ctx, READ, request.topics, lambda t: t.name)
+        if not denied:
+            return await handler(request, version, ctx)
+        answer = refused(denied, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+        if allowed:
+            narrowed = copy.copy(request)
+            narrowed.topics = allowed
+            response = _unwrap(await handler(narrowed, version, ctx))
+            response.topics = list(response.topics) + answer
+            return response
+        return OffsetCommitResponse(topics=answer)
+
+    def _split_topics(self, ctx, op, topics, name_of, audit_denial=True):
+        allowed, denied, decided = [], [], {}
+        for t in topics:
+            name = name_of(t)
+            if name is None:  # an unknown topic id: the handler answers UNKNOWN_TOPIC_ID, as Kafka does
+                allowed.append(t)
+                continue
+            if name not in decided:
+                decided[name] = self.allowed(ctx, op, TOPIC, name, audit_denial)
+            (allowed if decided[name] else denied).append(t)
+        return allowed, denied
+
+    async def _offset_fetch(self, handler, request, version, ctx):
+        if version >= 8:
+            return await self._offset_fetch_groups(handler, request, version, ctx)
+        Topic = OffsetFetchResponse.OffsetFetchResponseTopic
+        Partition = Topic.OffsetFetchResponsePartition
+
+        def refused(topics, code):
+            return [Topic(name=t.name, partitions=[
+                Partition(partition_index=i, committed_offset=-1, metadata="", error_code=code)
+                for i in t.partition_indexes]) for t in topics or []]
+
+        if not self.allowed(ctx, DESCRIBE, GROUP, request.group_id):
+            if version < 2:  # v0-1 have no group-level error: every partition carries it
+                return OffsetFetchResponse(topics=refused(request.topics, ErrorCode.GROUP_AUTHORIZATION_FAILED))
+            return OffsetFetchResponse(topics=[], error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
+        if request.topics is None:  # every committed topic: leave out those the principal may not describe
+            response = await handler(request, version, ctx)
+            inner = _unwrap(response)
+            inner.topics = [t for t in inner.topics if self.allowed(ctx, DESCRIBE, TOPIC, t.name, False)]
+            return response
+        allowed, denied = self._split_topics(ctx, DESCRIBE, request.topics, lambda t: t.name)
+        if not denied:
+            return await handler(request, version, ctx)
+        narrowed = copy.copy(request)
+        narrowed.topics = allowed
+        response = _unwrap(await handler(narrowed, version, ctx)) if allowed else OffsetFetchResponse(topics=[])
+        response.topics = list(response.topics) + refused(denied, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+        return response
+
+    async def _offset_fetch_groups(self, handler, request, version, ctx):
+        Group = OffsetFetchResponse.OffsetFetchResponseGroup
+        Topic = Group.OffsetFetchResponseTopics
+        Partition = Topic.OffsetFetchResponsePartitions
+        allowed_groups, denied_groups, refused_topics = [], [], {}
+        for g in request.groups:
+            if not self.allowed(ctx, DESCRIBE, GROUP, g.group_id):
+                denied_groups.append(g.group_id)
+                continue
+            narrowed = copy.copy(g)
+            if g.topics is not None:
+                ok, denied = self._split_topics(ctx, DESCRIBE, g.topics, lambda t: t.name)
+                narrowed.topics = ok
+                refused_topics[g.group_id] = [Topic(name=t.name, partitions=[
+                    Partition(partition_index=i, committed_offset=-1, metadata="",
+                              error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED) for i in t.partition_indexes])
+                    for t in denied]
+            allowed_groups.append(narrowed)
+        if allowed_groups:
+            narrowed_request = copy.copy(request)
+            narrowed_request.groups = allowed_groups
+            response = await handler(narrowed_request, version, ctx)
+            inner = _unwrap(response)
+        else:
+            response = inner = OffsetFetchResponse(groups=[])
+        requested_all = {g.group_id for g in request.groups if g.topics is None}
+        for group in inner.groups:
+            if group.group_id in requested_all:
+                group.topics = [t for t in group.topics if self.allowed(ctx, DESCRIBE, TOPIC, t.name, False)]
+            group.topics = list(group.topics) + refused_topics.get(group.group_id, [])
+        inner.groups = list(inner.groups) + [
+            Group(group_id=g, topics=[], error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED) for g in denied_groups]
+        return response
+
+    async def _offset_delete(self, handler, request, version, ctx):
+        Topic = OffsetDeleteResponse.OffsetDeleteResponseTopic
+        Partition = Topic.OffsetDeleteResponsePartition
+        if not self.allowed(ctx, DELETE, GROUP, request.group_id):
+            return OffsetDeleteResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, topics=[])
+        allowed, denied = self._split_topics(ctx, READ, request.topics, lambda t: t.name)
+        if not denied:
+            return await handler(request, version, ctx)
+        narrowed = copy.copy(request)
+        narrowed.topics = allowed
+        response = _unwrap(await handler(narrowed, version, ctx))
+        response.topics = list(response.topics) + [Topic(name=t.name, partitions=[
+            Partition(partition_index=p.partition_index, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+            for p in t.partitions]) for t in denied]
+        return response
+
+    # ------------------------------------------------------------------ group admin
+    async def _describe_groups(self, handler, request, version, ctx):
+        allowed = [g for g in request.groups if self.allowed(ctx, DESCRIBE, GROUP, g)]
+        narrowed = copy.copy(request)
+        narrowed.groups = allowed
+        response = await handler(narrowed, version, ctx) if allowed else DescribeGroupsResponse(groups=[])
+        inner = _unwrap(response)
+        by_id = {g.group_id: g for g in inner.groups}
+        Described = DescribeGroupsResponse.DescribedGroup
+        groups = []
+        for name in request.groups:
+            found = by_id.get(name)
+            if found is None:
+                found = Described(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, group_id=name, group_state="",
+                                  protocol_type="", protocol_data="", members=[])
+            elif version >= 3 and request.include_authorized_operations:
+                found.authorized_operations = self.operations(ctx, GROUP, name)
+            groups.append(found)
+        inner.groups = groups
+        return response
+
+    async def _list_groups(self, handler, request, version, ctx):
+        response = await handler(request, version, ctx)
+        if self._cluster(ctx, DESCRIBE, audit_denial=False):
+            return response
+        inner = _unwrap(response)
+        inner.groups = [g for g in inner.groups if self.allowed(ctx, DESCRIBE, GROUP, g.group_id, False)]
+        return response
+
+    async def _delete_groups(self, handler, request, version, ctx):
+        allowed = [g for g in request.groups_names if self.allowed(ctx, DELETE, GROUP, g)]
+        denied = [g for g in request.groups_names if g not in allowed]
+        if not denied:
+            return await handler(request, version, ctx)
+        narrowed = copy.copy(request)
+        narrowed.groups_names = allowed
+        response = _unwrap(await handler(narrowed, version, ctx)) if allowed else DeleteGroupsResponse(results=[])
+        response.results = list(response.results) + [DeleteGroupsResponse.DeletableGroupResult(
+            group_id=g, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED) for g in denied]
+        return response
+
+    async def _find_coordinator(self, handler, request, version, ctx):
+        if request.key_type != 0:
+            return await handler(request, version, ctx)
+        if version < 4:
+            if self.allowed(ctx, DESCRIBE, GROUP, request.key):
+                return await handler(request, version, ctx)
+            return FindCoordinatorResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, error_message=_FAILED,
+                                           node_id=-1, host="", port=-1)
+        allowed = [k for k in request.coordinator_keys if self.allowed(ctx, DESCRIBE, GROUP, k)]
+        narrowed = copy.copy(request)
+        narrowed.coordinator_keys = allowed
+        response = _unwrap(await handler(narrowed, version, ctx))
+        response.coordinators = list(response.coordinators) + [FindCoordinatorResponse.Coordinator(
+            key=k, node_id=-1, host="", port=-1, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED,
+            error_message=_FAILED) for k in request.coordinator_keys if k not in allowed]
+        return response
+
+    # ------------------------------------------------------------------ topics
+    async def _metadata(self, handler, request, version, ctx):
+        Entry = MetadataResponse.MetadataResponseTopic
+        denied: list[str] = []
+        narrowed = request
+        if request.topics:
+            keep = []
+            may_create = None
+            for t in request.topics:
+                name = t.name if t.name is not None else self._topic_name_by_id(t.topic_id)
+                if name is None:
+                    keep.append(t)  # unknown id: the handler answers UNKNOWN_TOPIC_ID
+                elif not self.allowed(ctx, DESCRIBE, TOPIC, name):
+                    denied.append(name)
+                elif not self._topic_exists(name) and (version < 4 or request.allow_auto_topic_creation):
+                    if may_create is None:
+                        may_create = self._cluster(ctx, CREATE, audit_denial=False)
+                    if may_create or self.allowed(ctx, CREATE, TOPIC, name):
+                        keep.append(t)
+                    else:
+                        denied.append(name)
+                else:
+                    keep.append(t)
+            if denied:
+                narrowed = copy.copy(request)
+                narrowed.topics = keep
+        response = await handler(narrowed, version, ctx)
+        inner = _unwrap(response)
+        if request.topics is None or (version == 0 and not request.topics):
+            inner.topics = [t for t in inner.topics if self.allowed(ctx, DESCRIBE, TOPIC, t.name, False)]
+        elif denied and not narrowed.topics:
+            inner.topics = []  # the handler read an empty list as "no topics", which is right
+        inner.topics = list(inner.topics) + [Entry(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=name,
+                                                   is_internal=False, partitions=[]) for name in denied]
+        if version >= 8 and request.include_topic_authorized_operations:
+            for t in inner.topics:
+                if t.error_code == 0 and t.name is not None:
+                    t.topic_authorized_operations = self.operations(ctx, TOPIC, t.name)
+        if 8 <= version <= 10 and request.include_cluster_authorized_operations:
+            inner.cluster_authorized_operations = self.operations(ctx, CLUSTER, CLUSTER_NAME)
+        return response
+
+    async def _create_topics(self, handler, request, version, ctx):
+        cluster_create = self._cluster(ctx, CREATE, audit_denial=False)
+        allowed, denied = (request.topics, []) if cluster_create else \
+            self._split_topics(ctx, CREATE, request.topics, lambda t: t.name)
+        if not denied:
+            return await handler(request, version, ctx)
+        narrowed = copy.copy(request)
+        narrowed.topics = allowed
+        response = _unwrap(await handler(narrowed, version, ctx)) if allowed else CreateTopicsResponse(topics=[])
+        response.topics = list(response.topics) + [CreateTopicsResponse.CreatableTopicResult(
+            name=t.name, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, error_message=_FAILED) for t in denied]
+        return response
+
+    async def _delete_topics(self, handler, request, version, ctx):
+        Result = DeleteTopicsResponse.DeletableTopicResult
+        narrowed = copy.copy(request)
+        refused = []
+        if version >= 6:
+            keep = []
+            for t in request.topics:
+                name = t.name if t.name is not None else self._topic_name_by_id(t.topic_id)
+                if name is not None and not self.allowed(ctx, DELETE, TOPIC, name):
+                    refused.append(Result(name=t.name, topic_id=t.topic_id,
+                                          error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, error_message=_FAILED))
+                else:
+                    keep.append(t)
+            narrowed.topics = keep
+        else:
+            keep = []
+            for name in request.topic_names:
+                if self.allowed(ctx, DELETE, TOPIC, name):
+                    keep.append(name)
+                else:
+                    refused.append(Result(name=name, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                          error_message=_FAILED))
+            narrowed.topic_names = keep
+        if not refused:
+            return await handler(request, version, ctx)
+        response = _unwrap(await handler(narrowed, version, ctx))
+        response.responses = list(response.responses) + refused
+        return response
+
+    async def _create_partitions(self, handler, request, version, ctx):
+        allowed, denied = self._split_topics(ctx, ALTER, request.topics, lambda t: t.name)
+        if not denied:
+            return await handler(request, version, ctx)
+        narrowed = copy.copy(request)
+        narrowed.topics = allowed
+        response = _unwrap(await handler(narrowed, version, ctx)) if allowed else CreatePartitionsResponse(results=[])
+        response.results = list(response.results) + [CreatePartitionsResponse.CreatePartitionsTopicResult(
+            name=t.name, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, error_message=_FAILED) for t in denied]
+        return response
+
+    async def _list_offsets(self, handler, request, version, ctx):
+        allowed, denied = self._split_topics(ctx, DESCRIBE, request.topics, lambda t: t.name)
+        if not denied:
+            return await handler(request, version, ctx)
+        Topic = ListOffsetsResponse.ListOffsetsTopicResponse
+        narrowed = copy.copy(request)
+        narrowed.topics = allowed
+        response = _unwrap(await handler(narrowed, version, ctx))
+        response.topics = list(response.topics) + [Topic(name=t.name, partitions=[
+            Topic.ListOffsetsPartitionResponse(partition_index=p.partition_index,
+                                               error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                               old_style_offsets=[]) for p in t.partitions]) for t in denied]
+        return response
+
+    async def _fetch(self, handler, request, version, ctx):
+        def name_of(t):
+            return t.topic if version < 13 else self._topic_name_by_id(t.topic_id)
+
+        allowed, denied = self._split_topics(ctx, READ, request.topics, name_of)
+        if not denied:
+            return await handler(request, version, ctx)
+        Topic = FetchResponse.FetchableTopicResponse
+        narrowed = copy.copy(request)
+        narrowed.topics = allowed
+        response = _unwrap(await handler(narrowed, version, ctx))
+        response.responses = list(response.responses) + [Topic(
+            topic=t.topic if version < 13 else "", topic_id=t.topic_id if version >= 13 else Topic().topic_id,
+            partitions=[Topic.PartitionData(partition_index=p.partition, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                            high_watermark=-1, last_stable_offset=-1, log_start_offset=-1,
+                                            aborted_transactions=None, records=b"")
+                        for p in t.partitions]) for t in denied]
+        return response
+
+    # ------------------------------------------------------------------ security admin
+    async def _describe_acls(self, handler, request, version, ctx):
+        if self._cluster(ctx, DESCRIBE):
+            return await handler(request, version, ctx)
+        return DescribeAclsResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, error_message=_FAILED,
+                                    resources=[])
+
+    async def _create_acls(self, handler, request, version, ctx):
+        if self._cluster(ctx, ALTER):
+            return await handler(request, version, ctx)
+        return CreateAclsResponse(results=[CreateAclsResponse.AclCreationResult(
+            error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, error_message=_FAILED) for _ in request.creations])
+
+    async def _delete_acls(self, handler, request, version, ctx):
+        if self._cluster(ctx, ALTER):
+            return await handler(request, version, ctx)
+        return DeleteAclsResponse(filter_results=[DeleteAclsResponse.DeleteAclsFilterResult(
+            error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, error_message=_FAILED, matching_acls=[])
+            for _ in request.filters])
+
+    async def _describe_scram(self, handler, request, version, ctx):
+        if self._cluster(ctx, DESCRIBE):
+            return await handler(request, version, ctx)
+        return DescribeUserScramCredentialsResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                                                    error_message=_FAILED, results=[])
+
+    async def _alter_scram(self, handler, request, version, ctx):
+        if self._cluster(ctx, ALTER):
+            return await handler(request, version, ctx)
+        users = list(dict.fromkeys(x.name for x in [*request.deletions, *request.upsertions]))
+        return AlterUserScramCredentialsResponse(results=[
+            AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult(
+                user=u, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, error_message=_FAILED) for u in users])
+
+    _GUARDS = {
+        JoinGroupRequest.API_KEY: _join_group,
+        SyncGroupRequest.API_KEY: _sync_group,
+        HeartbeatRequest.API_KEY: _heartbeat,
+        LeaveGroupRequest.API_KEY: _leave_group,
+        OffsetCommitRequest.API_KEY: _offset_commit,
+        OffsetFetchRequest.API_KEY: _offset_fetch,
+        OffsetDeleteRequest.API_KEY: _offset_delete,
+        DescribeGroupsRequest.API_KEY: _describe_groups,
+        ListGroupsRequest.API_KEY: _list_groups,
+        DeleteGroupsRequest.API_KEY: _delete_groups,
+        FindCoordinatorRequest.API_KEY: _find_coordinator,
+        MetadataRequest.API_KEY: _metadata,
+        CreateTopicsRequest.API_KEY: _create_topics,
+        DeleteTopicsRequest.API_KEY: _delete_topics,
+        CreatePartitionsRequest.API_KEY: _create_partitions,
+        ListOffsetsRequest.API_KEY: _list_offsets,
+        FetchRequest.API_KEY: _fetch,
+        DescribeAclsRequest.API_KEY: _describe_acls,
+        CreateAclsRequest.API_KEY: _create_acls,
+        DeleteAclsRequest.API_KEY: _delete_acls,
+        DescribeUserScramCredentialsRequest.API_KEY: _describe_scram,
+        AlterUserScramCredentialsRequest.API_KEY: _alter_scram,
+    }
+
+
+def _unwrap(response):
+    """The response inside an `EncodeInThread` (edits made to it reach the encoder), or the response itself."""
+    return response.response if type(response) is EncodeInThread else response
+
+
+def _as_async(handler):
+    async def run(request, version, ctx):
+        return handler(request, version, ctx)
+    return run

@@ -1,0 +1,326 @@
+"""SASL authentication of one connection, as a sans-IO state machine (Kafka's SaslServerAuthenticator).
+
+Theory of operation. A connection on a SASL listener starts UNAUTHENTICATED:
+it may send ApiVersions (any number of times) and one SaslHandshake naming a
+mechanism. A v1 handshake moves to AUTHENTICATING, where each SASL token
+arrives in a SaslAuthenticate request and the answer's token goes back in its
+response. A v0 handshake (old clients) moves to AUTHENTICATING_RAW: tokens
+then travel as bare size-prefixed frames without any Kafka header, and so do
+the answers. When the mechanism completes, the connection is AUTHENTICATED
+with a principal ("User:<name>") and every API is served from then on.
+
+Re-authentication (KIP-368): with ``connections.max.reauth.ms`` > 0 a
+successful authentication tells the client its session lifetime; before it
+ends the client sends SaslHandshake (v1, same mechanism) and SaslAuthenticate
+again on the same connection (REAUTHENTICATING, other requests still served),
+and must come back as the same principal. A request other than those two
+after the session expired closes the connection.
+
+Anything else closes the connection: a request other than ApiVersions /
+SaslHandshake / SaslAuthenticate before authentication, a SaslAuthenticate
+before a handshake (ILLEGAL_SASL_STATE), an unsupported mechanism
+(UNSUPPORTED_SASL_MECHANISM, answered first). A failed authentication answers
+SASL_AUTHENTICATION_FAILED (v1; v0 has no way to say it) and the caller closes
+the connection after ``connection.failed.authentication.delay.ms``.
+
+This module does no IO: the connection feeds it decoded requests or raw
+tokens and carries out the returned `SaslStep`. It never logs, and no message
+it makes contains a password, salt or key.
+"""
+from __future__ import annotations
+
+import enum
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import scramp
+
+from cohort.coordinator.security.credentials import CredentialStore, ScramMechanism
+from cohort.protocol.errors import ErrorCode
+from cohort.protocol.messages import (
+    ApiVersionsRequest, SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest,
+    SaslHandshakeResponse,
+)
+
+PLAIN = "PLAIN"
+SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
+MECHANISMS = (PLAIN, *SCRAM_MECHANISMS)
+ANONYMOUS = "User:ANONYMOUS"
+
+
+class SaslState(enum.Enum):
+    UNAUTHENTICATED = "unauthenticated"
+    AUTHENTICATING = "authenticating"  # SaslAuthenticate requests carry the tokens (handshake v1)
+    AUTHENTICATING_RAW = "authenticating_raw"  # bare frames carry the tokens (handshake v0)
+    AUTHENTICATED = "authenticated"
+    REAUTHENTICATING = "reauthenticating"  # KIP-368: a new exchange on an authenticated connection
+    FAILED = "failed"
+
+
+# The legal transitions; anything else is a bug in this module and raises.
+VALID_PREVIOUS_STATES: dict[SaslState, frozenset[SaslState]] = {
+    SaslState.AUTHENTICATING: frozenset({SaslState.UNAUTHENTICATED}),
+    SaslState.AUTHENTICATING_RAW: frozenset({SaslState.UNAUTHENTICATED}),
+    SaslState.AUTHENTICATED: frozenset({SaslState.AUTHENTICATING, SaslState.AUTHENTICATING_RAW,
+                                        SaslState.REAUTHENTICATING}),
+    SaslState.REAUTHENTICATING: frozenset({SaslState.AUTHENTICATED}),
+    SaslState.FAILED: frozenset({SaslState.UNAUTHENTICATED, SaslState.AUTHENTICATING, SaslState.AUTHENTICATING_RAW,
+                                 SaslState.AUTHENTICATED,  # a re-authentication refused at its handshake
+                                 SaslState.REAUTHENTICATING}),
+}
+
+_PRE_AUTH_APIS = frozenset({ApiVersionsRequest.API_KEY, SaslHandshakeRequest.API_KEY,
+                            SaslAuthenticateRequest.API_KEY})
+
+
+class AuthenticationFailed(Exception):
+    """A mechanism refused the client; str() is the message the client is told (no secrets)."""
+
+
+@dataclass(slots=True)
+class SaslStep:
+    """What the connection must do after feeding one request or raw token.
+
+    * `serve`: pass the request on to the normal handlers (ApiVersions, or anything once authenticated);
+    * `response`: answer with this message (in the request's version);
+    * `raw_reply`: write these bytes as a bare size-prefixed frame (v0 flow);
+    * `close`: close the connection after the answer; `delay_close`: wait
+      ``connection.failed.authentication.delay.ms`` first (a failed authentication);
+    * `outcome`: "success" / "failure" when an authentication just ended (for metrics), with `mechanism`.
+    """
+
+    serve: bool = False
+    response: Any = None
+    raw_reply: bytes | None = None
+    close: bool = False
+    delay_close: bool = False
+    reason: str = ""
+    outcome: str | None = None
+    mechanism: str | None = None
+    reauthentication: bool = False  # the outcome is that of a re-authentication (KIP-368)
+
+
+class _Plain:
+    """RFC 4616: one token, ``authzid NUL authcid NUL password``; checked against the credential store."""
+
+    def __init__(self, credentials: CredentialStore) -> None:
+        self._credentials = credentials
+        self.user: str | None = None
+
+    def step(self, token: bytes) -> tuple[bytes, bool]:
+        parts = token.split(b"\x00")
+        if len(parts) != 3:
+            raise AuthenticationFailed("Invalid SASL/PLAIN response: expected 3 tokens")
+        try:
+            authzid, user, password = (p.decode("utf-8") for p in parts)
+        except UnicodeDecodeError:
+            raise AuthenticationFailed("Invalid SASL/PLAIN response: not UTF-8") from None
+        if not user:
+            raise AuthenticationFailed("Authentication failed: username not specified")
+        if not password:
+            raise AuthenticationFailed("Authentication failed: password not specified")
+        if authzid and authzid != user:
+            raise AuthenticationFailed(
+                "Authentication failed: Client requested an authorization id that is different from username")
+        if not self._credentials.check_plain(user, password):
+            raise AuthenticationFailed("Authentication failed: Invalid username or password")
+        self.user = user
+        return b"", True
+
+
+class _Scram:
+    """RFC 5802 (run by `scramp`): client-first -> server-first, client-final -> server-final."""
+
+    def __init__(self, name: str, credentials: CredentialStore) -> None:
+        self._name = name
+        self._mechanism = ScramMechanism.from_name(name)
+        self._credentials = credentials
+        self._server = scramp.ScramMechanism(name).make_server(self._lookup)
+        self._round = 0
+        self.user: str | None = None
+
+    def _lookup(self, user: str):
+        credential = self._credentials.get(user, self._mechanism)
+        if credential is None:
+            raise scramp.ScramException("unknown user")
+        self.user = user
+        return credential.salt, credential.stored_key, credential.server_key, credential.iterations
+
+    def step(self, token: bytes) -> tuple[bytes, bool]:
+        failed = AuthenticationFailed(
+            f"Authentication failed during authentication due to invalid credentials with SASL mechanism "
+            f"{self._name}")
+        try:
+            text = token.decode("utf-8")
+            if self._round == 0:
+                self._round = 1
+                self._server.set_client_first(text)
+                return self._server.get_server_first().encode("utf-8"), False
+            if self._round == 1:
+                self._round = 2
+                self._server.set_client_final(text)
+                return self._server.get_server_final().encode("utf-8"), True
+        except (scramp.ScramException, UnicodeDecodeError, ValueError, TypeError, KeyError, IndexError):
+            self.user = None
+            raise failed from None
+        raise failed
+
+
+class SaslAuthenticator:
+    """The authentication state of one connection on a SASL listener."""
+
+    def __init__(self, enabled_mechanisms: tuple[str, ...], credentials: CredentialStore,
+                 max_reauth_ms: int = 0, clock: Callable[[], float] = time.monotonic) -> None:
+        """`max_reauth_ms`: Kafka's connections.max.reauth.ms (0: sessions never expire); `clock` in seconds."""
+        self.enabled_mechanisms = enabled_mechanisms
+        self._credentials = credentials
+        self.max_reauth_ms = max_reauth_ms
+        self._clock = clock
+        self.session_expires_at: float | None = None  # clock time, when sessions expire
+        self.state = SaslState.UNAUTHENTICATED
+        self.principal: str | None = None
+        self.mechanism: str | None = None
+        self._exchange: _Plain | _Scram | None = None
+
+    def _enter(self, state: SaslState) -> None:
+        if self.state not in VALID_PREVIOUS_STATES[state]:
+            raise RuntimeError(f"illegal SASL state change {self.state.value} -> {state.value}")
+        self.state = state
+
+    @property
+    def expects_raw_token(self) -> bool:
+        """The next frame is a bare SASL token, not a Kafka request (after a v0 handshake)."""
+        return self.state is SaslState.AUTHENTICATING_RAW
+
+    @property
+    def authenticated(self) -> bool:
+        return self.state is SaslState.AUTHENTICATED
+
+    def on_request(self, api_key: int, version: int, request: Any) -> SaslStep:
+        state = self.state
+        if state is SaslState.REAUTHENTICATING:
+            if api_key == SaslAuthenticateRequest.API_KEY:
+                return self._authenticate(request)
+            if api_key == SaslHandshakeRequest.API_KEY:
+                return self._handshake(version, request)  # a second one: illegal
+            state = SaslState.AUTHENTICATED  # other requests are served meanwhile (until the session ends)
+        if state is SaslState.AUTHENTICATED:
+            if api_key == SaslHandshakeRequest.API_KEY:
+                if self.max_reauth_ms > 0:
+                    return self._reauthenticate(version, request)
+                # Kafka's answer once authenticated when re-authentication is off
+                return SaslStep(response=SaslHandshakeResponse(
+                    error_code=ErrorCode.ILLEGAL_SASL_STATE, mechanisms=list(self.enabled_mechanisms)))
+            if api_key == SaslAuthenticateRequest.API_KEY:
+                return SaslStep(response=SaslAuthenticateResponse(
+                    error_code=ErrorCode.ILLEGAL_SASL_STATE,
+                    error_message="SaslAuthenticate request received after successful authentication",
+                    auth_bytes=b""))
+            if self.session_expires_at is not None and self._clock() >= self.session_expires_at:
+                return SaslStep(close=True, reason="SASL session expired without re-authentication "
+                                                   "(connections.max.reauth.ms)")
+            return SaslStep(serve=True)
+        if api_key not in _PRE_AUTH_APIS or state is SaslState.FAILED:
+            return SaslStep(close=True, reason=f"API key {api_key} before SASL authentication completed")
+        if api_key == ApiVersionsRequest.API_KEY:
+            if state is SaslState.UNAUTHENTICATED:
+                return SaslStep(serve=True)
+            return SaslStep(close=True, reason="ApiVersions during a SASL exchange")
+        if api_key == SaslHandshakeRequest.API_KEY:
+            return self._handshake(version, request)
+        return self._authenticate(request)
+
+    def _reauthenticate(self, version: int, request: Any) -> SaslStep:
+        """KIP-368: a v1 handshake with the same mechanism starts a new exchange; the principal stays."""
+        if version < 1 or request.mechanism != self.mechanism:
+            self._enter(SaslState.FAILED)
+            return SaslStep(response=SaslHandshakeResponse(error_code=ErrorCode.ILLEGAL_SASL_STATE,
+                                                           mechanisms=list(self.enabled_mechanisms)),
+                            close=True, reason="re-authentication must use SaslHandshake v1 and the same mechanism",
+                            outcome="failure", mechanism=_metric_name(request.mechanism))
+        self._exchange = _Plain(self._credentials) if self.mechanism == PLAIN else _Scram(self.mechanism,
+                                                                                         self._credentials)
+        self._enter(SaslState.REAUTHENTICATING)
+        return SaslStep(response=SaslHandshakeResponse(error_code=0, mechanisms=list(self.enabled_mechanisms)))
+
+    def _handshake(self, version: int, request: Any) -> SaslStep:
+        enabled = list(self.enabled_mechanisms)
+        if self.state is not SaslState.UNAUTHENTICATED:
+            self._enter(SaslState.FAILED)
+            return SaslStep(response=SaslHandshakeResponse(error_code=ErrorCode.ILLEGAL_SASL_STATE,
+                                                           mechanisms=enabled),
+                            close=True, reason="a second SaslHandshake")
+        mechanism = request.mechanism
+        if mechanism not in self.enabled_mechanisms:
+            self._enter(SaslState.FAILED)
+            return SaslStep(response=SaslHandshakeResponse(error_code=ErrorCode.UNSUPPORTED_SASL_MECHANISM,
+                                                           mechanisms=enabled),
+                            close=True, reason="unsupported SASL mechanism", outcome="failure",
+                            mechanism=_metric_name(mechanism))
+        self.mechanism = mechanism
+        self._exchange = _Plain(self._credentials) if mechanism == PLAIN else _Scram(mechanism, self._credentials)
+        self._enter(SaslState.AUTHENTICATING_RAW if version == 0 else SaslState.AUTHENTICATING)
+        return SaslStep(response=SaslHandshakeResponse(error_code=0, mechanisms=enabled))
+
+    def _authenticate(self, request: Any) -> SaslStep:
+        if self.state not in (SaslState.AUTHENTICATING, SaslState.REAUTHENTICATING):
+            self._enter(SaslState.FAILED)
+            return SaslStep(response=SaslAuthenticateResponse(
+                error_code=ErrorCode.ILLEGAL_SASL_STATE,
+                error_message="Unexpected SaslAuthenticate request before a SaslHandshake", auth_bytes=b""),
+                close=True, reason="SaslAuthenticate before SaslHandshake")
+        reauthentication = self.state is SaslState.REAUTHENTICATING
+        try:
+            reply, done = self._step(request.auth_bytes or b"")
+        except AuthenticationFailed as exc:
+            return SaslStep(response=SaslAuthenticateResponse(
+                error_code=ErrorCode.SASL_AUTHENTICATION_FAILED, error_message=str(exc), auth_bytes=b""),
+                close=True, delay_close=True, reason="SASL authentication failed", outcome="failure",
+                mechanism=self.mechanism, reauthentication=reauthentication)
+        step = SaslStep(reauthentication=reauthentication, response=SaslAuthenticateResponse(error_code=0, error_message=None, auth_bytes=reply,
+                                                          session_lifetime_ms=self.max_reauth_ms if done else 0))
+        if done:
+            step.outcome, step.mechanism = "success", self.mechanism
+        return step
+
+    def on_raw_token(self, token: bytes) -> SaslStep:
+        """One bare SASL token (the v0 flow); the reply, if any, goes back as a bare frame."""
+        if self.state is not SaslState.AUTHENTICATING_RAW:
+            raise RuntimeError("a raw SASL token outside the v0 flow")
+        try:
+            reply, done = self._step(token)
+        except AuthenticationFailed:
+            # v0 has no way to carry an error: the connection is closed (after the delay)
+            return SaslStep(close=True, delay_close=True, reason="SASL authentication failed", outcome="failure",
+                            mechanism=self.mechanism)
+        step = SaslStep(raw_reply=reply)
+        if done:
+            step.outcome, step.mechanism = "success", self.mechanism
+        return step
+
+    def _step(self, token: bytes) -> tuple[bytes, bool]:
+        assert self._exchange is not None
+        try:
+            reply, done = self._exchange.step(token)
+        except AuthenticationFailed:
+            self._enter(SaslState.FAILED)
+            raise
+        if done:
+            principal = f"User:{self._exchange.user}"
+            self._exchange = None
+            if self.state is SaslState.REAUTHENTICATING and principal != self.principal:
+                self._enter(SaslState.FAILED)
+                raise AuthenticationFailed(
+                    f"Cannot change principals during re-authentication from {self.principal}: {principal}")
+            self.principal = principal
+            self._enter(SaslState.AUTHENTICATED)
+            if self.max_reauth_ms > 0:
+                self.session_expires_at = self._clock() + self.max_reauth_ms / 1000
+        return reply, done
+
+
+def _metric_name(mechanism: str) -> str:
+    """A mechanism name safe as a metric label: clients choose it, so unknown ones are one bucket."""
+    return mechanism if mechanism in MECHANISMS else "unknown"

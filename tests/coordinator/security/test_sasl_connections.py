@@ -1,0 +1,114 @@
+"""A SASL listener at the socket: the v0 unframed handshake, the order rules before authentication,
+the delayed close after a failure, and fuzzed SASL frames that never hurt the server."""
+from __future__ import annotations
+
+import struct
+import time
+
+import pytest
+import scramp
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from server_harness import RawClient, size_prefixed
+from test_secured_clients import ALICE, add_user
+
+from cohort.protocol.messages import (
+    ApiVersionsRequest, HeartbeatRequest, MetadataRequest, SaslAuthenticateRequest, SaslHandshakeRequest,
+)
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture
+def sasl_node(server_factory, tmp_path):
+    data = tmp_path / "data"
+    add_user(data, tmp_path, *ALICE)
+    return server_factory(data, listeners="SASL_PLAINTEXT://127.0.0.1:0",
+                          sasl_enabled_mechanisms="PLAIN,SCRAM-SHA-512",
+                          connection_failed_authentication_delay_ms=300)
+
+
+def raw_token_exchange(client: RawClient, token: bytes) -> bytes:
+    client.send_bytes(size_prefixed(token))
+    return client.receive_frame()
+
+
+def test_v0_handshake_then_unframed_scram_tokens_authenticate(sasl_node):
+    client = RawClient(sasl_node.port)
+    try:
+        assert client.request(SaslHandshakeRequest(mechanism="SCRAM-SHA-512"), 0).error_code == 0
+        scram = scramp.ScramClient(["SCRAM-SHA-512"], *ALICE)
+        scram.set_server_first(raw_token_exchange(client, scram.get_client_first().encode()).decode())
+        scram.set_server_final(raw_token_exchange(client, scram.get_client_final().encode()).decode())
+        # authenticated: ordinary requests are served
+        assert client.request(MetadataRequest(topics=[]), 12).cluster_id
+    finally:
+        client.close()
+
+
+def test_v0_plain_token_gets_an_empty_unframed_answer(sasl_node):
+    client = RawClient(sasl_node.port)
+    try:
+        assert client.request(SaslHandshakeRequest(mechanism="PLAIN"), 0).error_code == 0
+        assert raw_token_exchange(client, b"\x00alice\x00" + ALICE[1].encode()) == b""
+        assert client.request(ApiVersionsRequest(), 2).error_code == 0
+    finally:
+        client.close()
+
+
+def test_requests_before_authentication_close_the_connection(sasl_node):
+    client = RawClient(sasl_node.port)
+    try:
+        assert client.request(ApiVersionsRequest(), 2).error_code == 0  # allowed before authentication
+        client.send(HeartbeatRequest(group_id="g", generation_id=1, member_id="m"), 3)
+        assert client.is_closed_by_server()
+    finally:
+        client.close()
+
+
+def test_a_failed_authentication_is_answered_then_closed_after_the_delay(sasl_node):
+    client = RawClient(sasl_node.port)
+    try:
+        client.request(SaslHandshakeRequest(mechanism="PLAIN"), 1)
+        started = time.monotonic()
+        response = client.request(SaslAuthenticateRequest(auth_bytes=b"\x00alice\x00wrong"), 2)
+        assert response.error_code == 58  # SASL_AUTHENTICATION_FAILED
+        assert client.is_closed_by_server(timeout=5)
+        assert time.monotonic() - started >= 0.25  # connection.failed.authentication.delay.ms = 300
+    finally:
+        client.close()
+
+
+def test_an_oversized_frame_before_authentication_is_refused(sasl_node):
+    client = RawClient(sasl_node.port)
+    try:
+        client.send_bytes(struct.pack(">i", 600_000))  # above Kafka's sasl.server.max.receive.size (512 KiB)
+        assert client.is_closed_by_server()
+    finally:
+        client.close()
+
+
+@settings(max_examples=60, derandomize=True, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(version=st.sampled_from([0, 1]), mechanism=st.sampled_from(["PLAIN", "SCRAM-SHA-512", "GSSAPI", ""]),
+       frames=st.lists(st.binary(max_size=64), min_size=1, max_size=4))
+def test_fuzzed_sasl_frames_never_hurt_the_server(sasl_node, version, mechanism, frames):
+    client = RawClient(sasl_node.port, timeout=5)
+    try:
+        client.send(SaslHandshakeRequest(mechanism=mechanism), version)
+        for frame in frames:
+            if version == 1:
+                client.send(SaslAuthenticateRequest(auth_bytes=frame), 1)
+                client.send_bytes(size_prefixed(frame))  # and a garbage Kafka frame too
+            else:
+                client.send_bytes(size_prefixed(frame))
+    except OSError:
+        pass  # the server may already have closed this connection: that is an allowed answer
+    finally:
+        client.close()
+    # the server still serves a well-behaved client
+    probe = RawClient(sasl_node.port)
+    try:
+        assert probe.request(ApiVersionsRequest(), 2).error_code == 0
+    finally:
+        probe.close()
