@@ -43,7 +43,9 @@ import ssl
 import struct
 import time
 from collections import deque
+from collections.abc import Coroutine
 from dataclasses import dataclass
+from types import CoroutineType
 from typing import TYPE_CHECKING
 
 from cohort.coordinator.eager_tasks import start_eager_task
@@ -501,25 +503,30 @@ class Connection(asyncio.Protocol):
         if not req.overlaps:
             self._running_exclusive += 1
         header = req.header
-        if not req.is_async:
+        if req.is_async:
+            work = req.handler(req.request, header.api_version, req.ctx)
+        else:
             try:
                 response = req.handler(req.request, header.api_version, req.ctx)
-                payload = req.encode(header, response)
+                if type(response) is not CoroutineType:
+                    payload = req.encode(header, response)
             except Exception:
                 self._fail(header)
                 return
-            self._finish(req, response, payload)
-            return
-        task = start_eager_task(self._loop, self._serve(req))
+            if type(response) is not CoroutineType:
+                self._finish(req, response, payload)
+                return
+            work = response  # a handler that answers at once when it can handed back what must wait
+        task = start_eager_task(self._loop, self._serve(req, work))
         if not req.ended:  # suspended (a commit waiting for its append): it answers when it ends
             req.task = task
             self.server.handler_started(task)
 
-    async def _serve(self, req: "_Request") -> None:
-        """An async handler's task: run it and answer, within the same step that it returns."""
+    async def _serve(self, req: "_Request", work: Coroutine) -> None:
+        """A request's task: await the handler's coroutine and answer, within the same step that it returns."""
         header = req.header
         try:
-            response = await req.handler(req.request, header.api_version, req.ctx)
+            response = await work
             if type(response) is EncodeInThread:
                 self._encode_in_thread(req, response.response)
                 return

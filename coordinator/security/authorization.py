@@ -495,6 +495,8 @@ def _unwrap(response):
 
 
 def _as_async(handler):
+    """A plain handler as a coroutine function (it may hand back a coroutine when it must wait)."""
     async def run(request, version, ctx):
-        return handler(request, version, ctx)
+        result = handler(request, version, ctx)
+        return await result if inspect.iscoroutine(result) else result
     return run

@@ -6,6 +6,7 @@ requests in, responses out); only time is simulated, so timeouts are determinist
 from __future__ import annotations
 
 import asyncio
+import inspect
 from pathlib import Path
 
 from cohort.coordinator.config import CoordinatorConfig
@@ -23,6 +24,11 @@ CTX = RequestContext(client_id="client", client_host="/127.0.0.1")
 
 def subscription(*topics: str) -> bytes:
     return encode_subscription(ConsumerProtocolSubscription(topics=list(topics)), 0)
+
+
+async def answered(result):
+    """A handler's answer: given at once, or by the coroutine it handed back because it had to wait."""
+    return await result if inspect.iscoroutine(result) else result
 
 
 class FailingLog(OffsetsLog):
@@ -141,7 +147,7 @@ class Harness:
                         instance_id: str | None = None) -> int:
         req = m.HeartbeatRequest(group_id=group_id, generation_id=generation, member_id=member_id,
                                  group_instance_id=instance_id)
-        return (await self.coordinator.heartbeat(req, version, CTX)).error_code
+        return self.coordinator.heartbeat(req, version, CTX).error_code
 
     async def leave(self, group_id: str, members, *, version: int = 5):
         """members: list of (member_id, instance_id) for v3+, or one member id for v0-2."""
@@ -179,13 +185,13 @@ class Harness:
                 group_id=group_id, topics=None if topics is None else [
                     m.OffsetFetchRequest.OffsetFetchRequestGroup.OffsetFetchRequestTopics(
                         name=t, partition_indexes=ps) for t, ps in topics.items()])])
-            response = await self.coordinator.offset_fetch(req, version, CTX)
+            response = await answered(self.coordinator.offset_fetch(req, version, CTX))
             (g,) = response.groups
             return g.error_code, {(t.name, p.partition_index): (p.committed_offset, p.metadata, p.error_code)
                                   for t in g.topics for p in t.partitions}
         req = m.OffsetFetchRequest(group_id=group_id, topics=None if topics is None else [
             m.OffsetFetchRequest.OffsetFetchRequestTopic(name=t, partition_indexes=ps) for t, ps in topics.items()])
-        response = await self.coordinator.offset_fetch(req, version, CTX)
+        response = await answered(self.coordinator.offset_fetch(req, version, CTX))
         return response.error_code, {(t.name, p.partition_index): (p.committed_offset, p.metadata, p.error_code)
                                      for t in response.topics for p in t.partitions}
 

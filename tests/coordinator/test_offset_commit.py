@@ -5,7 +5,7 @@ import pytest
 
 from cohort.coordinator.groups.classic import GroupState
 from cohort.coordinator.group_coordinator import GROUP_AUTHORIZED_OPERATIONS, INT32_MIN, java_string_length
-from group_harness import CTX, E, Harness, subscription
+from group_harness import CTX, E, Harness, answered, subscription
 from cohort.protocol import messages as m
 
 
@@ -150,7 +150,7 @@ async def test_given_v8_request_with_several_groups_then_each_answered(h):
         m.OffsetFetchRequest.OffsetFetchRequestGroup(group_id="b", topics=[
             m.OffsetFetchRequest.OffsetFetchRequestGroup.OffsetFetchRequestTopics(name="t", partition_indexes=[0, 9])]),
     ])
-    r = await h.coordinator.offset_fetch(req, 9, CTX)
+    r = await answered(h.coordinator.offset_fetch(req, 9, CTX))
     got = {g.group_id: [(t.name, p.partition_index, p.committed_offset) for t in g.topics for p in t.partitions]
            for g in r.groups}
     assert got == {"a": [("t", 0, 1)], "b": [("t", 0, 2), ("t", 9, -1)]}
@@ -247,7 +247,7 @@ async def test_given_commit_in_flight_when_fetching_with_require_stable_then_it_
     assert h.coordinator.writes_in_flight() == 1
     req = m.OffsetFetchRequest(group_id="s", require_stable=True, topics=[
         m.OffsetFetchRequest.OffsetFetchRequestTopic(name="t", partition_indexes=[0])])
-    r = await h.coordinator.offset_fetch(req, 7, CTX)
+    r = await answered(h.coordinator.offset_fetch(req, 7, CTX))
     assert r.topics[0].partitions[0].committed_offset == 7
     assert (await commit) == {("t", 0): 0}
 
