@@ -288,17 +288,28 @@ def _parse_mark(doc: dict, owner: str = LEGACY_OWNER) -> PartitionMark:
                          str(doc.get("owner", owner)))
 
 
-def read_legacy_checkpoint(data_dir: Path) -> dict[int, PartitionMark] | None:
-    """The marks of the data-dir-wide checkpoint.json of older versions, or None if there is none."""
-    path = Path(data_dir) / CHECKPOINT_NAME
+def _read_json_doc(path: Path, expected_format, what: str) -> dict | None:
+    """The JSON document at `path` in format `expected_format`, or None if the file does not exist."""
     try:
         text = path.read_text()
     except FileNotFoundError:
         return None
     try:
         doc = json.loads(text)
-        if doc.get("format") != CHECKPOINT_FORMAT:
+        if doc.get("format") != expected_format:
             raise ValueError(f"unknown format {doc.get('format')!r}")
+        return doc
+    except (ValueError, AttributeError) as exc:
+        raise CheckpointError(f"{path}: not a valid {what}: {exc}") from None
+
+
+def read_legacy_checkpoint(data_dir: Path) -> dict[int, PartitionMark] | None:
+    """The marks of the data-dir-wide checkpoint.json of older versions, or None if there is none."""
+    path = Path(data_dir) / CHECKPOINT_NAME
+    doc = _read_json_doc(path, CHECKPOINT_FORMAT, "checkpoint")
+    if doc is None:
+        return None
+    try:
         return {int(p): _parse_mark(m) for p, m in doc["partitions"].items()}
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise CheckpointError(f"{path}: not a valid checkpoint: {exc}") from None
@@ -307,14 +318,10 @@ def read_legacy_checkpoint(data_dir: Path) -> dict[int, PartitionMark] | None:
 def read_partition_mark(pdir: Path) -> PartitionMark | None:
     """The mark in a partition directory, or None if it has none (yet)."""
     path = Path(pdir) / CHECKPOINT_NAME
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
+    doc = _read_json_doc(path, MARK_FORMAT, "checkpoint mark")
+    if doc is None:
         return None
     try:
-        doc = json.loads(text)
-        if doc.get("format") != MARK_FORMAT:
-            raise ValueError(f"unknown format {doc.get('format')!r}")
         return _parse_mark(doc)
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise CheckpointError(f"{path}: not a valid checkpoint mark: {exc}") from None
