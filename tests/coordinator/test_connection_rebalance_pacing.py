@@ -38,11 +38,11 @@ def record_starts(server) -> list[int]:
         for key in (JOIN, FETCH):
             handler = routes[key].handler
 
-            async def recording(req, version, ctx, _handler=handler, _key=key):
+            def recording(req, version, ctx, _handler=handler, _key=key):
                 started.append(_key)
-                return await _handler(req, version, ctx)
+                return _handler(req, version, ctx)  # an answer, or the coroutine of a handler that waits
 
-            routes[key] = Route(recording, True)
+            routes[key] = Route(recording, routes[key].is_async)
 
     server.run(install)
     return started
