@@ -38,6 +38,7 @@ by a periodic sweep using `Connection.last_active` and `request_started`).
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import ssl
 import struct
@@ -49,7 +50,7 @@ from types import CoroutineType
 from typing import TYPE_CHECKING
 
 from cohort.coordinator.eager_tasks import start_eager_task
-from cohort.coordinator.group_coordinator import EncodeInThread, RequestContext
+from cohort.coordinator.group_coordinator import AnswerWhenDone, EncodeInThread, RequestContext
 from cohort.coordinator.listener import peer_name
 from cohort.coordinator.security.sasl import SaslAuthenticator, SaslStep
 from cohort.coordinator.security.tls import ANONYMOUS, certificate_principal
@@ -253,8 +254,8 @@ class _Request:
 
     def __init__(self, header, request, ctx, handler, is_async, encode, started, overlaps, paced) -> None:
         self.payload: bytes | None = None
-        self.task: asyncio.Task | None = None  # the async handler's task, once it has suspended
-        self.ended = False  # the async handler has returned or raised
+        self.task: asyncio.Future | None = None  # the handler's task once it has suspended, or the future it waits on
+        self.ended = False  # the handler has returned or raised (or its future is done)
         self.header = header
         self.request = request
         self.ctx = ctx
@@ -508,12 +509,16 @@ class Connection(asyncio.Protocol):
         else:
             try:
                 response = req.handler(req.request, header.api_version, req.ctx)
-                if type(response) is not CoroutineType:
+                kind = type(response)
+                if kind is AnswerWhenDone:
+                    self._answer_when_done(req, response)
+                    return
+                if kind is not CoroutineType:
                     payload = req.encode(header, response)
             except Exception:
                 self._fail(header)
                 return
-            if type(response) is not CoroutineType:
+            if kind is not CoroutineType:
                 self._finish(req, response, payload)
                 return
             work = response  # a handler that answers at once when it can handed back what must wait
@@ -521,6 +526,39 @@ class Connection(asyncio.Protocol):
         if not req.ended:  # suspended (a commit waiting for its append): it answers when it ends
             req.task = task
             self.server.handler_started(task)
+
+    def _answer_when_done(self, req: "_Request", answer: AnswerWhenDone) -> None:
+        """Answer once `answer`'s future is done (a commit's append): a done-callback, no task."""
+        future = answer.future
+        if future.done():
+            self._answer_now(req, answer, future)
+            return
+        req.task = future
+        self.server.handler_started(future)
+        future.add_done_callback(functools.partial(self._answered_later, req, answer))
+
+    def _answered_later(self, req: "_Request", answer: AnswerWhenDone, future: asyncio.Future) -> None:
+        self.server.handler_ended(future)
+        self._answer_now(req, answer, future)
+        self._run_queued()  # the queue behind it may be waiting for it
+
+    def _answer_now(self, req: "_Request", answer: AnswerWhenDone, future: asyncio.Future) -> None:
+        header = req.header
+        req.ended = True
+        try:
+            response = answer.then(future)  # always: it applies what became durable
+            if type(response) is EncodeInThread:
+                if not self.closed:
+                    self._encode_in_thread(req, response.response)
+                return
+            payload = req.encode(header, response)
+        except asyncio.CancelledError:
+            return  # cancelled at shutdown: never answered
+        except Exception:
+            self._fail(header)
+            return
+        if not self.closed:
+            self._finish(req, response, payload)
 
     async def _serve(self, req: "_Request", work: Coroutine) -> None:
         """A request's task: await the handler's coroutine and answer, within the same step that it returns."""

@@ -13,17 +13,18 @@ Life of a partition on one node::
     await store.open()                           # once: node-wide set-up (no partition owned yet)
     async for chunk in store.load(p, epoch):     # the live records, latest value per key, in chunks
         replay(chunk)
-    await store.append(p, records)               # durable on return, or raises StorageError
+    await store.append(p, records)               # a future: done once durable, or fails with StorageError
     await store.release(p)                       # stop owning p: in-flight appends finish first
     await store.close()
 
 Fencing: `load` is given the ownership epoch the node won `p` with (always 0 on the local log).
-Every `append` is guarded by it: when another node has taken `p` since, the append raises
+Every `append` is guarded by it: when another node has taken `p` since, the append fails with
 `StorageError` with ``error_code=NOT_COORDINATOR`` and nothing of it is kept; the coordinator then
 drops the partition.
 """
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Sequence
 from typing import Protocol
 
@@ -45,8 +46,12 @@ class Store(Protocol):
         """
         ...
 
-    async def append(self, partition: int, records: Sequence[Record]) -> None:
-        """Make `records` durable (replicated, in cluster mode) before returning; all or nothing."""
+    def append(self, partition: int, records: Sequence[Record]) -> asyncio.Future:
+        """A future done once `records` are durable (replicated, in cluster mode); all or nothing.
+
+        A future, not a coroutine, so a caller that only waits (a commit) needs no task of its own:
+        it adds a done-callback. Errors, even refusals known at once, fail the future.
+        """
         ...
 
     async def release(self, partition: int) -> None:

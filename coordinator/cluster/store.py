@@ -125,17 +125,19 @@ class EtcdStore:
                 log.info("partition %d: load waits for etcd (%s)", partition, exc)
                 await asyncio.sleep(0.5)
 
-    async def append(self, partition: int, records: Sequence[Record]) -> None:
+    def append(self, partition: int, records: Sequence[Record]) -> asyncio.Future:
+        """A future done once `records` are in etcd (see `Store.append`)."""
+        done = asyncio.get_running_loop().create_future()
         state = self._partitions.get(partition)
         if state is None or state.releasing:
-            raise StorageError(f"partition {partition} is not owned here", ErrorCode.NOT_COORDINATOR)
-        if not records:
-            return
-        done = asyncio.get_running_loop().create_future()
-        state.queue.append((records, done))
-        if state.round is None:
-            state.round = asyncio.create_task(self._rounds(partition, state), name=f"etcd-round-{partition}")
-        await done
+            done.set_exception(StorageError(f"partition {partition} is not owned here", ErrorCode.NOT_COORDINATOR))
+        elif not records:
+            done.set_result(None)
+        else:
+            state.queue.append((records, done))
+            if state.round is None:
+                state.round = asyncio.create_task(self._rounds(partition, state), name=f"etcd-round-{partition}")
+        return done
 
     async def release(self, partition: int) -> None:
         """Appends already queued finish (or fail); later ones raise NOT_COORDINATOR."""

@@ -56,13 +56,39 @@ class CommitRounds:
     """Appends, their writes, and the journal fsync rounds that acknowledge them (a part of `OffsetsLog`)."""
 
     # ------------------------------------------------------------------ append
-    async def append(self, partition: int, records: Sequence[tuple[bytes, bytes | None]]) -> int:
-        """Append records to a partition; returns the offset of the last one once durable per the policy.
+    def append(self, partition: int, records: Sequence[tuple[bytes, bytes | None]]) -> asyncio.Future:
+        """Append records to a partition: a future of the offset of the last one, done once durable per the policy.
 
-        The records of one append are written in one batch: after a crash they
-        are either all there or none is.  Raises StorageError (with the Kafka
-        error to map) if they could not be written; then none of them is.
+        A future rather than a coroutine: a caller that only waits (a commit) adds a done-callback
+        and needs no task. The records of one append are written in one batch: after a crash they
+        are either all there or none is.  The future fails with StorageError (with the Kafka error
+        to map) if they could not be written; then none of them is.
         """
+        fut = (self._loop or asyncio.get_running_loop()).create_future()
+        records = list(records)
+        try:
+            p = self._appendable(partition, records)
+        except (ValueError, TypeError, StorageError) as exc:
+            fut.set_exception(exc)
+            return fut
+        if not records:
+            fut.set_result(p.next_offset - 1)
+            return fut
+        p.pending.append((records, fut))
+        self._queued += 1
+        if not p.due:
+            p.due = True
+            self._due.append(p)
+            if not self._flush_scheduled:
+                self._flush_scheduled = True
+                self._loop.call_soon(self._flush)
+        if self._queued >= EARLY_ROUND_APPENDS and self._round_may_start():
+            self._write_due()
+            self._start_round()
+        return fut
+
+    def _appendable(self, partition: int, records: Sequence[tuple[bytes, bytes | None]]) -> Partition:
+        """The partition `records` may be appended to; raises why not (the records are checked too)."""
         if not 0 <= partition < self.num_partitions:
             raise ValueError(f"no offsets partition {partition} (0..{self.num_partitions - 1})")
         p = self._parts[partition]
@@ -75,27 +101,12 @@ class CommitRounds:
             if p.state is PartitionState.LOADING:
                 raise StorageError(f"offsets partition {partition} is loading", ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
             raise StorageError(f"offsets partition {partition} failed to load: {p.error}", ErrorCode.NOT_COORDINATOR)
-        records = list(records)
         for item in records:
             if (len(item) != 2 or type(item[0]) is not bytes or not item[0]
                     or (item[1] is not None and (type(item[1]) is not bytes or not item[1]))):
                 raise TypeError(f"a record is (key: non-empty bytes, value: non-empty bytes | None), "
                                 f"not {item!r:.80}")
-        if not records:
-            return p.next_offset - 1
-        fut = self._loop.create_future()
-        p.pending.append((records, fut))
-        self._queued += 1
-        if not p.due:
-            p.due = True
-            self._due.append(p)
-            if not self._flush_scheduled:
-                self._flush_scheduled = True
-                self._loop.call_soon(self._flush)
-        if self._queued >= EARLY_ROUND_APPENDS and self._round_may_start():
-            self._write_due()
-            self._start_round()
-        return await fut
+        return p
 
     def _flush(self) -> None:
         """(once per loop turn) Write every due partition's queue, then start a sync round if none runs."""

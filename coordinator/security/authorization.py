@@ -495,8 +495,9 @@ def _unwrap(response):
 
 
 def _as_async(handler):
-    """A plain handler as a coroutine function (it may hand back a coroutine when it must wait)."""
+    """A plain handler as a coroutine function (it may hand back a coroutine or an `AnswerWhenDone`
+    when it must wait)."""
     async def run(request, version, ctx):
         result = handler(request, version, ctx)
-        return await result if inspect.iscoroutine(result) else result
+        return await result if inspect.isawaitable(result) else result
     return run

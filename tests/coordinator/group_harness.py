@@ -27,8 +27,8 @@ def subscription(*topics: str) -> bytes:
 
 
 async def answered(result):
-    """A handler's answer: given at once, or by the coroutine it handed back because it had to wait."""
-    return await result if inspect.iscoroutine(result) else result
+    """A handler's answer: given at once, or by the awaitable it handed back because it had to wait."""
+    return await result if inspect.isawaitable(result) else result
 
 
 class FailingLog(OffsetsLog):
@@ -36,10 +36,12 @@ class FailingLog(OffsetsLog):
 
     fail_with: ErrorCode | None = None
 
-    async def append(self, partition, records):
+    def append(self, partition, records):
         if self.fail_with is not None:
-            raise StorageError("injected failure", self.fail_with)
-        return await super().append(partition, records)
+            failed = asyncio.get_running_loop().create_future()
+            failed.set_exception(StorageError("injected failure", self.fail_with))
+            return failed
+        return super().append(partition, records)
 
 
 class Harness:
@@ -175,7 +177,7 @@ class Harness:
             group_instance_id=instance_id, retention_time_ms=retention_ms,
             topics=[m.OffsetCommitRequest.OffsetCommitRequestTopic(name=t, partitions=ps)
                     for t, ps in by_topic.items()])
-        response = await self.coordinator.offset_commit(req, version, CTX)
+        response = await answered(self.coordinator.offset_commit(req, version, CTX))
         return {(t.name, p.partition_index): p.error_code for t in response.topics for p in t.partitions}
 
     async def fetch(self, group_id: str, topics: dict | None = None, *, version: int = 8):
