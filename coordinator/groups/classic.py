@@ -35,6 +35,7 @@ import enum
 import logging
 import uuid
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from cohort.coordinator.groups.effects import (
@@ -164,6 +165,38 @@ class JoinResult:
     skip_assignment: bool = False
     # (member_id, group_instance_id, metadata) — only in the leader's answer
     members: list[tuple[str, str | None, bytes]] = field(default_factory=list)
+
+
+class JoinAnswers(Sequence):
+    """The join phase's answers, (request id, JoinResult) each, made as they are read.
+
+    Why: a 10 000-member phase's answers cost tens of milliseconds to build at once; the runtime
+    answers them a slice per loop turn, so each answer is built in the turn it goes out. What
+    they say is fixed when the phase ends: the leader's answer (with the member list) and the
+    fields every follower's answer copies from it.
+    """
+
+    __slots__ = ("_parked", "_leader")
+
+    def __init__(self, parked: list[tuple[int | None, str]], leader: JoinResult) -> None:
+        self._parked = parked  # (request id, member id), in member order
+        self._leader = leader
+
+    def __len__(self) -> int:
+        return len(self._parked)
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return [self._answer(item) for item in self._parked[index]]
+        return self._answer(self._parked[index])
+
+    def _answer(self, item: tuple[int | None, str]) -> tuple[int | None, JoinResult]:
+        request_id, member_id = item
+        leader = self._leader
+        if member_id == leader.member_id:
+            return request_id, leader
+        return request_id, JoinResult(ErrorCode.NONE, member_id, leader.generation_id, leader.protocol_type,
+                                      leader.protocol_name, leader.leader, False, [])
 
 
 @dataclass(slots=True)
@@ -1106,15 +1139,17 @@ class ClassicGroup:
             return
         log.info("group %s: generation %d with %d members, protocol %s, leader %s",
                  self.group_id, self.generation_id, len(self.members), self.protocol_name, self.leader_id)
-        answers = []
+        parked = []
         for member in self.members.values():
-            answers.append((member.join_request, self._join_answer(member, skip_assignment=False)))
+            parked.append((member.join_request, member.member_id))
             member.join_request = None
             member.is_new = False
-            self.pending_sync_members.add(member.member_id)
+        self.pending_sync_members.update(self.members)
         # Each member's session restarts as its answer goes out (a big group's answers take several
         # loop turns; until then the join timeout, never shorter, watches it).
-        self._out.append(AnswerAll(answers, restart_sessions_of=self.generation_id))
+        self._out.append(AnswerAll(JoinAnswers(parked, self._join_answer(self.members[self.leader_id],
+                                                                         skip_assignment=False)),
+                                   restart_sessions_of=self.generation_id))
         self._sync_timer_generation = self.generation_id
         self._out.append(SetTimer(GroupTimer.PENDING_SYNC, self.rebalance_timeout_ms()))
 
