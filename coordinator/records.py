@@ -28,7 +28,7 @@ import struct
 import sys
 from array import array
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import compress, groupby
 from operator import itemgetter, not_
 
@@ -84,6 +84,7 @@ __all__ = [
     "RecordDecodeError",
     "encode_record",
     "encode_offset_commit",
+    "encode_group_metadata_in_slices",
     "decode_record",
     "decode_records",
     "decode_for_load",
@@ -141,6 +142,31 @@ def encode_record(rec: Record) -> tuple[bytes, bytes | None]:
     if encoder is None:
         raise TypeError(f"not a record: {rec!r}")
     return encoder(rec)
+
+
+# A GroupMetadata value v0-3 ends with its members array: an int32 count, then each member.
+_MEMBERS_SPLICE = (_GROUP_METADATA.value_fields[-1].name == "members"
+                   and all(v < GroupMetadataValue.SCHEMA.flexible.low for v in _GROUP_METADATA.write_versions))
+_INT32 = struct.Struct(">i")
+
+
+def encode_group_metadata_in_slices(rec: GroupMetadataRecord, members_per_slice: int):
+    """`encode_record(rec)` a slice of members per step: a generator that yields between slices
+    and returns (key, value), so a 10 000-member record never holds the event loop for long.
+
+    Each slice is encoded as a record of those members alone; its members' bytes are what
+    follows the slice record's own head and count.
+    """
+    members = rec.members
+    if not _MEMBERS_SPLICE or len(members) <= members_per_slice:
+        return encode_record(rec)
+    key, head = encode_record(replace(rec, members=[]))
+    parts = [head[:-_INT32.size], _INT32.pack(len(members))]
+    for start in range(0, len(members), members_per_slice):
+        _, value = encode_record(replace(rec, members=members[start:start + members_per_slice]))
+        parts.append(value[len(head):])
+        yield
+    return key, b"".join(parts)
 
 
 encode_offset_commit = _OFFSET_COMMIT.encode_fields
