@@ -3,7 +3,8 @@
 The engines (`classic.py`) are pure; `GroupRuntime` is everything they are not. It turns a request
 into an event (parking JoinGroup/SyncGroup as a future keyed by a request id), calls the group's
 `handle(event, now)`, and executes the effects in order: answers resolve parked futures (many at
-once go out ANSWERS_PER_TURN per loop turn so other connections are served in between), timers are
+once go out at most ANSWERS_PER_TURN, and at most ANSWER_SLICE_S, per loop turn so other
+connections are served in between), timers are
 set through a `Scheduler` and fire back as `TimerFired`, appends go through the coordinator's write
 path and come back as `RecordsAppended`, and journal/metric entries reach `CoordinatorMetrics`.
 Every event of a group is handled on the loop thread, one at a time: the group has one owner.
@@ -54,6 +55,10 @@ from cohort.protocol.errors import ErrorCode
 log = logging.getLogger("cohort.group")
 
 ANSWERS_PER_TURN = 256
+# ...and answering stops for the turn once this much of it is spent (the answered handlers' own
+# work, encoding and writing, comes in the next turn and costs a few times more).
+ANSWER_SLICE_S = 0.001
+_ANSWERS_PER_CHECK = 16
 _now = tuple.__new__  # Now(w, m) runs NamedTuple's Python-level __new__: ~1 us of every heartbeat
 
 
@@ -301,15 +306,21 @@ class GroupRuntime:
 
     def _answer_all(self, group: ClassicGroup, effect: AnswerAll) -> None:
         """Every answered request runs its handler's rest (encode, write) in the next turn: the
-        10 000 answers of a big group's join phase in one turn kept every other client waiting."""
+        10 000 answers of a big group's join phase in one turn kept every other client waiting.
+        So at most ANSWERS_PER_TURN go out per turn, and fewer once ANSWER_SLICE_S is spent."""
         answers, generation = effect.answers, effect.restart_sessions_of
 
         def answer_from(start: int) -> None:
-            end = start + ANSWERS_PER_TURN
-            for request_id, result in answers[start:end]:
-                if generation is not None and group in self._hosts:
-                    self.submit(group, JoinAnswered(result.member_id, generation))
-                self._answer(request_id, result)
+            slice_end = time.perf_counter() + ANSWER_SLICE_S
+            end = min(start + ANSWERS_PER_TURN, len(answers))
+            for at in range(start, end, _ANSWERS_PER_CHECK):
+                for request_id, result in answers[at:min(at + _ANSWERS_PER_CHECK, end)]:
+                    if generation is not None and group in self._hosts:
+                        self.submit(group, JoinAnswered(result.member_id, generation))
+                    self._answer(request_id, result)
+                if time.perf_counter() >= slice_end:
+                    end = min(at + _ANSWERS_PER_CHECK, end)
+                    break
             if end < len(answers):
                 asyncio.get_running_loop().call_soon(answer_from, end)
 

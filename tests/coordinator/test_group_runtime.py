@@ -8,6 +8,7 @@ import asyncio
 
 import pytest
 
+from cohort.coordinator.groups import runtime
 from cohort.coordinator.groups.runtime import ANSWERS_PER_TURN
 from group_harness import E, Harness
 
@@ -39,6 +40,23 @@ async def test_a_big_join_phase_is_answered_over_several_loop_turns(h):
     # each member's session restarted as its answer went out (the join timeout no longer watches it)
     deadlines = {h.group("g").session_deadline_ms(member_id) for member_id in ids}
     assert deadlines == {h.clock.monotonic_ms() + 1000}
+
+
+async def test_a_turn_stops_answering_once_its_time_slice_is_spent(h, monkeypatch):
+    monkeypatch.setattr(runtime, "ANSWER_SLICE_S", 0.0)  # every check finds the slice spent
+    n = ANSWERS_PER_TURN
+    ids = [await h.new_member("g", session_ms=1000) for _ in range(n)]
+    joins = [h.join("g", member_id, session_ms=1000) for member_id in ids]
+    await h.settle()
+    h.clock.advance(0)
+    done_after_turns = []
+    for _ in range(3):
+        await asyncio.sleep(0)
+        done_after_turns.append(sum(j.done() for j in joins))
+    # one check's worth per turn, not the whole per-turn count
+    assert 0 < done_after_turns[0] <= runtime._ANSWERS_PER_CHECK < n, done_after_turns
+    await h.settle()
+    assert {j.result().error_code for j in joins} == {E.NONE}
 
 
 async def test_unloading_answers_parked_requests_and_stops_every_timer(h):
