@@ -350,6 +350,7 @@ class CannedServer(_ManagedProcess):
 def is_managed(spec: str) -> bool:
     """Whether `start_target` starts `spec` itself (as opposed to an external HOST:PORT)."""
     return spec in ("cohort", "cohort-never", "tansu", "zookeeper", "canned") or spec.startswith(("cohort=",
+                                                                                                  "cohort-never=",
                                                                                                   "cohort-workers"))
 
 
@@ -357,7 +358,8 @@ def start_target(spec: str, **cohort_settings) -> Target:
     """A target by name ("cohort", "cohort-never" = fsync never, "tansu", "zookeeper") or as HOST:PORT.
 
     "cohort=PATH" runs the `cohort` executable at PATH (another checkout's venv, e.g. the commit
-    before a change), so a before/after comparison runs in one session, alternating.
+    before a change), so a before/after comparison runs in one session, alternating;
+    "cohort-never=PATH" the same with fsync never.
     """
     if spec == "cohort":
         return CohortServer(settings=cohort_settings or None)
@@ -367,10 +369,12 @@ def start_target(spec: str, **cohort_settings) -> Target:
         server = CohortServer(settings={**cohort_settings, "workers": count})
         server.name = spec
         return server
-    if spec.startswith("cohort="):
+    if spec.startswith(("cohort=", "cohort-never=")):
         executable = spec.split("=", 1)[1]
         if not Path(executable).is_file():
             raise TargetError(f"{spec}: no such cohort executable")
+        if spec.startswith("cohort-never="):  # the CPU cost of a commit, without the disk's fsync
+            cohort_settings = {**cohort_settings, "offsets.flush.policy": "never"}
         server = CohortServer(settings=cohort_settings or None, executable=[executable])
         server.name = spec
         server.version = f"cohort at {executable}"

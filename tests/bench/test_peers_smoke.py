@@ -76,3 +76,21 @@ async def test_commits_and_fetches_reach_each_groups_worker(smoke_profile):
     for r in commits + fetches:
         assert_well_formed(r)
         assert r.target == "cohort-workers2"
+
+
+async def test_another_checkouts_cohort_runs_with_fsync_never_on_request(smoke_profile):
+    """`cohort-never=PATH`: that executable, with offsets.flush.policy=never (a commit's CPU cost alone)."""
+    import sys
+    from pathlib import Path
+
+    from bench.targets import TargetError, start_target
+
+    executable = str(Path(sys.executable).with_name("cohort"))
+    profile = smoke_profile.with_overrides(variants=("simple-1p",))
+    with start_target(f"cohort-never={executable}") as server:
+        assert server.command[0] == executable
+        assert server.command[server.command.index("--offsets.flush.policy") + 1] == "never"
+        commits = await workload_function("commit")(server, profile)
+    assert_well_formed(commits[0])
+    with pytest.raises(TargetError, match="no such cohort executable"):
+        start_target("cohort-never=/nonexistent/cohort")
