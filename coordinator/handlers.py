@@ -319,7 +319,8 @@ class RequestHandlers:
             # Cohort never has one.
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, "Cohort coordinates consumer groups only; it has no transaction coordinator."
         if key_type == KEY_TYPE_SHARE and version >= 6:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE, "Cohort has no share group coordinator."
+            # Kafka's answer while share groups (KIP-932) are disabled; Cohort has none.
+            return ErrorCode.INVALID_REQUEST, "Share groups (KIP-932) are not supported by Cohort."
         return ErrorCode.INVALID_REQUEST, f"Unknown coordinator key type {key_type}."
 
     # ------------------------------------------------------------------ Metadata

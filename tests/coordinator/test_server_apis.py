@@ -105,7 +105,7 @@ def test_find_coordinator_batched_keys_get_one_entry_each(server, raw_client, ve
     (1, 2, ErrorCode.COORDINATOR_NOT_AVAILABLE),   # transactions: no transaction coordinator here
     (1, 4, ErrorCode.COORDINATOR_NOT_AVAILABLE),
     (2, 5, ErrorCode.INVALID_REQUEST),             # share key type only exists from v6
-    (2, 6, ErrorCode.COORDINATOR_NOT_AVAILABLE),
+    (2, 6, ErrorCode.INVALID_REQUEST),             # Kafka with share groups disabled (KIP-932 is out of scope)
     (9, 3, ErrorCode.INVALID_REQUEST),
     (9, 6, ErrorCode.INVALID_REQUEST),
 ])
