@@ -539,6 +539,11 @@ class ConsumerGroup:
             return ErrorCode.STALE_MEMBER_EPOCH
         return ErrorCode.NONE
 
+    def offset_expiry_base(self):
+        """KIP-211 for consumer groups (Kafka's ConsumerGroup.offsetExpirationCondition): an offset's
+        retention counts from its commit; topics the group subscribes to never expire (the caller checks)."""
+        return lambda commit_ts: commit_ts
+
     def tombstones(self) -> list:
         """The records deleting this (empty) group: the wire side writes them with its offsets'."""
         return [ConsumerGroupTargetAssignmentMetadataTombstone(self.group_id),

@@ -189,6 +189,19 @@ class GroupRuntime:
             return effects[0].result
         return self._execute(group, effects)
 
+    def ask(self, group, event_for: Callable[[int], object]) -> object:
+        """An event answered either now (the engine's `Reply`: returned as is) or later (an `Answer`,
+        e.g. once the records it made are durable: a future resolving to it is returned)."""
+        future = asyncio.get_running_loop().create_future()
+        request_id = next(self._request_ids)
+        self._parked[request_id] = future
+        reply = self.submit(group, event_for(request_id))
+        if reply is not None:
+            self._parked.pop(request_id, None)
+            return reply
+        future.add_done_callback(lambda _, request_id=request_id: self._parked.pop(request_id, None))
+        return future
+
     def leave(self, group: ClassicGroup, members: list[tuple[str, str | None, str | None]]) -> list[int]:
         """LeaveGroup of (member_id, group_instance_id, reason) each; one error code per entry."""
         return self.submit(group, LeaveGroup(members))
