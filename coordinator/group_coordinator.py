@@ -677,6 +677,8 @@ class GroupCoordinator:
             return m.HeartbeatResponse(throttle_time_ms=0, error_code=E.UNKNOWN_MEMBER_ID)
         error = self.runtime.heartbeat(group, req.member_id, req.group_instance_id if version >= 3 else None,
                                        req.generation_id)
+        if self.metrics is not None:
+            self.metrics.group_heartbeat("classic")
         return m.HeartbeatResponse(throttle_time_ms=0, error_code=int(error))
 
     async def leave_group(self, req, version: int, ctx: RequestContext):
@@ -1201,6 +1203,8 @@ class GroupCoordinator:
             group = self._consumer_groups[group_id] = self._new_consumer_group(group_id)
             log.info("group %s: consumer group created by member %s (client %s)", group_id, req.member_id,
                      ctx.client_id)
+        if self.metrics is not None:
+            self.metrics.group_heartbeat("consumer")
         answer = self.runtime.ask(group, lambda request_id: _with_request_id(event, request_id))
         if isinstance(answer, HeartbeatResult):
             return _heartbeat_response(answer)
