@@ -27,8 +27,10 @@ Every change goes through `_transition(step)`, checked against TRANSITIONS and j
 Every change of state is a record, applied through `_replay` both live (the heartbeat's records are
 applied, then appended; the answer waits for `RecordsAppended`) and at load (`RecordReplayed`), so
 replaying the log rebuilds the group exactly and a restart does not rebalance. Timers: a member's
-session (`SessionTimeout`, re-armed lazily like the classic group's, so a heartbeat costs no effect) and
-its revocation deadline (`RevocationTimeout`, the member's rebalance timeout).
+session (`SessionTimeout`, re-armed lazily like the classic group's, so a heartbeat costs no effect),
+its revocation deadline (`RevocationTimeout`, the member's rebalance timeout), and the group's
+`AssignmentDue`: the assignor runs at most once per `group.consumer.assignment.interval.ms` (Kafka
+4.3), so a join storm of N members costs a few assignor runs, not N.
 """
 from __future__ import annotations
 
@@ -89,6 +91,10 @@ HEARTBEAT_INTERVAL_MS = 5_000
 MIN_HEARTBEAT_INTERVAL_MS = 5_000
 MAX_HEARTBEAT_INTERVAL_MS = 15_000
 MAX_SIZE = 2**31 - 1
+# group.consumer.assignment.interval.ms (Kafka 4.3, KAFKA-20300): the target is recomputed at most once per
+# interval, so a join storm costs one assignor run per interval, not one per joining member. Kafka's
+# default is 1000; 0 recomputes at every epoch bump (Kafka before 4.3).
+ASSIGNMENT_INTERVAL_MS = 1_000
 
 
 class ConsumerGroupState(enum.Enum):
@@ -231,6 +237,11 @@ class RevocationTimeout:
     """Timer key: member `member_id` must release its revoked partitions within its rebalance timeout."""
 
     member_id: str
+
+
+@dataclass(slots=True, frozen=True)
+class AssignmentDue:
+    """Timer key: the assignment interval has passed while the group waits for a new target."""
 
 
 @dataclass(slots=True, frozen=True)
@@ -458,11 +469,13 @@ class ConsumerGroup:
     def __init__(self, group_id: str, *, session_timeout_ms: int = SESSION_TIMEOUT_MS,
                  heartbeat_interval_ms: int = HEARTBEAT_INTERVAL_MS, max_size: int = MAX_SIZE,
                  assignors: Iterable[str] = DEFAULT_ASSIGNORS, image: TopicImage | None = None,
+                 assignment_interval_ms: int = ASSIGNMENT_INTERVAL_MS,
                  new_member_id: Callable[[], str] | None = None) -> None:
         self.group_id = group_id
         self.session_timeout_ms = session_timeout_ms
         self.heartbeat_interval_ms = heartbeat_interval_ms
         self.max_size = max_size
+        self.assignment_interval_ms = assignment_interval_ms
         self.assignor_names = tuple(assignors)
         unknown = [n for n in self.assignor_names if n not in ASSIGNORS]
         if unknown or not self.assignor_names:
@@ -479,6 +492,9 @@ class ConsumerGroup:
         self._image: TopicImage = dict(image or {})
         self._regexes: dict[str, frozenset[str]] = {}  # regex -> matching topic names in the image
         self._hash: int | None = None  # _subscription_hash() until a subscription or the image changes
+        self._topic_ids: dict[str, frozenset[uuid.UUID]] = {}  # member id -> its existing subscribed topics
+        self._last_assignment_ms: float | None = None  # when the assignor last ran (monotonic)
+        self._assignment_timer = False
         self._sessions: dict[str, float] = {}  # member id -> session deadline (monotonic ms)
         self._revocations: dict[str, int] = {}  # member id -> the epoch its revocation timer watches
         self._loading = False
@@ -617,7 +633,7 @@ class ConsumerGroup:
         if bump or self._subscription_hash() != self.metadata_hash:
             self._bump_epoch(records)
         if self.group_epoch > self.target_assignment_epoch:
-            self._compute_target(records)
+            self._maybe_compute_target(records, now)
         member = self.members[updated.member_id]
         owned = (None if request.topic_partitions is None
                  else {t: frozenset(ps) for t, ps in request.topic_partitions})
@@ -770,18 +786,32 @@ class ConsumerGroup:
         self._write(records, ConsumerGroupMetadataRecord(self.group_id, self.group_epoch + 1, self.metadata_hash))
         self._transition(step)
 
-    def _compute_target(self, records: list) -> None:
+    def _maybe_compute_target(self, records: list, now: Now) -> None:
+        """Run the assignor now, or once the assignment interval since its last run has passed."""
+        last = self._last_assignment_ms
+        if last is None or now.monotonic_ms >= last + self.assignment_interval_ms:
+            self._compute_target(records, now)
+        elif not self._assignment_timer:
+            self._assignment_timer = True
+            self._effects.append(SetTimer(AssignmentDue(), last + self.assignment_interval_ms - now.monotonic_ms))
+
+    def _compute_target(self, records: list, now: Now) -> None:
+        self._last_assignment_ms = now.monotonic_ms
+        if self._assignment_timer:
+            self._assignment_timer = False
+            self._effects.append(CancelTimer(AssignmentDue()))
         subscriptions: dict[str, MemberSubscription] = {}
+        counts = {meta.topic_id: meta.partitions for meta in self._image.values()}
         topics: dict[uuid.UUID, int] = {}
         for member_id, member in self.members.items():
-            ids = set()
-            for name in self._member_topics(member):
-                meta = self._image.get(name)
-                if meta is not None:
-                    ids.add(meta.topic_id)
-                    topics[meta.topic_id] = meta.partitions
+            ids = self._topic_ids.get(member_id)
+            if ids is None:
+                ids = self._topic_ids[member_id] = frozenset(
+                    self._image[name].topic_id for name in self._member_topics(member) if name in self._image)
+            for topic_id in ids:
+                topics[topic_id] = counts[topic_id]
             subscriptions[member_id] = MemberSubscription(
-                frozenset(ids), self.target_assignment.get(member_id, {}), member.instance_id, member.rack_id)
+                ids, self.target_assignment.get(member_id, {}), member.instance_id, member.rack_id)
         builder = TargetAssignmentBuilder(self.group_id, ASSIGNORS[self.preferred_assignor()], self.group_epoch)
         for record in builder.build(subscriptions, topics, self.target_assignment):
             self._write(records, record)
@@ -863,6 +893,7 @@ class ConsumerGroup:
         self._image = dict(event.image)
         self._regexes.clear()
         self._hash = None
+        self._topic_ids.clear()
         if self._loading or not self.members or self._subscription_hash() == self.metadata_hash:
             return
         records: list = []
@@ -881,6 +912,12 @@ class ConsumerGroup:
                 return
             self._fence(key.member_id, f"member {key.member_id} session expired")
             self._effects.append(MemberExpired(self.group_id, key.member_id))
+        elif isinstance(key, AssignmentDue):
+            self._assignment_timer = False
+            if self.members and self.group_epoch > self.target_assignment_epoch:
+                records: list = []
+                self._compute_target(records, now)
+                self._effects.append(AppendRecords(records, GroupChangeWrite("new target assignment")))
         elif isinstance(key, RevocationTimeout):
             epoch = self._revocations.pop(key.member_id, None)
             member = self.members.get(key.member_id)
@@ -923,6 +960,7 @@ class ConsumerGroup:
 
     def _on_unloaded(self, event: Unloaded, now: Now) -> None:
         self._effects.append(CancelAllTimers())
+        self._assignment_timer = False
         self._sessions.clear()
         self._revocations.clear()
 
@@ -944,6 +982,7 @@ class ConsumerGroup:
             self.target_assignment_epoch = record.assignment_epoch
         elif kind is ConsumerGroupMemberMetadataRecord:
             self._hash = None
+            self._topic_ids.pop(record.member_id, None)
             member = self.members.get(record.member_id) or ConsumerGroupMember(record.member_id)
             member.instance_id = record.instance_id
             member.rack_id = record.rack_id
@@ -958,6 +997,7 @@ class ConsumerGroup:
                 self.static_members[member.instance_id] = member.member_id
         elif kind is ConsumerGroupMemberMetadataTombstone:
             self._hash = None
+            self._topic_ids.pop(record.member_id, None)
             member = self.members.pop(record.member_id, None)
             if member is not None:
                 self._release(member)

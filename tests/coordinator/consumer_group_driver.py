@@ -28,6 +28,8 @@ from cohort.coordinator.groups.effects import (
 
 class Driver:
     def __init__(self, group: ConsumerGroup | None = None, **kwargs) -> None:
+        # The assignor runs at every epoch bump unless a test asks for Kafka 4.3's batching interval.
+        kwargs.setdefault("assignment_interval_ms", 0)
         self.group = group if group is not None else ConsumerGroup("g", **kwargs)
         self.clock = 0.0
         self.timers: dict[object, float] = {}
@@ -86,6 +88,7 @@ class Driver:
 
     def replayed(self, **kwargs) -> "Driver":
         """A fresh group rebuilt from this one's records, loaded."""
+        kwargs.setdefault("assignment_interval_ms", 0)
         fresh = Driver(ConsumerGroup(self.group.group_id, **kwargs))
         fresh.clock = self.clock
         for record in self.log:

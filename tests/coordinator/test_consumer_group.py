@@ -296,3 +296,17 @@ def test_an_unchanged_heartbeat_writes_nothing_and_answers_at_once():
     before = len(d.log)
     r = d.heartbeat("a", 1, topic_partitions=[(ORDERS, [0, 1, 2, 3])])
     assert r.error == 0 and r.assignment is None and len(d.log) == before
+
+
+def test_with_an_assignment_interval_a_join_storm_runs_the_assignor_once_per_interval():
+    d = Driver(image=IMAGE, assignment_interval_ms=1_000)
+    d.join("a", topics=["orders"])
+    runs = len([r for r in d.log if type(r).__name__ == "ConsumerGroupTargetAssignmentMetadataRecord"])
+    for name in "bcd":
+        r = d.join(name, topics=["orders"])
+        assert r.error == 0 and partitions_of(r) == set()  # the target is not recomputed yet
+    assert d.group.state is ConsumerGroupState.ASSIGNING and d.group.group_epoch == 4
+    d.advance(1_000)  # the interval passes: one run for the three joins
+    after = [r for r in d.log if type(r).__name__ == "ConsumerGroupTargetAssignmentMetadataRecord"]
+    assert len(after) == runs + 1 and after[-1].assignment_epoch == 4
+    assert {m: len(t.get(ORDERS, ())) for m, t in d.group.target_assignment.items()} == dict.fromkeys("abcd", 1)
