@@ -319,63 +319,91 @@ class MemberAssignment:
 class CurrentAssignmentBuilder:
     """Kafka's CurrentAssignmentBuilder: a member's next step toward its target, revoke before assign.
 
-    `owner_epoch(topic_id, partition)` is the epoch of the member currently holding the partition, or
-    -1 if it is free; `owned` are the partitions the member's heartbeat says it holds (None if the
-    heartbeat did not say).
+    `owner_epoch(topic_id, partition)` is the epoch of the other member currently holding the partition,
+    or -1 if it is free (or held by this member); `owned` are the partitions the member's heartbeat says
+    it holds (None if the heartbeat did not say: then nothing counts as released); `subscribed` are the
+    ids of the existing topics the member subscribes to (a target partition of any other topic is
+    treated as not targeted, as Kafka does while a new target is pending).
     """
 
     def __init__(self, member: ConsumerGroupMember, target_epoch: int, target: Assignment,
                  owner_epoch: Callable[[uuid.UUID, int], int],
-                 owned: Mapping[uuid.UUID, frozenset[int]] | None) -> None:
+                 owned: Mapping[uuid.UUID, frozenset[int]] | None,
+                 subscribed: frozenset[uuid.UUID]) -> None:
         self.member = member
         self.target_epoch = target_epoch
         self.target = target
         self.owner_epoch = owner_epoch
         self.owned = owned
+        self.subscribed = subscribed
 
     def build(self) -> MemberAssignment:
         m = self.member
-        current = MemberAssignment(m.member_epoch, m.previous_member_epoch, m.state, m.assigned,
-                                   m.pending_revocation)
+        if m.state is MemberState.STABLE:
+            if m.member_epoch != self.target_epoch:
+                return self._next(m.member_epoch)
+            return self._drop_unsubscribed()
         if m.state is MemberState.UNREVOKED_PARTITIONS:
-            if not self._released(m.pending_revocation):
-                return current
-            # All revoked partitions are released: the member moves on to the next epoch.
-            return self._next(min(m.member_epoch + 1, self.target_epoch), m.assigned)
-        if m.state is MemberState.STABLE and m.member_epoch == self.target_epoch:
-            return current
-        return self._next(m.member_epoch, m.assigned)
+            if self._holds_any(m.pending_revocation):
+                return self._drop_unsubscribed()
+            return self._next(m.member_epoch)
+        if m.state is MemberState.UNRELEASED_PARTITIONS:
+            return self._next(m.member_epoch)
+        # UNKNOWN: a state from a newer writer; the member must start over without partitions.
+        if self.owned is None or any(self.owned.values()):
+            raise HeartbeatError(ErrorCode.FENCED_MEMBER_EPOCH, "The consumer group member is in a unknown state. "
+                                 "The member must abandon all its partitions and rejoin.")
+        return self._next(self.target_epoch)
 
-    def _released(self, revoking: Assignment) -> bool:
+    def _current(self) -> MemberAssignment:
+        m = self.member
+        return MemberAssignment(m.member_epoch, m.previous_member_epoch, m.state, m.assigned, m.pending_revocation)
+
+    def _holds_any(self, revoking: Assignment) -> bool:
+        """Whether the heartbeat shows the member still holding any of `revoking` (unknown: yes)."""
         if self.owned is None:
-            return False
-        return not any(p in self.owned.get(t, ()) for t, ps in revoking.items() for p in ps)
+            return True
+        return any(p in revoking.get(t, ()) for t, ps in self.owned.items() for p in ps)
 
-    def _next(self, member_epoch: int, assigned: Assignment) -> MemberAssignment:
+    def _drop_unsubscribed(self) -> MemberAssignment:
+        """Partitions of topics the member no longer subscribes to are revoked at once (Kafka's
+        updateCurrentAssignment), without waiting for a new target."""
+        m = self.member
+        dropped = {t: ps for t, ps in m.assigned.items() if t not in self.subscribed}
+        if not dropped:
+            return self._current()
+        kept = {t: ps for t, ps in m.assigned.items() if t in self.subscribed}
+        revoking = dict(m.pending_revocation)
+        for t, ps in dropped.items():
+            revoking[t] = revoking.get(t, frozenset()) | ps
+        if self._holds_any(revoking):
+            return MemberAssignment(m.member_epoch, m.member_epoch, MemberState.UNREVOKED_PARTITIONS, kept, revoking)
+        return MemberAssignment(m.member_epoch, m.member_epoch, m.state, kept, m.pending_revocation)
+
+    def _next(self, member_epoch: int) -> MemberAssignment:
+        m = self.member
         keep: Assignment = {}
         revoke: Assignment = {}
         add: Assignment = {}
         unreleased = False
-        for topic_id in assigned.keys() | self.target.keys():
-            target = self.target.get(topic_id, frozenset())
-            current = assigned.get(topic_id, frozenset())
+        for topic_id in m.assigned.keys() | self.target.keys():
+            target = self.target.get(topic_id, frozenset()) if topic_id in self.subscribed else frozenset()
+            current = m.assigned.get(topic_id, frozenset())
             if current & target:
                 keep[topic_id] = current & target
             if current - target:
                 revoke[topic_id] = current - target
-            free = frozenset(p for p in target - current if self.owner_epoch(topic_id, p) == -1)
-            unreleased |= len(free) < len(target - current)
+            wanted = target - current
+            free = frozenset(p for p in wanted if self.owner_epoch(topic_id, p) == -1)
+            unreleased |= len(free) < len(wanted)
             if free:
                 add[topic_id] = free
-        m = self.member
-        if revoke and (self.owned is None or not self._released(revoke)):
-            # Revoke first: the member keeps its epoch and only what its target still has.
-            return MemberAssignment(member_epoch, m.previous_member_epoch, MemberState.UNREVOKED_PARTITIONS,
-                                    keep, revoke)
-        assigned_next = {t: keep.get(t, frozenset()) | add.get(t, frozenset()) for t in keep.keys() | add.keys()}
+        if revoke and self._holds_any(revoke):
+            # Revoke first: the member stays at its epoch and keeps only what its target still has.
+            return MemberAssignment(member_epoch, m.member_epoch, MemberState.UNREVOKED_PARTITIONS, keep, revoke)
+        assigned = {t: keep.get(t, frozenset()) | add.get(t, frozenset()) for t in keep.keys() | add.keys()}
         state = MemberState.UNRELEASED_PARTITIONS if unreleased else MemberState.STABLE
-        previous = m.member_epoch if self.target_epoch != m.member_epoch else m.previous_member_epoch
-        return MemberAssignment(self.target_epoch, previous, state, assigned_next, {})
+        return MemberAssignment(self.target_epoch, m.member_epoch, state, assigned, {})
 
 
 class TargetAssignmentBuilder:
@@ -587,9 +615,10 @@ class ConsumerGroup:
             else:
                 result = self._join_or_heartbeat(request, records, now)
         except HeartbeatError as exc:
-            if records:  # never: errors are found before anything is written
-                raise AssertionError("a rejected heartbeat produced records") from exc
-            self._effects.append(Reply(HeartbeatResult(exc.error, exc.message)))
+            error = HeartbeatResult(exc.error, exc.message)
+            # Only a member in an UNKNOWN state is rejected after records were made (its join, say).
+            self._effects.append(AppendRecords(records, HeartbeatWrite(request.request_id, error)) if records
+                                 else Reply(error))
             return
         if records:
             self._effects.append(AppendRecords(records, HeartbeatWrite(request.request_id, result)))
@@ -804,10 +833,7 @@ class ConsumerGroup:
         counts = {meta.topic_id: meta.partitions for meta in self._image.values()}
         topics: dict[uuid.UUID, int] = {}
         for member_id, member in self.members.items():
-            ids = self._topic_ids.get(member_id)
-            if ids is None:
-                ids = self._topic_ids[member_id] = frozenset(
-                    self._image[name].topic_id for name in self._member_topics(member) if name in self._image)
+            ids = self._subscribed_topic_ids(member)
             for topic_id in ids:
                 topics[topic_id] = counts[topic_id]
             subscriptions[member_id] = MemberSubscription(
@@ -821,7 +847,8 @@ class ConsumerGroup:
                    records: list, now: Now) -> None:
         builder = CurrentAssignmentBuilder(member, self.target_assignment_epoch,
                                            self.target_assignment.get(member.member_id, {}),
-                                           self._owner_epoch_for(member.member_id), owned)
+                                           self._owner_epoch_for(member.member_id), owned,
+                                           self._subscribed_topic_ids(member))
         nxt = builder.build()
         if nxt.state not in MEMBER_TRANSITIONS[member.state]:
             raise IllegalStateTransition(f"member {member.member_id}: {member.state} -> {nxt.state}")
@@ -856,6 +883,13 @@ class ConsumerGroup:
         self._effects.append(SetTimer(SessionTimeout(member_id), self.session_timeout_ms))
 
     # ---- topics ----------------------------------------------------------------------------------
+    def _subscribed_topic_ids(self, member: ConsumerGroupMember) -> frozenset[uuid.UUID]:
+        ids = self._topic_ids.get(member.member_id)
+        if ids is None:
+            ids = self._topic_ids[member.member_id] = frozenset(
+                self._image[name].topic_id for name in self._member_topics(member) if name in self._image)
+        return ids
+
     def _member_topics(self, member: ConsumerGroupMember) -> set[str]:
         names = set(member.subscribed_topic_names)
         if member.subscribed_topic_regex:

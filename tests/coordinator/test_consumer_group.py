@@ -310,3 +310,20 @@ def test_with_an_assignment_interval_a_join_storm_runs_the_assignor_once_per_int
     after = [r for r in d.log if type(r).__name__ == "ConsumerGroupTargetAssignmentMetadataRecord"]
     assert len(after) == runs + 1 and after[-1].assignment_epoch == 4
     assert {m: len(t.get(ORDERS, ())) for m, t in d.group.target_assignment.items()} == dict.fromkeys("abcd", 1)
+
+
+def test_unsubscribing_from_a_topic_revokes_its_partitions_before_they_go_elsewhere():
+    d = Driver(image=IMAGE)
+    d.join("a", topics=["orders", "payments"])
+    d.join("b", topics=["payments"])
+    d.heartbeat("a", 1, topic_partitions=owned_now(d.group, "a"))
+    d.heartbeat("a", d.group.members["a"].member_epoch, topic_partitions=owned_now(d.group, "a"))
+    d.heartbeat("b", d.group.members["b"].member_epoch, topic_partitions=[])
+    assert d.group.state is ConsumerGroupState.STABLE
+    a = d.heartbeat("a", d.group.members["a"].member_epoch, subscribed_topic_names=["orders"],
+                    topic_partitions=[(ORDERS, [0, 1, 2, 3])] + [(tid("payments"), sorted(ps)) for t, ps in
+                                                                 d.group.members["a"].assigned.items()
+                                                                 if t == tid("payments")])
+    assert d.group.members["a"].pending_revocation or tid("payments") not in d.group.members["a"].assigned
+    assert all(len(holders) == 1 for holders in owners(d).values())
+    assert dict(owned(a)).get(tid("payments")) is None
