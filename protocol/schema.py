@@ -453,6 +453,8 @@ def _absent_expr(f: Field, g: _Gen) -> str:
     if isinstance(f.type, Array):
         return "None" if f.default is None else "[]"
     if isinstance(f.type, Struct):
+        if f.default is None and f.nullable.low <= f.nullable.high:
+            return "None"  # a nullable struct left off the wire (a tagged field at its default) is null
         return f"{g.const(f.type.cls, 'cls')}()" if f.default is None else g.const(f.default, "d")
     return g.const(f.default, "d")
 
