@@ -123,6 +123,13 @@ ConsumerGroupMemberMetadataValue = message("ConsumerGroupMemberMetadataValue", N
     F("subscribed_topic_regex", STRING, nullable="0+", default=None),
     F("rebalance_timeout_ms", INT32, default=-1),
     F("server_assignor", STRING, nullable="0+", default=None),
+    # set for a member speaking the classic protocol inside a consumer group (online migration)
+    F("classic_member_metadata", SchemaStruct("ClassicMemberMetadata", [
+        F("supported_protocols", Array(SchemaStruct("ClassicProtocol", [
+            F("name", STRING),
+            F("metadata", BYTES),
+        ]))),
+    ]), nullable="0+", tag=0, default=None),
 ])
 
 ConsumerGroupTargetAssignmentMetadataKey = message("ConsumerGroupTargetAssignmentMetadataKey", None, "6", "none", [

@@ -71,7 +71,8 @@ RECORD_TYPES: dict[int, RecordType] = {type_id: rt for rt in (
     RecordType(ConsumerGroupMetadataKey, ConsumerGroupMetadataValue, (0,), "ConsumerGroupMetadataRecord",
                "ConsumerGroupMetadataTombstone"),
     RecordType(ConsumerGroupMemberMetadataKey, ConsumerGroupMemberMetadataValue, (0,),
-               "ConsumerGroupMemberMetadataRecord", "ConsumerGroupMemberMetadataTombstone"),
+               "ConsumerGroupMemberMetadataRecord", "ConsumerGroupMemberMetadataTombstone",
+               nested={"ClassicProtocol": "ClassicProtocolRecord"}),
     RecordType(ConsumerGroupTargetAssignmentMetadataKey, ConsumerGroupTargetAssignmentMetadataValue, (0,),
                "ConsumerGroupTargetAssignmentMetadataRecord", "ConsumerGroupTargetAssignmentMetadataTombstone"),
     RecordType(ConsumerGroupTargetAssignmentMemberKey, ConsumerGroupTargetAssignmentMemberValue, (0,),
@@ -117,6 +118,8 @@ __all__ = [
     "TargetTopicPartitions",
     "CurrentTopicPartitions",
     "CONSUMER_GROUP_KEY_TYPES",
+    "ClassicMemberMetadata",
+    "ClassicProtocolRecord",
     "Record",
     "RecordDecodeError",
     "encode_record",
@@ -160,6 +163,8 @@ ConsumerGroupCurrentMemberAssignmentTombstone = RECORD_TYPES[8].tombstone
 TargetTopicPartitions = RECORD_TYPES[7].nested["TopicPartition"]
 CurrentTopicPartitions = RECORD_TYPES[8].nested["TopicPartitions"]
 CONSUMER_GROUP_KEY_TYPES = (3, 5, 6, 7, 8)
+ClassicMemberMetadata = RECORD_TYPES[5].nested["ClassicMemberMetadata"]
+ClassicProtocolRecord = RECORD_TYPES[5].nested["ClassicProtocol"]
 
 Record = (
     OffsetCommitRecord

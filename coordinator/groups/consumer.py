@@ -27,8 +27,10 @@ Every change goes through `_transition(step)`, checked against TRANSITIONS and j
 Every change of state is a record, applied through `_replay` both live (the heartbeat's records are
 applied, then appended; the answer waits for `RecordsAppended`) and at load (`RecordReplayed`), so
 replaying the log rebuilds the group exactly and a restart does not rebalance. Timers: a member's
-session (`SessionTimeout`, re-armed lazily like the classic group's, so a heartbeat costs no effect) and
-its revocation deadline (`RevocationTimeout`, the member's rebalance timeout).
+session (`SessionTimeout`, re-armed lazily like the classic group's, so a heartbeat costs no effect),
+its revocation deadline (`RevocationTimeout`, the member's rebalance timeout), and the group's
+`AssignmentDue`: the assignor runs at most once per `group.consumer.assignment.interval.ms` (Kafka
+4.3), so a join storm of N members costs a few assignor runs, not N.
 """
 from __future__ import annotations
 
@@ -89,6 +91,10 @@ HEARTBEAT_INTERVAL_MS = 5_000
 MIN_HEARTBEAT_INTERVAL_MS = 5_000
 MAX_HEARTBEAT_INTERVAL_MS = 15_000
 MAX_SIZE = 2**31 - 1
+# group.consumer.assignment.interval.ms (Kafka 4.3, KAFKA-20300): the target is recomputed at most once per
+# interval, so a join storm costs one assignor run per interval, not one per joining member. Kafka's
+# default is 1000; 0 recomputes at every epoch bump (Kafka before 4.3).
+ASSIGNMENT_INTERVAL_MS = 1_000
 
 
 class ConsumerGroupState(enum.Enum):
@@ -234,6 +240,11 @@ class RevocationTimeout:
 
 
 @dataclass(slots=True, frozen=True)
+class AssignmentDue:
+    """Timer key: the assignment interval has passed while the group waits for a new target."""
+
+
+@dataclass(slots=True, frozen=True)
 class HeartbeatWrite:
     """The heartbeat `request_id` is answered with `result` once its records are durable."""
 
@@ -308,63 +319,91 @@ class MemberAssignment:
 class CurrentAssignmentBuilder:
     """Kafka's CurrentAssignmentBuilder: a member's next step toward its target, revoke before assign.
 
-    `owner_epoch(topic_id, partition)` is the epoch of the member currently holding the partition, or
-    -1 if it is free; `owned` are the partitions the member's heartbeat says it holds (None if the
-    heartbeat did not say).
+    `owner_epoch(topic_id, partition)` is the epoch of the other member currently holding the partition,
+    or -1 if it is free (or held by this member); `owned` are the partitions the member's heartbeat says
+    it holds (None if the heartbeat did not say: then nothing counts as released); `subscribed` are the
+    ids of the existing topics the member subscribes to (a target partition of any other topic is
+    treated as not targeted, as Kafka does while a new target is pending).
     """
 
     def __init__(self, member: ConsumerGroupMember, target_epoch: int, target: Assignment,
                  owner_epoch: Callable[[uuid.UUID, int], int],
-                 owned: Mapping[uuid.UUID, frozenset[int]] | None) -> None:
+                 owned: Mapping[uuid.UUID, frozenset[int]] | None,
+                 subscribed: frozenset[uuid.UUID]) -> None:
         self.member = member
         self.target_epoch = target_epoch
         self.target = target
         self.owner_epoch = owner_epoch
         self.owned = owned
+        self.subscribed = subscribed
 
     def build(self) -> MemberAssignment:
         m = self.member
-        current = MemberAssignment(m.member_epoch, m.previous_member_epoch, m.state, m.assigned,
-                                   m.pending_revocation)
+        if m.state is MemberState.STABLE:
+            if m.member_epoch != self.target_epoch:
+                return self._next(m.member_epoch)
+            return self._drop_unsubscribed()
         if m.state is MemberState.UNREVOKED_PARTITIONS:
-            if not self._released(m.pending_revocation):
-                return current
-            # All revoked partitions are released: the member moves on to the next epoch.
-            return self._next(min(m.member_epoch + 1, self.target_epoch), m.assigned)
-        if m.state is MemberState.STABLE and m.member_epoch == self.target_epoch:
-            return current
-        return self._next(m.member_epoch, m.assigned)
+            if self._holds_any(m.pending_revocation):
+                return self._drop_unsubscribed()
+            return self._next(m.member_epoch)
+        if m.state is MemberState.UNRELEASED_PARTITIONS:
+            return self._next(m.member_epoch)
+        # UNKNOWN: a state from a newer writer; the member must start over without partitions.
+        if self.owned is None or any(self.owned.values()):
+            raise HeartbeatError(ErrorCode.FENCED_MEMBER_EPOCH, "The consumer group member is in a unknown state. "
+                                 "The member must abandon all its partitions and rejoin.")
+        return self._next(self.target_epoch)
 
-    def _released(self, revoking: Assignment) -> bool:
+    def _current(self) -> MemberAssignment:
+        m = self.member
+        return MemberAssignment(m.member_epoch, m.previous_member_epoch, m.state, m.assigned, m.pending_revocation)
+
+    def _holds_any(self, revoking: Assignment) -> bool:
+        """Whether the heartbeat shows the member still holding any of `revoking` (unknown: yes)."""
         if self.owned is None:
-            return False
-        return not any(p in self.owned.get(t, ()) for t, ps in revoking.items() for p in ps)
+            return True
+        return any(p in revoking.get(t, ()) for t, ps in self.owned.items() for p in ps)
 
-    def _next(self, member_epoch: int, assigned: Assignment) -> MemberAssignment:
+    def _drop_unsubscribed(self) -> MemberAssignment:
+        """Partitions of topics the member no longer subscribes to are revoked at once (Kafka's
+        updateCurrentAssignment), without waiting for a new target."""
+        m = self.member
+        dropped = {t: ps for t, ps in m.assigned.items() if t not in self.subscribed}
+        if not dropped:
+            return self._current()
+        kept = {t: ps for t, ps in m.assigned.items() if t in self.subscribed}
+        revoking = dict(m.pending_revocation)
+        for t, ps in dropped.items():
+            revoking[t] = revoking.get(t, frozenset()) | ps
+        if self._holds_any(revoking):
+            return MemberAssignment(m.member_epoch, m.member_epoch, MemberState.UNREVOKED_PARTITIONS, kept, revoking)
+        return MemberAssignment(m.member_epoch, m.member_epoch, m.state, kept, m.pending_revocation)
+
+    def _next(self, member_epoch: int) -> MemberAssignment:
+        m = self.member
         keep: Assignment = {}
         revoke: Assignment = {}
         add: Assignment = {}
         unreleased = False
-        for topic_id in assigned.keys() | self.target.keys():
-            target = self.target.get(topic_id, frozenset())
-            current = assigned.get(topic_id, frozenset())
+        for topic_id in m.assigned.keys() | self.target.keys():
+            target = self.target.get(topic_id, frozenset()) if topic_id in self.subscribed else frozenset()
+            current = m.assigned.get(topic_id, frozenset())
             if current & target:
                 keep[topic_id] = current & target
             if current - target:
                 revoke[topic_id] = current - target
-            free = frozenset(p for p in target - current if self.owner_epoch(topic_id, p) == -1)
-            unreleased |= len(free) < len(target - current)
+            wanted = target - current
+            free = frozenset(p for p in wanted if self.owner_epoch(topic_id, p) == -1)
+            unreleased |= len(free) < len(wanted)
             if free:
                 add[topic_id] = free
-        m = self.member
-        if revoke and (self.owned is None or not self._released(revoke)):
-            # Revoke first: the member keeps its epoch and only what its target still has.
-            return MemberAssignment(member_epoch, m.previous_member_epoch, MemberState.UNREVOKED_PARTITIONS,
-                                    keep, revoke)
-        assigned_next = {t: keep.get(t, frozenset()) | add.get(t, frozenset()) for t in keep.keys() | add.keys()}
+        if revoke and self._holds_any(revoke):
+            # Revoke first: the member stays at its epoch and keeps only what its target still has.
+            return MemberAssignment(member_epoch, m.member_epoch, MemberState.UNREVOKED_PARTITIONS, keep, revoke)
+        assigned = {t: keep.get(t, frozenset()) | add.get(t, frozenset()) for t in keep.keys() | add.keys()}
         state = MemberState.UNRELEASED_PARTITIONS if unreleased else MemberState.STABLE
-        previous = m.member_epoch if self.target_epoch != m.member_epoch else m.previous_member_epoch
-        return MemberAssignment(self.target_epoch, previous, state, assigned_next, {})
+        return MemberAssignment(self.target_epoch, m.member_epoch, state, assigned, {})
 
 
 class TargetAssignmentBuilder:
@@ -458,11 +497,13 @@ class ConsumerGroup:
     def __init__(self, group_id: str, *, session_timeout_ms: int = SESSION_TIMEOUT_MS,
                  heartbeat_interval_ms: int = HEARTBEAT_INTERVAL_MS, max_size: int = MAX_SIZE,
                  assignors: Iterable[str] = DEFAULT_ASSIGNORS, image: TopicImage | None = None,
+                 assignment_interval_ms: int = ASSIGNMENT_INTERVAL_MS,
                  new_member_id: Callable[[], str] | None = None) -> None:
         self.group_id = group_id
         self.session_timeout_ms = session_timeout_ms
         self.heartbeat_interval_ms = heartbeat_interval_ms
         self.max_size = max_size
+        self.assignment_interval_ms = assignment_interval_ms
         self.assignor_names = tuple(assignors)
         unknown = [n for n in self.assignor_names if n not in ASSIGNORS]
         if unknown or not self.assignor_names:
@@ -479,6 +520,9 @@ class ConsumerGroup:
         self._image: TopicImage = dict(image or {})
         self._regexes: dict[str, frozenset[str]] = {}  # regex -> matching topic names in the image
         self._hash: int | None = None  # _subscription_hash() until a subscription or the image changes
+        self._topic_ids: dict[str, frozenset[uuid.UUID]] = {}  # member id -> its existing subscribed topics
+        self._last_assignment_ms: float | None = None  # when the assignor last ran (monotonic)
+        self._assignment_timer = False
         self._sessions: dict[str, float] = {}  # member id -> session deadline (monotonic ms)
         self._revocations: dict[str, int] = {}  # member id -> the epoch its revocation timer watches
         self._loading = False
@@ -576,9 +620,10 @@ class ConsumerGroup:
             else:
                 result = self._join_or_heartbeat(request, records, now)
         except HeartbeatError as exc:
-            if records:  # never: errors are found before anything is written
-                raise AssertionError("a rejected heartbeat produced records") from exc
-            self._effects.append(Reply(HeartbeatResult(exc.error, exc.message)))
+            error = HeartbeatResult(exc.error, exc.message)
+            # Only a member in an UNKNOWN state is rejected after records were made (its join, say).
+            self._effects.append(AppendRecords(records, HeartbeatWrite(request.request_id, error)) if records
+                                 else Reply(error))
             return
         if records:
             self._effects.append(AppendRecords(records, HeartbeatWrite(request.request_id, result)))
@@ -622,7 +667,7 @@ class ConsumerGroup:
         if bump or self._subscription_hash() != self.metadata_hash:
             self._bump_epoch(records)
         if self.group_epoch > self.target_assignment_epoch:
-            self._compute_target(records)
+            self._maybe_compute_target(records, now)
         member = self.members[updated.member_id]
         owned = (None if request.topic_partitions is None
                  else {t: frozenset(ps) for t, ps in request.topic_partitions})
@@ -775,18 +820,29 @@ class ConsumerGroup:
         self._write(records, ConsumerGroupMetadataRecord(self.group_id, self.group_epoch + 1, self.metadata_hash))
         self._transition(step)
 
-    def _compute_target(self, records: list) -> None:
+    def _maybe_compute_target(self, records: list, now: Now) -> None:
+        """Run the assignor now, or once the assignment interval since its last run has passed."""
+        last = self._last_assignment_ms
+        if last is None or now.monotonic_ms >= last + self.assignment_interval_ms:
+            self._compute_target(records, now)
+        elif not self._assignment_timer:
+            self._assignment_timer = True
+            self._effects.append(SetTimer(AssignmentDue(), last + self.assignment_interval_ms - now.monotonic_ms))
+
+    def _compute_target(self, records: list, now: Now) -> None:
+        self._last_assignment_ms = now.monotonic_ms
+        if self._assignment_timer:
+            self._assignment_timer = False
+            self._effects.append(CancelTimer(AssignmentDue()))
         subscriptions: dict[str, MemberSubscription] = {}
+        counts = {meta.topic_id: meta.partitions for meta in self._image.values()}
         topics: dict[uuid.UUID, int] = {}
         for member_id, member in self.members.items():
-            ids = set()
-            for name in self._member_topics(member):
-                meta = self._image.get(name)
-                if meta is not None:
-                    ids.add(meta.topic_id)
-                    topics[meta.topic_id] = meta.partitions
+            ids = self._subscribed_topic_ids(member)
+            for topic_id in ids:
+                topics[topic_id] = counts[topic_id]
             subscriptions[member_id] = MemberSubscription(
-                frozenset(ids), self.target_assignment.get(member_id, {}), member.instance_id, member.rack_id)
+                ids, self.target_assignment.get(member_id, {}), member.instance_id, member.rack_id)
         builder = TargetAssignmentBuilder(self.group_id, ASSIGNORS[self.preferred_assignor()], self.group_epoch)
         for record in builder.build(subscriptions, topics, self.target_assignment):
             self._write(records, record)
@@ -796,7 +852,8 @@ class ConsumerGroup:
                    records: list, now: Now) -> None:
         builder = CurrentAssignmentBuilder(member, self.target_assignment_epoch,
                                            self.target_assignment.get(member.member_id, {}),
-                                           self._owner_epoch_for(member.member_id), owned)
+                                           self._owner_epoch_for(member.member_id), owned,
+                                           self._subscribed_topic_ids(member))
         nxt = builder.build()
         if nxt.state not in MEMBER_TRANSITIONS[member.state]:
             raise IllegalStateTransition(f"member {member.member_id}: {member.state} -> {nxt.state}")
@@ -831,6 +888,13 @@ class ConsumerGroup:
         self._effects.append(SetTimer(SessionTimeout(member_id), self.session_timeout_ms))
 
     # ---- topics ----------------------------------------------------------------------------------
+    def _subscribed_topic_ids(self, member: ConsumerGroupMember) -> frozenset[uuid.UUID]:
+        ids = self._topic_ids.get(member.member_id)
+        if ids is None:
+            ids = self._topic_ids[member.member_id] = frozenset(
+                self._image[name].topic_id for name in self._member_topics(member) if name in self._image)
+        return ids
+
     def _member_topics(self, member: ConsumerGroupMember) -> set[str]:
         names = set(member.subscribed_topic_names)
         if member.subscribed_topic_regex:
@@ -868,6 +932,7 @@ class ConsumerGroup:
         self._image = dict(event.image)
         self._regexes.clear()
         self._hash = None
+        self._topic_ids.clear()
         if self._loading or not self.members or self._subscription_hash() == self.metadata_hash:
             return
         records: list = []
@@ -886,6 +951,12 @@ class ConsumerGroup:
                 return
             self._fence(key.member_id, f"member {key.member_id} session expired")
             self._effects.append(MemberExpired(self.group_id, key.member_id))
+        elif isinstance(key, AssignmentDue):
+            self._assignment_timer = False
+            if self.members and self.group_epoch > self.target_assignment_epoch:
+                records: list = []
+                self._compute_target(records, now)
+                self._effects.append(AppendRecords(records, GroupChangeWrite("new target assignment")))
         elif isinstance(key, RevocationTimeout):
             epoch = self._revocations.pop(key.member_id, None)
             member = self.members.get(key.member_id)
@@ -928,6 +999,7 @@ class ConsumerGroup:
 
     def _on_unloaded(self, event: Unloaded, now: Now) -> None:
         self._effects.append(CancelAllTimers())
+        self._assignment_timer = False
         self._sessions.clear()
         self._revocations.clear()
 
@@ -949,6 +1021,7 @@ class ConsumerGroup:
             self.target_assignment_epoch = record.assignment_epoch
         elif kind is ConsumerGroupMemberMetadataRecord:
             self._hash = None
+            self._topic_ids.pop(record.member_id, None)
             member = self.members.get(record.member_id) or ConsumerGroupMember(record.member_id)
             member.instance_id = record.instance_id
             member.rack_id = record.rack_id
@@ -963,6 +1036,7 @@ class ConsumerGroup:
                 self.static_members[member.instance_id] = member.member_id
         elif kind is ConsumerGroupMemberMetadataTombstone:
             self._hash = None
+            self._topic_ids.pop(record.member_id, None)
             member = self.members.pop(record.member_id, None)
             if member is not None:
                 self._release(member)

@@ -39,31 +39,33 @@ class Assignor(Protocol):
 
 
 def kept_partitions(members: Mapping[str, MemberSubscription],
-                    partitions: Mapping[uuid.UUID, int]) -> dict[str, set[tuple[uuid.UUID, int]]]:
+                    partitions: Mapping[uuid.UUID, int]) -> dict[str, dict[uuid.UUID, set[int]]]:
     """Each member's current partitions that it may keep: of a topic it still subscribes to, still
     existing, and not claimed by a member earlier in member-id order (a corrupt input never makes a
-    partition go twice)."""
-    claimed: set[tuple[uuid.UUID, int]] = set()
-    kept: dict[str, set[tuple[uuid.UUID, int]]] = {}
+    partition go twice). Per topic sets, so the work per partition is an int operation."""
+    claimed: dict[uuid.UUID, set[int]] = {t: set() for t in partitions}
+    kept: dict[str, dict[uuid.UUID, set[int]]] = {}
     for member_id in sorted(members):
         spec = members[member_id]
-        mine = kept[member_id] = set()
+        mine = kept[member_id] = {}
         for topic_id, current in spec.current.items():
             count = partitions.get(topic_id)
-            if count is None or topic_id not in spec.topics:
+            if count is None or topic_id not in spec.topics or not current:
                 continue
-            for p in current:
-                if 0 <= p < count and (topic_id, p) not in claimed:
-                    claimed.add((topic_id, p))
-                    mine.add((topic_id, p))
+            taken = claimed[topic_id]
+            ok = {p for p in current if 0 <= p < count} - taken
+            if ok:
+                taken |= ok
+                mine[topic_id] = ok
     return kept
 
 
-def as_assignment(owned: set[tuple[uuid.UUID, int]]) -> Assignment:
-    by_topic: dict[uuid.UUID, set[int]] = {}
-    for topic_id, p in owned:
-        by_topic.setdefault(topic_id, set()).add(p)
-    return {topic_id: frozenset(ps) for topic_id, ps in by_topic.items()}
+def as_assignment(owned: Mapping[uuid.UUID, set[int]]) -> Assignment:
+    return {topic_id: frozenset(ps) for topic_id, ps in owned.items() if ps}
+
+
+def load(owned: Mapping[uuid.UUID, set[int]]) -> int:
+    return sum(map(len, owned.values()))
 
 
 def _registry() -> dict[str, Assignor]:

@@ -12,7 +12,15 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping
 
-from cohort.coordinator.groups.assignors import Assignment, MemberSubscription, as_assignment, kept_partitions
+from cohort.coordinator.groups.assignors import (
+    Assignment,
+    MemberSubscription,
+    as_assignment,
+    kept_partitions,
+    load,
+)
+
+Owned = dict[str, dict[uuid.UUID, set[int]]]
 
 
 class UniformAssignor:
@@ -25,48 +33,61 @@ class UniformAssignor:
         owned = kept_partitions(members, partitions)
         subscriptions = {frozenset(spec.topics & partitions.keys()) for spec in members.values()}
         if len(subscriptions) == 1:
-            _balance_homogeneous(owned, sorted(next(iter(subscriptions))), partitions)
+            _balance_homogeneous(owned, sorted(next(iter(subscriptions)), key=str), partitions)
         else:
             _balance_heterogeneous(owned, members, partitions)
         return {member_id: as_assignment(mine) for member_id, mine in owned.items()}
 
 
-def _balance_homogeneous(owned: dict[str, set[tuple[uuid.UUID, int]]], topics: list[uuid.UUID],
-                         partitions: Mapping[uuid.UUID, int]) -> None:
+def _free(owned: Owned, topics: list[uuid.UUID], partitions: Mapping[uuid.UUID, int]) -> list[tuple[uuid.UUID, int]]:
+    """The partitions of `topics` nobody keeps, in (topic, partition) order."""
+    taken: dict[uuid.UUID, set[int]] = {t: set() for t in topics}
+    for mine in owned.values():
+        for t, ps in mine.items():
+            taken[t] |= ps
+    return [(t, p) for t in topics for p in range(partitions[t]) if p not in taken[t]]
+
+
+def _balance_homogeneous(owned: Owned, topics: list[uuid.UUID], partitions: Mapping[uuid.UUID, int]) -> None:
     total = sum(partitions[t] for t in topics)
     base, extra = divmod(total, len(owned))
+    loads = {m: load(mine) for m, mine in owned.items()}
     # The members holding the most keep the `extra` larger quotas: fewer moves.
-    order = sorted(owned, key=lambda m: (-len(owned[m]), m))
+    order = sorted(owned, key=lambda m: (-loads[m], m))
     quota = {m: base + (i < extra) for i, m in enumerate(order)}
-    taken = set().union(*owned.values())
-    free = [(t, p) for t in topics for p in range(partitions[t]) if (t, p) not in taken]
+    free = _free(owned, topics, partitions)
     for m in order:
+        surplus = loads[m] - quota[m]
         mine = owned[m]
-        if len(mine) > quota[m]:
-            surplus = sorted(mine)[quota[m]:]
-            mine.difference_update(surplus)
-            free.extend(surplus)
-    free.sort(reverse=True)
+        for t in sorted(mine, key=str, reverse=True):
+            if surplus <= 0:
+                break
+            ps = mine[t]
+            for p in sorted(ps, reverse=True)[:surplus]:
+                ps.discard(p)
+                free.append((t, p))
+                surplus -= 1
+        loads[m] = quota[m] if loads[m] > quota[m] else loads[m]
+    free.sort(key=lambda tp: (str(tp[0]), tp[1]), reverse=True)
     for m in sorted(owned):
         mine = owned[m]
-        while len(mine) < quota[m]:
-            mine.add(free.pop())
+        for _ in range(quota[m] - loads[m]):
+            t, p = free.pop()
+            mine.setdefault(t, set()).add(p)
 
 
-def _balance_heterogeneous(owned: dict[str, set[tuple[uuid.UUID, int]]],
-                           members: Mapping[str, MemberSubscription],
+def _balance_heterogeneous(owned: Owned, members: Mapping[str, MemberSubscription],
                            partitions: Mapping[uuid.UUID, int]) -> None:
     subscribers = {t: sorted(m for m, spec in members.items() if t in spec.topics) for t in partitions}
-    taken = set().union(*owned.values())
+    loads = {m: load(mine) for m, mine in owned.items()}
     # Topics with the fewest subscribers first: their partitions have the least choice.
-    for topic_id in sorted(partitions, key=lambda t: (len(subscribers[t]), str(t))):
+    topics = sorted(partitions, key=lambda t: (len(subscribers[t]), str(t)))
+    for topic_id, p in _free(owned, topics, partitions):
         candidates = subscribers[topic_id]
-        if not candidates:
-            continue
-        for p in range(partitions[topic_id]):
-            if (topic_id, p) not in taken:
-                member_id = min(candidates, key=lambda m: (len(owned[m]), m))
-                owned[member_id].add((topic_id, p))
+        if candidates:
+            member_id = min(candidates, key=lambda m: (loads[m], m))
+            owned[member_id].setdefault(topic_id, set()).add(p)
+            loads[member_id] += 1
     moved = True
     while moved:
         moved = False
@@ -75,14 +96,16 @@ def _balance_heterogeneous(owned: dict[str, set[tuple[uuid.UUID, int]]],
             if len(candidates) < 2:
                 continue
             while True:
-                holders = [m for m in candidates if any(t == topic_id for t, _ in owned[m])]
+                holders = [m for m in candidates if owned[m].get(topic_id)]
                 if not holders:
                     break
-                giver = max(holders, key=lambda m: (len(owned[m]), m))
-                taker = min(candidates, key=lambda m: (len(owned[m]), m))
-                if len(owned[giver]) <= len(owned[taker]) + 1:
+                giver = max(holders, key=lambda m: (loads[m], m))
+                taker = min(candidates, key=lambda m: (loads[m], m))
+                if loads[giver] <= loads[taker] + 1:
                     break
-                partition = max(tp for tp in owned[giver] if tp[0] == topic_id)
-                owned[giver].discard(partition)
-                owned[taker].add(partition)
+                partition = max(owned[giver][topic_id])
+                owned[giver][topic_id].discard(partition)
+                owned[taker].setdefault(topic_id, set()).add(partition)
+                loads[giver] -= 1
+                loads[taker] += 1
                 moved = True
