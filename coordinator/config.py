@@ -548,6 +548,7 @@ class CoordinatorConfig:
     group_consumer_heartbeat_interval_ms: int = _setting(5000, _POSITIVE_MS, "Consumer groups: how often members are told to heartbeat.")
     group_consumer_min_heartbeat_interval_ms: int = _setting(5000, _POSITIVE_MS, "Consumer groups: smallest heartbeat interval.")
     group_consumer_max_heartbeat_interval_ms: int = _setting(15000, _POSITIVE_MS, "Consumer groups: largest heartbeat interval.")
+    group_consumer_assignment_interval_ms: int = _setting(1000, _MS, "Consumer groups: the assignor runs at most once per this long per group (changes in between are batched).")
     group_consumer_max_size: int = _setting(INT32_MAX, IntKind(1), "Consumer groups: most members one group may have (GROUP_MAX_SIZE_REACHED beyond).")
     group_consumer_assignors: str = _setting("uniform,range", NameListKind(",", CONSUMER_GROUP_ASSIGNORS), "Consumer groups: server-side assignors members may name; the first is the default.")
     group_consumer_migration_policy: str = _setting("bidirectional", ChoiceKind(CONSUMER_GROUP_MIGRATION_POLICIES), "Consumer groups: online conversion between classic and consumer groups (disabled, upgrade, downgrade, bidirectional).")

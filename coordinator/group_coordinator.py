@@ -1125,6 +1125,7 @@ class GroupCoordinator:
         return ConsumerGroup(group_id, session_timeout_ms=config.group_consumer_session_timeout_ms,
                              heartbeat_interval_ms=config.group_consumer_heartbeat_interval_ms,
                              max_size=config.group_consumer_max_size,
+                             assignment_interval_ms=config.group_consumer_assignment_interval_ms,
                              assignors=config.group_consumer_assignors.split(","), image=self._topic_image())
 
     def _replay_consumer_group_record(self, record: Record) -> None:

@@ -37,6 +37,7 @@ CONTRACT_DEFAULTS = {
     "group_consumer_min_heartbeat_interval_ms": 5000,
     "group_consumer_max_heartbeat_interval_ms": 15000,
     "group_consumer_max_size": 2147483647,
+    "group_consumer_assignment_interval_ms": 1000,
     "group_consumer_assignors": "uniform,range",
     "group_consumer_migration_policy": "bidirectional",
     "offset_metadata_max_bytes": 4096,
