@@ -29,6 +29,7 @@ from cohort.client.topic_partition import TopicPartition, flatten_partitions, pa
 from cohort.protocol.consumer_protocol import decode_assignment, decode_subscription
 from cohort.protocol.errors import ErrorCode, ProtocolError
 from cohort.protocol.messages import (
+    ConsumerGroupDescribeRequest,
     CreatePartitionsRequest,
     CreateTopicsRequest,
     DeleteGroupsRequest,
@@ -62,6 +63,9 @@ class MemberDescription:
     host: str
     assignment: tuple[TopicPartition, ...] = ()
     subscribed_topics: tuple[str, ...] = ()
+    # KIP-848 consumer groups only (None for classic members)
+    member_epoch: int | None = None
+    target_assignment: tuple[TopicPartition, ...] | None = None
 
 
 @dataclass(slots=True, frozen=True)
@@ -69,9 +73,12 @@ class GroupDescription:
     group_id: str
     state: str
     protocol_type: str
-    protocol: str
+    protocol: str  # classic: the chosen assignor; consumer: the server-side assignor
     members: tuple[MemberDescription, ...]
     coordinator: Broker | None = None
+    group_type: str = "classic"
+    group_epoch: int | None = None  # consumer groups: the group epoch and target-assignment epoch
+    assignment_epoch: int | None = None
 
     @property
     def exists(self) -> bool:
@@ -133,15 +140,18 @@ class Admin:
 
     # ------------------------------------------------------------ groups
 
-    async def list_groups(self, states: Iterable[str] | None = None) -> list[GroupListing]:
-        """Every group on every broker, optionally only those in `states` (case-insensitive)."""
+    async def list_groups(self, states: Iterable[str] | None = None,
+                          types: Iterable[str] | None = None) -> list[GroupListing]:
+        """Every group on every broker, optionally only those in `states` and of `types` ("classic",
+        "consumer"; case-insensitive; brokers before ListGroups v5 know only classic groups)."""
         wanted = {s.lower() for s in states} if states else None
+        wanted_types = {t.lower() for t in types} if types else None
         meta = await self.cluster.metadata([])
         node_ids = list(meta.brokers) or [None]
         listings: dict[str, GroupListing] = {}
         for node_id in node_ids:
             conn = await (self.cluster.broker_connection(node_id) if node_id is not None else self.cluster.any_connection())
-            for listing in await self._list_groups_on(conn, wanted):
+            for listing in await self._list_groups_on(conn, wanted, wanted_types):
                 listings[listing.group_id] = listing
         result = sorted(listings.values(), key=lambda g: g.group_id)
         if wanted is not None and any(g.state is None for g in result):
@@ -154,14 +164,18 @@ class Admin:
             ]
         if wanted is not None:
             result = [g for g in result if g.state is not None and g.state.lower() in wanted]
+        if wanted_types is not None:
+            result = [g for g in result if (g.group_type or "classic").lower() in wanted_types]
         return result
 
-    async def _list_groups_on(self, conn: BrokerConnection, wanted: set[str] | None) -> list[GroupListing]:
+    async def _list_groups_on(self, conn: BrokerConnection, wanted: set[str] | None,
+                              wanted_types: set[str] | None = None) -> list[GroupListing]:
         deadline = self.cluster.deadline()
         backoff = self.cluster.backoff()
         version = conn.version_for(ListGroupsRequest.API_KEY)
         while True:
-            request = ListGroupsRequest(states_filter=sorted(wanted) if wanted and version >= 4 else [])
+            request = ListGroupsRequest(states_filter=sorted(wanted) if wanted and version >= 4 else [],
+                                        types_filter=sorted(wanted_types) if wanted_types and version >= 5 else [])
             response = await conn.request(request, version)
             if response.error_code == ErrorCode.NONE:
                 return [
@@ -185,7 +199,13 @@ class Admin:
         return dict(zip(ids, descriptions))
 
     async def describe_group(self, group_id: str) -> GroupDescription:
+        """Kafka's admin client's order: ConsumerGroupDescribe where the coordinator speaks it, and
+        DescribeGroups for a group it does not know as a consumer group (a classic one, or none)."""
         async def attempt(conn: BrokerConnection) -> GroupDescription:
+            if conn.supports(ConsumerGroupDescribeRequest.API_KEY):
+                described = await self._consumer_group_description(conn, group_id)
+                if described is not None:
+                    return described
             response = await conn.request(DescribeGroupsRequest(groups=[group_id], include_authorized_operations=False))
             entry = next((g for g in response.groups if g.group_id == group_id), None)
             if entry is None:
@@ -207,6 +227,28 @@ class Admin:
             )
 
         return await self.cluster.call_coordinator(group_id, attempt)
+
+    async def _consumer_group_description(self, conn: BrokerConnection, group_id: str) -> GroupDescription | None:
+        """The group as a KIP-848 consumer group, or None when the coordinator has no such consumer group."""
+        response = await conn.request(ConsumerGroupDescribeRequest(group_ids=[group_id]))
+        entry = next((g for g in response.groups if g.group_id == group_id), None)
+        if entry is None:
+            raise kafka_error(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"ConsumerGroupDescribe gave no answer for {group_id!r}")
+        if entry.error_code == ErrorCode.GROUP_ID_NOT_FOUND:
+            return None
+        if entry.error_code != ErrorCode.NONE:
+            raise kafka_error(entry.error_code, f"ConsumerGroupDescribe for {group_id!r}")
+
+        def partitions(assignment) -> tuple[TopicPartition, ...]:
+            return tuple(sorted(flatten_partitions((t.topic_name, t.partitions) for t in assignment.topic_partitions)))
+
+        members = tuple(MemberDescription(
+            m.member_id, m.instance_id, m.client_id, m.client_host, partitions(m.assignment),
+            tuple(m.subscribed_topic_names), m.member_epoch, partitions(m.target_assignment))
+            for m in entry.members)
+        return GroupDescription(group_id, entry.group_state, "consumer", entry.assignor_name, members,
+                                await self.cluster.find_coordinator(group_id), "consumer", entry.group_epoch,
+                                entry.assignment_epoch)
 
     async def delete_groups(self, group_ids: Iterable[str]) -> dict[str, KafkaError | None]:
         """Delete each (empty) group; the value is None on success or the group's error."""

@@ -28,6 +28,10 @@ _TYPES = {
     "topic": ("TopicRecord", "TopicTombstone"),
     "scram-credential": ("ScramCredentialRecord", "ScramCredentialTombstone"),
     "acl": ("AclRecord", "AclTombstone"),
+    # KIP-848 consumer groups (key types 3, 5-8): group and target epochs, members, target and current assignments
+    "consumer-group": tuple(f"ConsumerGroup{kind}{suffix}" for kind in (
+        "Metadata", "MemberMetadata", "TargetAssignmentMetadata", "TargetAssignmentMember", "CurrentMemberAssignment")
+        for suffix in ("Record", "Tombstone")),
 }
 
 

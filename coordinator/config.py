@@ -512,6 +512,9 @@ def _setting(default: Any, kind: ValueKind, doc: str, *aliases: str) -> Any:
 
 _MS = IntKind(0)
 _POSITIVE_MS = IntKind(1)
+# Kafka's names of its server-side assignors (UniformAssignor, RangeAssignor)
+CONSUMER_GROUP_ASSIGNORS = ("uniform", "range")
+CONSUMER_GROUP_MIGRATION_POLICIES = ("disabled", "upgrade", "downgrade", "bidirectional")
 
 
 @dataclass(frozen=True, slots=True)
@@ -538,6 +541,17 @@ class CoordinatorConfig:
     group_initial_rebalance_delay_ms: int = _setting(3000, _MS, "How long the first rebalance of an empty group waits for more members.")
     group_max_size: int = _setting(INT32_MAX, IntKind(1), "Most members one group may have (GROUP_MAX_SIZE_REACHED beyond).")
     group_new_member_join_timeout_ms: int = _setting(300000, _POSITIVE_MS, "How long a new member that has not rejoined is kept during a rebalance.")
+    # KIP-848 consumer groups (Kafka's GroupCoordinatorConfig names and defaults)
+    group_consumer_session_timeout_ms: int = _setting(45000, _POSITIVE_MS, "Consumer groups: a member that has not heartbeated for this long is removed.")
+    group_consumer_min_session_timeout_ms: int = _setting(45000, _POSITIVE_MS, "Consumer groups: smallest session timeout (a lower group.consumer.session.timeout.ms is refused).")
+    group_consumer_max_session_timeout_ms: int = _setting(60000, _POSITIVE_MS, "Consumer groups: largest session timeout.")
+    group_consumer_heartbeat_interval_ms: int = _setting(5000, _POSITIVE_MS, "Consumer groups: how often members are told to heartbeat.")
+    group_consumer_min_heartbeat_interval_ms: int = _setting(5000, _POSITIVE_MS, "Consumer groups: smallest heartbeat interval.")
+    group_consumer_max_heartbeat_interval_ms: int = _setting(15000, _POSITIVE_MS, "Consumer groups: largest heartbeat interval.")
+    group_consumer_assignment_interval_ms: int = _setting(1000, _MS, "Consumer groups: the assignor runs at most once per this long per group (changes in between are batched).")
+    group_consumer_max_size: int = _setting(INT32_MAX, IntKind(1), "Consumer groups: most members one group may have (GROUP_MAX_SIZE_REACHED beyond).")
+    group_consumer_assignors: str = _setting("uniform,range", NameListKind(",", CONSUMER_GROUP_ASSIGNORS), "Consumer groups: server-side assignors members may name; the first is the default.")
+    group_consumer_migration_policy: str = _setting("bidirectional", ChoiceKind(CONSUMER_GROUP_MIGRATION_POLICIES), "Consumer groups: online conversion between classic and consumer groups (disabled, upgrade, downgrade, bidirectional).")
     # -- offsets --------------------------------------------------------------
     offset_metadata_max_bytes: int = _setting(4096, IntKind(0, 32767), "Largest commit metadata string (OFFSET_METADATA_TOO_LARGE beyond; the record format holds at most 32767 bytes).")
     offsets_retention_minutes: int = _setting(10080, IntKind(1), "How long committed offsets of an empty group are kept.")
@@ -664,12 +678,30 @@ class CoordinatorConfig:
         return int(policy)
 
 
+def _check_bounded(config: CoordinatorConfig, name: str, low_name: str, high_name: str) -> None:
+    """Kafka's rule for a consumer-group setting with min/max siblings: min <= value <= max."""
+    value, low, high = (getattr(config, n.replace(".", "_")) for n in (name, low_name, high_name))
+    if low > high:
+        raise ConfigError(f"invalid {low_name}: {low} is above {high_name} ({high})")
+    if not low <= value <= high:
+        raise ConfigError(f"invalid {name}: {value} is outside [{low_name} {low}, {high_name} {high}]")
+
+
 def _check_together(config: CoordinatorConfig) -> None:
     """Rules that involve more than one setting."""
     if config.group_min_session_timeout_ms > config.group_max_session_timeout_ms:
         raise ConfigError(
             f"invalid group.min.session.timeout.ms: {config.group_min_session_timeout_ms} is above "
             f"group.max.session.timeout.ms ({config.group_max_session_timeout_ms})"
+        )
+    _check_bounded(config, "group.consumer.session.timeout.ms", "group.consumer.min.session.timeout.ms",
+                   "group.consumer.max.session.timeout.ms")
+    _check_bounded(config, "group.consumer.heartbeat.interval.ms", "group.consumer.min.heartbeat.interval.ms",
+                   "group.consumer.max.heartbeat.interval.ms")
+    if config.group_consumer_heartbeat_interval_ms >= config.group_consumer_session_timeout_ms:
+        raise ConfigError(
+            f"invalid group.consumer.heartbeat.interval.ms: {config.group_consumer_heartbeat_interval_ms} must be "
+            f"below group.consumer.session.timeout.ms ({config.group_consumer_session_timeout_ms})"
         )
     endpoints = config.endpoints
     metrics = config.metrics_address

@@ -43,10 +43,23 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from cohort.coordinator.groups.classic import ClassicGroup, GroupState, JoinRequest, JoinResult, SyncResult
+from cohort.coordinator.groups.consumer import (
+    ConsumerGroup,
+    ConsumerGroupHeartbeat,
+    ConsumerGroupState,
+    HeartbeatError,
+    HeartbeatResult,
+    RecordReplayed,
+    TopicMetadata,
+    TopicsChanged,
+    missing_group_result,
+    validate_heartbeat,
+)
 from cohort.coordinator.groups.runtime import GroupRuntime, LoopScheduler, Scheduler
 from cohort.coordinator.log import LogLoadError, StorageError
 from cohort.coordinator.offsets import OffsetsTable
 from cohort.coordinator.records import (
+    RECORD_TYPES,
     GroupMetadataRecord,
     GroupMetadataTombstone,
     OffsetCommitRecord,
@@ -63,6 +76,10 @@ from cohort.protocol import messages as m
 from cohort.protocol.errors import ErrorCode
 from cohort.protocol.partitioning import partition_for as _partition_for
 
+# Records of KIP-848 consumer groups (Kafka's key types 3-8), records and tombstones: replayed into the group.
+CONSUMER_GROUP_RECORDS = frozenset(cls for key in (3, 5, 6, 7, 8) if key in RECORD_TYPES
+                                   for cls in (RECORD_TYPES[key].record, RECORD_TYPES[key].tombstone))
+CONSUMER_MEMBER_TYPE = 1  # ConsumerGroupDescribe v1 MemberType: 0 classic, 1 consumer
 _INT64_MAX = (1 << 63) - 1
 _INT64_MIN = -(1 << 63)
 
@@ -204,6 +221,10 @@ class GroupCoordinator:
         self.runtime = GroupRuntime(self.scheduler, self._store_record, metrics)
         self._other_records = other_records
         self._groups: dict[str, ClassicGroup] = {}
+        # KIP-848 groups; a group id is in at most one of the two maps (Kafka's shared group id space)
+        self._consumer_groups: dict[str, ConsumerGroup] = {}
+        self._topics = None  # the TopicRegistry consumer groups resolve subscriptions against (watch_topics)
+        self._topics_announce = None  # a pending TopicsChanged for every consumer group (once per loop turn)
         self._num_partitions = config.offsets_topic_num_partitions
         self._loaded: set[int] = set()
         self._failed: dict[int, str] = {}  # partition -> why it could not be loaded
@@ -293,6 +314,8 @@ class GroupCoordinator:
         for group_id in [g for g in self._groups if self.partition_for(g) == partition]:
             group = self._groups.pop(group_id)
             self.runtime.unload(group, E.NOT_COORDINATOR)
+        for group_id in [g for g in self._consumer_groups if self.partition_for(g) == partition]:
+            self.runtime.unload(self._consumer_groups.pop(group_id), E.NOT_COORDINATOR)
         for group_id in [g for g in self.offsets.groups() if self.partition_for(g) == partition]:
             self.offsets.delete_group(group_id)
         release = asyncio.get_running_loop().create_task(self._release(partition, loading),
@@ -358,7 +381,7 @@ class GroupCoordinator:
         groups = self._groups
         for item in decode_for_load(records):
             if type(item) is OffsetCommitRun:
-                if item.group not in groups:
+                if item.group not in groups and item.group not in self._consumer_groups:
                     groups[item.group] = self._new_group(item.group)  # a simple group
                 loaded_groups.add(item.group)
                 self.offsets.put_run(item)
@@ -372,7 +395,7 @@ class GroupCoordinator:
     def _partition_replayed(self, partition: int, loaded_groups: set[str], records: int, started: float) -> None:
         self.loaded_records += records
         for group_id in loaded_groups:
-            group = self._groups.get(group_id)
+            group = self._groups.get(group_id) or self._consumer_groups.get(group_id)
             if group is not None:
                 self.runtime.load_completed(group)
         self._loaded.add(partition)
@@ -388,7 +411,7 @@ class GroupCoordinator:
     def replay(self, record: Record) -> None:
         """Apply one record read back from the log (no writes, no timers)."""
         if type(record) is OffsetCommitRecord:
-            if record.group not in self._groups:
+            if record.group not in self._groups and record.group not in self._consumer_groups:
                 self._groups[record.group] = self._new_group(record.group)  # a simple group
             self._apply_commit(record)
         elif type(record) is OffsetCommitTombstone:
@@ -402,6 +425,8 @@ class GroupCoordinator:
             group = self._groups.pop(record.group, None)
             if group is not None:
                 self.runtime.unload(group)
+        elif type(record) in CONSUMER_GROUP_RECORDS:
+            self._replay_consumer_group_record(record)
         elif self._other_records is not None:
             self._other_records(record)
 
@@ -418,8 +443,8 @@ class GroupCoordinator:
     def groups(self) -> list[ClassicGroup]:
         return list(self._groups.values())
 
-    def _store_record(self, record: GroupMetadataRecord) -> asyncio.Future:
-        """The groups' write path: append one GroupMetadata record, resolve to an error code.
+    def _store_record(self, record: Record) -> asyncio.Future:
+        """The groups' write path: append one GroupMetadata (or consumer-group) record, resolve to an error code.
 
         Called synchronously, so records of a group reach the log in the order they were made
         (the last one is what a reload sees). The record of a big group (10 000 members: ~40 ms)
@@ -428,6 +453,8 @@ class GroupCoordinator:
         """
         partition = self.partition_for(record.group)
         group_id = record.group
+        if type(record) is not GroupMetadataRecord:  # a consumer group's records are small
+            return asyncio.ensure_future(self._append(partition, [record]))
         previous = self._group_writes.get(group_id)
         if previous is None and len(record.members) <= MEMBERS_ENCODED_ON_LOOP:
             return asyncio.ensure_future(self._append(partition, [record]))
@@ -564,6 +591,19 @@ class GroupCoordinator:
         if group.state is not GroupState.DEAD:
             self.runtime.delete(group)
 
+    def _delete_consumer_group(self, group: ConsumerGroup) -> None:
+        """An empty consumer group goes: its tombstones are written (in order, before what follows)
+        and it is Dead at once; its committed offsets stay."""
+        for record in group.tombstones():
+            self._store_record(record)
+        self._drop_consumer_group(group)
+
+    def _drop_consumer_group(self, group: ConsumerGroup) -> None:
+        if self._consumer_groups.get(group.group_id) is group:
+            del self._consumer_groups[group.group_id]
+        if group.state is not ConsumerGroupState.DEAD:
+            self.runtime.delete(group)
+
     # =========================================================================================
     # JoinGroup
     # =========================================================================================
@@ -578,6 +618,15 @@ class GroupCoordinator:
         error = self._partition_error(partition)
         if error:
             return self._join_response(version, JoinResult(error=error, member_id=member_id))
+        consumer_group = self._consumer_groups.get(group_id)
+        if consumer_group is not None and consumer_group.state is not ConsumerGroupState.DEAD:
+            if not consumer_group.is_empty:
+                # Kafka would take the classic member into the consumer group (online migration), which
+                # Cohort does not do yet: the protocol does not match the group's.
+                return self._join_response(version, JoinResult(error=E.INCONSISTENT_GROUP_PROTOCOL,
+                                                               member_id=member_id))
+            # An empty consumer group gives way to the classic group (Kafka's maybeDeleteEmptyConsumerGroup).
+            self._delete_consumer_group(consumer_group)
         group = self._groups.get(group_id)
         new_group_write = None
         if group is None:
@@ -687,6 +736,8 @@ class GroupCoordinator:
             return m.HeartbeatResponse(throttle_time_ms=0, error_code=E.UNKNOWN_MEMBER_ID)
         error = self.runtime.heartbeat(group, req.member_id, req.group_instance_id if version >= 3 else None,
                                        req.generation_id)
+        if self.metrics is not None:
+            self.metrics.group_heartbeat("classic")
         return m.HeartbeatResponse(throttle_time_ms=0, error_code=int(error))
 
     async def leave_group(self, req, version: int, ctx: RequestContext):
@@ -740,8 +791,13 @@ class GroupCoordinator:
         error = self._partition_error(partition)
         if error:
             return self._commit_error_response(req, error)
+        consumer_group = self._consumer_groups.get(group_id)
         group = self._groups.get(group_id)
-        if group is None:
+        if consumer_group is not None:
+            error = consumer_group.validate_offset_commit(member_id, instance_id, generation, version)
+            if error:
+                return self._commit_error_response(req, error)
+        elif group is None:
             if generation >= 0:
                 return self._commit_error_response(req, E.GROUP_ID_NOT_FOUND if version >= 9 else E.ILLEGAL_GENERATION)
             # A standalone consumer or admin tool: a "simple" group exists through its offsets.
@@ -751,7 +807,8 @@ class GroupCoordinator:
             error = group.validate_offset_commit(member_id, instance_id, generation)
             if error:
                 return self._commit_error_response(req, error)
-        self.runtime.offset_committed(group, member_id)
+        if group is not None:
+            self.runtime.offset_committed(group, member_id)
         commit = _Commit(req, version, group_id, partition, created, self.scheduler.now_ms())
         building = self._build_commit(commit)
         if _request_partitions(req.topics, "partitions") > _PARTITIONS_PER_SLICE:
@@ -836,7 +893,7 @@ class GroupCoordinator:
             return self._commit_response(commit.req, error)
         commits = commit.commits
         if commits:
-            if group_id not in self._groups:
+            if group_id not in self._groups and group_id not in self._consumer_groups:
                 # The group was deleted while we wrote: the offsets still exist, so does a simple group.
                 self._groups[group_id] = self._new_group(group_id)
             apply = self._apply_commit_fields
@@ -924,6 +981,10 @@ class GroupCoordinator:
             groups = []
             for g in req.groups:
                 error = self._fetch_error(g.group_id)
+                if not error and version >= 9:
+                    consumer_group = self._consumer_groups.get(g.group_id)
+                    if consumer_group is not None:
+                        error = consumer_group.validate_offset_fetch(g.member_id, g.member_epoch)
                 if error:
                     topics = []
                 elif g.group_id in sliced:
@@ -1041,9 +1102,20 @@ class GroupCoordinator:
             return m.ListGroupsResponse(throttle_time_ms=0, error_code=E.COORDINATOR_LOAD_IN_PROGRESS, groups=[])
         states = {s.lower() for s in req.states_filter} if version >= 4 else set()
         types = {t.lower() for t in req.types_filter} if version >= 5 else set()
-        if types and "classic" not in types:
-            return m.ListGroupsResponse(throttle_time_ms=0, error_code=E.NONE, groups=[])
         listed = []
+        if not types or "consumer" in types:
+            for consumer_group in self._consumer_groups.values():
+                state = consumer_group.state.value
+                if consumer_group.state is ConsumerGroupState.DEAD \
+                        or self.partition_for(consumer_group.group_id) in self._failed:
+                    continue
+                if states and state.lower() not in states:
+                    continue
+                listed.append(m.ListGroupsResponse.ListedGroup(
+                    group_id=consumer_group.group_id, protocol_type="consumer", group_state=state,
+                    group_type="consumer"))
+        if types and "classic" not in types:
+            return m.ListGroupsResponse(throttle_time_ms=0, error_code=E.NONE, groups=listed)
         for group in self._groups.values():
             if group.state is GroupState.DEAD or self.partition_for(group.group_id) in self._failed:
                 continue
@@ -1069,16 +1141,19 @@ class GroupCoordinator:
                 await asyncio.sleep(0)  # a huge group's tombstones take a while: let others in first
             partition = self.partition_for(group_id)
             error = self._partition_error(partition)
-            group = self._groups.get(group_id)
+            group = self._groups.get(group_id) or self._consumer_groups.get(group_id)
             if not error:
-                error = E.GROUP_ID_NOT_FOUND if group is None else group.validate_delete()
+                if isinstance(group, ConsumerGroup):
+                    error = E.NONE if group.is_empty else E.NON_EMPTY_GROUP
+                else:
+                    error = E.GROUP_ID_NOT_FOUND if group is None else group.validate_delete()
             if error:
                 results[group_id] = error
                 continue
             records: list[Record] = [OffsetCommitTombstone(group_id, topic, p)
                                      for topic, parts in self.offsets.group_offsets(group_id).items()
                                      for p in parts]
-            records.append(GroupMetadataTombstone(group_id))
+            records += group.tombstones() if isinstance(group, ConsumerGroup) else [GroupMetadataTombstone(group_id)]
             by_partition.setdefault(partition, []).append((group, records))
 
         async def delete_in(partition: int, entries) -> None:
@@ -1090,8 +1165,11 @@ class GroupCoordinator:
                 for r in recs:
                     if type(r) is OffsetCommitTombstone:
                         self.offsets.delete(r.group, r.topic, r.partition)
-                self._drop_group(group)
-                log.info("group %s: deleted (%d offsets)", group.group_id, len(recs) - 1)
+                if isinstance(group, ConsumerGroup):
+                    self._drop_consumer_group(group)
+                else:
+                    self._drop_group(group)
+                log.info("group %s: deleted", group.group_id)
 
         await asyncio.gather(*(delete_in(p, entries) for p, entries in by_partition.items()))
         return m.DeleteGroupsResponse(throttle_time_ms=0, results=[
@@ -1103,8 +1181,11 @@ class GroupCoordinator:
         error = E.INVALID_GROUP_ID if not group_id else self._partition_error(self.partition_for(group_id))
         group = None
         if not error:
-            group = self._groups.get(group_id)
-            error = E.GROUP_ID_NOT_FOUND if group is None else group.validate_offset_delete()
+            group = self._groups.get(group_id) or self._consumer_groups.get(group_id)
+            if isinstance(group, ConsumerGroup):
+                error = E.NONE  # Kafka decides per topic for consumer groups (GROUP_SUBSCRIBED_TO_TOPIC)
+            else:
+                error = E.GROUP_ID_NOT_FOUND if group is None else group.validate_offset_delete()
         if error:
             return m.OffsetDeleteResponse(error_code=int(error), throttle_time_ms=0, topics=[])
         records: list[OffsetCommitTombstone] = []
@@ -1128,6 +1209,154 @@ class GroupCoordinator:
                 m.OffsetDeleteResponse.OffsetDeleteResponseTopic.OffsetDeleteResponsePartition(partition_index=p, error_code=int(e))
                 for p, e in parts])
             for name, parts in answers])
+
+    # =========================================================================================
+    # KIP-848 consumer groups: ConsumerGroupHeartbeat, ConsumerGroupDescribe, records, topics
+    # =========================================================================================
+    def consumer_group(self, group_id: str) -> ConsumerGroup | None:
+        """Read-only access for tests and tools; mutate only through the request methods."""
+        return self._consumer_groups.get(group_id)
+
+    def consumer_groups(self) -> list[ConsumerGroup]:
+        return list(self._consumer_groups.values())
+
+    def _new_consumer_group(self, group_id: str) -> ConsumerGroup:
+        config = self.config
+        return ConsumerGroup(group_id, session_timeout_ms=config.group_consumer_session_timeout_ms,
+                             heartbeat_interval_ms=config.group_consumer_heartbeat_interval_ms,
+                             max_size=config.group_consumer_max_size,
+                             assignment_interval_ms=config.group_consumer_assignment_interval_ms,
+                             assignors=config.group_consumer_assignors.split(","), image=self._topic_image())
+
+    def _replay_consumer_group_record(self, record: Record) -> None:
+        group = self._consumer_groups.get(record.group)
+        if group is None:
+            if _is_tombstone(record):
+                return  # a tombstone of a group that is gone already
+            # Offsets replayed first made a simple classic group: the consumer group replaces it (Kafka's rule).
+            classic = self._groups.get(record.group)
+            if classic is not None and not classic.members:
+                del self._groups[record.group]
+            group = self._consumer_groups[record.group] = self._new_consumer_group(record.group)
+        self.runtime.submit(group, RecordReplayed(record))
+
+    # -- the topic registry --------------------------------------------------------------------
+    def watch_topics(self, registry) -> None:
+        """Resolve consumer groups' subscriptions against `registry` (a TopicRegistry), and tell every
+        consumer group when a topic is created, deleted or grows, so its target assignment follows."""
+        self._topics = registry
+        registry.on_change = self._topics_changed
+
+    def _topic_image(self) -> dict[str, TopicMetadata]:
+        if self._topics is None:
+            return {}
+        return {t.name: TopicMetadata(t.topic_id, t.partitions) for t in self._topics}
+
+    def _topics_changed(self) -> None:
+        if self._topics_announce is not None or not self._consumer_groups:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return  # no loop yet: groups made later take the image as it is then
+        self._topics_announce = loop.call_soon(self._announce_topics)
+
+    def _announce_topics(self) -> None:
+        self._topics_announce = None
+        image = self._topic_image()
+        for group_id, group in list(self._consumer_groups.items()):
+            if self.partition_for(group_id) in self._loaded and group.state is not ConsumerGroupState.DEAD:
+                self.runtime.submit(group, TopicsChanged(image))
+
+    # -- ConsumerGroupHeartbeat ------------------------------------------------------------------
+    def consumer_group_heartbeat(self, req, version: int, ctx: RequestContext):
+        """The answer now (an error, or a heartbeat that changed nothing), or a future that resolves
+        once the heartbeat's records are durable."""
+        group_id = req.group_id
+        owned = req.topic_partitions
+        event = ConsumerGroupHeartbeat(
+            0, req.member_id, req.member_epoch, version, req.instance_id, req.rack_id, req.rebalance_timeout_ms,
+            req.subscribed_topic_names, req.subscribed_topic_regex if version >= 1 else None, req.server_assignor,
+            None if owned is None else [(tp.topic_id, list(tp.partitions)) for tp in owned],
+            ctx.client_id, ctx.client_host)
+        try:
+            validate_heartbeat(group_id, event, self.config.group_consumer_assignors.split(","))
+        except HeartbeatError as exc:
+            return _heartbeat_response(HeartbeatResult(exc.error, exc.message))
+        error = self._partition_error(self.partition_for(group_id))
+        if error:
+            return _heartbeat_response(HeartbeatResult(error))
+        group = self._consumer_groups.get(group_id)
+        if group is None or group.state is ConsumerGroupState.DEAD:
+            classic = self._groups.get(group_id)
+            if classic is not None and classic.state is not GroupState.DEAD:
+                if classic.members or classic.state is not GroupState.EMPTY:
+                    # Online migration of a classic group with members is not implemented (yet).
+                    return _heartbeat_response(HeartbeatResult(
+                        E.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group."))
+                # An empty classic group (or a simple one, offsets only) becomes a consumer group; its
+                # offsets stay. The tombstone goes first, so a reload sees the consumer group only.
+                self._store_record(GroupMetadataTombstone(group_id))
+                self._drop_group(classic)
+                log.info("group %s: empty classic group converted to a consumer group", group_id)
+            if req.member_epoch != 0:
+                return _heartbeat_response(missing_group_result(group_id))
+            group = self._consumer_groups[group_id] = self._new_consumer_group(group_id)
+            log.info("group %s: consumer group created by member %s (client %s)", group_id, req.member_id,
+                     ctx.client_id)
+        if self.metrics is not None:
+            self.metrics.group_heartbeat("consumer")
+        answer = self.runtime.ask(group, lambda request_id: _with_request_id(event, request_id))
+        if isinstance(answer, HeartbeatResult):
+            return _heartbeat_response(answer)
+        return _heartbeat_answer_when_durable(answer)
+
+    # -- ConsumerGroupDescribe ---------------------------------------------------------------------
+    async def consumer_group_describe(self, req, version: int, ctx: RequestContext):
+        operations = GROUP_AUTHORIZED_OPERATIONS if req.include_authorized_operations else INT32_MIN
+        return m.ConsumerGroupDescribeResponse(throttle_time_ms=0, groups=[
+            self._describe_consumer_group(group_id, operations) for group_id in req.group_ids])
+
+    def _describe_consumer_group(self, group_id, operations: int):
+        Described = m.ConsumerGroupDescribeResponse.DescribedConsumerGroup
+        Member = Described.DescribedConsumerGroupMember
+        if group_id is None:
+            return Described(error_code=E.INVALID_GROUP_ID, error_message="Group id can't be null.", group_id="",
+                             authorized_operations=operations)
+        error = self._partition_error(self.partition_for(group_id))
+        if error:
+            return Described(error_code=int(error), group_id=group_id, authorized_operations=operations)
+        group = self._consumer_groups.get(group_id)
+        if group is None or group.state is ConsumerGroupState.DEAD:
+            message = (f"Group {group_id} is not a consumer group." if group_id in self._groups
+                       else f"Group {group_id} not found.")
+            return Described(error_code=E.GROUP_ID_NOT_FOUND, error_message=message, group_id=group_id,
+                             authorized_operations=operations)
+        members = [Member(
+            member_id=member.member_id, instance_id=member.instance_id, rack_id=member.rack_id,
+            member_epoch=member.member_epoch, client_id=member.client_id, client_host=member.client_host,
+            subscribed_topic_names=list(member.subscribed_topic_names),
+            subscribed_topic_regex=member.subscribed_topic_regex,
+            assignment=self._described_assignment(member.assigned),
+            target_assignment=self._described_assignment(group.target_assignment.get(member.member_id, {})),
+            member_type=CONSUMER_MEMBER_TYPE)
+            for member in group.members.values()]
+        return Described(error_code=E.NONE, group_id=group_id, group_state=group.state.value,
+                         group_epoch=group.group_epoch, assignment_epoch=group.target_assignment_epoch,
+                         assignor_name=group.preferred_assignor(), members=members,
+                         authorized_operations=operations)
+
+    def _described_assignment(self, assignment):
+        """Topic ids with their names; a topic the registry no longer has is left out (as Kafka does)."""
+        Assignment = m.ConsumerGroupDescribeResponse.DescribedConsumerGroup.DescribedConsumerGroupMember \
+            .DescribedAssignment
+        entries = []
+        for topic_id, partitions in sorted(assignment.items(), key=lambda kv: str(kv[0])):
+            topic = self._topics.get_by_id(topic_id) if self._topics is not None else None
+            if topic is not None:
+                entries.append(Assignment.DescribedTopicPartitions(topic_id=topic_id, topic_name=topic.name,
+                                                                   partitions=sorted(partitions)))
+        return Assignment(topic_partitions=entries)
 
     # =========================================================================================
     # Retention (KIP-211)
@@ -1166,6 +1395,13 @@ class GroupCoordinator:
             if checked > _PARTITIONS_PER_SLICE:  # a pass over 100 000 groups lets others in between slices
                 checked = 0
                 await asyncio.sleep(0)
+            consumer_group = self._consumer_groups.get(group_id)
+            if consumer_group is not None:
+                if self.partition_for(group_id) in self._loaded:
+                    records, _ = self._expired_records(consumer_group, now, retention_ms)
+                    if records:
+                        by_partition.setdefault(self.partition_for(group_id), []).append((group_id, records))
+                continue
             group = self._groups.get(group_id)
             if group is None and not self.offsets.has_offsets(group_id):
                 continue  # deleted while the pass let others in
@@ -1206,7 +1442,8 @@ class GroupCoordinator:
                 self.metrics.offsets_expired(total)
         return total
 
-    def _expired_records(self, group: ClassicGroup, now: int, retention_ms: int) -> tuple[list[Record], bool]:
+    def _expired_records(self, group: ClassicGroup | ConsumerGroup, now: int,
+                         retention_ms: int) -> tuple[list[Record], bool]:
         offsets = self.offsets.group_offsets(group.group_id)
         if not offsets:
             return [], True
@@ -1241,7 +1478,7 @@ class GroupCoordinator:
             self._retention_timer = None
         if self._retention_task is not None:
             self._retention_task.cancel()
-        for group in self._groups.values():
+        for group in [*self._groups.values(), *self._consumer_groups.values()]:
             self.runtime.unload(group, E.NOT_COORDINATOR)
 
 
@@ -1258,3 +1495,31 @@ _CommitAnswer = _CommitTopicAnswer.OffsetCommitResponsePartition
 _METADATA_TOO_LARGE = int(E.OFFSET_METADATA_TOO_LARGE)
 _FetchTopicAnswer = m.OffsetFetchResponse.OffsetFetchResponseTopic
 _FetchAnswer = _FetchTopicAnswer.OffsetFetchResponsePartition
+
+
+def _is_tombstone(record) -> bool:
+    return type(record).__name__.endswith("Tombstone")
+
+
+def _with_request_id(event: ConsumerGroupHeartbeat, request_id: int) -> ConsumerGroupHeartbeat:
+    event.request_id = request_id
+    return event
+
+
+_HeartbeatAssignment = m.ConsumerGroupHeartbeatResponse.HeartbeatAssignment
+_HeartbeatTopic = _HeartbeatAssignment.HeartbeatAssignedTopicPartitions
+
+
+def _heartbeat_response(result: HeartbeatResult):
+    assignment = None if result.assignment is None else _HeartbeatAssignment(topic_partitions=[
+        _HeartbeatTopic(topic_id=topic_id, partitions=partitions) for topic_id, partitions in result.assignment])
+    if result.error:
+        return m.ConsumerGroupHeartbeatResponse(throttle_time_ms=0, error_code=int(result.error),
+                                                error_message=result.error_message)
+    return m.ConsumerGroupHeartbeatResponse(
+        throttle_time_ms=0, error_code=0, member_id=result.member_id, member_epoch=result.member_epoch,
+        heartbeat_interval_ms=result.heartbeat_interval_ms, assignment=assignment)
+
+
+async def _heartbeat_answer_when_durable(future: asyncio.Future):
+    return _heartbeat_response(await future)

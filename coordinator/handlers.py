@@ -6,8 +6,8 @@ response message. Group APIs (JoinGroup … OffsetDelete) are forwarded to the
 `GroupCoordinator`, which owns every group. The rest is answered here:
 
 * **ApiVersions** advertises exactly the APIs in the dispatch table, at the
-  codec's version ranges; nothing else (no Produce, no telemetry, no
-  ConsumerGroupDescribe), because clients switch to whatever is advertised.
+  codec's version ranges; nothing else (no Produce, no telemetry, no share-group
+  APIs), because clients switch to whatever is advertised.
 * **FindCoordinator**: the owner of the group's offsets partition, from the
   `Ownership` (this node when it runs alone; one of the workers with
   `--workers N`).
@@ -60,6 +60,8 @@ from cohort.protocol.framing import SUPPORTED_VERSIONS
 from cohort.protocol.messages import (
     ApiVersionsRequest,
     ApiVersionsResponse,
+    ConsumerGroupDescribeRequest,
+    ConsumerGroupHeartbeatRequest,
     CreatePartitionsRequest,
     CreatePartitionsResponse,
     CreateTopicsRequest,
@@ -234,6 +236,8 @@ class RequestHandlers:
             ListGroupsRequest: groups.list_groups,
             DeleteGroupsRequest: groups.delete_groups,
             OffsetDeleteRequest: groups.offset_delete,
+            ConsumerGroupHeartbeatRequest: groups.consumer_group_heartbeat,
+            ConsumerGroupDescribeRequest: groups.consumer_group_describe,
             **(extra_handlers or {}),
         }
         if guard is not None:
@@ -319,7 +323,8 @@ class RequestHandlers:
             # Cohort never has one.
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, "Cohort coordinates consumer groups only; it has no transaction coordinator."
         if key_type == KEY_TYPE_SHARE and version >= 6:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE, "Cohort has no share group coordinator."
+            # Kafka's answer while share groups (KIP-932) are disabled; Cohort has none.
+            return ErrorCode.INVALID_REQUEST, "Share groups (KIP-932) are not supported by Cohort."
         return ErrorCode.INVALID_REQUEST, f"Unknown coordinator key type {key_type}."
 
     # ------------------------------------------------------------------ Metadata

@@ -46,6 +46,7 @@ log = logging.getLogger(__name__)
 # declares, and two that clients send before learning that Cohort does not serve them.
 API_NAMES: dict[int, str] = {0: "Produce", 32: "DescribeConfigs", **{key: api.name for key, api in API_SCHEMAS.items()}}
 GROUP_STATES = ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead")
+GROUP_TYPES = ("classic", "consumer")
 REBALANCE_REASONS = (
     "initial",          # first rebalance of an empty group
     "member_joined",    # a new member, or a known one rejoining with changed metadata
@@ -224,6 +225,16 @@ class CoordinatorMetrics:
             "cohort_rebalance_duration_seconds", "Time from a rebalance starting to its group becoming stable.",
             "histogram", (), _REBALANCE_BUCKETS,
         ).labels()
+        # Per group type (classic, consumer = KIP-848): classic epochs are generations, reconciliation its rebalance.
+        self._group_heartbeats = f("cohort_group_heartbeats", "Heartbeats answered (Heartbeat, ConsumerGroupHeartbeat), "
+                                   "by group type.", "counter", ("type",))
+        self._group_epoch_bumps = f("cohort_group_epoch_bumps", "Group epoch bumps (classic: new generations), by group "
+                                    "type.", "counter", ("type",))
+        self._group_reconciliation = f(
+            "cohort_group_reconciliation_seconds", "Time from a group epoch bump until every member is stable at the "
+            "new assignment, by group type.", "histogram", ("type",), _REBALANCE_BUCKETS)
+        self._by_group_type = {t: (self._group_heartbeats.labels(t), self._group_epoch_bumps.labels(t),
+                                   self._group_reconciliation.labels(t)) for t in GROUP_TYPES}
         self._member_expirations = f(
             "cohort_member_expirations", "Members removed because their session or rebalance timed out.", "counter",
         ).labels()
@@ -333,6 +344,15 @@ class CoordinatorMetrics:
     def rebalance_completed(self, reason: str, seconds: float) -> None:
         (self._rebalance_children.get(reason) or self._rebalance_children["other"]).value += 1
         self._rebalance_duration.observe(seconds)
+
+    def group_heartbeat(self, group_type: str) -> None:
+        self._by_group_type[group_type][0].value += 1
+
+    def group_epoch_bumped(self, group_type: str) -> None:
+        self._by_group_type[group_type][1].value += 1
+
+    def group_reconciled(self, group_type: str, seconds: float) -> None:
+        self._by_group_type[group_type][2].observe(seconds)
 
     def member_expired(self) -> None:
         self._member_expirations.value += 1

@@ -155,6 +155,7 @@ class CoordinatorServer:
         self.topics = TopicRegistry(self.cluster.persist_topics if self.cluster else self._persist_topic_records)
         self.groups = GroupCoordinator(config, self.store, other_records=self._replay_other_record,
                                        metrics=self.metrics)
+        self.groups.watch_topics(self.topics)
         await self.store.open()
         if self.cluster is not None:
             await self.cluster.watch_topics(self.topics)

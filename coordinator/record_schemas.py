@@ -96,3 +96,76 @@ AclKey = message("AclKey", None, "102", "none", [
 AclValue = message("AclValue", None, "0", "none", [
     F("created_ms", INT64, default=-1),  # when the binding was added (for operators; -1 = unknown)
 ])
+
+# KIP-848 consumer groups (group-coordinator's ConsumerGroup*Key/Value.json), key types 3 and 5-8.
+# Type 4 (ConsumerGroupPartitionMetadata) is not written: the subscribed topics' metadata is rebuilt from
+# the topic registry when a group loads, and a difference from what the group last assigned bumps its epoch.
+ConsumerGroupMetadataKey = message("ConsumerGroupMetadataKey", None, "3", "none", [
+    F("group", STRING),
+])
+
+ConsumerGroupMetadataValue = message("ConsumerGroupMetadataValue", None, "0", "0+", [
+    F("epoch", INT32),
+    F("metadata_hash", INT64, tag=0, default=0),  # KIP-1101; Cohort writes 0 ("unknown")
+])
+
+ConsumerGroupMemberMetadataKey = message("ConsumerGroupMemberMetadataKey", None, "5", "none", [
+    F("group", STRING),
+    F("member_id", STRING),
+])
+
+ConsumerGroupMemberMetadataValue = message("ConsumerGroupMemberMetadataValue", None, "0", "0+", [
+    F("instance_id", STRING, nullable="0+", default=None),
+    F("rack_id", STRING, nullable="0+", default=None),
+    F("client_id", STRING),
+    F("client_host", STRING),
+    F("subscribed_topic_names", Array(STRING)),
+    F("subscribed_topic_regex", STRING, nullable="0+", default=None),
+    F("rebalance_timeout_ms", INT32, default=-1),
+    F("server_assignor", STRING, nullable="0+", default=None),
+    # set for a member speaking the classic protocol inside a consumer group (online migration)
+    F("classic_member_metadata", SchemaStruct("ClassicMemberMetadata", [
+        F("supported_protocols", Array(SchemaStruct("ClassicProtocol", [
+            F("name", STRING),
+            F("metadata", BYTES),
+        ]))),
+    ]), nullable="0+", tag=0, default=None),
+])
+
+ConsumerGroupTargetAssignmentMetadataKey = message("ConsumerGroupTargetAssignmentMetadataKey", None, "6", "none", [
+    F("group", STRING),
+])
+
+ConsumerGroupTargetAssignmentMetadataValue = message("ConsumerGroupTargetAssignmentMetadataValue", None, "0", "0+", [
+    F("assignment_epoch", INT32),
+])
+
+ConsumerGroupTargetAssignmentMemberKey = message("ConsumerGroupTargetAssignmentMemberKey", None, "7", "none", [
+    F("group", STRING),
+    F("member_id", STRING),
+])
+
+ConsumerGroupTargetAssignmentMemberValue = message("ConsumerGroupTargetAssignmentMemberValue", None, "0", "0+", [
+    F("topic_partitions", Array(SchemaStruct("TopicPartition", [
+        F("topic_id", UUID),
+        F("partitions", Array(INT32)),
+    ]))),
+])
+
+ConsumerGroupCurrentMemberAssignmentKey = message("ConsumerGroupCurrentMemberAssignmentKey", None, "8", "none", [
+    F("group", STRING),
+    F("member_id", STRING),
+])
+
+_TOPIC_PARTITIONS = SchemaStruct("TopicPartitions", [
+    F("topic_id", UUID),
+    F("partitions", Array(INT32)),
+])
+
+ConsumerGroupCurrentMemberAssignmentValue = message("ConsumerGroupCurrentMemberAssignmentValue", None, "0", "0+", [
+    F("member_epoch", INT32),
+    F("previous_member_epoch", INT32),
+    F("state", INT8),  # Kafka's MemberState code: 0 stable, 1 unrevoked, 2 unreleased, 127 unknown
+    F("assigned_partitions", Array(_TOPIC_PARTITIONS)),
+    F("partitions_pending_revocation", Array(_TOPIC_PARTITIONS)),
+])

@@ -44,6 +44,16 @@ from cohort.coordinator.record_schemas import (
     ScramCredentialValue,
     AclKey,
     AclValue,
+    ConsumerGroupMetadataKey,
+    ConsumerGroupMetadataValue,
+    ConsumerGroupMemberMetadataKey,
+    ConsumerGroupMemberMetadataValue,
+    ConsumerGroupTargetAssignmentMetadataKey,
+    ConsumerGroupTargetAssignmentMetadataValue,
+    ConsumerGroupTargetAssignmentMemberKey,
+    ConsumerGroupTargetAssignmentMemberValue,
+    ConsumerGroupCurrentMemberAssignmentKey,
+    ConsumerGroupCurrentMemberAssignmentValue,
 )
 
 # --------------------------------------------------------------------------------------
@@ -56,6 +66,21 @@ RECORD_TYPES: dict[int, RecordType] = {type_id: rt for rt in (
     # type 2; value v3
     RecordType(GroupMetadataKey, GroupMetadataValue, (3,), "GroupMetadataRecord", "GroupMetadataTombstone",
                nested={"MemberMetadata": "GroupMemberRecord"}),
+    # KIP-848 consumer groups: types 3 (group epoch), 5 (member), 6 and 7 (target assignment), 8 (member's
+    # current assignment); value v0 each
+    RecordType(ConsumerGroupMetadataKey, ConsumerGroupMetadataValue, (0,), "ConsumerGroupMetadataRecord",
+               "ConsumerGroupMetadataTombstone"),
+    RecordType(ConsumerGroupMemberMetadataKey, ConsumerGroupMemberMetadataValue, (0,),
+               "ConsumerGroupMemberMetadataRecord", "ConsumerGroupMemberMetadataTombstone",
+               nested={"ClassicProtocol": "ClassicProtocolRecord"}),
+    RecordType(ConsumerGroupTargetAssignmentMetadataKey, ConsumerGroupTargetAssignmentMetadataValue, (0,),
+               "ConsumerGroupTargetAssignmentMetadataRecord", "ConsumerGroupTargetAssignmentMetadataTombstone"),
+    RecordType(ConsumerGroupTargetAssignmentMemberKey, ConsumerGroupTargetAssignmentMemberValue, (0,),
+               "ConsumerGroupTargetAssignmentMemberRecord", "ConsumerGroupTargetAssignmentMemberTombstone",
+               nested={"TopicPartition": "TargetTopicPartitions"}),
+    RecordType(ConsumerGroupCurrentMemberAssignmentKey, ConsumerGroupCurrentMemberAssignmentValue, (0,),
+               "ConsumerGroupCurrentMemberAssignmentRecord", "ConsumerGroupCurrentMemberAssignmentTombstone",
+               nested={"TopicPartitions": "CurrentTopicPartitions"}),
     # type 100 (Cohort's topic registry); value v0
     RecordType(TopicKey, TopicValue, (0,), "TopicRecord", "TopicTombstone"),
     # type 101 (a SCRAM credential); value v0
@@ -80,6 +105,21 @@ __all__ = [
     "ScramCredentialTombstone",
     "AclRecord",
     "AclTombstone",
+    "ConsumerGroupMetadataRecord",
+    "ConsumerGroupMetadataTombstone",
+    "ConsumerGroupMemberMetadataRecord",
+    "ConsumerGroupMemberMetadataTombstone",
+    "ConsumerGroupTargetAssignmentMetadataRecord",
+    "ConsumerGroupTargetAssignmentMetadataTombstone",
+    "ConsumerGroupTargetAssignmentMemberRecord",
+    "ConsumerGroupTargetAssignmentMemberTombstone",
+    "ConsumerGroupCurrentMemberAssignmentRecord",
+    "ConsumerGroupCurrentMemberAssignmentTombstone",
+    "TargetTopicPartitions",
+    "CurrentTopicPartitions",
+    "CONSUMER_GROUP_KEY_TYPES",
+    "ClassicMemberMetadata",
+    "ClassicProtocolRecord",
     "Record",
     "RecordDecodeError",
     "encode_record",
@@ -111,6 +151,21 @@ ScramCredentialRecord = RECORD_TYPES[101].record
 ScramCredentialTombstone = RECORD_TYPES[101].tombstone
 AclRecord = RECORD_TYPES[102].record
 AclTombstone = RECORD_TYPES[102].tombstone
+ConsumerGroupMetadataRecord = RECORD_TYPES[3].record
+ConsumerGroupMetadataTombstone = RECORD_TYPES[3].tombstone
+ConsumerGroupMemberMetadataRecord = RECORD_TYPES[5].record
+ConsumerGroupMemberMetadataTombstone = RECORD_TYPES[5].tombstone
+ConsumerGroupTargetAssignmentMetadataRecord = RECORD_TYPES[6].record
+ConsumerGroupTargetAssignmentMetadataTombstone = RECORD_TYPES[6].tombstone
+ConsumerGroupTargetAssignmentMemberRecord = RECORD_TYPES[7].record
+ConsumerGroupTargetAssignmentMemberTombstone = RECORD_TYPES[7].tombstone
+ConsumerGroupCurrentMemberAssignmentRecord = RECORD_TYPES[8].record
+ConsumerGroupCurrentMemberAssignmentTombstone = RECORD_TYPES[8].tombstone
+TargetTopicPartitions = RECORD_TYPES[7].nested["TopicPartition"]
+CurrentTopicPartitions = RECORD_TYPES[8].nested["TopicPartitions"]
+CONSUMER_GROUP_KEY_TYPES = (3, 5, 6, 7, 8)
+ClassicMemberMetadata = RECORD_TYPES[5].nested["ClassicMemberMetadata"]
+ClassicProtocolRecord = RECORD_TYPES[5].nested["ClassicProtocol"]
 
 Record = (
     OffsetCommitRecord
@@ -123,6 +178,16 @@ Record = (
     | ScramCredentialTombstone
     | AclRecord
     | AclTombstone
+    | ConsumerGroupMetadataRecord
+    | ConsumerGroupMetadataTombstone
+    | ConsumerGroupMemberMetadataRecord
+    | ConsumerGroupMemberMetadataTombstone
+    | ConsumerGroupTargetAssignmentMetadataRecord
+    | ConsumerGroupTargetAssignmentMetadataTombstone
+    | ConsumerGroupTargetAssignmentMemberRecord
+    | ConsumerGroupTargetAssignmentMemberTombstone
+    | ConsumerGroupCurrentMemberAssignmentRecord
+    | ConsumerGroupCurrentMemberAssignmentTombstone
 )
 
 _ENCODERS = {cls: encode for rt in RECORD_TYPES.values()

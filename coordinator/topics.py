@@ -88,6 +88,8 @@ class TopicRegistry:
         self._by_id: dict[uuid.UUID, Topic] = {}
         self._by_collision_key: dict[str, str] = {}
         self._write_lock = asyncio.Lock()
+        # Called after every applied change (live or replayed): consumer groups follow the registry.
+        self.on_change: Callable[[], None] | None = None
 
     # -- reads ------------------------------------------------------------------
     def get(self, name: str | None) -> Topic | None:
@@ -117,6 +119,8 @@ class TopicRegistry:
             self._by_name[topic.name] = topic
             self._by_id[topic.topic_id] = topic
             self._by_collision_key[_collision_key(topic.name)] = topic.name
+        if self.on_change is not None:
+            self.on_change()
 
     # -- validation ----------------------------------------------------------------
     def check_new_topic(self, name: str | None, partitions: int) -> TopicRefusal | None:

@@ -95,6 +95,11 @@ class Field:
     tag: int | None
     tagged: Versions
 
+    @property
+    def default_struct(self) -> bool:
+        """A struct field whose default is a fresh default struct (not a nullable one defaulting to null)."""
+        return isinstance(self.type, Struct) and self.default is None and self.nullable.low > self.nullable.high
+
 
 class Array:
     """An array of a primitive type or of a Struct."""
@@ -189,7 +194,7 @@ def _build_class(struct_: Struct, message_name: str) -> type:
             # a fresh list per instance; an explicit None stays None (nullable arrays)
             params.append(f"{f.name}=_MISSING")
             body.append(f"    self.{f.name} = [] if {f.name} is _MISSING else {f.name}")
-        elif isinstance(f.type, Struct) and f.default is None:
+        elif f.default_struct:
             ns[f"_st_{f.name}"] = f.type
             params.append(f"{f.name}=_MISSING")
             body.append(f"    self.{f.name} = _st_{f.name}.cls() if {f.name} is _MISSING else {f.name}")
@@ -453,7 +458,9 @@ def _absent_expr(f: Field, g: _Gen) -> str:
     if isinstance(f.type, Array):
         return "None" if f.default is None else "[]"
     if isinstance(f.type, Struct):
-        return f"{g.const(f.type.cls, 'cls')}()" if f.default is None else g.const(f.default, "d")
+        if f.default_struct:
+            return f"{g.const(f.type.cls, 'cls')}()"
+        return "None" if f.default is None else g.const(f.default, "d")
     return g.const(f.default, "d")
 
 

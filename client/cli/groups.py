@@ -41,6 +41,12 @@ OFFSETS_COLUMNS = ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFF
 MEMBERS_COLUMNS = ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS"]
 MEMBERS_VERBOSE_COLUMNS = ["GROUP", "CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "ASSIGNMENT"]
 STATE_COLUMNS = ["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"]
+# KIP-848 consumer groups (Kafka 4's tool): epochs, and each member's current vs target assignment
+CONSUMER_STATE_COLUMNS = ["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "GROUP-EPOCH",
+                          "TARGET-ASSIGNMENT-EPOCH", "#MEMBERS"]
+CONSUMER_MEMBERS_VERBOSE_COLUMNS = ["GROUP", "CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID", "#PARTITIONS",
+                                    "CURRENT-EPOCH", "CURRENT-ASSIGNMENT", "TARGET-EPOCH", "TARGET-ASSIGNMENT"]
+GROUP_TYPES = ("classic", "consumer")
 RESET_COLUMNS = ["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"]
 
 DRY_RUN_WARNING = (
@@ -62,7 +68,9 @@ def register(subparsers) -> None:
     p = commands.add_parser("list", help="list groups")
     add_connection_options(p)
     p.add_argument("--state", nargs="?", const="", metavar="STATE[,STATE]",
-                   help="show the state column; with states, only groups in them (e.g. stable,empty)")
+                   help="show the type and state columns; with states, only groups in them (e.g. stable,empty)")
+    p.add_argument("--type", nargs="?", const="", metavar="TYPE[,TYPE]",
+                   help="show the type column; with types, only groups of them (classic, consumer)")
     p.set_defaults(func=lambda args: run_admin_command(args, list_groups))
 
     p = commands.add_parser("describe", help="offsets, members or state of groups")
@@ -164,16 +172,27 @@ async def list_groups(args, admin: Admin) -> int:
         unknown = [s for s in states if s.lower() not in known]
         if unknown:
             raise CommandError(f"unknown state {unknown[0]!r} (valid: {', '.join(GROUP_STATES)})", EXIT_USAGE)
-    listings = await admin.list_groups(states)
+    types = None
+    if args.type:
+        types = [t.strip().lower() for t in args.type.split(",") if t.strip()]
+        unknown = [t for t in types if t not in GROUP_TYPES]
+        if unknown:
+            raise CommandError(f"unknown group type {unknown[0]!r} (valid: {', '.join(GROUP_TYPES)})", EXIT_USAGE)
+    listings = await admin.list_groups(states, types)
     if args.state is not None and any(g.state is None for g in listings):
         described = await admin.describe_groups([g.group_id for g in listings])
         state_of = {g: d.state for g, d in described.items()}
     else:
         state_of = {g.group_id: g.state for g in listings}
+    type_of = {g.group_id: g.group_type or "classic" for g in listings}
     if args.output == "json":
-        print_json([{"group": g.group_id, "state": state_of[g.group_id], "protocol_type": g.protocol_type} for g in listings])
+        print_json([{"group": g.group_id, "type": type_of[g.group_id], "state": state_of[g.group_id],
+                     "protocol_type": g.protocol_type} for g in listings])
     elif args.state is not None:
-        print_table(["GROUP", "STATE"], [(g.group_id, state_of[g.group_id]) for g in listings])
+        print_table(["GROUP", "TYPE", "STATE"], [(g.group_id, type_of[g.group_id], state_of[g.group_id])
+                                                 for g in listings])
+    elif args.type is not None:
+        print_table(["GROUP", "TYPE"], [(g.group_id, type_of[g.group_id]) for g in listings])
     else:
         for g in listings:
             print(g.group_id)
@@ -209,17 +228,19 @@ async def describe_groups(args, admin: Admin) -> int:
             continue
         if d.state in ("PreparingRebalance", "CompletingRebalance") and args.output == "table":
             warn(f"Consumer group '{group}' is rebalancing.")
+        consumer = d.group_type == "consumer"
         if args.members:
             rows = _member_rows(d, args.verbose)
-            columns = MEMBERS_VERBOSE_COLUMNS if args.verbose else MEMBERS_COLUMNS
+            columns = MEMBERS_COLUMNS if not args.verbose else (
+                CONSUMER_MEMBERS_VERBOSE_COLUMNS if consumer else MEMBERS_VERBOSE_COLUMNS)
         elif args.state:
             rows = [_state_row(d)]
-            columns = STATE_COLUMNS
+            columns = CONSUMER_STATE_COLUMNS if consumer else STATE_COLUMNS
         else:
             rows = await _offset_rows(admin, d)
             columns = OFFSETS_COLUMNS
         if args.output == "json":
-            results.extend(dict(zip(_json_keys(columns), row)) for row in rows)
+            results.extend(dict(zip(_json_keys(columns), row), type=d.group_type) for row in rows)
             continue
         print()
         if not d.members and not args.state:
@@ -258,16 +279,24 @@ async def _offset_rows(admin: Admin, d: GroupDescription) -> list[list]:
     return rows
 
 
+def _assignment_text(partitions) -> str:
+    by_topic: dict[str, list[int]] = {}
+    for tp in partitions:
+        by_topic.setdefault(tp.topic, []).append(tp.partition)
+    return ",".join(f"{t}({','.join(map(str, sorted(ps)))})" for t, ps in sorted(by_topic.items())) or MISSING
+
+
 def _member_rows(d: GroupDescription, verbose: bool) -> list[list]:
     rows = []
     for m in sorted(d.members, key=lambda m: m.member_id):
-        if verbose:
-            by_topic: dict[str, list[int]] = {}
-            for tp in m.assignment:
-                by_topic.setdefault(tp.topic, []).append(tp.partition)
-            assignment = ",".join(f"{t}({','.join(map(str, sorted(ps)))})" for t, ps in sorted(by_topic.items()))
+        if verbose and d.group_type == "consumer":
+            # KIP-848: the epoch the member is at and what it owns, vs the group's target for it
             rows.append([d.group_id, m.member_id, m.group_instance_id, m.host, m.client_id, len(m.assignment),
-                         assignment or MISSING])
+                         m.member_epoch, _assignment_text(m.assignment), d.assignment_epoch,
+                         _assignment_text(m.target_assignment or ())])
+        elif verbose:
+            rows.append([d.group_id, m.member_id, m.group_instance_id, m.host, m.client_id, len(m.assignment),
+                         _assignment_text(m.assignment)])
         else:
             rows.append([d.group_id, m.member_id, m.host, m.client_id, len(m.assignment)])
     return rows
@@ -276,6 +305,9 @@ def _member_rows(d: GroupDescription, verbose: bool) -> list[list]:
 def _state_row(d: GroupDescription) -> list:
     c = d.coordinator
     coordinator = f"{c.host}:{c.port} ({c.node_id})" if c else None
+    if d.group_type == "consumer":
+        return [d.group_id, coordinator, d.protocol or None, d.state, d.group_epoch, d.assignment_epoch,
+                len(d.members)]
     return [d.group_id, coordinator, d.protocol or None, d.state, len(d.members)]
 
 

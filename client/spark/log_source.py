@@ -31,7 +31,7 @@ LOG_SCHEMA = (
     "metadata string, commit_timestamp timestamp, expire_timestamp timestamp, "
     "generation int, protocol string, members int, topic_partitions int, error string"
 )
-"""One row per record.  record_type is offset-commit, group-metadata or topic (the names
+"""One row per record.  record_type is offset-commit, group-metadata, consumer-group or topic (the names
 `cohort log dump` uses), or undecodable with the reason in `error`; columns that do not
 apply to a record type are null.  Timestamps are null when the record has none (-1 on
 disk); for group metadata, commit_timestamp holds the group's state timestamp."""
@@ -77,7 +77,12 @@ def record_columns(rec) -> dict:
         return dict(record_type="topic", is_tombstone=False, topic=rec.name, topic_partitions=rec.partitions)
     if isinstance(rec, TopicTombstone):
         return dict(record_type="topic", is_tombstone=True, topic=rec.name)
-    raise LogReadError(f"no row layout for {type(rec).__name__}")  # a record type added without a mapping
+    name = type(rec).__name__
+    if name.startswith("ConsumerGroup"):  # KIP-848 records; generation = the epoch the record carries, if any
+        epoch = next((getattr(rec, f) for f in ("epoch", "assignment_epoch", "member_epoch") if hasattr(rec, f)), None)
+        return dict(record_type="consumer-group", is_tombstone=name.endswith("Tombstone"), group=rec.group,
+                    generation=epoch)
+    raise LogReadError(f"no row layout for {name}")  # a record type added without a mapping
 
 
 def log_rows(log_partition: int, segment: str | Path) -> Iterator[tuple]:

@@ -44,6 +44,8 @@ from cohort.coordinator.groups.effects import (
     AppendRecords,
     CancelAllTimers,
     CancelTimer,
+    Deleted,
+    LoadCompleted,
     MemberExpired,
     Now,
     RebalanceCompleted,
@@ -52,6 +54,7 @@ from cohort.coordinator.groups.effects import (
     SetTimer,
     StateChanged,
     TimerFired,
+    Unloaded,
 )
 from cohort.coordinator.records import GroupMemberRecord, GroupMetadataRecord
 from cohort.protocol.consumer_protocol import decode_subscription
@@ -281,23 +284,6 @@ class MetadataLoaded:
     """A GroupMetadata record read back from the log (replay: no timers yet)."""
 
     record: GroupMetadataRecord
-
-
-@dataclass(slots=True, frozen=True)
-class LoadCompleted:
-    """The group's partition is loaded: sessions start, an oversized group rebalances."""
-
-
-@dataclass(slots=True, frozen=True)
-class Unloaded:
-    """The coordinator stops serving the group: timers stop, parked requests get `error`."""
-
-    error: int = ErrorCode.NOT_COORDINATOR
-
-
-@dataclass(slots=True, frozen=True)
-class Deleted:
-    """The group's tombstone is durable: it is Dead, parked requests get COORDINATOR_NOT_AVAILABLE."""
 
 
 # Why the engine asked for an append (fed back in RecordsAppended.purpose)

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Hashable, NamedTuple
 
+from cohort.protocol.errors import ErrorCode
+
 
 class Now(NamedTuple):
     """The two clocks an engine is told: wall time for what clients and records see, monotonic
@@ -37,6 +39,23 @@ class RecordsAppended:
 
     purpose: object
     error: int
+
+
+@dataclass(slots=True, frozen=True)
+class LoadCompleted:
+    """The group's records are all replayed: its sessions start now (replay sets no timers)."""
+
+
+@dataclass(slots=True, frozen=True)
+class Unloaded:
+    """The coordinator stops serving the group: timers stop, parked requests get `error`."""
+
+    error: int = ErrorCode.NOT_COORDINATOR
+
+
+@dataclass(slots=True, frozen=True)
+class Deleted:
+    """The group's tombstones are durable: it is Dead, parked requests get COORDINATOR_NOT_AVAILABLE."""
 
 
 # ---------------------------------------------------------------------------------------------

@@ -34,6 +34,7 @@ from cohort.coordinator.groups.classic import (
     SyncGroup,
     Unloaded,
 )
+from cohort.coordinator.groups.consumer import ConsumerGroupState, Step as ConsumerStep
 from cohort.coordinator.groups.effects import (
     Answer,
     AnswerAll,
@@ -173,6 +174,7 @@ class GroupRuntime:
         self._parked: dict[int, asyncio.Future] = {}
         self._request_ids = itertools.count(1)
         self._hosts: dict[ClassicGroup, _Host] = {}
+        self._reconciling_since: dict[str, float] = {}  # consumer group id -> first epoch bump not yet Stable
 
     # -- requests ----------------------------------------------------------------------------
     def join(self, group: ClassicGroup, request: JoinRequest) -> asyncio.Future:
@@ -193,6 +195,19 @@ class GroupRuntime:
         if len(effects) == 1 and type(effects[0]) is Reply:  # the usual heartbeat: nothing to execute
             return effects[0].result
         return self._execute(group, effects)
+
+    def ask(self, group, event_for: Callable[[int], object]) -> object:
+        """An event answered either now (the engine's `Reply`: returned as is) or later (an `Answer`,
+        e.g. once the records it made are durable: a future resolving to it is returned)."""
+        future = asyncio.get_running_loop().create_future()
+        request_id = next(self._request_ids)
+        self._parked[request_id] = future
+        reply = self.submit(group, event_for(request_id))
+        if reply is not None:
+            self._parked.pop(request_id, None)
+            return reply
+        future.add_done_callback(lambda _, request_id=request_id: self._parked.pop(request_id, None))
+        return future
 
     def leave(self, group: ClassicGroup, members: list[tuple[str, str | None, str | None]]) -> list[int]:
         """LeaveGroup of (member_id, group_instance_id, reason) each; one error code per entry."""
@@ -265,14 +280,29 @@ class GroupRuntime:
                 if self._metrics is not None:
                     label = "initial" if effect.initial else effect.reason.cause.metric_label
                     self._metrics.rebalance_completed(label, effect.duration_ms / 1000.0)
+                    self._metrics.group_epoch_bumped("classic")
+                    self._metrics.group_reconciled("classic", effect.duration_ms / 1000.0)
             elif kind is MemberExpired:
                 if self._metrics is not None:
                     self._metrics.member_expired()
             elif kind is StateChanged:
-                pass  # the operator journal will record these
+                if self._metrics is not None and isinstance(effect.step, ConsumerStep):
+                    self._consumer_state_changed(effect)
             else:
                 raise TypeError(f"unknown effect {effect!r}")
         return reply
+
+    def _consumer_state_changed(self, effect: StateChanged) -> None:
+        """Consumer-group metrics: epoch bumps, and reconciliation from the first bump to Stable."""
+        now = self.scheduler.monotonic_ms()
+        if effect.step is ConsumerStep.EPOCH_BUMPED:
+            self._metrics.group_epoch_bumped("consumer")
+            self._reconciling_since.setdefault(effect.group_id, now)
+        elif effect.target is ConsumerGroupState.STABLE or effect.target is ConsumerGroupState.EMPTY \
+                or effect.target is ConsumerGroupState.DEAD:
+            since = self._reconciling_since.pop(effect.group_id, None)
+            if since is not None and effect.target is ConsumerGroupState.STABLE:
+                self._metrics.group_reconciled("consumer", (now - since) / 1000.0)
 
     def _host(self, group: ClassicGroup) -> _Host:
         host = self._hosts.get(group)
@@ -281,6 +311,7 @@ class GroupRuntime:
         return host
 
     def _forget(self, group: ClassicGroup) -> None:
+        self._reconciling_since.pop(group.group_id, None)
         host = self._hosts.pop(group, None)
         if host is not None:
             for handle in host.timers.values():

@@ -5,6 +5,8 @@ checks Kafka's `KafkaApis` makes for that API, and shapes denials exactly as
 Kafka does:
 
 * JoinGroup, SyncGroup, Heartbeat, LeaveGroup: group READ, else GROUP_AUTHORIZATION_FAILED;
+* ConsumerGroupHeartbeat: group READ, and topic DESCRIBE for every subscribed topic name
+  (TOPIC_AUTHORIZATION_FAILED); ConsumerGroupDescribe: DESCRIBE per group;
 * OffsetCommit: group READ (every partition GROUP_AUTHORIZATION_FAILED), then topic
   READ per topic (its partitions TOPIC_AUTHORIZATION_FAILED; the rest is committed);
 * OffsetFetch: group DESCRIBE; requested topics without DESCRIBE answer
@@ -37,6 +39,8 @@ from cohort.coordinator.group_coordinator import EncodeInThread, RequestContext
 from cohort.coordinator.security.authorizer import CLUSTER_NAME, AclOperation, Authorizer, ResourceType
 from cohort.protocol.errors import ErrorCode
 from cohort.protocol.messages import (
+    ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse, ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
     AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse, CreateAclsRequest, CreateAclsResponse,
     CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest, CreateTopicsResponse,
     DeleteAclsRequest, DeleteAclsResponse, DeleteGroupsRequest, DeleteGroupsResponse, DeleteTopicsRequest,
@@ -128,6 +132,38 @@ class RequestAuthorization:
         if self.allowed(ctx, READ, GROUP, request.group_id):
             return await handler(request, version, ctx)
         return LeaveGroupResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, members=[])
+
+    async def _consumer_group_heartbeat(self, handler, request, version, ctx):
+        # Kafka: READ on the group; subscribed topic names must all be DESCRIBE-able.
+        if not self.allowed(ctx, READ, GROUP, request.group_id):
+            return ConsumerGroupHeartbeatResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED,
+                                                  error_message=f"Not authorized to access group {request.group_id}.")
+        names = request.subscribed_topic_names or []
+        denied = [n for n in names if not self.allowed(ctx, DESCRIBE, TOPIC, n)]
+        if denied:
+            return ConsumerGroupHeartbeatResponse(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                                  error_message=f"Not authorized to describe topics {denied}.")
+        return await handler(request, version, ctx)
+
+    async def _consumer_group_describe(self, handler, request, version, ctx):
+        allowed = [g for g in request.group_ids if self.allowed(ctx, DESCRIBE, GROUP, g)]
+        narrowed = copy.copy(request)
+        narrowed.group_ids = allowed
+        response = await handler(narrowed, version, ctx) if allowed else ConsumerGroupDescribeResponse(groups=[])
+        inner = _unwrap(response)
+        by_id = {g.group_id: g for g in inner.groups}
+        Described = ConsumerGroupDescribeResponse.DescribedConsumerGroup
+        groups = []
+        for name in request.group_ids:
+            found = by_id.get(name)
+            if found is None:
+                found = Described(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, group_id=name,
+                                  error_message=f"Not authorized to describe group {name}.")
+            elif request.include_authorized_operations:
+                found.authorized_operations = self.operations(ctx, GROUP, name)
+            groups.append(found)
+        inner.groups = groups
+        return response
 
     # ------------------------------------------------------------------ offsets
     async def _offset_commit(self, handler, request, version, ctx):
@@ -465,6 +501,8 @@ class RequestAuthorization:
 
     _GUARDS = {
         JoinGroupRequest.API_KEY: _join_group,
+        ConsumerGroupHeartbeatRequest.API_KEY: _consumer_group_heartbeat,
+        ConsumerGroupDescribeRequest.API_KEY: _consumer_group_describe,
         SyncGroupRequest.API_KEY: _sync_group,
         HeartbeatRequest.API_KEY: _heartbeat,
         LeaveGroupRequest.API_KEY: _leave_group,

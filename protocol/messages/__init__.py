@@ -6,6 +6,8 @@ from dataclasses import dataclass
 
 from cohort.protocol.messages.alter_user_scram_credentials import AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse
 from cohort.protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
+from cohort.protocol.messages.consumer_group_describe import ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse
+from cohort.protocol.messages.consumer_group_heartbeat import ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse
 from cohort.protocol.messages.create_acls import CreateAclsRequest, CreateAclsResponse
 from cohort.protocol.messages.create_partitions import CreatePartitionsRequest, CreatePartitionsResponse
 from cohort.protocol.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
@@ -74,6 +76,8 @@ API_SCHEMAS: dict[int, Api] = {a.key: a for a in [
     _api("DeleteAcls", DeleteAclsRequest, DeleteAclsResponse),
     _api("DescribeUserScramCredentials", DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse),
     _api("AlterUserScramCredentials", AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse),
+    _api("ConsumerGroupHeartbeat", ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse),
+    _api("ConsumerGroupDescribe", ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse),
 ]}
 
 __all__ = [
@@ -103,4 +107,6 @@ __all__ = [
     "DeleteAclsRequest", "DeleteAclsResponse",
     "DescribeUserScramCredentialsRequest", "DescribeUserScramCredentialsResponse",
     "AlterUserScramCredentialsRequest", "AlterUserScramCredentialsResponse",
+    "ConsumerGroupHeartbeatRequest", "ConsumerGroupHeartbeatResponse",
+    "ConsumerGroupDescribeRequest", "ConsumerGroupDescribeResponse",
 ]

@@ -111,14 +111,20 @@ async def test_list_groups_with_and_without_states(shared_cohort_server, active_
     assert {"cli-active", "cli-list-empty"} <= set(plain.stdout.split())
     with_state = await asyncio.to_thread(cli, shared_cohort_server, "groups", "list", "--state")
     rows = table(with_state.stdout)
-    assert rows[0] == ["GROUP", "STATE"]
-    assert ["cli-active", "Stable"] in rows and ["cli-list-empty", "Empty"] in rows
+    assert rows[0] == ["GROUP", "TYPE", "STATE"]
+    assert ["cli-active", "classic", "Stable"] in rows and ["cli-list-empty", "classic", "Empty"] in rows
     stable = await asyncio.to_thread(cli, shared_cohort_server, "groups", "list", "--state", "stable", "--output", "json")
     listed = json.loads(stable.stdout)
-    assert {"group": "cli-active", "state": "Stable", "protocol_type": "consumer"} in listed
+    assert {"group": "cli-active", "type": "classic", "state": "Stable", "protocol_type": "consumer"} in listed
     assert all(g["state"] == "Stable" for g in listed)
     bogus = await asyncio.to_thread(cli, shared_cohort_server, "groups", "list", "--state", "sleepy")
     assert_one_line_error(bogus, 2, "unknown state 'sleepy'")
+    typed = await asyncio.to_thread(cli, shared_cohort_server, "groups", "list", "--type", "classic")
+    assert ["cli-active", "classic"] in table(typed.stdout)
+    none = await asyncio.to_thread(cli, shared_cohort_server, "groups", "list", "--type", "consumer")
+    assert "cli-active" not in none.stdout
+    bogus = await asyncio.to_thread(cli, shared_cohort_server, "groups", "list", "--type", "share")
+    assert_one_line_error(bogus, 2, "unknown group type 'share'")
 
 
 async def test_describe_inactive_and_unknown_groups(shared_cohort_server):

@@ -30,6 +30,16 @@ CONTRACT_DEFAULTS = {
     "group_initial_rebalance_delay_ms": 3000,
     "group_max_size": 2147483647,
     "group_new_member_join_timeout_ms": 300000,
+    "group_consumer_session_timeout_ms": 45000,
+    "group_consumer_min_session_timeout_ms": 45000,
+    "group_consumer_max_session_timeout_ms": 60000,
+    "group_consumer_heartbeat_interval_ms": 5000,
+    "group_consumer_min_heartbeat_interval_ms": 5000,
+    "group_consumer_max_heartbeat_interval_ms": 15000,
+    "group_consumer_max_size": 2147483647,
+    "group_consumer_assignment_interval_ms": 1000,
+    "group_consumer_assignors": "uniform,range",
+    "group_consumer_migration_policy": "bidirectional",
     "offset_metadata_max_bytes": 4096,
     "offsets_retention_minutes": 10080,
     "offsets_retention_check_interval_ms": 600000,
@@ -183,6 +193,15 @@ def test_argparse_flags_and_short_aliases_record_their_spelling(tmp_path):
         ({"cluster": "etcd://localhost:2379", "listeners": "PLAINTEXT://localhost:1,PLAIN2://localhost:2",
           "listener_security_protocol_map": "PLAINTEXT:PLAINTEXT,PLAIN2:PLAINTEXT"},
          "cluster mode serves one listener per node"),
+        ({"group_consumer_session_timeout_ms": 3000},
+         "invalid group.consumer.session.timeout.ms: 3000 is outside [group.consumer.min.session.timeout.ms 45000"),
+        ({"group_consumer_min_heartbeat_interval_ms": 20000},
+         "invalid group.consumer.min.heartbeat.interval.ms: 20000 is above group.consumer.max.heartbeat.interval.ms"),
+        ({"group_consumer_heartbeat_interval_ms": 15000, "group_consumer_session_timeout_ms": 15000,
+          "group_consumer_min_session_timeout_ms": 1000},
+         "group.consumer.heartbeat.interval.ms: 15000 must be below group.consumer.session.timeout.ms (15000)"),
+        ({"group_consumer_assignors": "uniform,sticky"}, "invalid group.consumer.assignors: 'sticky' must be one of"),
+        ({"group_consumer_migration_policy": "sideways"}, "invalid group.consumer.migration.policy"),
     ],
 )
 def test_invalid_values_are_refused_with_one_line_naming_the_setting(overrides, fragment):
@@ -296,3 +315,15 @@ def test_the_key_password_is_never_shown():
     effective = resolve_config({}, {"COHORT_SSL_KEY_PASSWORD": "hunter2"})
     assert effective.config.ssl_key_password == "hunter2"
     assert dict((name, value) for name, value, _ in effective.rows())["ssl.key.password"] == "[hidden]"
+
+
+def test_short_consumer_group_session_timeouts_need_lower_bounds_too(tmp_path):
+    effective = resolve_config({}, {"COHORT_GROUP_CONSUMER_SESSION_TIMEOUT_MS": "3000",
+                                          "COHORT_GROUP_CONSUMER_MIN_SESSION_TIMEOUT_MS": "1000",
+                                          "COHORT_GROUP_CONSUMER_HEARTBEAT_INTERVAL_MS": "500",
+                                          "COHORT_GROUP_CONSUMER_MIN_HEARTBEAT_INTERVAL_MS": "100",
+                                          "COHORT_GROUP_CONSUMER_ASSIGNORS": "range,uniform"}, None)
+    config, sources = effective.config, effective.sources
+    assert (config.group_consumer_session_timeout_ms, config.group_consumer_heartbeat_interval_ms) == (3000, 500)
+    assert config.group_consumer_assignors == "range,uniform"
+    assert sources["group.consumer.session.timeout.ms"].kind is SourceKind.ENV

@@ -174,7 +174,7 @@ def test_group_metadata_v0_defaults_the_fields_it_lacks():
     "key, value, message",
     [
         (b"\x00", None, "too short"),
-        (b"\x00\x07\x00\x01g", b"", "unknown record type 7"),
+        (b"\x00\x63\x00\x01g", b"", "unknown record type 99"),
         (b"\x00\x01\x00\x01g\x00\x01t\x00\x00\x00", b"\x00\x03", "bad key"),
         (b"\x00\x02\x00\x01g", b"\x00\x09", "unsupported value version 9"),
         (b"\x00\x02\x00\x01g", b"\x00", "value too short"),

@@ -1,0 +1,134 @@
+"""Hypothesis drives the consumer group engine with clients that behave as KIP-848 says (report what
+they hold, adopt each assignment they are given) and checks it against `consumer_group_model`."""
+from __future__ import annotations
+
+from hypothesis import settings
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis import strategies as st
+
+from cohort.coordinator.groups.consumer import TopicMetadata, TopicsChanged
+from cohort.protocol.errors import ErrorCode
+from tests.coordinator.consumer_group_driver import Driver, tid
+from tests.coordinator.consumer_group_model import ReconciliationModel
+
+NAMES = ["t0", "t1", "t2"]
+MEMBERS = ["m0", "m1", "m2", "m3", "m4"]
+BY_ID = {tid(name): name for name in NAMES}
+
+
+def image(counts: dict[str, int]) -> dict[str, TopicMetadata]:
+    return {name: TopicMetadata(tid(name), n) for name, n in counts.items()}
+
+
+class ConsumerGroupMachine(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.counts = {"t0": 3, "t1": 2, "t2": 4}
+        self.driver = Driver(image=image(self.counts), session_timeout_ms=45_000, heartbeat_interval_ms=5_000)
+        self.model = ReconciliationModel(self.counts)
+        self.assignor = None
+
+    # ---- clients -------------------------------------------------------------------------
+    def _heartbeat(self, member_id: str, **fields) -> None:
+        member = self.model.live[member_id]
+        held = {}
+        for t, p in member.held:
+            held.setdefault(tid(t), []).append(p)
+        r = self.driver.heartbeat(member_id, member.epoch, topic_partitions=sorted(held.items()), **fields)
+        if r.error == ErrorCode.UNKNOWN_MEMBER_ID:  # fenced while we were not looking
+            assert member_id not in self.driver.group.members
+            self.model.removed(member_id)
+            return
+        assert r.error == ErrorCode.NONE, r
+        self._answered(member_id, r)
+
+    def _answered(self, member_id, r) -> None:
+        self._sync_removals()  # a member fenced meanwhile has abandoned its partitions
+        assignment = None
+        if r.assignment is not None:
+            assignment = {(BY_ID[t], p) for t, ps in r.assignment for p in ps}
+        self.model.answered(member_id, r.member_epoch, assignment)
+
+    def _sync_removals(self) -> None:
+        for member_id in list(self.model.live):
+            if member_id not in self.driver.group.members:
+                self.model.removed(member_id)
+
+    @rule(member_id=st.sampled_from(MEMBERS), topics=st.sets(st.sampled_from(NAMES)),
+          assignor=st.sampled_from([None, "uniform", "range"]))
+    def join(self, member_id, topics, assignor):
+        if member_id in self.model.live:
+            return
+        if assignor is not None:
+            self.assignor = assignor
+        r = self.driver.join(member_id, topics=sorted(topics), server_assignor=self.assignor)
+        assert r.error == ErrorCode.NONE, r
+        self.model.joined(member_id, frozenset(topics))
+        self._answered(member_id, r)
+
+    @precondition(lambda self: self.model.live)
+    @rule(data=st.data())
+    def heartbeat(self, data):
+        self._heartbeat(data.draw(st.sampled_from(sorted(self.model.live))))
+
+    @precondition(lambda self: self.model.live)
+    @rule(data=st.data(), topics=st.sets(st.sampled_from(NAMES)))
+    def resubscribe(self, data, topics):
+        member_id = data.draw(st.sampled_from(sorted(self.model.live)))
+        self.model.resubscribed(member_id, frozenset(topics))
+        self._heartbeat(member_id, subscribed_topic_names=sorted(topics))
+
+    @precondition(lambda self: self.model.live)
+    @rule(data=st.data())
+    def leave(self, data):
+        member_id = data.draw(st.sampled_from(sorted(self.model.live)))
+        epoch = self.model.live[member_id].epoch
+        r = self.driver.heartbeat(member_id, -1)
+        assert (r.error, r.member_epoch) == (ErrorCode.NONE, -1)
+        self.model.removed(member_id)
+        assert self.driver.group.validate_offset_commit(member_id, None, epoch, 9) != ErrorCode.NONE
+
+    @precondition(lambda self: self.model.live)
+    @rule(data=st.data())
+    def crash(self, data):
+        """A member stops heartbeating; the others go on every 5 s until its session expires."""
+        member_id = data.draw(st.sampled_from(sorted(self.model.live)))
+        epoch = self.model.live[member_id].epoch
+        for _ in range(12):
+            self.driver.advance(5_000)
+            for other in sorted(self.model.live):
+                if other != member_id and other in self.model.live:
+                    self._heartbeat(other)
+            if member_id not in self.driver.group.members:
+                break
+        assert member_id not in self.driver.group.members, "a crashed member outlived its session"
+        self.model.removed(member_id)
+        self._sync_removals()
+        assert self.driver.group.validate_offset_commit(member_id, None, epoch, 9) == ErrorCode.UNKNOWN_MEMBER_ID
+
+    @rule(name=st.sampled_from(NAMES), more=st.integers(1, 3))
+    def add_partitions(self, name, more):
+        self.counts[name] += more
+        self.driver.send(TopicsChanged(image(self.counts)))
+        self.model.topics_changed(self.counts)
+
+    @precondition(lambda self: self.model.live)
+    @rule()
+    def converge(self):
+        """Membership stops changing: within a few rounds of heartbeats everything is assigned once."""
+        for _ in range(6):
+            for member_id in sorted(self.model.live):
+                if member_id in self.model.live:
+                    self._heartbeat(member_id)
+        self.model.check_converged()
+        group = self.driver.group
+        for member_id, member in self.model.live.items():
+            assert group.validate_offset_commit(member_id, None, member.epoch, 9) == ErrorCode.NONE
+
+    @invariant()
+    def nobody_holds_a_partition_twice(self):
+        self.model.check_no_partition_held_twice()
+
+
+ConsumerGroupMachine.TestCase.settings = settings(max_examples=200, stateful_step_count=30, deadline=None)
+TestConsumerGroupReconciliation = ConsumerGroupMachine.TestCase

@@ -1,0 +1,120 @@
+"""One group id moving between the classic protocol (kafka-python) and KIP-848 (confluent-kafka,
+`group.protocol=consumer`) against ``cohort serve``: an empty group converts to the protocol of the
+member that arrives, keeping its committed offsets, in both directions; while members of one protocol
+are in it, the other protocol is refused with Kafka's errors."""
+from __future__ import annotations
+
+import logging
+import time
+
+import pytest
+
+from clients_scenario import _NotYet as NotYet
+from cohort_process import CohortServer
+
+import kafka  # the test command installs every real client: a missing one fails, never skips
+from confluent_kafka import Consumer, ConsumerGroupType, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from kafka import KafkaConsumer, OffsetAndMetadata
+from kafka import TopicPartition as KpTopicPartition
+
+from cohort.protocol.errors import ErrorCode
+from cohort.protocol.messages import ConsumerGroupHeartbeatRequest, ListGroupsRequest
+
+pytestmark = pytest.mark.timeout(180)
+
+LOGGER = "tests.mixed_protocols"
+
+
+@pytest.fixture
+def server(tmp_path):
+    server = CohortServer(tmp_path / "data", "--group.consumer.heartbeat.interval.ms", "300",
+                          "--group.consumer.min.heartbeat.interval.ms", "100").start()
+    yield server
+    assert server.stop() == 0, server.stderr()
+
+
+def poll_until(poll, condition, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while True:
+        poll()
+        outcome = condition()
+        if outcome:
+            return outcome
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout} s: {what}; last: {outcome!r}")
+
+
+def classic_member(server: CohortServer, group: str, topic: str) -> KafkaConsumer:
+    return KafkaConsumer(topic, group_id=group, bootstrap_servers=server.bootstrap, enable_auto_commit=False,
+                         session_timeout_ms=6000, heartbeat_interval_ms=300, auto_offset_reset="earliest",
+                         client_id="classic")
+
+
+def consumer_member(server: CohortServer, group: str, topic: str) -> Consumer:
+    c = Consumer({"bootstrap.servers": server.bootstrap, "group.id": group, "group.protocol": "consumer",
+                  "client.id": "new-protocol", "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                  "logger": logging.getLogger(LOGGER)})
+    c.subscribe([topic])
+    return c
+
+
+def group_types(raw_client, server: CohortServer) -> dict[str, tuple[str, str]]:
+    listed = raw_client(server.port).request(ListGroupsRequest(), 5)
+    return {g.group_id: (g.group_type, g.group_state) for g in listed.groups}
+
+
+def test_an_empty_group_moves_between_protocols_both_ways_keeping_its_offsets(server, raw_client):
+    admin = AdminClient({"bootstrap.servers": server.bootstrap})
+    admin.create_topics([NewTopic("mixed-t", num_partitions=2, replication_factor=1)])["mixed-t"].result(20)
+    everything = {("mixed-t", 0), ("mixed-t", 1)}
+
+    # 1. classic members (kafka-python) commit, then leave: an Empty classic group with offsets.
+    classic = classic_member(server, "mixed-g", "mixed-t")
+    poll_until(lambda: classic.poll(timeout_ms=100),
+               lambda: {(tp.topic, tp.partition) for tp in classic.assignment()} == everything
+               or NotYet(classic.assignment()), 30, "the classic member owns both partitions")
+    classic.commit({KpTopicPartition("mixed-t", 0): OffsetAndMetadata(5, "classic", -1)})
+    classic.close()
+    assert group_types(raw_client, server)["mixed-g"] == ("classic", "Empty")
+
+    # 2. a consumer-protocol member converts it; the classic commit is still there.
+    new = consumer_member(server, "mixed-g", "mixed-t")
+    try:
+        poll_until(lambda: new.poll(0.1), lambda: {(tp.topic, tp.partition) for tp in new.assignment()} == everything
+                   or NotYet(new.assignment()), 30, "the consumer-protocol member owns both partitions")
+        [committed] = new.committed([TopicPartition("mixed-t", 0)], timeout=10)
+        assert (committed.offset, committed.metadata) == (5, "classic")
+        assert group_types(raw_client, server)["mixed-g"][0] == "consumer"
+        described = admin.describe_consumer_groups(["mixed-g"])["mixed-g"].result(10)
+        assert described.type is ConsumerGroupType.CONSUMER
+        # While it has members, the classic protocol is refused (Kafka: INCONSISTENT_GROUP_PROTOCOL).
+        with pytest.raises(kafka.errors.InconsistentGroupProtocolError):
+            intruder = classic_member(server, "mixed-g", "mixed-t")
+            try:
+                poll_until(lambda: intruder.poll(timeout_ms=100), lambda: False, 10, "refused")
+            finally:
+                intruder.close()
+        new.commit(offsets=[TopicPartition("mixed-t", 1, 9, metadata="consumer")], asynchronous=False)
+    finally:
+        new.close()
+    poll_until(lambda: None, lambda: group_types(raw_client, server)["mixed-g"] == ("consumer", "Empty"), 15,
+               "the consumer group is empty")
+
+    # 3. back: a classic member converts the empty consumer group and sees both commits.
+    classic = classic_member(server, "mixed-g", "mixed-t")
+    try:
+        poll_until(lambda: classic.poll(timeout_ms=100),
+                   lambda: {(tp.topic, tp.partition) for tp in classic.assignment()} == everything
+                   or NotYet(classic.assignment()), 30, "the classic member owns both partitions again")
+        assert classic.committed(KpTopicPartition("mixed-t", 0)) == 5
+        assert classic.committed(KpTopicPartition("mixed-t", 1)) == 9
+        assert group_types(raw_client, server)["mixed-g"] == ("classic", "Stable")
+        # and now a consumer-protocol member is the one refused
+        refused = raw_client(server.port).request(ConsumerGroupHeartbeatRequest(
+            group_id="mixed-g", member_id="m" * 22, member_epoch=0, rebalance_timeout_ms=30000,
+            subscribed_topic_names=["mixed-t"], topic_partitions=[]), 1)
+        assert refused.error_code == ErrorCode.GROUP_ID_NOT_FOUND
+        assert refused.error_message == "Group mixed-g is not a consumer group."
+    finally:
+        classic.close()
