@@ -313,6 +313,7 @@ class PathKind(ValueKind):
 
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+WORKER_LINK_LISTENER = "COHORT_WORKER_LINK"  # `--workers`: the loopback listener the workers talk over
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 # Kafka's names for its ACL authorizer (KRaft's and ZooKeeper's), and Cohort's short name.
 AUTHORIZER_NAMES = ("org.apache.kafka.metadata.authorizer.StandardAuthorizer",
@@ -719,13 +720,8 @@ def _check_together(config: CoordinatorConfig) -> None:
     if config.cluster is not None and len(endpoints) > 1:
         raise ConfigError("invalid listeners: cluster mode serves one listener per node (give listeners one "
                           "NAME://host:port entry)")
-    secured = sorted({protocols[e.name] for e in endpoints} - {"PLAINTEXT"})
-    if (config.workers != 1 or config.cluster is not None) and (secured or config.authorizer_class_name):
-        mode = "--workers" if config.workers != 1 else "cluster mode (--cluster)"
-        what = " and ".join(filter(None, [f"{'/'.join(secured)} listeners" if secured else "",
-                                          "an authorizer" if config.authorizer_class_name else ""]))
-        raise ConfigError(f"{mode} does not support {what} yet (credentials and ACLs are kept by one "
-                          "process only); run a single node for TLS, SASL and ACLs")
+    if any(e.name == WORKER_LINK_LISTENER for e in endpoints):
+        raise ConfigError(f"invalid listeners: {WORKER_LINK_LISTENER} is the name of the workers' own link")
 
 
 @dataclass(frozen=True, slots=True)
