@@ -174,6 +174,7 @@ class CoordinatorServer:
         await self.store.open()
         if self.cluster is not None:
             await self.cluster.watch_topics(self.topics)
+            await self.cluster.watch_security(self.security)
         loading = time.perf_counter()
         await self.ownership.start(self.groups)
         await self.groups.wait_loaded()
