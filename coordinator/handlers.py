@@ -208,7 +208,12 @@ class RequestHandlers:
             ownership = StaticOwnership.single_node(Node(config.node_id, address.host, address.port),
                                                     config.offsets_topic_num_partitions)
         self.ownership = ownership
-        self.peers = Peers(lambda: [n for n in self.ownership.nodes() if n != self.ownership.local], peer_link)
+        # A cluster node reaches the others at their advertised address in plaintext (the worker link is
+        # `--workers` only): with a secured listener it cannot, and reports its own high watermarks alone.
+        plaintext = all(config.security_protocol(e.name) == "PLAINTEXT" for e in config.endpoints)
+        reachable = peer_link is not None or plaintext
+        self.peers = Peers(lambda: [n for n in self.ownership.nodes() if n != self.ownership.local and reachable],
+                           peer_link)
         # name -> (topic id, partitions) as the registry's owner last told this node (when it is another node)
         self._known_topics: dict[str, tuple[uuid.UUID, int]] = {}
         self.topics = topics
