@@ -334,7 +334,8 @@ class Connection(asyncio.Protocol):
         if security.protocol.startswith("SASL"):
             credentials = server.security.credentials if security.credentials is None else security.credentials
             self.sasl = SaslAuthenticator(security.mechanisms, credentials,
-                                          server.config.connections_max_reauth_ms)
+                                          server.config.connections_max_reauth_ms,
+                                          oauthbearer=server.oauthbearer)
             self.reader.max_frame_bytes = min(self.reader.max_frame_bytes, SASL_MAX_RECEIVE_BYTES)
 
     # -- asyncio callbacks --------------------------------------------------------

@@ -34,7 +34,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from cohort.coordinator.config import CoordinatorConfig, Endpoint, HostPort
+from cohort.coordinator.config import ConfigError, CoordinatorConfig, Endpoint, HostPort
 from cohort.coordinator.connection import Connection, ListenerSecurity, RebalancePacer, RequestBytesBudget
 from cohort.coordinator.group_coordinator import GroupCoordinator
 from cohort.coordinator.handlers import RequestHandlers
@@ -46,6 +46,7 @@ from cohort.coordinator.records import Record, TopicRecord, TopicTombstone, enco
 from cohort.coordinator.security import admin_apis
 from cohort.coordinator.security.authorization import RequestAuthorization
 from cohort.coordinator.security.authorizer import Authorizer
+from cohort.coordinator.security.oauthbearer import JwtValidator
 from cohort.coordinator.security.registry import SECURITY_RECORD_TYPES, SecurityRegistry
 from cohort.coordinator.security.worker_sync import WorkerSecurity
 from cohort.coordinator.peers import PEER_LISTENER, PeerLink
@@ -100,6 +101,7 @@ class CoordinatorServer:
                                                     config.allow_everyone_if_no_acl_found))
         if worker_security is not None:
             worker_security.attach(self.security)
+        self.oauthbearer = None  # checks OAUTHBEARER tokens, when a SASL listener offers that mechanism
         self._connections: set[Connection] = set()
         self._inflight: set[asyncio.Task] = set()  # suspended request handlers (a commit awaiting its append)
         self._idle_task: asyncio.Task | None = None
@@ -119,6 +121,16 @@ class CoordinatorServer:
         protocols = {e.name: config.security_protocol(e.name) for e in endpoints}
         tls = {protocol: server_context(config, protocol) for protocol in set(protocols.values())
                if protocol.endswith("SSL")}
+        if "OAUTHBEARER" in config.enabled_mechanisms and any(p.startswith("SASL") for p in protocols.values()):
+            try:
+                self.oauthbearer = JwtValidator(
+                    config.sasl_oauthbearer_jwks_endpoint_url,
+                    tuple(a for a in config.sasl_oauthbearer_expected_audience.split(",") if a),
+                    config.sasl_oauthbearer_expected_issuer, config.sasl_oauthbearer_sub_claim_name,
+                    config.sasl_oauthbearer_clock_skew_seconds)
+            except (OSError, ValueError) as exc:
+                reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+                raise ConfigError(f"cannot read sasl.oauthbearer.jwks.endpoint.url: {reason}") from None
         try:
             for index, endpoint in enumerate(endpoints):
                 protocol = protocols[endpoint.name]
