@@ -47,7 +47,7 @@ async def run_closed_loop(target: Target, templates: list[RequestTemplate], *, c
     for i in range(max(connections, len(brokers))):
         host, port = brokers[i % len(brokers)]
         own = routes[(host, port)]
-        conn = await open_pipelined(host, port, lambda: PipelinedConnection(run, own, depth))
+        conn = await open_pipelined(host, port, lambda: PipelinedConnection(run, own, depth), target.security)
         run.connections.append(conn)
     sampler = ProcessSampler(target.pid)
     with generator_gc_paused():

@@ -25,6 +25,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")
@@ -108,6 +109,7 @@ class Target:
     version: str = ""
     command: list[str] = field(default_factory=list)
     kind: str = "kafka"  # "kafka" or "zookeeper"
+    security: Any = None  # a `cohort.client.security.ClientSecurity` for a TLS/SASL listener; None = plaintext
 
     @property
     def address(self) -> str:
@@ -214,8 +216,9 @@ class CohortServer(_ManagedProcess):
     """
 
     def __init__(self, *, data_dir: Path | None = None, settings: dict | None = None,
-                 ready_timeout_s: float = 120.0, executable: list[str] | None = None) -> None:
-        super().__init__(name="cohort", host="127.0.0.1", port=free_port())
+                 ready_timeout_s: float = 120.0, executable: list[str] | None = None,
+                 port: int | None = None) -> None:
+        super().__init__(name="cohort", host="127.0.0.1", port=port or free_port())
         self.workdir = Path(tempfile.mkdtemp(prefix="cohort-bench-"))
         self._own_workdir = True
         self.data_dir = Path(data_dir) if data_dir is not None else self.workdir / "data"

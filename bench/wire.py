@@ -249,9 +249,22 @@ class PipelinedConnection(asyncio.Protocol):
             run.connection_drained()
 
 
-async def open_pipelined(host: str, port: int, factory: Callable[[], PipelinedConnection]) -> PipelinedConnection:
+async def open_pipelined(host: str, port: int, factory: Callable[[], PipelinedConnection],
+                         security=None) -> PipelinedConnection:
+    """A pipelined connection; `security` (a `cohort.client.security.ClientSecurity`) adds TLS and SASL.
+
+    With SASL the exchange runs first on a `KafkaSession`, whose transport is then handed over."""
     loop = asyncio.get_running_loop()
-    _, protocol = await loop.create_connection(factory, host, port)
+    if security is None or not security.uses_sasl:
+        context = security.ssl_context if security is not None else None
+        _, protocol = await loop.create_connection(factory, host, port, ssl=context)
+        return protocol
+    session = await KafkaSession.open(host, port, security=security)
+    transport = session.detach()
+    protocol = factory()
+    protocol.authenticated_by = session  # its stream writer closes the transport when collected
+    transport.set_protocol(protocol)
+    protocol.connection_made(transport)
     return protocol
 
 
@@ -267,12 +280,28 @@ class KafkaSession:
         self.versions: dict[int, tuple[int, int]] = {}
 
     @classmethod
-    async def open(cls, host: str, port: int, *, negotiate: bool = True) -> "KafkaSession":
-        reader, writer = await asyncio.open_connection(host, port, limit=1 << 24)
+    async def open(cls, host: str, port: int, *, negotiate: bool = True, security=None) -> "KafkaSession":
+        """`security`: a `cohort.client.security.ClientSecurity` (TLS, then SASL after negotiating)."""
+        context = security.ssl_context if security is not None else None
+        reader, writer = await asyncio.open_connection(host, port, limit=1 << 24, ssl=context)
         session = cls(reader, writer)
-        if negotiate:
+        if negotiate or (security is not None and security.uses_sasl):
             await session.negotiate()
+        if security is not None and security.uses_sasl:
+            await security.authenticate(session, 30000)
         return session
+
+    # what `ClientSecurity.authenticate` asks of a connection
+    async def send_raw(self, message, version: int, timeout_ms: int):
+        return await self.request(message, version, timeout_ms / 1000)
+
+    def version_for(self, api_key: int) -> int:
+        return self.pick_version(api_key, API_SCHEMAS[api_key].max_version)
+
+    def detach(self) -> asyncio.Transport:
+        """Stop reading responses here and give the connection's transport away (nothing may be in flight)."""
+        self._reader_task.cancel()
+        return self._writer.transport
 
     async def negotiate(self) -> None:
         """Learn the server's version ranges (ApiVersions v0 is understood by everyone)."""

@@ -215,7 +215,7 @@ async def _import(client, live: dict[int, dict[bytes, bytes]], *, execute: bool)
         for partition, records in sorted(live.items()):
             wanted = {keys.etcd_key(partition, k): v for k, v in records.items()}
             present = set()
-            for prefix in [*keys.partition_prefixes(partition), *([keys.TOPICS] if partition == 0 else [])]:
+            for prefix in [*keys.partition_prefixes(partition), *([keys.TOPICS, keys.SECURITY] if partition == 0 else [])]:
                 async for page in client.range_prefix(prefix, keys_only=True):
                     present.update(kv.key for kv in page if kv.key in wanted)
             new = [(k, v) for k, v in wanted.items() if k not in present]

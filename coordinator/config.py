@@ -236,6 +236,26 @@ class NameListKind(ValueKind):
 
 
 @dataclass(frozen=True, slots=True)
+class TextKind(ValueKind):
+    """Any text; empty means unset when `nullable`."""
+
+    nullable: bool = True
+    metavar = "TEXT"
+
+    def check(self, value: Any) -> str | None:
+        if value is None or (isinstance(value, str) and not value.strip()):
+            if self.nullable:
+                return None
+            raise ValueError("must not be empty")
+        if not isinstance(value, str):
+            raise ValueError("must be text")
+        return value.strip()
+
+    def describe(self) -> str:
+        return "text (unset: none)" if self.nullable else "text"
+
+
+@dataclass(frozen=True, slots=True)
 class SecretKind(ValueKind):
     """A password: any text, or unset; `cohort config show` prints it as [hidden]."""
 
@@ -313,7 +333,8 @@ class PathKind(ValueKind):
 
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+WORKER_LINK_LISTENER = "COHORT_WORKER_LINK"  # `--workers`: the loopback listener the workers talk over
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
 # Kafka's names for its ACL authorizer (KRaft's and ZooKeeper's), and Cohort's short name.
 AUTHORIZER_NAMES = ("org.apache.kafka.metadata.authorizer.StandardAuthorizer",
                     "kafka.security.authorizer.AclAuthorizer", "acl")
@@ -577,7 +598,12 @@ class CoordinatorConfig:
     # -- security -----------------------------------------------------------------
     sasl_enabled_mechanisms: str = _setting("SCRAM-SHA-256,SCRAM-SHA-512", NameListKind(",", SASL_MECHANISMS, upper=True), "SASL mechanisms offered on SASL_PLAINTEXT/SASL_SSL listeners.")
     connection_failed_authentication_delay_ms: int = _setting(100, _MS, "How long a connection that failed to authenticate is held before it is closed.")
-    connections_max_reauth_ms: int = _setting(0, IntKind(0, INT64_MAX), "SASL sessions last this long; clients re-authenticate on the same connection before it ends (KIP-368), else it is closed. 0 = never.")
+    connections_max_reauth_ms: int = _setting(0, IntKind(0, INT64_MAX), "SASL sessions last this long (OAUTHBEARER: at most until the token expires); clients re-authenticate on the same connection before it ends (KIP-368), else it is closed. 0 = never.")
+    sasl_oauthbearer_jwks_endpoint_url: str | None = _setting(None, TextKind(), "OAUTHBEARER: the JWKS with the keys tokens are signed with, as a file:// URL (read again when it changes).")
+    sasl_oauthbearer_expected_audience: str = _setting("", NameListKind(","), "OAUTHBEARER: a token's aud must name one of these (comma-separated; empty = not checked).")
+    sasl_oauthbearer_expected_issuer: str | None = _setting(None, TextKind(), "OAUTHBEARER: a token's iss must be this (unset = not checked).")
+    sasl_oauthbearer_sub_claim_name: str = _setting("sub", TextKind(nullable=False), "OAUTHBEARER: the claim whose value is the principal name (User:<value>).")
+    sasl_oauthbearer_clock_skew_seconds: int = _setting(30, IntKind(0, 3600), "OAUTHBEARER: leeway when checking a token's exp, nbf and iat.")
     authorizer_class_name: str = _setting("", AuthorizerKind(), "Kafka's ACL authorizer (org.apache.kafka.metadata.authorizer.StandardAuthorizer, or acl); empty = every client may do everything.")
     super_users: str = _setting("", NameListKind(";"), "Principals allowed everything, semicolon-separated (User:admin;User:ops).")
     allow_everyone_if_no_acl_found: bool = _setting(False, BoolKind(), "With an authorizer: allow actions on resources that have no ACL at all.")
@@ -732,6 +758,8 @@ def _check_together(config: CoordinatorConfig) -> None:
         raise ConfigError(f"ssl.truststore.location must be set when ssl.client.auth is {config.ssl_client_auth}")
     if used & {"SASL_PLAINTEXT", "SASL_SSL"} and not config.enabled_mechanisms:
         raise ConfigError("sasl.enabled.mechanisms must name at least one mechanism for SASL listeners")
+    if used & {"SASL_PLAINTEXT", "SASL_SSL"} and "OAUTHBEARER" in config.enabled_mechanisms:
+        _check_oauthbearer(config)
     if config.workers != "auto" and config.workers > config.offsets_topic_num_partitions:
         raise ConfigError(f"invalid workers: {config.workers} is more than offsets.topic.num.partitions "
                           f"({config.offsets_topic_num_partitions}); each worker owns at least one")
@@ -751,13 +779,25 @@ def _check_together(config: CoordinatorConfig) -> None:
     if config.cluster is not None and len(endpoints) > 1:
         raise ConfigError("invalid listeners: cluster mode serves one listener per node (give listeners one "
                           "NAME://host:port entry)")
-    secured = sorted({protocols[e.name] for e in endpoints} - {"PLAINTEXT"})
-    if (config.workers != 1 or config.cluster is not None) and (secured or config.authorizer_class_name):
-        mode = "--workers" if config.workers != 1 else "cluster mode (--cluster)"
-        what = " and ".join(filter(None, [f"{'/'.join(secured)} listeners" if secured else "",
-                                          "an authorizer" if config.authorizer_class_name else ""]))
-        raise ConfigError(f"{mode} does not support {what} yet (credentials and ACLs are kept by one "
-                          "process only); run a single node for TLS, SASL and ACLs")
+    if any(e.name == WORKER_LINK_LISTENER for e in endpoints):
+        raise ConfigError(f"invalid listeners: {WORKER_LINK_LISTENER} is the name of the workers' own link")
+
+
+def _check_oauthbearer(config: CoordinatorConfig) -> None:
+    url = config.sasl_oauthbearer_jwks_endpoint_url
+    if url is None:
+        raise ConfigError("sasl.oauthbearer.jwks.endpoint.url must be set when sasl.enabled.mechanisms has "
+                          "OAUTHBEARER")
+    from cohort.coordinator.security.oauthbearer import jwks_path
+
+    try:
+        jwks_path(url)
+    except ValueError as exc:
+        raise ConfigError(f"invalid sasl.oauthbearer.jwks.endpoint.url: {exc}") from None
+    try:
+        import jwt  # noqa: F401 - the oauthbearer extra
+    except ImportError:
+        raise ConfigError("OAUTHBEARER needs PyJWT: pip install 'cohort[oauthbearer]'") from None
 
 
 @dataclass(frozen=True, slots=True)

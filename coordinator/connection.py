@@ -47,7 +47,7 @@ from collections import deque
 from collections.abc import Coroutine
 from dataclasses import dataclass
 from types import CoroutineType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from cohort.coordinator.eager_tasks import start_eager_task
 from cohort.coordinator.group_coordinator import AnswerWhenDone, EncodeInThread, RequestContext
@@ -275,6 +275,7 @@ class ListenerSecurity:
     protocol: str = "PLAINTEXT"
     ssl_context: ssl.SSLContext | None = None
     mechanisms: tuple[str, ...] = ()
+    credentials: Any = None  # what SASL checks logins against; None = the node's credential store
 
 
 PLAINTEXT_LISTENER = ListenerSecurity()
@@ -332,8 +333,10 @@ class Connection(asyncio.Protocol):
         self.sasl: SaslAuthenticator | None = None
         self.closing = False  # a failed authentication: closed after connection.failed.authentication.delay.ms
         if security.protocol.startswith("SASL"):
-            self.sasl = SaslAuthenticator(security.mechanisms, server.security.credentials,
-                                          server.config.connections_max_reauth_ms)
+            credentials = server.security.credentials if security.credentials is None else security.credentials
+            self.sasl = SaslAuthenticator(security.mechanisms, credentials,
+                                          server.config.connections_max_reauth_ms,
+                                          oauthbearer=server.oauthbearer)
             self.reader.max_frame_bytes = min(self.reader.max_frame_bytes, SASL_MAX_RECEIVE_BYTES)
 
     # -- asyncio callbacks --------------------------------------------------------

@@ -52,7 +52,7 @@ from cohort.coordinator.config import CoordinatorConfig, HostPort
 from cohort.coordinator.group_coordinator import GroupCoordinator, RequestContext
 from cohort.coordinator.log import StorageError
 from cohort.coordinator.ownership import Node, Ownership
-from cohort.coordinator.peers import PEER_CLIENT_ID, Peers
+from cohort.coordinator.peers import PEER_CLIENT_ID, PeerLink, Peers
 from cohort.coordinator.static_ownership import TOPIC_REGISTRY_PARTITION, StaticOwnership
 from cohort.coordinator.topics import RESERVED_TOPIC_NAMES, Topic, TopicRefusal, TopicRegistry, topic_name_problem
 from cohort.protocol.errors import ErrorCode
@@ -177,6 +177,9 @@ def _release(fut: asyncio.Future) -> None:
         fut.set_result(None)
 
 
+_LEARN_TOPICS_VERSION = 9  # a Metadata version with allow_auto_topic_creation, topic ids not needed
+
+
 class RequestHandlers:
     """The dispatch table of one server, and the handlers of the non-group APIs."""
 
@@ -192,12 +195,14 @@ class RequestHandlers:
         registry_everywhere: bool = False,
         extra_handlers: dict[type, Handler] | None = None,
         guard: Callable[[int, Handler], Handler] | None = None,
+        peer_link: PeerLink | None = None,
     ) -> None:
         """`advertised(listener_name)` is the address clients of that listener are given;
         `ownership`: who owns which offsets partition (default: this node alone, at its first listener);
         `registry_everywhere`: every node keeps the whole topic registry (cluster mode, where it lives in
         etcd) and is its controller, instead of the owner of its offsets partition; `extra_handlers` adds
-        APIs (the security admin APIs); `guard(api_key, handler)` wraps each handler (authorization)."""
+        APIs (the security admin APIs); `guard(api_key, handler)` wraps each handler (authorization);
+        `peer_link`: how a `--workers` worker reaches the others."""
         self.config = config
         self._registry_everywhere = registry_everywhere
         if ownership is None:
@@ -205,7 +210,12 @@ class RequestHandlers:
             ownership = StaticOwnership.single_node(Node(config.node_id, address.host, address.port),
                                                     config.offsets_topic_num_partitions)
         self.ownership = ownership
-        self.peers = Peers(lambda: [n for n in self.ownership.nodes() if n != self.ownership.local])
+        # A cluster node reaches the others at their advertised address in plaintext (the worker link is
+        # `--workers` only): with a secured listener it cannot, and reports its own high watermarks alone.
+        plaintext = all(config.security_protocol(e.name) == "PLAINTEXT" for e in config.endpoints)
+        reachable = peer_link is not None or plaintext
+        self.peers = Peers(lambda: [n for n in self.ownership.nodes() if n != self.ownership.local and reachable],
+                           peer_link)
         # name -> (topic id, partitions) as the registry's owner last told this node (when it is another node)
         self._known_topics: dict[str, tuple[uuid.UUID, int]] = {}
         self.topics = topics
@@ -406,6 +416,35 @@ class RequestHandlers:
                                                 offline_replicas=[])
                 for i in range(known[1])]))
         return self._metadata_response(version, request, entries, ctx)
+
+    def topic_exists(self, name: str) -> bool:
+        """Whether `name` is a topic as far as this node knows (a worker without the registry: as its owner
+        last said)."""
+        if self._keeps_registry:
+            return self.topics.get(name) is not None
+        return name in self._known_topics
+
+    def topic_name_by_id(self, topic_id) -> str | None:
+        if self._keeps_registry:
+            topic = self.topics.get_by_id(topic_id)
+            return topic.name if topic is not None else None
+        return next((name for name, (known_id, _) in self._known_topics.items() if known_id == topic_id), None)
+
+    async def learn_topics(self, names: list[str]) -> None:
+        """A worker without the registry: ask its owner about topics it has not heard of (so authorization
+        tells an existing topic from one a Metadata request would create)."""
+        owner = self._registry_owner
+        unknown = [n for n in names if n not in self._known_topics]
+        if self._keeps_registry or owner is None or not unknown:
+            return
+        request = MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=n) for n in unknown],
+                                  allow_auto_topic_creation=False)
+        try:
+            response = await self.peers.metadata(owner, request, _LEARN_TOPICS_VERSION)
+        except Exception as exc:  # noqa: BLE001 - unreachable: authorize with what is known
+            log.info("cannot ask node %s about topics: %s", owner.node_id, exc)
+            return
+        self._remember_topics(request, response)
 
     def _remember_topics(self, request, response: MetadataResponse) -> None:
         """Keep what the registry's owner said about topics, to answer with while it is down."""

@@ -34,7 +34,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from cohort.coordinator.config import CoordinatorConfig, Endpoint, HostPort
+from cohort.coordinator.config import ConfigError, CoordinatorConfig, Endpoint, HostPort
 from cohort.coordinator.connection import Connection, ListenerSecurity, RebalancePacer, RequestBytesBudget
 from cohort.coordinator.group_coordinator import GroupCoordinator
 from cohort.coordinator.handlers import RequestHandlers
@@ -46,7 +46,10 @@ from cohort.coordinator.records import Record, TopicRecord, TopicTombstone, enco
 from cohort.coordinator.security import admin_apis
 from cohort.coordinator.security.authorization import RequestAuthorization
 from cohort.coordinator.security.authorizer import Authorizer
+from cohort.coordinator.security.oauthbearer import JwtValidator
 from cohort.coordinator.security.registry import SECURITY_RECORD_TYPES, SecurityRegistry
+from cohort.coordinator.security.worker_sync import WorkerSecurity
+from cohort.coordinator.peers import PEER_LISTENER, PeerLink
 from cohort.coordinator.security.tls import server_context
 from cohort.coordinator.static_ownership import TOPIC_REGISTRY_PARTITION, StaticOwnership
 from cohort.coordinator.store import Store
@@ -69,12 +72,16 @@ class CoordinatorServer:
     """One Cohort node: the offsets log, the group coordinator, the topic registry and the listener."""
 
     def __init__(self, config: CoordinatorConfig, metrics: Any = None, *, store: Store | None = None,
-                 ownership: Ownership | None = None, listen_sockets: list | None = None) -> None:
+                 ownership: Ownership | None = None, listen_sockets: list | None = None,
+                 peer_link: PeerLink | None = None, worker_security: WorkerSecurity | None = None) -> None:
         """`store`: where offsets partitions live (default: the local offsets log in `data.dir`, built at
         start); `ownership`: which partitions this node coordinates (default: all of them);
-        `listen_sockets`: the Kafka port already bound (a `--workers` supervisor binds its workers' ports)."""
+        `listen_sockets`: the Kafka port already bound (a `--workers` supervisor binds its workers' ports);
+        `peer_link`, `worker_security`: a `--workers` worker's link to the others and its share of
+        worker 0's credentials and ACLs."""
         self._listen_sockets = listen_sockets
-        self._given_ownership = ownership is not None
+        self.peer_link = peer_link
+        self.worker_security = worker_security
         self.config = config
         self.metrics = metrics
         self.state = "loading"
@@ -92,6 +99,9 @@ class CoordinatorServer:
         self.security = SecurityRegistry(self._persist_security_records,
                                          Authorizer(config.super_user_principals,
                                                     config.allow_everyone_if_no_acl_found))
+        if worker_security is not None:
+            worker_security.attach(self.security)
+        self.oauthbearer = None  # checks OAUTHBEARER tokens, when a SASL listener offers that mechanism
         self._connections: set[Connection] = set()
         self._inflight: set[asyncio.Task] = set()  # suspended request handlers (a commit awaiting its append)
         self._idle_task: asyncio.Task | None = None
@@ -111,6 +121,16 @@ class CoordinatorServer:
         protocols = {e.name: config.security_protocol(e.name) for e in endpoints}
         tls = {protocol: server_context(config, protocol) for protocol in set(protocols.values())
                if protocol.endswith("SSL")}
+        if "OAUTHBEARER" in config.enabled_mechanisms and any(p.startswith("SASL") for p in protocols.values()):
+            try:
+                self.oauthbearer = JwtValidator(
+                    config.sasl_oauthbearer_jwks_endpoint_url,
+                    tuple(a for a in config.sasl_oauthbearer_expected_audience.split(",") if a),
+                    config.sasl_oauthbearer_expected_issuer, config.sasl_oauthbearer_sub_claim_name,
+                    config.sasl_oauthbearer_clock_skew_seconds)
+            except (OSError, ValueError) as exc:
+                reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+                raise ConfigError(f"cannot read sasl.oauthbearer.jwks.endpoint.url: {reason}") from None
         try:
             for index, endpoint in enumerate(endpoints):
                 protocol = protocols[endpoint.name]
@@ -125,6 +145,14 @@ class CoordinatorServer:
                     await listener.bind()
                 self._listeners.append((endpoint, listener))
                 self.ports[endpoint.name] = listener.port
+            link = self.peer_link
+            if link is not None and link.listen_socket is not None:
+                security = ListenerSecurity(PEER_LISTENER, "SASL_PLAINTEXT", None, ("PLAIN",), credentials=link)
+                listener = Listener("127.0.0.1", 0, lambda peer, security=security: Connection(self, peer, security),
+                                    backlog=1024)
+                listener.adopt([link.listen_socket])
+                self._listeners.append((Endpoint(PEER_LISTENER, "127.0.0.1", listener.port), listener))
+                self.ports[PEER_LISTENER] = listener.port
         except OSError:
             await self.unbind()
             raise
@@ -159,6 +187,7 @@ class CoordinatorServer:
         await self.store.open()
         if self.cluster is not None:
             await self.cluster.watch_topics(self.topics)
+            await self.cluster.watch_security(self.security)
         loading = time.perf_counter()
         await self.ownership.start(self.groups)
         await self.groups.wait_loaded()
@@ -175,7 +204,11 @@ class CoordinatorServer:
         self.groups.start_retention()
         self.handlers = RequestHandlers(config, self.topics, self.groups, self.cluster_id, self.advertised_address,
                                         self.ownership, registry_everywhere=self.cluster is not None,
-                                        extra_handlers=self._security_handlers(), guard=self._authorization())
+                                        extra_handlers=self._security_handlers(), guard=self._authorization(),
+                                        peer_link=self.peer_link)
+        if self.worker_security is not None:
+            self.worker_security.loaded()
+            await self._wait_for_security_state()
         if self.metrics is not None:
             self.metrics.watch_groups(self._groups_by_state, self._member_count)
             self.metrics.watch_offsets(lambda: len(self.groups.offsets))
@@ -195,6 +228,14 @@ class CoordinatorServer:
                                      "scram_credentials": len(self.security.credentials),
                                      "cluster_id": self.cluster_id, "topics": len(self.topics),
                                      "start_ms": round((time.perf_counter() - started) * 1000)})
+
+    async def _wait_for_security_state(self) -> None:
+        """A worker other than 0 serves no client before it holds worker 0's credentials and ACLs."""
+        while not self.worker_security.has_state.is_set():
+            try:
+                await asyncio.wait_for(self.worker_security.has_state.wait(), 10)
+            except asyncio.TimeoutError:
+                log.warning("still waiting for worker 0's credentials and ACLs before serving")
 
     async def _open_cluster(self) -> None:
         """Cluster mode: records in etcd, partitions owned through etcd leases, no data dir."""
@@ -283,7 +324,8 @@ class CoordinatorServer:
     # ------------------------------------------------------------------ wiring
     def advertised_address(self, listener: str | None = None) -> HostPort:
         """What Metadata and FindCoordinator tell clients of `listener` (default: the first) to connect to."""
-        name = listener or self.config.endpoints[0].name
+        names = [e.name for e in self.config.endpoints]
+        name = listener if listener in names else names[0]  # the worker link answers as the first listener
         address = self.config.advertised_endpoint(name)
         if address.port == 0 and name in self.ports:
             return HostPort(address.host, self.ports[name])
@@ -291,37 +333,24 @@ class CoordinatorServer:
 
     def _security_handlers(self) -> dict:
         apis = admin_apis.SecurityAdminApis(self.security, authorizer_enabled=bool(self.config.authorizer_class_name))
-        handlers = {
+        return {
             SaslHandshakeRequest: admin_apis.sasl_handshake_when_authenticated,
             SaslAuthenticateRequest: admin_apis.sasl_authenticate_when_authenticated,
             DescribeAclsRequest: apis.describe_acls,
             CreateAclsRequest: apis.create_acls,
             DeleteAclsRequest: apis.delete_acls,
+            DescribeUserScramCredentialsRequest: apis.describe_user_scram_credentials,
+            AlterUserScramCredentialsRequest: apis.alter_user_scram_credentials,
         }
-        if not self._shares_partitions:
-            # Credentials live in partition 0 of this process's log; a worker or cluster node may not own it
-            # (config refuses SASL and ACLs in those modes, so no credential would be used there anyway).
-            handlers[DescribeUserScramCredentialsRequest] = apis.describe_user_scram_credentials
-            handlers[AlterUserScramCredentialsRequest] = apis.alter_user_scram_credentials
-        return handlers
-
-    @property
-    def _shares_partitions(self) -> bool:
-        """A worker of `--workers` or a cluster node: other processes own some offsets partitions."""
-        return self.cluster is not None or self._given_ownership
 
     def _authorization(self):
         """The authorization guard of every handler, or None when no authorizer is configured."""
         if not self.config.authorizer_class_name:
             return None
-        topics = self.topics
-
-        def name_by_id(topic_id):
-            topic = topics.get_by_id(topic_id)
-            return topic.name if topic is not None else None
-
-        return RequestAuthorization(self.security.authorizer, lambda name: topics.get(name) is not None,
-                                    name_by_id, self.metrics).guard
+        # The handlers are made with the guard: these look them up when a request comes.
+        return RequestAuthorization(self.security.authorizer, lambda name: self.handlers.topic_exists(name),
+                                    lambda topic_id: self.handlers.topic_name_by_id(topic_id), self.metrics,
+                                    learn_topics=lambda names: self.handlers.learn_topics(names)).guard
 
     async def _persist_security_records(self, records: list[Record]) -> None:
         assert self.store is not None

@@ -13,16 +13,28 @@ Two things are not partitioned by group, so a worker cannot answer them alone:
 A peer's request carries the client id `PEER_CLIENT_ID`; a worker answers such a ListOffsets from its
 own groups only (no registry check), and such a DeleteTopics (sent once the registry owner deleted a
 topic) by forgetting the topic's high watermarks, so a topic created again starts from 0 everywhere.
+
+Workers reach each other over the worker link (`PeerLink`), not the clients' listener: every worker
+also listens on a loopback port of its own (`PEER_LISTENER`, bound by the supervisor like the Kafka
+ports), where the only accepted login is SASL/PLAIN as `PEER_USER` with a secret the supervisor makes
+at each start. So forwarding works whatever the clients' listener asks for (TLS, SASL, client
+certificates), and a request on that listener is a worker's own: the authorization guard lets it through
+(the forwarding worker already checked its client's request, and filters the answer for that client).
 """
 from __future__ import annotations
 
 import asyncio
+import hmac
 import logging
+import socket
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 
 from cohort.client.connection import BrokerConnection
 from cohort.client.errors import ClientError
+from cohort.client.security import ClientSecurity
+from cohort.coordinator.config import WORKER_LINK_LISTENER
 from cohort.coordinator.ownership import Node
 from cohort.protocol.messages import DeleteTopicsRequest, ListOffsetsRequest, MetadataRequest
 
@@ -32,14 +44,35 @@ PEER_CLIENT_ID = "cohort-worker"
 PEER_REQUEST_TIMEOUT_MS = 5000
 LATEST_TIMESTAMP = -1
 _FETCH_REFRESH_S = 1.0
+PEER_LISTENER = WORKER_LINK_LISTENER  # the worker link's listener (config refuses the name for others)
+PEER_USER = "cohort-worker"
+LINK_SECRET_ENV = "COHORT_WORKER_LINK_SECRET"  # how the supervisor hands the secret down (never argv)
+
+
+@dataclass(frozen=True, slots=True)
+class PeerLink:
+    """How the workers of one supervisor reach each other: a loopback port each, one secret per start."""
+
+    ports: dict[int, int]  # node id -> its loopback port
+    secret: str = field(repr=False)
+    listen_socket: socket.socket | None = None  # this worker's, already bound by the supervisor
+
+    def client_security(self) -> ClientSecurity:
+        return ClientSecurity("SASL_PLAINTEXT", "PLAIN", PEER_USER, self.secret)
+
+    def check_plain(self, user: str, password: str) -> bool:
+        """The worker link's only credential (duck-types `CredentialStore.check_plain` for its SASL/PLAIN)."""
+        return hmac.compare_digest(f"{user}\0{password}".encode(), f"{PEER_USER}\0{self.secret}".encode())
 
 
 class Peers:
     """Connections to the other workers, and the high watermarks they reported."""
 
-    def __init__(self, peers: Callable[[], Iterable[Node]]) -> None:
-        """`peers()`: the other nodes serving now (asked each time: workers go down and come back)."""
+    def __init__(self, peers: Callable[[], Iterable[Node]], link: PeerLink | None = None) -> None:
+        """`peers()`: the other nodes serving now (asked each time: workers go down and come back);
+        `link`: the worker link (else a peer is reached at its advertised address, in plaintext)."""
         self._peers = peers
+        self._link = link
         self._connections: dict[int, BrokerConnection] = {}
         self._watermarks: dict[tuple[str, int], int] = {}
         self._refreshed_at: dict[tuple[str, int], float] = {}
@@ -52,9 +85,12 @@ class Peers:
     def _connection(self, node: Node) -> BrokerConnection:
         conn = self._connections.get(node.node_id)
         if conn is None:
+            link = self._link
+            host, port = ("127.0.0.1", link.ports[node.node_id]) if link is not None else (node.host, node.port)
             conn = self._connections[node.node_id] = BrokerConnection(
-                node.host, node.port, client_id=PEER_CLIENT_ID, request_timeout_ms=PEER_REQUEST_TIMEOUT_MS,
-                connect_timeout_ms=PEER_REQUEST_TIMEOUT_MS)
+                host, port, client_id=PEER_CLIENT_ID, request_timeout_ms=PEER_REQUEST_TIMEOUT_MS,
+                connect_timeout_ms=PEER_REQUEST_TIMEOUT_MS,
+                security=link.client_security() if link is not None else None)
         return conn
 
     async def metadata(self, node: Node, request: MetadataRequest, version: int):

@@ -94,6 +94,7 @@ __all__ = [
     "OFFSET_COMMIT_KEY_TYPES",
     "GROUP_METADATA_KEY_TYPE",
     "TOPIC_KEY_TYPE",
+    "SECURITY_KEY_TYPES",
     "OffsetCommitRecord",
     "OffsetCommitTombstone",
     "GroupMemberRecord",
@@ -138,6 +139,7 @@ _TOPIC = RECORD_TYPES[100]
 OFFSET_COMMIT_KEY_TYPES = _OFFSET_COMMIT.type_ids
 GROUP_METADATA_KEY_TYPE = _GROUP_METADATA.write_type
 TOPIC_KEY_TYPE = _TOPIC.write_type
+SECURITY_KEY_TYPES = frozenset({RECORD_TYPES[101].write_type, RECORD_TYPES[102].write_type})  # credentials, ACLs
 
 # The typed records, derived from the declarations (fields: the key's, then the value's).
 OffsetCommitRecord = _OFFSET_COMMIT.record

@@ -18,7 +18,10 @@ being refused -> watch them:
   a second signal kills them (acknowledged commits are already fsynced); SIGHUP is forwarded;
 * ``/metrics`` is every worker's exposition with a ``worker`` label added to each series, plus
   ``cohort_worker_up`` and ``cohort_worker_restarts_total``; ``/health`` is 200 only when every worker
-  is ready, else 503 with one line per worker.
+  is ready, else 503 with one line per worker;
+* the worker link: it binds a loopback port per worker too and makes a secret at each start
+  (`cohort.coordinator.peers.PeerLink`), and relays worker 0's credentials and ACLs to the others and
+  their changes to worker 0 (`cohort.coordinator.security.worker_sync`).
 """
 from __future__ import annotations
 
@@ -26,6 +29,7 @@ import asyncio
 import json
 import logging
 import os
+import secrets
 import signal
 import socket
 import sys
@@ -44,7 +48,9 @@ from cohort.coordinator.daemon import (
     prepare_data_dir,
 )
 from cohort.coordinator.ownership import Node
-from cohort.coordinator.worker import WorkerSpec, config_settings
+from cohort.coordinator.peers import LINK_SECRET_ENV
+from cohort.coordinator.security import worker_sync
+from cohort.coordinator.worker import PIPE_LINE_LIMIT, WorkerSpec, config_settings
 
 log = logging.getLogger("cohort.coordinator.supervisor")
 
@@ -64,6 +70,7 @@ class WorkerProcess:
     index: int
     node: Node
     listen: socket.socket
+    link: socket.socket  # its loopback port of the worker link
     process: asyncio.subprocess.Process | None = None
     metrics_port: int | None = None
     started_at: float = 0.0
@@ -72,7 +79,7 @@ class WorkerProcess:
     backoff: float = RESTART_BACKOFF_S
     exited: asyncio.Event = field(default_factory=asyncio.Event)
     status_reader: asyncio.Task | None = None
-    control_fd: int = -1  # the write end of the worker's control pipe
+    control: asyncio.WriteTransport | None = None  # the write end of the worker's control pipe
     announcer: asyncio.Task | None = None
 
     @property
@@ -163,6 +170,9 @@ class Supervisor:
         self._tasks: list[asyncio.Task] = []
         self._unclean = False
         self._down: set[int] = set()  # node ids of workers that exited and are not ready again
+        self._link_secret = secrets.token_hex(32)
+        self._security_state: list | None = None  # worker 0's latest credentials and ACLs
+        self._appends_at_authority: dict[tuple[int, int], None] = {}  # (worker, id) relayed, not yet confirmed
 
     # ------------------------------------------------------------------ life
     def run(self) -> int:
@@ -196,11 +206,17 @@ class Supervisor:
         except OSError as exc:
             bad = next((a for a in addresses if not _can_bind(a)), addresses[0])
             raise _bind_error("clients", flag, bad, exc) from None
+        try:
+            link_sockets = bind_worker_ports([HostPort("127.0.0.1", 0)] * count)
+        except OSError as exc:
+            for sock in sockets:
+                sock.close()
+            raise StartupError(f"cannot bind the worker link on 127.0.0.1: {exc.strerror}") from None
         loop = asyncio.get_running_loop()
         try:
             self._http = await asyncio.start_server(self._serve_http, *config.metrics_address, start_serving=False)
         except OSError as exc:
-            for sock in sockets:
+            for sock in sockets + link_sockets:
                 sock.close()
             raise _bind_error("metrics", "--metrics", config.metrics_address, exc) from None
         try:
@@ -210,14 +226,14 @@ class Supervisor:
 
             load_cluster_id(config.data_dir)  # once, before any worker reads it
         except (StartupError, OSError, ValueError) as exc:
-            for sock in sockets:
+            for sock in sockets + link_sockets:
                 sock.close()
             self._http.close()
             if isinstance(exc, StartupError):
                 raise
             raise StartupError(f"cannot start: {exc}") from None
         advertised = worker_nodes(config, [s.getsockname()[1] for s in sockets])
-        self.workers = [WorkerProcess(k, advertised[k], sockets[k]) for k in range(count)]
+        self.workers = [WorkerProcess(k, advertised[k], sockets[k], link_sockets[k]) for k in range(count)]
         self._stop_requested = asyncio.Event()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, self._on_stop_signal, signum)
@@ -237,6 +253,7 @@ class Supervisor:
             task.cancel()
         for worker in self.workers:
             worker.listen.close()
+            worker.link.close()
         log.info("cohort supervisor stopped")
         return EXIT_FAILURE if self._unclean else EXIT_OK
 
@@ -254,13 +271,15 @@ class Supervisor:
         read_fd, write_fd = os.pipe()
         control_read, control_write = os.pipe()
         spec = WorkerSpec(worker.index, [w.node for w in self.workers], settings, [worker.listen.fileno()],
-                          write_fd, control_read, os.getpid(), sorted(self._down))
+                          write_fd, control_read, os.getpid(), sorted(self._down), worker.link.fileno(),
+                          [w.link.getsockname()[1] for w in self.workers])
         worker.metrics_port = None
         worker.exited = asyncio.Event()
         try:
             worker.process = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "cohort.coordinator.worker", spec.to_json(),
-                pass_fds=(worker.listen.fileno(), write_fd, control_read), stdin=asyncio.subprocess.DEVNULL,
+                pass_fds=(worker.listen.fileno(), worker.link.fileno(), write_fd, control_read),
+                stdin=asyncio.subprocess.DEVNULL, env={**os.environ, LINK_SECRET_ENV: self._link_secret},
                 # Its own session: Ctrl-C in a terminal reaches the supervisor only, which forwards one
                 # SIGTERM (a worker given SIGINT and then SIGTERM would take the second as "exit now").
                 start_new_session=True)
@@ -270,28 +289,73 @@ class Supervisor:
         finally:
             os.close(write_fd)
             os.close(control_read)
-        if worker.control_fd >= 0:
-            os.close(worker.control_fd)
-        os.set_blocking(control_write, False)
-        worker.control_fd = control_write
+        if worker.control is not None:
+            worker.control.close()
+        loop = asyncio.get_running_loop()
+        worker.control, _ = await loop.connect_write_pipe(asyncio.Protocol, os.fdopen(control_write, "wb", buffering=0))
+        if worker.index != worker_sync.AUTHORITY and self._security_state is not None:
+            self._send(worker, {worker_sync.STATE: self._security_state})
         worker.started_at = time.monotonic()
-        worker.status_reader = asyncio.get_running_loop().create_task(self._read_status(worker, read_fd))
+        worker.status_reader = loop.create_task(self._read_status(worker, read_fd))
         log.info("worker started", extra={"worker": worker.index, "pid": worker.process.pid,
                                           "node_id": node.node_id, "port": worker.listen.getsockname()[1]})
 
     async def _read_status(self, worker: WorkerProcess, read_fd: int) -> None:
         loop = asyncio.get_running_loop()
-        reader = asyncio.StreamReader()
+        reader = asyncio.StreamReader(limit=PIPE_LINE_LIMIT)
         pipe = os.fdopen(read_fd, "rb", buffering=0)
         transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), pipe)
         try:
             while line := await reader.readline():
                 try:
-                    worker.metrics_port = int(json.loads(line)["metrics_port"])
+                    doc = json.loads(line)
+                    if "metrics_port" in doc:
+                        worker.metrics_port = int(doc["metrics_port"])
+                    else:
+                        self._relay_security(worker, doc)
                 except (ValueError, KeyError, TypeError):
                     log.warning("worker %d wrote an unreadable status line", worker.index)
+        except (ValueError, asyncio.LimitOverrunError):
+            log.error("worker %d wrote a status line longer than %d bytes; no longer reading it",
+                      worker.index, PIPE_LINE_LIMIT)
         finally:
             transport.close()
+
+    def _relay_security(self, worker: WorkerProcess, doc: dict) -> None:
+        """Pass credentials and ACLs between worker 0 and the others (see `worker_sync`)."""
+        authority = self.workers[worker_sync.AUTHORITY]
+        if worker_sync.STATE in doc and worker is authority:
+            self._security_state = doc[worker_sync.STATE]
+            for other in self.workers:
+                if other is not authority:
+                    self._send(other, doc)
+        elif worker_sync.APPEND in doc and worker is not authority:
+            key = (worker.index, int(doc["id"]))
+            if authority.running and self._send(authority, {**doc, "from": worker.index}):
+                self._appends_at_authority[key] = None
+            else:
+                self._send(worker, {worker_sync.APPENDED: key[1], "error": "worker 0 (owner of offsets partition "
+                                                                           "0) is restarting; try again"})
+        elif worker_sync.APPENDED in doc and worker is authority:
+            target = int(doc["to"])
+            self._appends_at_authority.pop((target, int(doc[worker_sync.APPENDED])), None)
+            self._send(self.workers[target], doc)
+        else:
+            raise ValueError("not a status line")
+
+    def _fail_appends_at_authority(self) -> None:
+        """Worker 0 exited: changes it did not confirm answer an error (their client may retry)."""
+        for target, request_id in list(self._appends_at_authority):
+            self._send(self.workers[target], {worker_sync.APPENDED: request_id,
+                                              "error": "worker 0 exited before confirming the change"})
+        self._appends_at_authority.clear()
+
+    def _send(self, worker: WorkerProcess, doc: dict) -> bool:
+        """Write one line down `worker`'s control pipe (buffered); False if it is not running."""
+        if not worker.running or worker.control is None or worker.control.is_closing():
+            return False
+        worker.control.write((json.dumps(doc) + "\n").encode())
+        return True
 
     async def _watch(self, worker: WorkerProcess) -> None:
         """Wait for the worker to exit; restart it unless the supervisor is stopping."""
@@ -304,6 +368,8 @@ class Supervisor:
                 return
             ran = time.monotonic() - worker.started_at
             worker.last_exit = _describe_exit(code)
+            if worker.index == worker_sync.AUTHORITY:
+                self._fail_appends_at_authority()
             self._down.add(worker.node.node_id)
             self._announce_down()
             if ran >= STABLE_RUN_S:
@@ -337,13 +403,8 @@ class Supervisor:
             await asyncio.sleep(0.1)
 
     def _announce_down(self) -> None:
-        line = (json.dumps({"down": sorted(self._down)}) + "\n").encode()
         for worker in self.workers:
-            if worker.running and worker.control_fd >= 0:
-                try:
-                    os.write(worker.control_fd, line)
-                except OSError as exc:  # a full pipe (a stuck worker) or one that just died
-                    log.warning("cannot tell worker %d which workers are down: %s", worker.index, exc)
+            self._send(worker, {"down": sorted(self._down)})
 
     async def _stop_workers(self) -> None:
         self._stopping = True

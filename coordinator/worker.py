@@ -12,7 +12,11 @@ The worker is then an ordinary `Daemon` except that:
 * it exits when the supervisor dies (parent-death signal), so no orphan keeps partitions locked;
 * the supervisor tells it which workers are down (a JSON line ``{"down": [node ids]}`` on a second
   pipe): their partitions have no owner meanwhile, so FindCoordinator answers COORDINATOR_NOT_AVAILABLE
-  and Metadata leaves them out, as Kafka does while a dead broker's partitions fail over.
+  and Metadata leaves them out, as Kafka does while a dead broker's partitions fail over;
+* it reaches the other workers over the worker link (`cohort.coordinator.peers.PeerLink`: a loopback
+  port of its own, also bound by the supervisor, and the secret of this start in its environment), and
+  its credentials and ACLs are worker 0's, relayed through the same pipes
+  (`cohort.coordinator.security.worker_sync`).
 """
 from __future__ import annotations
 
@@ -32,9 +36,12 @@ from typing import Any
 from cohort.coordinator.config import CoordinatorConfig, EffectiveConfig
 from cohort.coordinator.daemon import Daemon
 from cohort.coordinator.ownership import Node
+from cohort.coordinator.peers import LINK_SECRET_ENV, PeerLink
+from cohort.coordinator.security.worker_sync import WorkerSecurity
 from cohort.coordinator.static_ownership import StaticOwnership
 
 _PR_SET_PDEATHSIG = 1
+PIPE_LINE_LIMIT = 1 << 28  # a line on a worker's pipes (worker 0's security state is one line)
 log = logging.getLogger("cohort.coordinator.worker")
 
 
@@ -50,18 +57,22 @@ class WorkerSpec:
     control_fd: int  # the supervisor writes {"down": [node ids]}
     supervisor_pid: int
     down: list[int]  # node ids of the workers down when this one starts
+    link_fd: int  # its loopback port of the worker link, bound
+    link_ports: list[int]  # every worker's, in the order of `nodes`
 
     def to_json(self) -> str:
         return json.dumps({
             "index": self.index, "nodes": [[n.node_id, n.host, n.port] for n in self.nodes],
             "settings": self.settings, "listen_fds": self.listen_fds, "status_fd": self.status_fd,
-            "control_fd": self.control_fd, "supervisor_pid": self.supervisor_pid, "down": self.down})
+            "control_fd": self.control_fd, "supervisor_pid": self.supervisor_pid, "down": self.down,
+            "link_fd": self.link_fd, "link_ports": self.link_ports})
 
     @classmethod
     def from_json(cls, text: str) -> "WorkerSpec":
         doc = json.loads(text)
         return cls(doc["index"], [Node(*n) for n in doc["nodes"]], doc["settings"], doc["listen_fds"],
-                   doc["status_fd"], doc["control_fd"], doc["supervisor_pid"], doc["down"])
+                   doc["status_fd"], doc["control_fd"], doc["supervisor_pid"], doc["down"], doc["link_fd"],
+                   doc["link_ports"])
 
 
 class WorkerOwnership(StaticOwnership):
@@ -99,32 +110,44 @@ class WorkerDaemon(Daemon):
         spec = self.spec
         ownership = WorkerOwnership(spec.nodes[spec.index], spec.nodes, self.config.offsets_topic_num_partitions,
                                     spec.down)
-        self._control = asyncio.get_running_loop().create_task(self._follow_supervisor(ownership))
+        security = WorkerSecurity(spec.index, self._tell_supervisor)
+        self._control = asyncio.get_running_loop().create_task(self._follow_supervisor(ownership, security))
         sockets = [socket.socket(fileno=fd) for fd in spec.listen_fds]
-        return CoordinatorServer(self.config, metrics=metrics, ownership=ownership, listen_sockets=sockets)
+        link = PeerLink({n.node_id: port for n, port in zip(spec.nodes, spec.link_ports)},
+                        os.environ.pop(LINK_SECRET_ENV, ""), socket.socket(fileno=spec.link_fd))
+        return CoordinatorServer(self.config, metrics=metrics, ownership=ownership, listen_sockets=sockets,
+                                 peer_link=link, worker_security=security)
 
-    async def _follow_supervisor(self, ownership: WorkerOwnership) -> None:
-        """Apply the supervisor's news about which workers are down, for the life of the process."""
+    async def _follow_supervisor(self, ownership: WorkerOwnership, security: WorkerSecurity) -> None:
+        """Apply the supervisor's news (workers down, worker 0's security state), for the life of the process."""
         loop = asyncio.get_running_loop()
-        reader = asyncio.StreamReader()
+        reader = asyncio.StreamReader(limit=PIPE_LINE_LIMIT)
         transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader),
                                                     os.fdopen(self.spec.control_fd, "rb", buffering=0))
         try:
             while line := await reader.readline():
                 try:
-                    down = {int(n) for n in json.loads(line)["down"]}
+                    doc = json.loads(line)
+                    if not security.on_message(doc):
+                        down = {int(n) for n in doc["down"]}
+                        ownership.down = down - {ownership.local.node_id}
                 except (ValueError, KeyError, TypeError):
-                    log.warning("unreadable line from the supervisor: %r", line[:200])
+                    log.warning("unreadable line from the supervisor (%d bytes)", len(line))
                     continue
-                ownership.down = down - {ownership.local.node_id}
         finally:
             transport.close()
 
-    def metrics_bound(self, port: int) -> None:
+    def _tell_supervisor(self, doc: dict[str, Any]) -> None:
+        """One line up the status pipe; written whole (the supervisor reads it all the time)."""
+        data = memoryview((json.dumps(doc) + "\n").encode())
         try:
-            os.write(self.spec.status_fd, (json.dumps({"metrics_port": port}) + "\n").encode())
+            while data:
+                data = data[os.write(self.spec.status_fd, data):]
         except OSError:  # the supervisor is gone: the parent-death signal ends this process
             pass
+
+    def metrics_bound(self, port: int) -> None:
+        self._tell_supervisor({"metrics_port": port})
 
 
 def _die_with_parent(supervisor_pid: int) -> None:

@@ -6,6 +6,8 @@
     g/<p>/<group>                             -> group metadata value     (record type 2)
     t/0/<topic>                               -> topic registry value     (record type 100; cluster-wide,
                                                  not part of partition 0's data: see cluster/node.py)
+    s/<hex of the record key>                 -> SCRAM credential / ACL binding value (record types 101,
+                                                 102; cluster-wide like t/0/, see cluster/node.py)
     r/<p>/<hex of the record key>             -> any other record type's value
 
 Values are the local log's record values byte for byte (`cohort.coordinator.records`); the record key
@@ -20,6 +22,7 @@ from urllib.parse import quote, unquote
 from cohort.coordinator.records import (
     GROUP_METADATA_KEY_TYPE,
     OFFSET_COMMIT_KEY_TYPES,
+    SECURITY_KEY_TYPES,
     TOPIC_KEY_TYPE,
     GroupMetadataTombstone,
     OffsetCommitTombstone,
@@ -31,6 +34,7 @@ NODES = b"nodes/"
 OWNERS = b"owner/"
 DATA_PREFIXES = (b"o/", b"g/", b"t/", b"r/")
 TOPICS = b"t/0/"
+SECURITY = b"s/"
 
 _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
@@ -86,6 +90,8 @@ def etcd_key(partition: int, record_key: bytes) -> bytes:
             name, at = _read_string(record_key, 2)
             if at == len(record_key):
                 return b"t/%s/%s" % (p, _name(name))
+        elif rtype in SECURITY_KEY_TYPES:
+            return SECURITY + record_key.hex().encode()
     except (struct.error, ValueError, UnicodeDecodeError):
         pass
     return b"r/%s/%s" % (p, record_key.hex().encode())
@@ -94,6 +100,8 @@ def etcd_key(partition: int, record_key: bytes) -> bytes:
 def record_key(key: bytes) -> bytes:
     """The offsets-log record key an etcd data key stands for (inverse of `etcd_key`)."""
     kind, _, rest = key.partition(b"/")
+    if kind == b"s":
+        return bytes.fromhex(rest.decode())
     _, _, path = rest.partition(b"/")
     if kind == b"o":
         group, topic, index = path.split(b"/")

@@ -7,6 +7,12 @@ so every node reports the same one.
 The topic registry is cluster-wide, not owned: its records sit under `t/0/` (where a single node's
 partition 0 keeps them), every node reads and watches them, and any node creates a topic with a
 create-if-absent transaction. So every node answers Metadata itself and is the controller.
+
+Credentials and ACL bindings are cluster-wide the same way, under `s/`: every node reads them at start,
+follows them with a watch (a change made through any node is in force on every node as soon as etcd
+delivers the event, milliseconds; after an interrupted watch, once the node has read them again, retried
+every 0.5 s), and any node writes a change with one transaction (last writer wins per user and
+mechanism, as on Kafka; an ACL binding is its own key, so concurrent additions never conflict).
 """
 from __future__ import annotations
 
@@ -16,6 +22,7 @@ import uuid
 
 from cohort.coordinator.cluster import keys
 from cohort.coordinator.cluster.etcd import (
+    ETCD_MAX_TXN_OPS,
     EtcdClient,
     EtcdUnavailable,
     compare_create_revision,
@@ -45,7 +52,7 @@ class ClusterNode:
                                        num_partitions=config.offsets_topic_num_partitions,
                                        lease_ttl_ms=config.cluster_lease_ttl_ms)
         self.topics = None  # the TopicRegistry, from `watch_topics`
-        self._topics_watch: asyncio.Task | None = None
+        self._watches: list[asyncio.Task] = []
         self._closed = False
         if metrics is not None:
             metrics.registry.register(ClusterCollector(self.store, self.ownership))
@@ -60,9 +67,10 @@ class ClusterNode:
 
     async def close(self) -> None:
         self._closed = True
-        if self._topics_watch is not None:
-            self._topics_watch.cancel()
-            await asyncio.wait([self._topics_watch], timeout=5)
+        for watch in self._watches:
+            watch.cancel()
+        if self._watches:
+            await asyncio.wait(self._watches, timeout=5)
         await self.etcd.close()
 
     # --- the topic registry (cluster-wide) ----------------------------------------------------------
@@ -70,35 +78,65 @@ class ClusterNode:
     async def watch_topics(self, topics) -> None:
         """Fill `topics` from etcd and keep it current (every node's registry is the same)."""
         self.topics = topics
-        revision = await self._read_topics()
-        self._topics_watch = asyncio.create_task(self._watch_topics(revision), name="cluster-topics-watch")
+
+        def read(records) -> None:
+            for record in records:
+                topics.apply(record)
+
+        await self._follow(keys.TOPICS, topics.apply, read, "topic registry")
+
+    async def watch_security(self, registry) -> None:
+        """Fill the `SecurityRegistry` from etcd and keep it current; its changes are written to etcd."""
+        registry.persist = self.persist_security
+        # a read replaces the whole state: a binding deleted while the watch was down is gone too
+        await self._follow(keys.SECURITY, registry.apply, registry.replace, "credentials and ACLs")
+
+    async def _follow(self, prefix: bytes, apply, read, what: str) -> None:
+        """Hand every record under `prefix` to `read(records)`, then each change to `apply(record)`."""
+        revision = await self._read_prefix(prefix, read)
+        self._watches.append(asyncio.create_task(self._watch_prefix(prefix, apply, read, what, revision),
+                                                 name=f"cluster-watch-{prefix.decode()}"))
 
     def _apply_topic(self, key: bytes, value: bytes | None) -> None:
         self.topics.apply(decode_record(keys.record_key(key), value))
 
-    async def _read_topics(self) -> int:
-        _, _, revision = await self.etcd.range(keys.TOPICS, limit=1)
-        async for page in self.etcd.range_prefix(keys.TOPICS, revision=revision):
-            for kv in page:
-                self._apply_topic(kv.key, kv.value)
+    async def _read_prefix(self, prefix: bytes, read) -> int:
+        _, _, revision = await self.etcd.range(prefix, limit=1)
+        records = []
+        async for page in self.etcd.range_prefix(prefix, revision=revision):
+            records += [decode_record(keys.record_key(kv.key), kv.value) for kv in page]
+        read(records)
         return revision
 
-    async def _watch_topics(self, revision: int) -> None:
+    async def _watch_prefix(self, prefix: bytes, apply, read, what: str, revision: int) -> None:
         while not self._closed:
             try:
-                async for events in self.etcd.watch_prefix(keys.TOPICS, revision + 1):
+                async for events in self.etcd.watch_prefix(prefix, revision + 1):
                     for kind, kv in events:
                         revision = max(revision, kv.mod_revision)
-                        self._apply_topic(kv.key, None if kind == 1 else kv.value)
+                        apply(decode_record(keys.record_key(kv.key), None if kind == 1 else kv.value))
             except EtcdUnavailable as exc:
                 if self._closed:
                     return
-                log.info("topic watch interrupted (%s); reading the registry again", exc)
+                log.info("%s watch interrupted (%s); reading them again", what, exc)
             await asyncio.sleep(0.5)
             try:
-                revision = await self._read_topics()
+                revision = await self._read_prefix(prefix, read)
             except EtcdUnavailable:
                 pass
+
+    async def persist_security(self, records) -> None:
+        """Write credential and ACL records to etcd (a tombstone deletes its key), in transactions."""
+        ops = []
+        for record in records:
+            record_key, value = encode_record(record)
+            key = keys.etcd_key(0, record_key)
+            ops.append(op_delete(key) if value is None else op_put(key, value))
+        try:
+            for start in range(0, len(ops), ETCD_MAX_TXN_OPS):
+                await self.etcd.txn([], ops[start:start + ETCD_MAX_TXN_OPS])
+        except EtcdUnavailable as exc:
+            raise StorageError(f"credentials and ACLs: {exc}", ErrorCode.REQUEST_TIMED_OUT) from exc
 
     async def persist_topics(self, records) -> None:
         """Write topic records to etcd; a new topic only if no other node created it first."""

@@ -32,10 +32,11 @@ from __future__ import annotations
 import copy
 import inspect
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from cohort.coordinator.group_coordinator import EncodeInThread, RequestContext
+from cohort.coordinator.peers import PEER_LISTENER
 from cohort.coordinator.security.authorizer import CLUSTER_NAME, AclOperation, Authorizer, ResourceType
 from cohort.protocol.errors import ErrorCode
 from cohort.protocol.messages import (
@@ -70,8 +71,12 @@ class RequestAuthorization:
     """The checks of one node; `authorizer` holds the ACLs, `topics` resolves topic ids and existence."""
 
     def __init__(self, authorizer: Authorizer, topic_exists: Callable[[str], bool],
-                 topic_name_by_id: Callable[[Any], str | None], metrics: Any = None) -> None:
+                 topic_name_by_id: Callable[[Any], str | None], metrics: Any = None,
+                 learn_topics: Callable[[list[str]], Awaitable[None]] | None = None) -> None:
+        """`learn_topics(names)`: find out whether topics this node has not heard of exist (a `--workers`
+        worker asks the registry's owner) before telling reading one from creating it."""
         self.authorizer = authorizer
+        self._learn_topics = learn_topics
         self._topic_exists = topic_exists
         self._topic_name_by_id = topic_name_by_id
         self.metrics = metrics
@@ -102,12 +107,12 @@ class RequestAuthorization:
         if check is None:
             return handler
         guarded = check.__get__(self)
-        if inspect.iscoroutinefunction(handler):
-            async def run(request, version, ctx):
-                return await guarded(handler, request, version, ctx)
-        else:
-            async def run(request, version, ctx):
-                return await guarded(_as_async(handler), request, version, ctx)
+        handler = handler if inspect.iscoroutinefunction(handler) else _as_async(handler)
+
+        async def run(request, version, ctx):
+            if ctx.listener == PEER_LISTENER:  # another worker, forwarding what it already authorized
+                return await handler(request, version, ctx)
+            return await guarded(handler, request, version, ctx)
         run.__name__ = f"authorized_{getattr(handler, '__name__', 'handler')}"
         return run
 
@@ -343,6 +348,8 @@ class RequestAuthorization:
         denied: list[str] = []
         narrowed = request
         if request.topics:
+            if self._learn_topics is not None and (version < 4 or request.allow_auto_topic_creation):
+                await self._learn_topics([t.name for t in request.topics if t.name is not None])
             keep = []
             may_create = None
             for t in request.topics:

@@ -143,6 +143,12 @@ class CredentialStore:
             self._credentials[(record.user, mechanism)] = ScramCredential(
                 record.user, mechanism, record.salt, record.stored_key, record.server_key, record.iterations)
 
+    def replace(self, records: list[ScramCredentialRecord]) -> None:
+        """Hold exactly these credentials (a snapshot of another store)."""
+        self._credentials = {}
+        for record in records:
+            self.apply(record)
+
     def get(self, user: str, mechanism: ScramMechanism) -> ScramCredential | None:
         return self._credentials.get((user, mechanism))
 

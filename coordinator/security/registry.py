@@ -21,6 +21,7 @@ audit = logging.getLogger("cohort.audit")
 
 SECURITY_RECORD_TYPES = (ScramCredentialRecord, ScramCredentialTombstone, AclRecord, AclTombstone)
 PersistRecords = Callable[[Sequence[Record]], Awaitable[None]]
+SecurityRecord = ScramCredentialRecord | ScramCredentialTombstone | AclRecord | AclTombstone
 
 
 def acl_record(binding: AclBinding, tombstone: bool = False) -> AclRecord | AclTombstone:
@@ -39,8 +40,12 @@ def describe_binding(b: AclBinding) -> str:
 class SecurityRegistry:
     """Credentials (always) and ACL bindings (used for decisions when an authorizer is configured)."""
 
-    def __init__(self, persist: PersistRecords, authorizer: Authorizer) -> None:
-        self._persist = persist
+    def __init__(self, persist: PersistRecords, authorizer: Authorizer,
+                 on_change: Callable[[], None] | None = None) -> None:
+        """`persist(records)` makes changes durable (where partition 0 lives); `on_change()` is called after
+        each change is applied (a `--workers` worker 0 then shows the others its new state)."""
+        self.persist = persist
+        self.on_change = on_change
         self.credentials = CredentialStore()
         self.authorizer = authorizer
         self._lock = asyncio.Lock()
@@ -57,11 +62,36 @@ class SecurityRegistry:
             else:
                 self.authorizer.add(binding)
 
+    def records(self) -> list[SecurityRecord]:
+        """The whole state as records: replaying them into an empty registry gives this one."""
+        acls: list[SecurityRecord] = [acl_record(b) for b in self.authorizer]
+        return [c.record() for c in self.credentials] + acls
+
+    def replace(self, records: Sequence[Record]) -> None:
+        """Become exactly what `records` (another registry's `records()`) describe, in place.
+
+        Open connections keep using the same credential store and authorizer objects, so they see the
+        new state at once."""
+        self.credentials.replace([r for r in records if isinstance(r, ScramCredentialRecord)])
+        wanted = {binding_from_wire(r.resource_type, r.resource_name, r.pattern_type, r.principal, r.host,
+                                    r.operation, r.permission) for r in records if isinstance(r, AclRecord)}
+        for gone in [b for b in self.authorizer if b not in wanted]:
+            self.authorizer.remove(gone)
+        for binding in wanted:
+            self.authorizer.add(binding)
+
+    async def append(self, records: Sequence[Record]) -> None:
+        """Persist and apply records decided elsewhere (another worker's change, made durable here)."""
+        async with self._lock:
+            await self._write(list(records))
+
     async def _write(self, records: list[Record]) -> None:
         if records:
-            await self._persist(records)
+            await self.persist(records)
             for r in records:
                 self.apply(r)
+            if self.on_change is not None:
+                self.on_change()
 
     async def add_acls(self, bindings: Sequence[AclBinding], principal: str) -> None:
         async with self._lock:

@@ -10,7 +10,8 @@ the answers. When the mechanism completes, the connection is AUTHENTICATED
 with a principal ("User:<name>") and every API is served from then on.
 
 Re-authentication (KIP-368): with ``connections.max.reauth.ms`` > 0 a
-successful authentication tells the client its session lifetime; before it
+successful authentication tells the client its session lifetime (for
+OAUTHBEARER at most what is left of its token's lifetime); before it
 ends the client sends SaslHandshake (v1, same mechanism) and SaslAuthenticate
 again on the same connection (REAUTHENTICATING, other requests still served),
 and must come back as the same principal. A request other than those two
@@ -30,6 +31,7 @@ it makes contains a password, salt or key.
 from __future__ import annotations
 
 import enum
+import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -38,6 +40,7 @@ from typing import Any
 import scramp
 
 from cohort.coordinator.security.credentials import CredentialStore, ScramMechanism
+from cohort.coordinator.security.oauthbearer import InvalidToken, JwtValidator, parse_client_response
 from cohort.protocol.errors import ErrorCode
 from cohort.protocol.messages import (
     ApiVersionsRequest, SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest,
@@ -46,7 +49,8 @@ from cohort.protocol.messages import (
 
 PLAIN = "PLAIN"
 SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
-MECHANISMS = (PLAIN, *SCRAM_MECHANISMS)
+OAUTHBEARER = "OAUTHBEARER"
+MECHANISMS = (PLAIN, *SCRAM_MECHANISMS, OAUTHBEARER)
 ANONYMOUS = "User:ANONYMOUS"
 
 
@@ -168,13 +172,41 @@ class _Scram:
         raise failed
 
 
+class _OAuthBearer:
+    """RFC 7628 as Kafka's OAuthBearerSaslServer runs it: the client's one message carries a bearer token;
+    a bad token is answered with an error challenge, the client acknowledges it (``\x01``), then it fails."""
+
+    def __init__(self, validator: JwtValidator | None) -> None:
+        self._validator = validator
+        self._refused: str | None = None
+        self.user: str | None = None
+        self.lifetime_s: float | None = None  # what is left of the token's lifetime
+
+    def step(self, token: bytes) -> tuple[bytes, bool]:
+        if self._refused is not None:
+            raise AuthenticationFailed(f"Authentication failed: {self._refused}")
+        try:
+            if self._validator is None:
+                raise InvalidToken("no sasl.oauthbearer.jwks.endpoint.url is configured")
+            valid = self._validator.validate(parse_client_response(token))
+        except InvalidToken as exc:
+            self._refused = str(exc)
+            return json.dumps({"status": "invalid_token"}).encode(), False
+        self.user, self.lifetime_s = valid.principal_name, self._validator.remaining_s(valid)
+        return b"", True
+
+
 class SaslAuthenticator:
     """The authentication state of one connection on a SASL listener."""
 
     def __init__(self, enabled_mechanisms: tuple[str, ...], credentials: CredentialStore,
-                 max_reauth_ms: int = 0, clock: Callable[[], float] = time.monotonic) -> None:
-        """`max_reauth_ms`: Kafka's connections.max.reauth.ms (0: sessions never expire); `clock` in seconds."""
+                 max_reauth_ms: int = 0, clock: Callable[[], float] = time.monotonic,
+                 oauthbearer: JwtValidator | None = None) -> None:
+        """`max_reauth_ms`: Kafka's connections.max.reauth.ms (0: sessions never expire); `clock` in seconds;
+        `oauthbearer`: what checks OAUTHBEARER tokens."""
         self.enabled_mechanisms = enabled_mechanisms
+        self._oauthbearer = oauthbearer
+        self._session_lifetime_ms = 0
         self._credentials = credentials
         self.max_reauth_ms = max_reauth_ms
         self._clock = clock
@@ -182,7 +214,7 @@ class SaslAuthenticator:
         self.state = SaslState.UNAUTHENTICATED
         self.principal: str | None = None
         self.mechanism: str | None = None
-        self._exchange: _Plain | _Scram | None = None
+        self._exchange: _Plain | _Scram | _OAuthBearer | None = None
 
     def _enter(self, state: SaslState) -> None:
         if self.state not in VALID_PREVIOUS_STATES[state]:
@@ -240,8 +272,7 @@ class SaslAuthenticator:
                                                            mechanisms=list(self.enabled_mechanisms)),
                             close=True, reason="re-authentication must use SaslHandshake v1 and the same mechanism",
                             outcome="failure", mechanism=_metric_name(request.mechanism))
-        self._exchange = _Plain(self._credentials) if self.mechanism == PLAIN else _Scram(self.mechanism,
-                                                                                         self._credentials)
+        self._exchange = self._new_exchange(self.mechanism)
         self._enter(SaslState.REAUTHENTICATING)
         return SaslStep(response=SaslHandshakeResponse(error_code=0, mechanisms=list(self.enabled_mechanisms)))
 
@@ -260,9 +291,16 @@ class SaslAuthenticator:
                             close=True, reason="unsupported SASL mechanism", outcome="failure",
                             mechanism=_metric_name(mechanism))
         self.mechanism = mechanism
-        self._exchange = _Plain(self._credentials) if mechanism == PLAIN else _Scram(mechanism, self._credentials)
+        self._exchange = self._new_exchange(mechanism)
         self._enter(SaslState.AUTHENTICATING_RAW if version == 0 else SaslState.AUTHENTICATING)
         return SaslStep(response=SaslHandshakeResponse(error_code=0, mechanisms=enabled))
+
+    def _new_exchange(self, mechanism: str) -> _Plain | _Scram | _OAuthBearer:
+        if mechanism == PLAIN:
+            return _Plain(self._credentials)
+        if mechanism == OAUTHBEARER:
+            return _OAuthBearer(self._oauthbearer)
+        return _Scram(mechanism, self._credentials)
 
     def _authenticate(self, request: Any) -> SaslStep:
         if self.state not in (SaslState.AUTHENTICATING, SaslState.REAUTHENTICATING):
@@ -280,7 +318,7 @@ class SaslAuthenticator:
                 close=True, delay_close=True, reason="SASL authentication failed", outcome="failure",
                 mechanism=self.mechanism, reauthentication=reauthentication)
         step = SaslStep(reauthentication=reauthentication, response=SaslAuthenticateResponse(error_code=0, error_message=None, auth_bytes=reply,
-                                                          session_lifetime_ms=self.max_reauth_ms if done else 0))
+                                                          session_lifetime_ms=self._session_lifetime_ms if done else 0))
         if done:
             step.outcome, step.mechanism = "success", self.mechanism
         return step
@@ -309,6 +347,7 @@ class SaslAuthenticator:
             raise
         if done:
             principal = f"User:{self._exchange.user}"
+            token_lifetime_s = getattr(self._exchange, "lifetime_s", None)
             self._exchange = None
             if self.state is SaslState.REAUTHENTICATING and principal != self.principal:
                 self._enter(SaslState.FAILED)
@@ -317,7 +356,12 @@ class SaslAuthenticator:
             self.principal = principal
             self._enter(SaslState.AUTHENTICATED)
             if self.max_reauth_ms > 0:
-                self.session_expires_at = self._clock() + self.max_reauth_ms / 1000
+                # Kafka: a session lasts connections.max.reauth.ms, or less if the credential expires sooner
+                lifetime_ms = self.max_reauth_ms
+                if token_lifetime_s is not None:
+                    lifetime_ms = max(1, min(lifetime_ms, int(token_lifetime_s * 1000)))
+                self._session_lifetime_ms = lifetime_ms
+                self.session_expires_at = self._clock() + lifetime_ms / 1000
         return reply, done
 
 

@@ -1,8 +1,6 @@
-"""Security with `--workers N` and cluster mode: refused at start-up, never silently insecure.
-
-Credentials and ACLs are records in offsets partition 0, replayed by the one process that loads it; the
-other workers (and cluster nodes) would not see them, so `cohort serve` refuses SSL/SASL listeners and
-an authorizer in those modes with one line, and their nodes do not offer the SCRAM credential APIs.
+"""Security settings with `--workers N` and cluster mode: what is refused at start-up with one line (more
+than one listener per process, the worker link's reserved listener name), and what a plaintext worker
+answers (the ACL APIs SECURITY_DISABLED without an authorizer; the SCRAM APIs, kept by worker 0).
 """
 from __future__ import annotations
 
@@ -29,18 +27,12 @@ def assert_one_line_refusal(result, fragment: str) -> None:
 
 
 @pytest.mark.parametrize("flags, fragment", [
-    (["--workers", "2", "--listeners", "SASL_PLAINTEXT://127.0.0.1:{port}"],
-     "--workers does not support SASL_PLAINTEXT listeners yet"),
-    (["--workers", "2", "--authorizer.class.name", "acl"], "--workers does not support an authorizer yet"),
     (["--workers", "2", "--listeners", "PLAINTEXT://127.0.0.1:{port},SASL_PLAINTEXT://127.0.0.1:{port2}"],
      "--workers serves one listener per worker"),
-    (["--cluster", "etcd://127.0.0.1:{port2}", "--listeners", "SASL_PLAINTEXT://127.0.0.1:{port}"],
-     "cluster mode (--cluster) does not support SASL_PLAINTEXT listeners yet"),
-    (["--cluster", "etcd://127.0.0.1:{port2}", "--authorizer.class.name",
-      "org.apache.kafka.metadata.authorizer.StandardAuthorizer"],
-     "cluster mode (--cluster) does not support an authorizer yet"),
+    (["--workers", "2", "--listeners", "COHORT_WORKER_LINK://127.0.0.1:{port}", "--listener.security.protocol.map",
+      "COHORT_WORKER_LINK:PLAINTEXT"], "COHORT_WORKER_LINK is the name of the workers' own link"),
 ])
-def test_serve_refuses_security_in_multi_process_modes_with_one_line(tmp_path, flags, fragment):
+def test_serve_refuses_listener_setups_of_multi_process_modes_with_one_line(tmp_path, flags, fragment):
     port, port2 = free_port(), free_port()
     data = tmp_path / "data"
     args = [f.format(port=port, port2=port2) for f in flags]
@@ -50,7 +42,7 @@ def test_serve_refuses_security_in_multi_process_modes_with_one_line(tmp_path, f
     assert not data.exists()
 
 
-def test_a_plaintext_worker_answers_acl_apis_security_disabled_and_offers_no_scram_apis(tmp_path):
+def test_a_plaintext_worker_answers_acl_apis_security_disabled_and_offers_the_scram_apis(tmp_path):
     server = WorkersServer(tmp_path / "data", 2).start()
     try:
         for worker in range(2):
@@ -59,8 +51,8 @@ def test_a_plaintext_worker_answers_acl_apis_security_disabled_and_offers_no_scr
                 versions = client.request(ApiVersionsRequest(), 0)
                 keys = {k.api_key for k in versions.api_keys}
                 assert DescribeAclsRequest.API_KEY in keys and SaslHandshakeRequest.API_KEY in keys
-                assert DescribeUserScramCredentialsRequest.API_KEY not in keys
-                assert AlterUserScramCredentialsRequest.API_KEY not in keys
+                assert DescribeUserScramCredentialsRequest.API_KEY in keys
+                assert AlterUserScramCredentialsRequest.API_KEY in keys
                 created = client.request(CreateAclsRequest(creations=[CreateAclsRequest.AclCreation(
                     resource_type=3, resource_name="g", principal="User:x", host="*",
                     operation=3, permission_type=3)]), 3)
