@@ -218,6 +218,7 @@ class CoordinatorServer:
                 segment_ms=config.offsets_topic_segment_ms,
                 flush_policy=config.offsets_flush_policy,
                 delete_retention_ms=config.delete_retention_ms,
+                history_retention_ms=config.offsets_history_retention_ms,
                 cleaner_backoff_ms=config.log_cleaner_backoff_ms,
                 metrics=self.metrics,
                 partitions=(),  # loaded one by one as the ownership hands them over
