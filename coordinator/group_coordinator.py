@@ -531,6 +531,7 @@ class GroupCoordinator:
     def _drop_group(self, group: ClassicGroup) -> None:
         if self._groups.get(group.group_id) is group:
             del self._groups[group.group_id]
+            self.health.forget([group.group_id])
         if group.state is not GroupState.DEAD:
             self.runtime.delete(group)
 
@@ -1282,6 +1283,13 @@ class GroupCoordinator:
                 records.append(GroupMetadataTombstone(group_id))
             if records:
                 by_partition.setdefault(partition, []).append((group_id, records))
+        for group_id in self.journal.groups():
+            # A gone group's journal goes too, once its last entry is as old as offsets would be.
+            entries = self.journal.entries(group_id)
+            partition = self.partition_for(group_id)
+            if (group_id not in self._groups and not self.offsets.has_offsets(group_id) and partition in self._loaded
+                    and (not entries or now - entries[-1].ended_ms >= retention_ms)):
+                by_partition.setdefault(partition, []).append((group_id, self.journal.tombstones(group_id)))
         total = 0
 
         async def write(partition: int, entries) -> int:
@@ -1293,6 +1301,8 @@ class GroupCoordinator:
                 for r in recs:
                     if type(r) is OffsetCommitTombstone:
                         self.offsets.delete(r.group, r.topic, r.partition)
+                    elif type(r) is GroupJournalTombstone:
+                        self.journal.forget([r.group])
                     elif type(r) is GroupMetadataTombstone:
                         group = self._groups.get(group_id)
                         if group is not None and group.state is GroupState.EMPTY \

@@ -371,3 +371,28 @@ def test_health_goes_ok_stalled_rewound_and_stopped_under_a_scripted_consumer(tm
         if consumer is not None:
             consumer.stop()
         server.stop()
+
+
+def test_group_report_is_served_but_never_advertised_and_the_cli_fails_in_one_line(server):
+    import asyncio
+
+    from cohort.client.connection import BrokerConnection
+    from cohort.protocol.messages import GroupReportRequest
+
+    async def probe():
+        conn = BrokerConnection("127.0.0.1", server.port)
+        try:
+            await conn.connect()
+            advertised = conn.supports(GroupReportRequest.API_KEY)
+            answer = await conn.request(GroupReportRequest(group_id="no-such-group", report="rebalances"), version=0)
+            return advertised, answer
+        finally:
+            await conn.close()
+
+    advertised, answer = asyncio.run(probe())
+    assert not advertised  # Kafka clients never learn of it
+    assert answer.error_code == 69  # GROUP_ID_NOT_FOUND
+    unknown = run_cohort("groups", "rebalances", "no-such-group", "--bootstrap-server", server.bootstrap)
+    assert unknown.returncode == 1 and len(unknown.stderr.strip().splitlines()) == 1, unknown.stderr
+    bad = run_cohort("groups", "history", "x", "--since", "yesterday-ish", "--bootstrap-server", server.bootstrap)
+    assert bad.returncode == 2 and bad.stderr.startswith("Error:") and "Traceback" not in bad.stderr, bad.stderr

@@ -119,3 +119,17 @@ async def test_given_retention_started_twice_then_only_one_timer_runs(h):
     armed = h.clock.pending()
     h.coordinator.start_retention()
     assert h.clock.pending() == armed
+
+
+async def test_given_an_expired_group_then_its_journal_goes_once_its_last_entry_is_as_old(h):
+    (member,) = await h.stable_group("j", 1, session_ms=600_000)
+    await h.commit("j", {("t", 0): 5}, member_id=member, generation=1)
+    await h.leave("j", [(member, None)])
+    await h.advance(0)
+    await h.coordinator.wait_for_writes()
+    assert [e.trigger for e in h.coordinator.rebalance_journal("j")] == ["member_joined", "member_left"]
+    await h.advance(RETENTION_MS)
+    assert await h.coordinator.expire_offsets() == 2  # the offset and the group; the journal stays a pass longer
+    assert h.group("j") is None and len(h.coordinator.journal.entries("j")) == 2
+    assert await h.coordinator.expire_offsets() == 2  # one tombstone per journal slot used
+    assert h.coordinator.journal.entries("j") == [] and h.coordinator.journal.groups() == []
