@@ -590,6 +590,22 @@ class GroupCoordinator:
         none then): the plan of an undo (`reset-offsets --to-commit-at`)."""
         return offsets_at(await self.offset_history(group_id), when_ms)
 
+    async def reset_offsets(self, group_id: str, offsets: dict[tuple[str, int], int], ctx: RequestContext
+                            ) -> dict[tuple[str, int], int]:
+        """Commit `offsets` as an admin tool does (no member, generation -1): the console's undo, with the
+        same rules (the group must be inactive) and the same journal entry as a CLI reset by `ctx`'s principal.
+        Returns each partition's Kafka error code (0 = committed)."""
+        Topic = m.OffsetCommitRequest.OffsetCommitRequestTopic
+        by_topic: dict[str, list] = {}
+        for (topic, partition), offset in sorted(offsets.items()):
+            by_topic.setdefault(topic, []).append(Topic.OffsetCommitRequestPartition(
+                partition_index=partition, committed_offset=offset, committed_metadata=""))
+        request = m.OffsetCommitRequest(group_id=group_id, generation_id_or_member_epoch=-1, member_id="",
+                                        topics=[Topic(name=t, partitions=ps) for t, ps in by_topic.items()])
+        response = await self.offset_commit(request, _ADMIN_COMMIT_VERSION, ctx)
+        response = response.response if isinstance(response, EncodeInThread) else response
+        return {(t.name, p.partition_index): p.error_code for t in response.topics for p in t.partitions}
+
     def group_health(self, group_id: str) -> GroupHealth:
         """The group's health now (see `group_health`); raises `GroupReportError`."""
         self._check_served(group_id)
@@ -1360,6 +1376,8 @@ class GroupCoordinator:
         for group in self._groups.values():
             self.runtime.unload(group, E.NOT_COORDINATOR)
 
+
+_ADMIN_COMMIT_VERSION = 8  # what `reset_offsets` speaks: generation -1 and no member, as kafka-consumer-groups.sh
 
 # Records that only the log's history reads (never live state).
 _HISTORY_ONLY = (GroupJournalTombstone, OffsetCommitSourceRecord, OffsetCommitSourceTombstone)
