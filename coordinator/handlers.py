@@ -74,6 +74,7 @@ from cohort.protocol.messages import (
     FetchResponse,
     FindCoordinatorRequest,
     FindCoordinatorResponse,
+    GroupReportRequest,
     HeartbeatRequest,
     JoinGroupRequest,
     LeaveGroupRequest,
@@ -85,6 +86,7 @@ from cohort.protocol.messages import (
     OffsetCommitRequest,
     OffsetDeleteRequest,
     OffsetFetchRequest,
+    PRIVATE_API_KEYS,
     SyncGroupRequest,
 )
 
@@ -248,6 +250,7 @@ class RequestHandlers:
             OffsetDeleteRequest: groups.offset_delete,
             ConsumerGroupHeartbeatRequest: groups.consumer_group_heartbeat,
             ConsumerGroupDescribeRequest: groups.consumer_group_describe,
+            GroupReportRequest: groups.group_report,  # Cohort's own: journal, history, health (not advertised)
             **(extra_handlers or {}),
         }
         if guard is not None:
@@ -262,7 +265,7 @@ class RequestHandlers:
             raise RuntimeError(f"the codec declares no messages for API keys {sorted(missing)}")
         # What ApiVersions advertises: exactly the APIs with a handler.
         self.advertised_versions: dict[int, tuple[int, int]] = {
-            key: SUPPORTED_VERSIONS[key] for key in sorted(handled)
+            key: SUPPORTED_VERSIONS[key] for key in sorted(handled - PRIVATE_API_KEYS)
         }
         self._api_keys = [
             ApiVersionsResponse.ApiVersion(api_key=key, min_version=low, max_version=high)

@@ -54,6 +54,10 @@ from cohort.coordinator.record_schemas import (
     ConsumerGroupTargetAssignmentMemberValue,
     ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupCurrentMemberAssignmentValue,
+    GroupJournalKey,
+    GroupJournalValue,
+    OffsetCommitSourceKey,
+    OffsetCommitSourceValue,
 )
 
 # --------------------------------------------------------------------------------------
@@ -87,6 +91,12 @@ RECORD_TYPES: dict[int, RecordType] = {type_id: rt for rt in (
     RecordType(ScramCredentialKey, ScramCredentialValue, (0,), "ScramCredentialRecord", "ScramCredentialTombstone"),
     # type 102 (an ACL binding: the key is the binding); value v0
     RecordType(AclKey, AclValue, (0,), "AclRecord", "AclTombstone"),
+    # type 103 (an entry of a group's operator journal: a rebalance or an admin action); value v0
+    RecordType(GroupJournalKey, GroupJournalValue, (0,), "GroupJournalRecord", "GroupJournalTombstone",
+               nested={"JournalMember": "JournalMemberRecord", "PartitionMove": "PartitionMoveRecord"}),
+    # type 104 (who made the offset commits after it in the same append: the offset history); value v0
+    RecordType(OffsetCommitSourceKey, OffsetCommitSourceValue, (0,), "OffsetCommitSourceRecord",
+               "OffsetCommitSourceTombstone"),
 ) for type_id in rt.type_ids}
 
 __all__ = [
@@ -95,6 +105,7 @@ __all__ = [
     "GROUP_METADATA_KEY_TYPE",
     "TOPIC_KEY_TYPE",
     "SECURITY_KEY_TYPES",
+    "OFFSET_COMMIT_SOURCE_KEY_TYPE",
     "OffsetCommitRecord",
     "OffsetCommitTombstone",
     "GroupMemberRecord",
@@ -121,6 +132,12 @@ __all__ = [
     "CONSUMER_GROUP_KEY_TYPES",
     "ClassicMemberMetadata",
     "ClassicProtocolRecord",
+    "GroupJournalRecord",
+    "GroupJournalTombstone",
+    "JournalMemberRecord",
+    "PartitionMoveRecord",
+    "OffsetCommitSourceRecord",
+    "OffsetCommitSourceTombstone",
     "Record",
     "RecordDecodeError",
     "encode_record",
@@ -140,6 +157,7 @@ OFFSET_COMMIT_KEY_TYPES = _OFFSET_COMMIT.type_ids
 GROUP_METADATA_KEY_TYPE = _GROUP_METADATA.write_type
 TOPIC_KEY_TYPE = _TOPIC.write_type
 SECURITY_KEY_TYPES = frozenset({RECORD_TYPES[101].write_type, RECORD_TYPES[102].write_type})  # credentials, ACLs
+OFFSET_COMMIT_SOURCE_KEY_TYPE = RECORD_TYPES[104].write_type
 
 # The typed records, derived from the declarations (fields: the key's, then the value's).
 OffsetCommitRecord = _OFFSET_COMMIT.record
@@ -168,6 +186,12 @@ CurrentTopicPartitions = RECORD_TYPES[8].nested["TopicPartitions"]
 CONSUMER_GROUP_KEY_TYPES = (3, 5, 6, 7, 8)
 ClassicMemberMetadata = RECORD_TYPES[5].nested["ClassicMemberMetadata"]
 ClassicProtocolRecord = RECORD_TYPES[5].nested["ClassicProtocol"]
+GroupJournalRecord = RECORD_TYPES[103].record
+GroupJournalTombstone = RECORD_TYPES[103].tombstone
+JournalMemberRecord = RECORD_TYPES[103].nested["JournalMember"]
+PartitionMoveRecord = RECORD_TYPES[103].nested["PartitionMove"]
+OffsetCommitSourceRecord = RECORD_TYPES[104].record
+OffsetCommitSourceTombstone = RECORD_TYPES[104].tombstone
 
 Record = (
     OffsetCommitRecord
@@ -190,6 +214,10 @@ Record = (
     | ConsumerGroupTargetAssignmentMemberTombstone
     | ConsumerGroupCurrentMemberAssignmentRecord
     | ConsumerGroupCurrentMemberAssignmentTombstone
+    | GroupJournalRecord
+    | GroupJournalTombstone
+    | OffsetCommitSourceRecord
+    | OffsetCommitSourceTombstone
 )
 
 _ENCODERS = {cls: encode for rt in RECORD_TYPES.values()

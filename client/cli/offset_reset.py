@@ -34,6 +34,7 @@ class Scenario:
     """One of Kafka's reset scenarios; `value` is the offset, shift, timestamp (ms) or file plan."""
 
     kind: str  # to-earliest | to-latest | to-offset | shift-by | to-datetime | by-duration | to-current | from-file
+    #            | to-commit-at
     value: object = None
 
     @property
@@ -90,6 +91,10 @@ def plan_reset(
             plan[tp] = committed[tp] if tp in committed else log.latest
         elif kind == "from-file":
             plan[tp] = clamp(tp, (file_plan or {})[tp], log, warnings)
+        elif kind == "to-commit-at":
+            # Exactly what the group had committed then (the undo of a reset), never clamped: Cohort's
+            # "latest" is the highest offset committed since start, which a bad reset may have lowered.
+            plan[tp] = (file_plan or {})[tp]
         else:
             raise ResetInputError(f"unknown reset scenario {kind!r}")
     return plan, warnings
