@@ -168,6 +168,8 @@ ConsumerGroupCurrentMemberAssignmentValue = message("ConsumerGroupCurrentMemberA
     F("state", INT8),  # Kafka's MemberState code: 0 stable, 1 unrevoked, 2 unreleased, 127 unknown
     F("assigned_partitions", Array(_TOPIC_PARTITIONS)),
     F("partitions_pending_revocation", Array(_TOPIC_PARTITIONS)),
+])
+
 # One entry of a group's operator journal (a rebalance, or an admin action): type 103.  The key is
 # (group, slot) with slot = sequence mod `group.journal.max.entries`, so compaction itself keeps a group's
 # last N entries.  Engine-neutral: `epoch_*` is the classic generation or a consumer group's epoch.
