@@ -1,0 +1,127 @@
+"""The console's JSON API against a real ``cohort serve`` and real kafka-python consumers."""
+from __future__ import annotations
+
+import socket
+import subprocess
+
+import pytest
+from kafka import KafkaAdminClient, TopicPartition
+from kafka.admin import NewTopic
+from kafka.structs import OffsetAndMetadata
+
+from cohort_process import clean_env, cohort_command, free_port
+from console_http import ConsoleServer, call, stable_consumers
+
+pytestmark = pytest.mark.timeout(180)
+
+
+@pytest.fixture
+def served(tmp_path):
+    server = ConsoleServer(tmp_path / "data").start()
+    yield server
+    assert server.stop() == 0
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10000)
+    try:
+        admin.create_topics([NewTopic(topic, partitions, 1)])
+    finally:
+        admin.close()
+
+
+def committed_offsets(bootstrap: str, group: str) -> dict[tuple[str, int], int]:
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10000)
+    try:
+        return {(tp.topic, tp.partition): o.offset for tp, o in admin.list_group_offsets(group)[group].items()}
+    finally:
+        admin.close()
+
+
+def test_groups_and_a_group_page_show_members_assignments_and_committed_offsets(served):
+    create_topic(served.bootstrap, "orders", 3)
+    consumers = stable_consumers(served.bootstrap, "orders", "billing", 2, 3)
+    try:
+        owner = consumers[0]
+        mine = sorted(owner.assignment())
+        owner.commit({tp: OffsetAndMetadata(10 + tp.partition, "batch-7", -1) for tp in mine})
+
+        status, listing, _ = served.api("/api/groups")
+        assert status == 200
+        row = next(g for g in listing["groups"] if g["group_id"] == "billing")
+        assert row["state"] == "Stable" and row["members"] == 2 and row["type"] == "classic"
+        assert row["protocol_type"] == "consumer" and row["protocol"] in ("range", "roundrobin", "sticky")
+
+        status, group, _ = served.api("/api/groups/billing")
+        assert status == 200 and group["state"] == "Stable"
+        assert {m["client_id"] for m in group["members"]} == {"billing-c0", "billing-c1"}
+        assigned = sorted((a["topic"], a["partition"]) for m in group["members"] for a in m["assignment"])
+        assert assigned == [("orders", 0), ("orders", 1), ("orders", 2)]
+        by_partition = {(o["topic"], o["partition"]): o for o in group["offsets"]}
+        assert set(by_partition) == {("orders", 0), ("orders", 1), ("orders", 2)}
+        for tp in mine:
+            entry = by_partition[(tp.topic, tp.partition)]
+            assert entry["offset"] == 10 + tp.partition and entry["metadata"] == "batch-7"
+            member = next(m for m in group["members"] if {"topic": tp.topic, "partition": tp.partition} in m["assignment"])
+            assert entry["member_id"] == member["member_id"] and member["client_id"] == "billing-c0"
+        assert group["coordinator"]["port"] == served.port
+    finally:
+        for c in consumers:
+            c.close()
+
+
+def test_an_unknown_group_is_404_and_bad_requests_are_400_with_a_message(served):
+    status, body, _ = served.api("/api/groups/nobody-here")
+    assert status == 404 and body["error"] == "GROUP_ID_NOT_FOUND"
+    status, body, _ = served.api("/api/groups/g/delete-offsets", method="POST", raw=b"not json")
+    assert status == 400 and "JSON object" in body["message"]
+    status, body, _ = served.api("/api/groups/g/delete-offsets", method="POST",
+                                 body={"partitions": [{"topic": "t", "partition": -1}], "confirm": "g"})
+    assert status == 400 and "not a partition" in body["message"]
+    status, _, _ = served.api("/api/groups", method="POST", body={})
+    assert status == 405  # reads are GET only
+
+
+def test_delete_offsets_needs_the_confirmation_and_is_refused_while_the_group_is_active(served):
+    create_topic(served.bootstrap, "clicks", 2)
+    consumers = stable_consumers(served.bootstrap, "clicks", "counter", 1, 2)
+    consumers[0].commit({TopicPartition("clicks", 0): OffsetAndMetadata(4, "", -1),
+                         TopicPartition("clicks", 1): OffsetAndMetadata(9, "", -1)})
+    wanted = {"partitions": [{"topic": "clicks", "partition": 1}]}
+    try:
+        status, body, _ = served.api("/api/groups/counter/delete-offsets", method="POST", body=wanted)
+        assert status == 400 and "confirm" in body["message"]
+        status, body, _ = served.api("/api/groups/counter/delete-offsets", method="POST",
+                                     body={**wanted, "confirm": "counter"})
+        # Kafka refuses to delete offsets of a partition the active group is subscribed to
+        assert status == 200 and body["partitions"] == [
+            {"topic": "clicks", "partition": 1, "error": "GROUP_SUBSCRIBED_TO_TOPIC"}], body
+        assert committed_offsets(served.bootstrap, "counter") == {("clicks", 0): 4, ("clicks", 1): 9}
+    finally:
+        consumers[0].close()
+
+    status, body, _ = served.api("/api/groups/counter/delete-offsets", method="POST", body={**wanted, "confirm": "counter"})
+    assert status == 200 and body["partitions"] == [{"topic": "clicks", "partition": 1, "error": "NONE"}]
+    assert committed_offsets(served.bootstrap, "counter") == {("clicks", 0): 4}
+
+
+def test_the_console_is_off_by_default_and_a_taken_port_stops_the_start_naming_the_flag(tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = subprocess.run(cohort_command(
+            "serve", "--listen", f"127.0.0.1:{free_port()}", "--metrics", f"127.0.0.1:{free_port()}",
+            "--data-dir", str(tmp_path / "data"), "--console.listen", f"127.0.0.1:{port}"),
+            env=clean_env(), capture_output=True, text=True, timeout=30)
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines()[-1].endswith("(choose another address with --console.listen)")
+    assert not (tmp_path / "data").exists()  # refused before the data dir was touched
+
+    shown = subprocess.run(cohort_command("config", "show"), env=clean_env(), capture_output=True, text=True, timeout=30)
+    assert [line.split() for line in shown.stdout.splitlines() if line.startswith("console.listen")] == [
+        ["console.listen", "(unset)", "default"]]
+    shown = subprocess.run(cohort_command("config", "show"), env=clean_env(COHORT_CONSOLE_LISTEN="127.0.0.1:9080"),
+                           capture_output=True, text=True, timeout=30)
+    assert [line.split() for line in shown.stdout.splitlines() if line.startswith("console.listen")] == [
+        ["console.listen", "127.0.0.1:9080", "env", "COHORT_CONSOLE_LISTEN"]]
