@@ -111,7 +111,7 @@ class ConsoleServer:
 def console_app(sessions: Sessions) -> web.Application:
     app = web.Application(client_max_size=1024 * 1024)
     api = _Api(sessions)
-    app.router.add_get("/", _static("index.html"))
+    app.router.add_get("/", api.signed_in(_static("index.html")))
     for name in STATIC_FILES:
         app.router.add_get(f"/static/{name}", _static(name))
     app.router.add_get("/api/groups", api.wrap(api.groups))
@@ -147,9 +147,26 @@ def _error(status: int, error: str, message: str, **headers: str) -> web.Respons
     return web.json_response({"error": error, "message": message}, status=status, headers=headers)
 
 
+def _sign_in_required(exc: SignInRequired) -> web.Response:
+    return _error(401, "SIGN_IN_REQUIRED", str(exc), **{"WWW-Authenticate": f'Basic realm="{REALM}", charset="UTF-8"'})
+
+
 class _Api:
     def __init__(self, sessions: Sessions) -> None:
         self.sessions = sessions
+
+    def signed_in(self, page):
+        """The page itself asks for sign-in first, so the browser sends the credentials with each API call."""
+        async def serve(request: web.Request) -> web.Response:
+            try:
+                await self.sessions.admin_for(_credentials(request))
+            except SignInRequired as exc:
+                return _sign_in_required(exc)
+            except ClientError as exc:
+                return _error(503, "COORDINATOR_UNREACHABLE", str(exc))
+            return await page(request)
+
+        return serve
 
     def wrap(self, handler: Handler):
         async def serve(request: web.Request) -> web.Response:
@@ -157,7 +174,7 @@ class _Api:
                 admin = await self.sessions.admin_for(_credentials(request))
                 return web.json_response(await handler(request, admin))
             except SignInRequired as exc:
-                return _error(401, "SIGN_IN_REQUIRED", str(exc), **{"WWW-Authenticate": f'Basic realm="{REALM}"'})
+                return _sign_in_required(exc)
             except BadRequest as exc:
                 return _error(400, "BAD_REQUEST", str(exc))
             except KafkaError as exc:

@@ -21,10 +21,15 @@ def call(url: str, method: str = "GET", body=None, auth: tuple[str, str] | None 
         request.add_header("Authorization", f"Basic {token}")
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
-            return response.status, json.loads(response.read() or b"null"), dict(response.headers)
+            return response.status, _body(response.read(), response.headers), dict(response.headers)
     except urllib.error.HTTPError as exc:
-        text = exc.read()
-        return exc.code, json.loads(text) if text.startswith(b"{") else {"text": text.decode()}, dict(exc.headers)
+        return exc.code, _body(exc.read(), exc.headers), dict(exc.headers)
+
+
+def _body(data: bytes, headers) -> dict:
+    if headers.get("Content-Type", "").startswith("application/json"):
+        return json.loads(data)
+    return {"text": data.decode()}
 
 
 class ConsoleServer(CohortServer):
