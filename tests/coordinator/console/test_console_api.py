@@ -125,3 +125,27 @@ def test_the_console_is_off_by_default_and_a_taken_port_stops_the_start_naming_t
                            capture_output=True, text=True, timeout=30)
     assert [line.split() for line in shown.stdout.splitlines() if line.startswith("console.listen")] == [
         ["console.listen", "127.0.0.1:9080", "env", "COHORT_CONSOLE_LISTEN"]]
+
+
+def test_with_workers_the_supervisors_console_shows_the_groups_of_every_worker(tmp_path):
+    from workers_harness import WorkersServer, group_on_worker, worker_of
+
+    console_port = free_port()
+    server = WorkersServer(tmp_path / "data", 2, "--console.listen", f"127.0.0.1:{console_port}").start()
+    try:
+        groups = [group_on_worker("spread", k, 2) for k in range(2)]
+        for k, group in enumerate(groups):
+            assert worker_of(group, 2) == k
+            admin = KafkaAdminClient(bootstrap_servers=server.bootstrap_of(k), request_timeout_ms=10000)
+            try:
+                admin.alter_group_offsets(group, {TopicPartition("spread-topic", 0): OffsetAndMetadata(3 + k, "", -1)})
+            finally:
+                admin.close()
+        status, body, _ = call(f"http://127.0.0.1:{console_port}/api/groups")
+        assert status == 200 and [g["group_id"] for g in body["groups"]] == sorted(groups)
+        for k, group in enumerate(groups):
+            status, detail, _ = call(f"http://127.0.0.1:{console_port}/api/groups/{group}")
+            assert status == 200 and [o["offset"] for o in detail["offsets"]] == [3 + k]
+            assert detail["coordinator"]["port"] == server.ports[k]  # answered by the worker that owns it
+    finally:
+        assert server.stop() == 0
