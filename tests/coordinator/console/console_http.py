@@ -12,7 +12,7 @@ from kafka import KafkaConsumer
 
 
 def call(url: str, method: str = "GET", body=None, auth: tuple[str, str] | None = None,
-         raw: bytes | None = None, timeout: float = 15.0) -> tuple[int, dict, dict]:
+         raw: bytes | None = None, timeout: float = 15.0, context=None) -> tuple[int, dict, dict]:
     """(status, JSON body, headers) of one request."""
     data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
     request = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
@@ -20,7 +20,7 @@ def call(url: str, method: str = "GET", body=None, auth: tuple[str, str] | None 
         token = base64.b64encode(f"{auth[0]}:{auth[1]}".encode()).decode()
         request.add_header("Authorization", f"Basic {token}")
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
+        with urllib.request.urlopen(request, timeout=timeout, context=context) as response:
             return response.status, _body(response.read(), response.headers), dict(response.headers)
     except urllib.error.HTTPError as exc:
         return exc.code, _body(exc.read(), exc.headers), dict(exc.headers)

@@ -99,3 +99,36 @@ def test_each_user_sees_and_changes_only_what_their_acls_allow(secured):
     assert status == 200 and body["partitions"] == [{"topic": "events", "partition": 0, "error": "NONE"}]
     status, body, _ = secured.api("/api/groups/visible", auth=ADMIN)
     assert body["offsets"] == []
+
+
+def test_with_a_tls_listener_the_console_serves_https_with_the_listeners_certificate(tmp_path):
+    import http.client
+    import ssl
+    import urllib.request
+
+    from security.tls_ca import make_ca
+
+    (tmp_path / "ca").mkdir()
+    ca = make_ca(tmp_path / "ca")
+    data = tmp_path / "data"
+    add_user(data, tmp_path, *ADMIN, "SCRAM-SHA-512")
+    server = ConsoleServer(data, "--listeners", "PLACEHOLDER", "--ssl.keystore.location", str(ca.server),
+                           "--sasl.enabled.mechanisms", "SCRAM-SHA-512", "--authorizer.class.name", "acl",
+                           "--super.users", "User:admin")
+    server.args[server.args.index("PLACEHOLDER")] = f"SASL_SSL://127.0.0.1:{server.port}"
+    server.start()
+    try:
+        trusted = ssl.create_default_context(cafile=str(ca.ca))
+        url = f"https://localhost:{server.console_port}"
+        status, body, _ = call(f"{url}/api/groups", auth=ADMIN, context=trusted)
+        assert status == 200 and body == {"groups": []}
+        status, _, headers = call(f"{url}/api/groups", context=trusted)
+        assert status == 401 and headers["WWW-Authenticate"].startswith("Basic")
+        try:  # plain HTTP is not answered
+            urllib.request.urlopen(f"http://127.0.0.1:{server.console_port}/api/groups", timeout=5)
+            answered = True
+        except (OSError, urllib.error.URLError, http.client.HTTPException):
+            answered = False
+        assert not answered
+    finally:
+        assert server.stop() == 0
