@@ -1,9 +1,11 @@
 """The life of a ``cohort serve`` process, from configuration to exit code.
 
-Order of a start: logging → data directory (created, checked writable) → the
-data-directory lock → event loop (uvloop when installed) → metrics/health HTTP
-server (so probes answer "loading" while the offsets log loads) → the
-coordinator server's `start()` (loads the log, binds) → ready.
+Order of a start: logging → event loop (uvloop when installed) → the metrics,
+Kafka and console ports bound (a taken one stops the start before anything
+else) → data directory (created, checked writable) → the data-directory lock →
+metrics/health HTTP server serving (so probes answer "loading" while the
+offsets log loads) → the coordinator server's `start()` (loads the log) → the
+web console serving (``console.listen``; it is a client of the server) → ready.
 
 Signals:
 
