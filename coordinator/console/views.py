@@ -16,14 +16,17 @@ from cohort.protocol.errors import ErrorCode, error_name
 
 
 async def groups_overview(admin: Admin) -> list[dict]:
-    """Every group the user may describe: id, state, type, protocol and member count."""
+    """Every group the user may describe: id, state, type, protocol, member count and health."""
     listings = await admin.list_groups()
-    described = await asyncio.gather(*(admin.describe_group(g.group_id) for g in listings), return_exceptions=True)
+    described, health = await asyncio.gather(
+        asyncio.gather(*(admin.describe_group(g.group_id) for g in listings), return_exceptions=True),
+        asyncio.gather(*(admin.group_report(g.group_id, "health") for g in listings), return_exceptions=True))
     rows = []
-    for listing, description in zip(listings, described):
+    for listing, description, judged in zip(listings, described, health):
+        for outcome in (description, judged):
+            if isinstance(outcome, BaseException) and not isinstance(outcome, ClientError):
+                raise outcome
         if isinstance(description, BaseException):
-            if not isinstance(description, ClientError):
-                raise description
             description = None  # listed a moment ago, gone or refused now: show what ListGroups said
         rows.append({
             "group_id": listing.group_id,
@@ -32,6 +35,7 @@ async def groups_overview(admin: Admin) -> list[dict]:
             "protocol_type": listing.protocol_type,
             "protocol": description.protocol if description else "",
             "members": len(description.members) if description else None,
+            "health": None if isinstance(judged, BaseException) else judged["status"],
         })
     return rows
 
@@ -91,3 +95,20 @@ async def _log_end_offsets(admin: Admin, committed: dict) -> dict[TopicPartition
 def _broker(description: GroupDescription) -> dict | None:
     node = description.coordinator
     return None if node is None else {"node_id": node.node_id, "host": node.host, "port": node.port}
+
+
+async def group_report(admin: Admin, group_id: str, report: str, **params) -> object:
+    """One of the coordinator's own reports (rebalances, history, health) as it sends it."""
+    return await admin.group_report(group_id, report, **params)
+
+
+async def reset_plan(admin: Admin, group_id: str, at_ms: int) -> dict:
+    """What the group had committed at `at_ms`, next to what it has now (None: no offset)."""
+    past, current = await asyncio.gather(admin.group_report(group_id, "offsets-at", at_ms=at_ms),
+                                         admin.fetch_offsets(group_id))
+    planned = {TopicPartition(o["topic"], o["partition"]): o["offset"] for o in past["offsets"]}
+    partitions = [{"topic": tp.topic, "partition": tp.partition,
+                   "current": current[tp].offset if tp in current else None, "planned": planned.get(tp)}
+                  for tp in sorted(set(planned) | set(current))]
+    return {"group_id": group_id, "at_ms": at_ms, "history_from_ms": past.get("history_from_ms"),
+            "partitions": partitions}

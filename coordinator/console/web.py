@@ -116,6 +116,11 @@ def console_app(sessions: Sessions) -> web.Application:
         app.router.add_get(f"/static/{name}", _static(name))
     app.router.add_get("/api/groups", api.wrap(api.groups))
     app.router.add_get("/api/groups/{group}", api.wrap(api.group))
+    app.router.add_get("/api/groups/{group}/health", api.wrap(api.health))
+    app.router.add_get("/api/groups/{group}/history", api.wrap(api.history))
+    app.router.add_get("/api/groups/{group}/rebalances", api.wrap(api.rebalances))
+    app.router.add_get("/api/groups/{group}/reset-plan", api.wrap(api.reset_plan))
+    app.router.add_post("/api/groups/{group}/reset-offsets", api.wrap(api.reset_offsets))
     app.router.add_post("/api/groups/{group}/delete-offsets", api.wrap(api.delete_offsets))
     return app
 
@@ -192,6 +197,38 @@ class _Api:
     async def group(self, request: web.Request, admin) -> Any:
         return await views.group_detail(admin, request.match_info["group"])
 
+    async def health(self, request: web.Request, admin) -> Any:
+        return await views.group_report(admin, request.match_info["group"], "health")
+
+    async def history(self, request: web.Request, admin) -> Any:
+        query = request.query
+        partition = _int_param(query, "partition")
+        if partition is not None and not query.get("topic"):
+            raise BadRequest("partition needs topic")
+        events = await views.group_report(admin, request.match_info["group"], "history",
+                                          since_ms=_int_param(query, "since_ms"), topic=query.get("topic") or None,
+                                          partition=partition)
+        return {"events": events}
+
+    async def rebalances(self, request: web.Request, admin) -> Any:
+        entries = await views.group_report(admin, request.match_info["group"], "rebalances",
+                                           since_ms=_int_param(request.query, "since_ms"))
+        return {"entries": entries}
+
+    async def reset_plan(self, request: web.Request, admin) -> Any:
+        at_ms = _int_param(request.query, "at_ms")
+        if at_ms is None:
+            raise BadRequest("at_ms (milliseconds since the epoch) is required")
+        return await views.reset_plan(admin, request.match_info["group"], at_ms)
+
+    async def reset_offsets(self, request: web.Request, admin) -> Any:
+        group_id = request.match_info["group"]
+        body = await _confirmed_body(request, group_id)
+        at_ms = body.get("at_ms")
+        if not isinstance(at_ms, int) or isinstance(at_ms, bool) or at_ms < 0:
+            raise BadRequest('"at_ms" must be a time in milliseconds since the epoch')
+        return await views.reset_to_commit_at(admin, group_id, at_ms)
+
     async def delete_offsets(self, request: web.Request, admin) -> Any:
         group_id = request.match_info["group"]
         body = await _confirmed_body(request, group_id)
@@ -206,6 +243,19 @@ class _Api:
                 raise BadRequest(f'not a partition: {item!r} (expected {{"topic": T, "partition": P}})')
             wanted.append(TopicPartition(item["topic"], item["partition"]))
         return await views.delete_offsets(admin, group_id, wanted)
+
+
+def _int_param(query, name: str) -> int | None:
+    text = query.get(name)
+    if text is None or text == "":
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        raise BadRequest(f"{name} must be a whole number, not {text!r}") from None
+    if value < 0:
+        raise BadRequest(f"{name} must not be negative")
+    return value
 
 
 async def _confirmed_body(request: web.Request, group_id: str) -> dict:
