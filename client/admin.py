@@ -10,13 +10,21 @@ back as `KafkaError` (or per-item error codes where Kafka reports per item).
 from __future__ import annotations
 
 import asyncio
+import json
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from cohort.client.cluster import COORDINATOR_MOVED, Broker, Cluster, TopicInfo
 from cohort.client.connection import BrokerConnection
-from cohort.client.errors import ClientError, KafkaConnectionError, KafkaError, UnsupportedApi, kafka_error
+from cohort.client.errors import (
+    ClientError,
+    KafkaConnectionError,
+    KafkaError,
+    RequestTimedOut,
+    UnsupportedApi,
+    kafka_error,
+)
 from cohort.client.offsets import (
     SIMPLE_COMMIT,
     OffsetAndMetadata,
@@ -34,6 +42,7 @@ from cohort.protocol.messages import (
     DeleteGroupsRequest,
     DeleteTopicsRequest,
     DescribeGroupsRequest,
+    GroupReportRequest,
     ListGroupsRequest,
     ListOffsetsRequest,
     OffsetDeleteRequest,
@@ -271,6 +280,34 @@ class Admin:
             return {
                 TopicPartition(t.name, p.partition_index): p.error_code for t in response.topics for p in t.partitions
             }
+
+        return await self.cluster.call_coordinator(group_id, attempt)
+
+    # ------------------------------------------------------------ Cohort's own reports
+
+    async def group_report(self, group_id: str, report: str, *, since_ms: int = -1, at_ms: int = -1,
+                           topic: str | None = None, partition: int = -1):
+        """A Cohort server's report on a group, decoded from its JSON: "rebalances" (the journal), "history"
+        (commits), "health", or "offsets-at" (what the group had committed at `at_ms`).
+
+        GroupReport is Cohort's private API (key 10000, never advertised): it is sent as v0 to the group's
+        coordinator. A server that does not know it closes the connection: that raises `UnsupportedApi`.
+        """
+        request = GroupReportRequest(group_id=group_id, report=report, since_ms=since_ms, at_ms=at_ms, topic=topic,
+                                     partition=partition)
+
+        async def attempt(conn: BrokerConnection):
+            await conn.connect()
+            try:
+                response = await conn.request(request, version=0)
+            except RequestTimedOut:
+                raise
+            except KafkaConnectionError:
+                raise UnsupportedApi(f"{conn.address} closed the connection on Cohort's GroupReport API: "
+                                     "not a Cohort server, or an older one") from None
+            if response.error_code != ErrorCode.NONE:
+                raise kafka_error(response.error_code, response.error_message or f"GroupReport for {group_id!r}")
+            return json.loads(response.report)
 
         return await self.cluster.call_coordinator(group_id, attempt)
 

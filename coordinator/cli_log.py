@@ -60,10 +60,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     compact = commands.add_parser(
         "compact", help="compact closed segments now (offline)",
         description="Compact the closed segments of every partition: keep the latest record per key and drop "
-        "tombstones older than --delete-retention-ms. Refuses to run while a server holds the data dir.")
+        "tombstones older than --delete-retention-ms, keeping every record younger than --history-retention-ms "
+        "(the offset history). Refuses to run while a server holds the data dir.")
     _data_dir_argument(compact)
     compact.add_argument("--delete-retention-ms", type=int, default=86400000,
                          help="keep tombstones this long after they were written (default 86400000)")
+    compact.add_argument("--history-retention-ms", type=int, default=86400000,
+                         help="keep every record this young, not only the latest per key: the offset history "
+                              "(default 86400000, as offsets.history.retention.ms; 0 = latest only)")
     compact.add_argument("--segment-bytes", type=int, default=104857600,
                          help="merge small segments up to this size (default 104857600)")
     compact.set_defaults(func=compact_command)
@@ -386,8 +390,8 @@ def compact_command(args: argparse.Namespace) -> int:
     problem = _check_data_dir(args.data_dir)
     if problem:
         return _fail(problem)
-    if args.delete_retention_ms < 0 or args.segment_bytes < 1:
-        return _fail("--delete-retention-ms must be >= 0 and --segment-bytes > 0")
+    if args.delete_retention_ms < 0 or args.history_retention_ms < 0 or args.segment_bytes < 1:
+        return _fail("--delete-retention-ms and --history-retention-ms must be >= 0 and --segment-bytes > 0")
     lock = DataDirLock(args.data_dir)
     try:
         lock.acquire()
@@ -418,7 +422,8 @@ def compact_command(args: argparse.Namespace) -> int:
             compacted += 1
             result = compact_closed_segments(
                 pdir, closed, end, segment_bytes=args.segment_bytes,
-                delete_retention_ms=args.delete_retention_ms, now_ms=now_ms)
+                delete_retention_ms=args.delete_retention_ms, now_ms=now_ms,
+                history_retention_ms=args.history_retention_ms)
             print(f"partition {p}: {result.segments_before} -> {result.segments_after} closed segments, "
                   f"{result.records_before} -> {result.records_after} records, "
                   f"{result.tombstones_dropped} tombstones dropped")

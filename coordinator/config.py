@@ -539,9 +539,12 @@ class CoordinatorConfig:
     group_initial_rebalance_delay_ms: int = _setting(3000, _MS, "How long the first rebalance of an empty group waits for more members.")
     group_max_size: int = _setting(INT32_MAX, IntKind(1), "Most members one group may have (GROUP_MAX_SIZE_REACHED beyond).")
     group_new_member_join_timeout_ms: int = _setting(300000, _POSITIVE_MS, "How long a new member that has not rejoined is kept during a rebalance.")
+    group_journal_max_entries: int = _setting(100, IntKind(1, 100000), "Journal entries (rebalances, admin actions) kept per group (`cohort groups rebalances`).")
+    group_health_stall_ms: int = _setting(300000, _POSITIVE_MS, "A group with members whose committed offset of a partition has not moved for this long is STALLED.")
     # -- offsets --------------------------------------------------------------
     offset_metadata_max_bytes: int = _setting(4096, IntKind(0, 32767), "Largest commit metadata string (OFFSET_METADATA_TOO_LARGE beyond; the record format holds at most 32767 bytes).")
     offsets_retention_minutes: int = _setting(10080, IntKind(1), "How long committed offsets of an empty group are kept.")
+    offsets_history_retention_ms: int = _setting(86400000, IntKind(0, INT64_MAX), "Compaction keeps every offset commit newer than this (`cohort groups history`, `--to-commit-at`); 0 keeps only the latest, as Kafka.")
     offsets_retention_check_interval_ms: int = _setting(600000, _POSITIVE_MS, "How often expired offsets are looked for.")
     offsets_topic_num_partitions: int = _setting(50, IntKind(1), "Offsets partitions groups are hashed onto (Kafka's rule).")
     offsets_topic_segment_bytes: int = _setting(104857600, IntKind(1), "Size at which an offsets log segment is rolled (it also rolls once it holds twice what the compacted segments before it hold, from 8 MiB up).")

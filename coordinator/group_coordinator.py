@@ -36,19 +36,28 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import json
 import logging
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from cohort.coordinator.group_health import GroupHealth, HealthMonitor
+from cohort.coordinator.group_journal import GroupJournal, JournalEntry
 from cohort.coordinator.groups.classic import ClassicGroup, GroupState, JoinRequest, JoinResult, SyncResult
+from cohort.coordinator.groups.effects import RebalanceJournaled
 from cohort.coordinator.groups.runtime import GroupRuntime, LoopScheduler, Scheduler
 from cohort.coordinator.log import LogLoadError, StorageError
+from cohort.coordinator.offset_history import CommitEvent, commit_events, group_key_prefixes, offsets_at
 from cohort.coordinator.offsets import OffsetsTable
 from cohort.coordinator.records import (
+    GroupJournalRecord,
+    GroupJournalTombstone,
     GroupMetadataRecord,
     GroupMetadataTombstone,
     OffsetCommitRecord,
+    OffsetCommitSourceRecord,
+    OffsetCommitSourceTombstone,
     OffsetCommitRun,
     OffsetCommitTombstone,
     Record,
@@ -111,6 +120,14 @@ class RequestContext:
     listener: str = ""
 
 
+class GroupReportError(Exception):
+    """A journal, history or health question this node cannot answer: `error_code` is Kafka's code."""
+
+    def __init__(self, error_code: int, message: str) -> None:
+        super().__init__(message)
+        self.error_code = error_code
+
+
 @dataclass(frozen=True, slots=True)
 class EncodeInThread:
     """A handler's answer too large to encode on the event loop: the server encodes it on a worker thread."""
@@ -151,7 +168,11 @@ class GroupCoordinator:
         self._store = store
         self.offsets = offsets if offsets is not None else OffsetsTable()
         self.scheduler: Scheduler = scheduler or LoopScheduler()
-        self.runtime = GroupRuntime(self.scheduler, self._store_record, metrics)
+        self.journal = GroupJournal(config.group_journal_max_entries)
+        self.health = HealthMonitor(config.group_health_stall_ms)
+        self._health_timer = None
+        self._journal_writes: set[asyncio.Task] = set()
+        self.runtime = GroupRuntime(self.scheduler, self._store_record, metrics, journal=self._journal_rebalance)
         self._other_records = other_records
         self._groups: dict[str, ClassicGroup] = {}
         self._num_partitions = config.offsets_topic_num_partitions
@@ -245,6 +266,8 @@ class GroupCoordinator:
             self.runtime.unload(group, E.NOT_COORDINATOR)
         for group_id in [g for g in self.offsets.groups() if self.partition_for(g) == partition]:
             self.offsets.delete_group(group_id)
+        self.journal.forget([g for g in self.journal.groups() if self.partition_for(g) == partition])
+        self.health.forget([g for g in self.health.groups() if self.partition_for(g) == partition])
         release = asyncio.get_running_loop().create_task(self._release(partition, loading),
                                                          name=f"release-offsets-partition-{partition}")
         self._releases.add(release)
@@ -352,6 +375,10 @@ class GroupCoordinator:
             group = self._groups.pop(record.group, None)
             if group is not None:
                 self.runtime.unload(group)
+        elif type(record) is GroupJournalRecord:
+            self.journal.apply(record)
+        elif type(record) in _HISTORY_ONLY:
+            pass  # read back by the offset history, not kept in memory
         elif self._other_records is not None:
             self._other_records(record)
 
@@ -504,6 +531,151 @@ class GroupCoordinator:
             del self._groups[group.group_id]
         if group.state is not GroupState.DEAD:
             self.runtime.delete(group)
+
+    # =========================================================================================
+    # The operator journal (rebalances, admin actions)
+    # =========================================================================================
+    def _journal_rebalance(self, effect: RebalanceJournaled) -> None:
+        """Persist a finished rebalance's entry; the rebalance itself never waits for it."""
+        record = self.journal.rebalance_record(effect)
+        partition = self.partition_for(effect.group_id)
+
+        async def write() -> None:
+            if await self._append(partition, [record]) == E.NONE:
+                self.journal.apply(record)
+
+        task = asyncio.get_running_loop().create_task(write())
+        self._journal_writes.add(task)
+        task.add_done_callback(self._journal_writes.discard)
+
+    def _admin_record(self, group_id: str, action: str, ctx: RequestContext, changes: Iterable[str]
+                      ) -> GroupJournalRecord:
+        """The journal entry of an admin action, written in the same append as the action's records."""
+        group = self._groups.get(group_id)
+        return self.journal.admin_record(
+            group_id, action, now_ms=self.scheduler.now_ms(), principal=ctx.principal, client_id=ctx.client_id,
+            client_host=ctx.client_host, epoch=group.generation_id if group is not None else -1,
+            state=group.state.value if group is not None else GroupState.DEAD.value, changes=changes)
+
+    def rebalance_journal(self, group_id: str, since_ms: int | None = None) -> list[JournalEntry]:
+        """The group's journal (rebalances and admin actions) ending at or after `since_ms`, oldest first.
+
+        Raises `GroupReportError` when this node does not serve the group's partition now."""
+        self._check_served(group_id)
+        return self.journal.entries(group_id, since_ms)
+
+    # =========================================================================================
+    # Offset history, offsets at a past time, health (the read API of the CLI and the console)
+    # =========================================================================================
+    async def offset_history(self, group_id: str, topic: str | None = None, partition: int | None = None,
+                             since_ms: int | None = None) -> list[CommitEvent]:
+        """The group's commits (and offset deletions) the log still holds, oldest first: every one within
+        `offsets.history.retention.ms`, then the latest per partition. Raises `GroupReportError`."""
+        self._check_served(group_id)
+        history = getattr(self._store, "history", None)
+        if history is None:
+            raise GroupReportError(E.INVALID_REQUEST, "offset history is kept by the local log only: in cluster "
+                                   "mode etcd holds the latest offset of each partition and nothing older")
+        try:
+            records = await history(self.partition_for(group_id), group_key_prefixes(group_id))
+        except (OSError, TimeoutError) as exc:
+            raise GroupReportError(E.UNKNOWN_SERVER_ERROR, f"cannot read the offset history: {exc}") from None
+        return commit_events(group_id, records, topic=topic, partition=partition, since_ms=since_ms)
+
+    async def reset_plan_to_commit_at(self, group_id: str, when_ms: int) -> dict[tuple[str, int], int | None]:
+        """What the group had committed at `when_ms`, per partition it has had an offset for (None: it had
+        none then): the plan of an undo (`reset-offsets --to-commit-at`)."""
+        return offsets_at(await self.offset_history(group_id), when_ms)
+
+    def group_health(self, group_id: str) -> GroupHealth:
+        """The group's health now (see `group_health`); raises `GroupReportError`."""
+        self._check_served(group_id)
+        group = self._groups.get(group_id)
+        if (group is None or group.state is GroupState.DEAD) and not self.offsets.has_offsets(group_id):
+            raise GroupReportError(E.GROUP_ID_NOT_FOUND, f"group {group_id!r} does not exist")
+        offsets = self._health_offsets(group_id)
+        now = self.scheduler.now_ms()
+        self._sample_health(group_id, offsets, now)
+        members = []
+        if group is not None and group.state is not GroupState.DEAD:
+            monotonic = self.scheduler.monotonic_ms()
+            for mem in group.members.values():
+                deadline = group.session_deadline_ms(mem.member_id)
+                age = None if deadline is None else max(0.0, mem.session_timeout_ms - (deadline - monotonic))
+                members.append((mem.member_id, mem.client_id, mem.client_host, age))
+        return self.health.evaluate(group_id, offsets, members, now)
+
+    def _health_offsets(self, group_id: str) -> list[tuple[str, int, int, int]]:
+        return [(topic, p, om.offset, om.commit_timestamp)
+                for topic, parts in self.offsets.group_offsets(group_id).items() for p, om in parts.items()]
+
+    def _sample_health(self, group_id: str, offsets: list, now: int) -> None:
+        def admin_reset_since(since_ms: int) -> bool:
+            return any(e.kind == "admin" and e.trigger == "reset_offsets" for e in self.journal.entries(group_id, since_ms))
+        self.health.sample(group_id, offsets, now, admin_reset_since)
+
+    def start_health_sampling(self) -> None:
+        """Sample every group with members a few times per `group.health.stall.ms` (idempotent), so a
+        rewind or a stall is seen even when nobody asks in between."""
+        if self._closed or self._health_timer is not None:
+            return
+        interval = min(max(self.config.group_health_stall_ms / 4, 100), 15_000)
+        self._health_timer = self.scheduler.call_later(interval, self._health_due)
+
+    def _health_due(self) -> None:
+        self._health_timer = None
+        if self._closed:
+            return
+        now = self.scheduler.now_ms()
+        for group in list(self._groups.values()):
+            if group.members and self.partition_for(group.group_id) in self._loaded:
+                self._sample_health(group.group_id, self._health_offsets(group.group_id), now)
+        self.start_health_sampling()
+
+    def health_of_groups(self, limit: int = 10_000) -> list[GroupHealth]:
+        """Every served group's health (at most `limit` groups: the metrics' label budget)."""
+        out = []
+        for group_id in list(self._groups)[:limit]:
+            try:
+                out.append(self.group_health(group_id))
+            except GroupReportError:
+                continue
+        return out
+
+    async def group_report(self, req, version: int, ctx: RequestContext):
+        """GroupReport (Cohort's private API 10000): the read API above as JSON, for `cohort groups …`."""
+        group_id = req.group_id
+        try:
+            if req.report == "rebalances":
+                self._check_served(group_id)
+                entries = self.journal.entries(group_id, req.since_ms if req.since_ms >= 0 else None)
+                if not entries and group_id not in self._groups and not self.journal.entries(group_id):
+                    raise GroupReportError(E.GROUP_ID_NOT_FOUND, f"group {group_id!r} does not exist")
+                document: object = [e.to_json() for e in entries]
+            elif req.report == "history":
+                events = await self.offset_history(group_id, req.topic, req.partition if req.partition >= 0 else None,
+                                                   req.since_ms if req.since_ms >= 0 else None)
+                document = [e.to_json() for e in events]
+            elif req.report == "health":
+                document = self.group_health(group_id).to_json()
+            elif req.report == "offsets-at":
+                if req.at_ms < 0:
+                    raise GroupReportError(E.INVALID_REQUEST, "offsets-at needs at_ms")
+                events = await self.offset_history(group_id)
+                plan = offsets_at(events, req.at_ms)
+                document = {"at_ms": req.at_ms, "history_from_ms": events[0].time_ms if events else None,
+                            "history_retention_ms": self.config.offsets_history_retention_ms,
+                            "offsets": [{"topic": t, "partition": p, "offset": o} for (t, p), o in sorted(plan.items())]}
+            else:
+                raise GroupReportError(E.INVALID_REQUEST, f"unknown report {req.report!r}")
+        except GroupReportError as exc:
+            return m.GroupReportResponse(error_code=exc.error_code, error_message=str(exc), report=b"")
+        return m.GroupReportResponse(error_code=0, error_message=None, report=json.dumps(document).encode())
+
+    def _check_served(self, group_id: str) -> None:
+        error = E.INVALID_GROUP_ID if not group_id else self._partition_error(self.partition_for(group_id))
+        if error:
+            raise GroupReportError(int(error), f"group {group_id!r}: {ErrorCode(error).name}")
 
     # =========================================================================================
     # JoinGroup
@@ -694,6 +866,9 @@ class GroupCoordinator:
         expire = max(min(now + retention, _INT64_MAX), _INT64_MIN) if retention != -1 else -1
         max_metadata = self.config.offset_metadata_max_bytes
         with_epoch = version >= 6
+        # An admin tool's reset: a commit outside group management to a consumer group (Kafka lets only an
+        # inactive group take one). Simple groups (no protocol type) commit this way as their normal work.
+        admin_reset = generation < 0 and not member_id and group.protocol_type is not None
         # One pass builds the log records, what to apply once they are durable, and the
         # response (accepted partitions answer NONE unless the write fails).
         encoded: list[tuple[bytes, bytes]] = []
@@ -730,7 +905,17 @@ class GroupCoordinator:
             error = E.UNKNOWN_SERVER_ERROR
         else:
             if encoded:
+                journaled = None
+                if admin_reset:
+                    journaled = self._admin_record(group_id, "reset_offsets", ctx, self._reset_changes(group_id, commits))
+                    encoded.append(encode_record(journaled))
+                if self.config.offsets_history_retention_ms > 0:
+                    # Who made these commits, for the offset history; it precedes them in the same append.
+                    encoded.insert(0, encode_record(OffsetCommitSourceRecord(
+                        group_id, member_id, generation, ctx.client_id, ctx.client_host, now)))
                 error = await self._append_encoded(partition, encoded)
+                if not error and journaled is not None:
+                    self.journal.apply(journaled)
         if error:
             if created is not None and self._groups.get(group_id) is created and created.state is GroupState.EMPTY \
                     and not self.offsets.has_offsets(group_id) and not created.members:
@@ -743,11 +928,20 @@ class GroupCoordinator:
             apply = self._apply_commit_fields
             for name, index, offset, leader_epoch, metadata, commit_ts in commits:
                 apply(group_id, name, index, offset, leader_epoch, metadata, commit_ts, expire)
+            self.health.member_committed(group_id, member_id, now)
             if self.metrics is not None:
                 self.metrics.offsets_committed(len(commits))
         if len(commits) > LARGE_REQUEST_PARTITIONS:
             return EncodeInThread(_CommitResponse(0, answers))
         return _CommitResponse(0, answers)  # throttle_time_ms, topics
+
+    def _reset_changes(self, group_id: str, commits: list[tuple]) -> list[str]:
+        """What an admin reset changes, per partition: "topic:partition old->new"."""
+        changes = []
+        for name, index, offset, *_ in commits:
+            old = self.offsets.get(group_id, name, index)
+            changes.append(f"{name}:{index} {old.offset if old is not None else '-'}->{offset}")
+        return changes
 
     def _commit_response(self, req, error: int):
         """Every partition answers `error`, except those refused for their metadata size (a failed write)."""
@@ -979,6 +1173,7 @@ class GroupCoordinator:
                                      for topic, parts in self.offsets.group_offsets(group_id).items()
                                      for p in parts]
             records.append(GroupMetadataTombstone(group_id))
+            records.append(self._admin_record(group_id, "delete_group", ctx, [f"{len(records) - 1} offsets deleted"]))
             by_partition.setdefault(partition, []).append((group, records))
 
         async def delete_in(partition: int, entries) -> None:
@@ -990,8 +1185,10 @@ class GroupCoordinator:
                 for r in recs:
                     if type(r) is OffsetCommitTombstone:
                         self.offsets.delete(r.group, r.topic, r.partition)
+                    elif type(r) is GroupJournalRecord:
+                        self.journal.apply(r)
                 self._drop_group(group)
-                log.info("group %s: deleted (%d offsets)", group.group_id, len(recs) - 1)
+                log.info("group %s: deleted (%d offsets)", group.group_id, len(recs) - 2)
 
         await asyncio.gather(*(delete_in(p, entries) for p, entries in by_partition.items()))
         return m.DeleteGroupsResponse(throttle_time_ms=0, results=[
@@ -1018,11 +1215,13 @@ class GroupCoordinator:
                     records.append(OffsetCommitTombstone(group_id, topic.name, p.partition_index))
             answers.append((topic.name, [(p.partition_index, E.NONE) for p in topic.partitions]))
         if records:
-            error = await self._append(self.partition_for(group_id), records)
+            entry = self._admin_record(group_id, "delete_offsets", ctx, [f"{r.topic}:{r.partition}" for r in records])
+            error = await self._append(self.partition_for(group_id), [*records, entry])
             if error:
                 return m.OffsetDeleteResponse(error_code=int(error), throttle_time_ms=0, topics=[])
             for r in records:
                 self.offsets.delete(r.group, r.topic, r.partition)
+            self.journal.apply(entry)
         return m.OffsetDeleteResponse(error_code=0, throttle_time_ms=0, topics=[
             m.OffsetDeleteResponse.OffsetDeleteResponseTopic(name=name, partitions=[
                 m.OffsetDeleteResponse.OffsetDeleteResponseTopic.OffsetDeleteResponsePartition(partition_index=p, error_code=int(e))
@@ -1033,7 +1232,9 @@ class GroupCoordinator:
     # Retention (KIP-211)
     # =========================================================================================
     def start_retention(self) -> None:
-        """Run offset expiry every `offsets.retention.check.interval.ms` until shutdown (idempotent)."""
+        """Run offset expiry every `offsets.retention.check.interval.ms` until shutdown (idempotent);
+        group health is sampled from then on too."""
+        self.start_health_sampling()
         if self._closed or self._retention_timer is not None or self._retention_task is not None:
             return
         self._retention_timer = self.scheduler.call_later(
@@ -1136,6 +1337,9 @@ class GroupCoordinator:
     def shutdown(self) -> None:
         """Cancel every timer and answer every parked JoinGroup/SyncGroup (NOT_COORDINATOR)."""
         self._closed = True
+        if self._health_timer is not None:
+            self._health_timer.cancel()
+            self._health_timer = None
         if self._retention_timer is not None:
             self._retention_timer.cancel()
             self._retention_timer = None
@@ -1143,6 +1347,10 @@ class GroupCoordinator:
             self._retention_task.cancel()
         for group in self._groups.values():
             self.runtime.unload(group, E.NOT_COORDINATOR)
+
+
+# Records that only the log's history reads (never live state).
+_HISTORY_ONLY = (GroupJournalTombstone, OffsetCommitSourceRecord, OffsetCommitSourceTombstone)
 
 
 def _metadata_too_large(metadata: str, max_bytes: int) -> bool:

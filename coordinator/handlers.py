@@ -72,6 +72,7 @@ from cohort.protocol.messages import (
     FetchResponse,
     FindCoordinatorRequest,
     FindCoordinatorResponse,
+    GroupReportRequest,
     HeartbeatRequest,
     JoinGroupRequest,
     LeaveGroupRequest,
@@ -83,6 +84,7 @@ from cohort.protocol.messages import (
     OffsetCommitRequest,
     OffsetDeleteRequest,
     OffsetFetchRequest,
+    PRIVATE_API_KEYS,
     SyncGroupRequest,
 )
 
@@ -234,6 +236,7 @@ class RequestHandlers:
             ListGroupsRequest: groups.list_groups,
             DeleteGroupsRequest: groups.delete_groups,
             OffsetDeleteRequest: groups.offset_delete,
+            GroupReportRequest: groups.group_report,  # Cohort's own: journal, history, health (not advertised)
             **(extra_handlers or {}),
         }
         if guard is not None:
@@ -248,7 +251,7 @@ class RequestHandlers:
             raise RuntimeError(f"the codec declares no messages for API keys {sorted(missing)}")
         # What ApiVersions advertises: exactly the APIs with a handler.
         self.advertised_versions: dict[int, tuple[int, int]] = {
-            key: SUPPORTED_VERSIONS[key] for key in sorted(handled)
+            key: SUPPORTED_VERSIONS[key] for key in sorted(handled - PRIVATE_API_KEYS)
         }
         self._api_keys = [
             ApiVersionsResponse.ApiVersion(api_key=key, min_version=low, max_version=high)

@@ -277,6 +277,7 @@ class CoordinatorMetrics:
         self._log_partitions: Callable[[], Iterable[LogPartitionStats]] | None = None
         self._readiness: Callable[[], str] | None = None
         self._failed_partitions: Callable[[], Mapping[int, str]] | None = None
+        self._group_health: Callable[[], Iterable] | None = None
         self._failed_providers: set[str] = set()
         self.registry.register(_ScrapeTimeCollector(self))
 
@@ -381,6 +382,10 @@ class CoordinatorMetrics:
     def watching_group_offsets(self) -> bool:
         return self._group_offsets is not None
 
+    def watch_group_health(self, health: Callable[[], Iterable]) -> None:
+        """Register how to evaluate groups' health (`group_health.GroupHealth` items) when scraped."""
+        self._group_health = health
+
     def watch_readiness(self, state: Callable[[], str]) -> None:
         """Register the server state ("loading", "ready", "stopping") for /health."""
         self._readiness = state
@@ -464,6 +469,7 @@ class _ScrapeTimeCollector:
             GaugeMetricFamily("cohort_log_size_bytes", "Offsets-log bytes on disk, by partition.", labels=["partition"]),
             GaugeMetricFamily("cohort_log_segments", "Offsets-log segments, by partition.", labels=["partition"]),
             GaugeMetricFamily("cohort_ready", "1 when the server is ready, 0 while loading or stopping."),
+            *_health_families(),
             GaugeMetricFamily("cohort_offsets_partitions_failed",
                               "Offsets partitions that failed to load (their groups are unavailable)."),
         ]
@@ -504,6 +510,8 @@ class _ScrapeTimeCollector:
         yield size
         yield segments
 
+        yield from _health_families(m._provide("group_health", m._group_health) or ())
+
         yield GaugeMetricFamily(
             "cohort_ready", "1 when the server is ready, 0 while loading or stopping.",
             value=1 if m.readiness() == "ready" else 0,
@@ -512,6 +520,34 @@ class _ScrapeTimeCollector:
             "cohort_offsets_partitions_failed", "Offsets partitions that failed to load (their groups are unavailable).",
             value=len(m.failed_partitions()),
         )
+
+
+# Per-partition health series are exported only for unhealthy partitions, and at most this many.
+MAX_PARTITION_HEALTH_SERIES = 1000
+HEALTH_VALUES = {"OK": 0, "STALLED": 1, "REWOUND": 2, "STOPPED": 3}
+
+
+def _health_families(reports=()):
+    """Group health gauges: one series per group, per unhealthy partition (bounded), and member ages."""
+    status = GaugeMetricFamily("cohort_group_health", "Group health: 0 OK, 1 STALLED, 2 REWOUND, 3 STOPPED.",
+                               labels=["group"])
+    partitions = GaugeMetricFamily(
+        "cohort_group_partition_health",
+        f"Health of unhealthy partitions only (1 STALLED, 2 REWOUND; at most {MAX_PARTITION_HEALTH_SERIES} series).",
+        labels=["group", "topic", "partition"])
+    heartbeat = GaugeMetricFamily("cohort_group_heartbeat_age_max_seconds",
+                                  "Longest time since a member of the group last heartbeated.", labels=["group"])
+    budget = MAX_PARTITION_HEALTH_SERIES
+    for report in reports:
+        status.add_metric([report.group], HEALTH_VALUES[report.status])
+        for p in report.partitions:
+            if p.status != "OK" and budget > 0:
+                budget -= 1
+                partitions.add_metric([report.group, p.topic, str(p.partition)], HEALTH_VALUES[p.status])
+        ages = [mh.heartbeat_age_ms for mh in report.members if mh.heartbeat_age_ms is not None]
+        if ages:
+            heartbeat.add_metric([report.group], max(ages) / 1000)
+    return [status, partitions, heartbeat]
 
 
 # --------------------------------------------------------------------------

@@ -180,6 +180,7 @@ class CoordinatorServer:
             self.metrics.watch_offsets(lambda: len(self.groups.offsets))
             self.metrics.watch_log(self._log_partition_stats)
             self.metrics.watch_failed_partitions(self.failed_partitions)
+            self.metrics.watch_group_health(self.groups.health_of_groups)
         host = config.listen_address.host
         loop = asyncio.get_running_loop()
         for _, listener in self._listeners:
@@ -218,6 +219,7 @@ class CoordinatorServer:
                 segment_ms=config.offsets_topic_segment_ms,
                 flush_policy=config.offsets_flush_policy,
                 delete_retention_ms=config.delete_retention_ms,
+                history_retention_ms=config.offsets_history_retention_ms,
                 cleaner_backoff_ms=config.log_cleaner_backoff_ms,
                 metrics=self.metrics,
                 partitions=(),  # loaded one by one as the ownership hands them over

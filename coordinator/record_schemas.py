@@ -96,3 +96,55 @@ AclKey = message("AclKey", None, "102", "none", [
 AclValue = message("AclValue", None, "0", "none", [
     F("created_ms", INT64, default=-1),  # when the binding was added (for operators; -1 = unknown)
 ])
+
+# One entry of a group's operator journal (a rebalance, or an admin action): type 103.  The key is
+# (group, slot) with slot = sequence mod `group.journal.max.entries`, so compaction itself keeps a group's
+# last N entries.  Engine-neutral: `epoch_*` is the classic generation or a consumer group's epoch.
+GroupJournalKey = message("GroupJournalKey", None, "103", "none", [
+    F("group", STRING),
+    F("slot", INT32),
+])
+
+GroupJournalValue = message("GroupJournalValue", None, "0", "none", [
+    F("sequence", INT64),
+    F("kind", STRING),             # "rebalance" | "admin"
+    F("group_type", STRING),       # "classic" | "consumer"
+    F("started_ms", INT64),
+    F("ended_ms", INT64),
+    F("epoch_before", INT32),
+    F("epoch_after", INT32),
+    F("trigger", STRING),          # rebalance trigger or admin action (group_journal.TRIGGERS / ADMIN_ACTIONS)
+    F("client_reason", STRING, nullable="0+", default=None),
+    F("detail", STRING),
+    F("state_after", STRING),
+    F("principal", STRING, nullable="0+", default=None),  # admin actions: who
+    F("members", Array(SchemaStruct("JournalMember", [
+        F("member_id", STRING),
+        F("group_instance_id", STRING, nullable="0+", default=None),
+        F("client_id", STRING),
+        F("client_host", STRING),
+        F("role", STRING),         # group_journal.MEMBER_ROLES
+    ]))),
+    F("moves", Array(SchemaStruct("PartitionMove", [
+        F("topic", STRING),
+        F("partition", INT32),
+        F("from_member", STRING, nullable="0+", default=None),
+        F("to_member", STRING, nullable="0+", default=None),
+    ]))),
+    F("moves_total", INT32),       # all moves; `moves` holds at most the first 1000
+])
+
+# Who made the offset commits that follow it in the same append (the offset history's member, client and
+# generation): type 104, one per OffsetCommit request while `offsets.history.retention.ms` > 0.  Keyed by
+# group, so compaction keeps only the latest once it is older than the history window.
+OffsetCommitSourceKey = message("OffsetCommitSourceKey", None, "104", "none", [
+    F("group", STRING),
+])
+
+OffsetCommitSourceValue = message("OffsetCommitSourceValue", None, "0", "none", [
+    F("member_id", STRING),
+    F("generation", INT32),
+    F("client_id", STRING),
+    F("client_host", STRING),
+    F("commit_timestamp", INT64),
+])

@@ -44,6 +44,10 @@ from cohort.coordinator.record_schemas import (
     ScramCredentialValue,
     AclKey,
     AclValue,
+    GroupJournalKey,
+    GroupJournalValue,
+    OffsetCommitSourceKey,
+    OffsetCommitSourceValue,
 )
 
 # --------------------------------------------------------------------------------------
@@ -62,6 +66,12 @@ RECORD_TYPES: dict[int, RecordType] = {type_id: rt for rt in (
     RecordType(ScramCredentialKey, ScramCredentialValue, (0,), "ScramCredentialRecord", "ScramCredentialTombstone"),
     # type 102 (an ACL binding: the key is the binding); value v0
     RecordType(AclKey, AclValue, (0,), "AclRecord", "AclTombstone"),
+    # type 103 (an entry of a group's operator journal: a rebalance or an admin action); value v0
+    RecordType(GroupJournalKey, GroupJournalValue, (0,), "GroupJournalRecord", "GroupJournalTombstone",
+               nested={"JournalMember": "JournalMemberRecord", "PartitionMove": "PartitionMoveRecord"}),
+    # type 104 (who made the offset commits after it in the same append: the offset history); value v0
+    RecordType(OffsetCommitSourceKey, OffsetCommitSourceValue, (0,), "OffsetCommitSourceRecord",
+               "OffsetCommitSourceTombstone"),
 ) for type_id in rt.type_ids}
 
 __all__ = [
@@ -80,6 +90,12 @@ __all__ = [
     "ScramCredentialTombstone",
     "AclRecord",
     "AclTombstone",
+    "GroupJournalRecord",
+    "GroupJournalTombstone",
+    "JournalMemberRecord",
+    "PartitionMoveRecord",
+    "OffsetCommitSourceRecord",
+    "OffsetCommitSourceTombstone",
     "Record",
     "RecordDecodeError",
     "encode_record",
@@ -110,6 +126,12 @@ ScramCredentialRecord = RECORD_TYPES[101].record
 ScramCredentialTombstone = RECORD_TYPES[101].tombstone
 AclRecord = RECORD_TYPES[102].record
 AclTombstone = RECORD_TYPES[102].tombstone
+GroupJournalRecord = RECORD_TYPES[103].record
+GroupJournalTombstone = RECORD_TYPES[103].tombstone
+JournalMemberRecord = RECORD_TYPES[103].nested["JournalMember"]
+PartitionMoveRecord = RECORD_TYPES[103].nested["PartitionMove"]
+OffsetCommitSourceRecord = RECORD_TYPES[104].record
+OffsetCommitSourceTombstone = RECORD_TYPES[104].tombstone
 
 Record = (
     OffsetCommitRecord
@@ -122,6 +144,10 @@ Record = (
     | ScramCredentialTombstone
     | AclRecord
     | AclTombstone
+    | GroupJournalRecord
+    | GroupJournalTombstone
+    | OffsetCommitSourceRecord
+    | OffsetCommitSourceTombstone
 )
 
 _ENCODERS = {cls: encode for rt in RECORD_TYPES.values()

@@ -23,6 +23,7 @@ from cohort.client.cli.offset_reset import (
     parse_plan_csv,
     plan_reset,
 )
+from cohort.client.cli.group_reports import describe_health, local_time, register_reports
 from cohort.client.cli.output import MISSING, error, print_json, print_table, warn
 from cohort.client.cli.runner import (
     EXIT_FAILED,
@@ -72,6 +73,8 @@ def register(subparsers) -> None:
     mode.add_argument("--offsets", action="store_true", help="committed offsets and lag per partition (default)")
     mode.add_argument("--members", action="store_true", help="the members and their partition counts")
     mode.add_argument("--state", action="store_true", help="coordinator, assignment strategy, state, #members")
+    mode.add_argument("--health", action="store_true",
+                      help="Cohort only: OK/STALLED/REWOUND/STOPPED per partition, member heartbeat and commit ages")
     p.add_argument("--verbose", action="store_true", help="with --members: instance ids and assignments")
     p.set_defaults(func=lambda args: run_admin_command(args, describe_groups))
 
@@ -90,6 +93,8 @@ def register(subparsers) -> None:
     scenario.add_argument("--by-duration", metavar="PnDTnHnMnS")
     scenario.add_argument("--to-current", action="store_true")
     scenario.add_argument("--from-file", metavar="CSV", help="a plan as written by --export")
+    scenario.add_argument("--to-commit-at", metavar="YYYY-MM-DDTHH:mm:SS.sss",
+                          help="Cohort only: what the group had committed at that moment (the undo of a reset)")
     execution = p.add_mutually_exclusive_group()
     execution.add_argument("--dry-run", action="store_true", help="only show the plan (the default)")
     execution.add_argument("--execute", action="store_true", help="apply the plan")
@@ -110,6 +115,7 @@ def register(subparsers) -> None:
     from cohort.client.cli.zookeeper_import import register_import
 
     register_import(commands)
+    register_reports(commands)
 
 
 def _usage(parser: argparse.ArgumentParser) -> int:
@@ -198,6 +204,11 @@ async def log_end_offsets(admin: Admin, partitions: Iterable[TopicPartition]) ->
 
 async def describe_groups(args, admin: Admin) -> int:
     groups = await selected_groups(args, admin)
+    if args.health:
+        reports = await describe_health(args, admin, groups)
+        if args.output == "json":
+            print_json(reports)
+        return EXIT_OK
     descriptions = await admin.describe_groups(groups)
     exit_code = EXIT_OK
     results = []
@@ -296,6 +307,8 @@ def _scenario(args) -> Scenario:
         return Scenario("by-duration", now_minus_ms(parse_duration(args.by_duration)))
     if args.to_current:
         return Scenario("to-current")
+    if args.to_commit_at is not None:
+        return Scenario("to-commit-at", parse_datetime_ms(args.to_commit_at))
     return Scenario("from-file", args.from_file)
 
 
@@ -311,6 +324,27 @@ def _read_plan_file(path: str) -> dict[str | None, dict[TopicPartition, int]]:
         return parse_plan_csv(text)
     except ResetInputError as exc:
         raise ResetInputError(f"{path}: {exc}") from None
+
+
+async def _offsets_at(admin: Admin, group: str, at_ms: int, args) -> dict[TopicPartition, int]:
+    """What the group had committed at `at_ms`, from the server's offset history, for the partitions in
+    scope; partitions it had no offset for then are left as they are (with a warning)."""
+    report = await admin.group_report(group, "offsets-at", at_ms=at_ms)
+    wanted = None if args.all_topics else parse_topic_specs(args.topic)
+    plan: dict[TopicPartition, int] = {}
+    for row in report["offsets"]:
+        tp = TopicPartition(row["topic"], row["partition"])
+        if wanted is not None and not any(t == tp.topic and (ps is None or tp.partition in ps) for t, ps in wanted):
+            continue
+        if row["offset"] is None:
+            warn(f"group '{group}' had no committed offset for {tp} at that time; it is left as it is")
+        else:
+            plan[tp] = row["offset"]
+    oldest = report.get("history_from_ms")
+    if oldest is not None and at_ms < oldest:
+        warn(f"the offset history of group '{group}' reaches back only to {local_time(oldest)} "
+             f"(offsets.history.retention.ms {report['history_retention_ms']}); older commits may be gone")
+    return plan
 
 
 async def _partitions_in_scope(admin: Admin, args, committed, file_plan) -> list[TopicPartition]:
@@ -370,6 +404,8 @@ async def reset_offsets(args, admin: Admin) -> int:
                 warn(f"the plan file has no rows for group '{group}'; skipping it")
                 continue
         committed = {tp: om.offset for tp, om in (await admin.fetch_offsets(group)).items()}
+        if scenario.kind == "to-commit-at":
+            file_plan = await _offsets_at(admin, group, int(scenario.value), args)
         partitions = await _partitions_in_scope(admin, args, committed, file_plan)
         if not partitions:
             raise CommandError(f"group '{group}' has no committed offsets to reset; name the partitions with --topic")

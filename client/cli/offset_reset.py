@@ -34,6 +34,7 @@ class Scenario:
     """One of Kafka's reset scenarios; `value` is the offset, shift, timestamp (ms) or file plan."""
 
     kind: str  # to-earliest | to-latest | to-offset | shift-by | to-datetime | by-duration | to-current | from-file
+    #            | to-commit-at
     value: object = None
 
     @property
@@ -88,7 +89,7 @@ def plan_reset(
                 plan[tp] = clamp(tp, found, log, warnings)
         elif kind == "to-current":
             plan[tp] = committed[tp] if tp in committed else log.latest
-        elif kind == "from-file":
+        elif kind in ("from-file", "to-commit-at"):  # to-commit-at: the server's offsets at that time
             plan[tp] = clamp(tp, (file_plan or {})[tp], log, warnings)
         else:
             raise ResetInputError(f"unknown reset scenario {kind!r}")

@@ -46,6 +46,7 @@ from cohort.coordinator.groups.effects import (
     MemberExpired,
     Now,
     RebalanceCompleted,
+    RebalanceJournaled,
     RecordsAppended,
     Reply,
     SetTimer,
@@ -115,20 +116,22 @@ class GroupTimer(enum.Enum):
 # Why a rebalance started (structured: the journal records it, metrics label by it)
 # ---------------------------------------------------------------------------------------------
 class RebalanceCause(enum.Enum):
-    # name = (metrics label, what the log says)
-    MEMBER_JOINED = ("member_joined", "new member joined")
-    MEMBER_METADATA_CHANGED = ("member_joined", "member rejoined with changed metadata")
-    LEADER_REJOINED = ("member_joined", "leader rejoined")
-    MEMBER_LEFT = ("member_left", "members left with LeaveGroup")
-    SESSION_EXPIRED = ("member_expired", "member session expired")
-    SYNC_EXPIRED = ("member_expired", "members did not send SyncGroup within the rebalance timeout")
-    STATIC_MEMBER_REPLACED = ("static_replaced", "static member rejoined under a new member id")
-    ASSIGNMENT_NOT_STORED = ("other", "the assignment could not be stored")
-    OVER_MAX_SIZE = ("other", "loaded with more members than group.max.size")
-    REQUESTED = ("other", "rebalance requested (admin action or metadata change)")
+    # name = (metrics label, journal trigger, what the log says)
+    MEMBER_JOINED = ("member_joined", "member_joined", "new member joined")
+    MEMBER_METADATA_CHANGED = ("member_joined", "metadata_changed", "member rejoined with changed metadata")
+    # A Stable group's leader rejoins when its consumer sees the subscribed topics' metadata change.
+    LEADER_REJOINED = ("member_joined", "topic_change", "leader rejoined")
+    MEMBER_LEFT = ("member_left", "member_left", "members left with LeaveGroup")
+    SESSION_EXPIRED = ("member_expired", "session_expired", "member session expired")
+    SYNC_EXPIRED = ("member_expired", "rebalance_timeout", "members did not send SyncGroup within the rebalance timeout")
+    STATIC_MEMBER_REPLACED = ("static_replaced", "static_member_replaced", "static member rejoined under a new member id")
+    ASSIGNMENT_NOT_STORED = ("other", "storage_error", "the assignment could not be stored")
+    OVER_MAX_SIZE = ("other", "over_max_size", "loaded with more members than group.max.size")
+    REQUESTED = ("other", "admin_action", "rebalance requested (admin action or metadata change)")
 
-    def __init__(self, metric_label: str, description: str) -> None:
+    def __init__(self, metric_label: str, journal_trigger: str, description: str) -> None:
         self.metric_label = metric_label
+        self.journal_trigger = journal_trigger
         self.description = description
 
 
@@ -437,6 +440,12 @@ class ClassicGroup:
         self._rebalance_started_ms: int | None = None
         self._rebalance_reason: RebalanceReason | None = None
         self._rebalance_initial = False
+        # For the operator journal: the generation a rebalance started from, members it dropped at the
+        # rebalance timeout, and who held what in the last Stable generation (to name departed members
+        # and diff assignments).
+        self._rebalance_generation_before = 0
+        self._rebalance_dropped: list[GroupMember] = []
+        self._last_stable: dict[str, GroupMember] = {}
         self._now = Now(created_ms, 0.0)
         self._out: list = []
 
@@ -1021,6 +1030,16 @@ class ClassicGroup:
         if member.join_request != request_id:
             return  # already answered (fenced or superseded) meanwhile
         member.join_request = None
+        old = self._last_stable.pop(write.old_member_id, None)
+        self._last_stable[new_id] = _snapshot(member)
+        now = self._now.wall_ms
+        self._out.append(RebalanceJournaled(
+            self.group_id, "classic", now, now, self.generation_id, self.generation_id, "static_member_replaced",
+            None, f"static member {write.group_instance_id} rejoined as {new_id}; nothing the assignment "
+                  f"depends on changed, so no rebalance (KIP-345)", self.state.value,
+            ((write.old_member_id, write.group_instance_id, old.client_id if old else member.client_id,
+              old.client_host if old else member.client_host, "removed"),
+             (new_id, write.group_instance_id, member.client_id, member.client_host, "joined")), {}, {}))
         if self.generation_id != write.generation_id or self.members.get(new_id) is not member:
             self._answer(request_id, JoinResult(error=ErrorCode.REBALANCE_IN_PROGRESS, member_id=new_id))
         elif write.supports_skip_assignment:
@@ -1062,6 +1081,8 @@ class ClassicGroup:
             self._rebalance_started_ms = self._now.wall_ms
             self._rebalance_reason = reason
             self._rebalance_initial = initial
+            self._rebalance_generation_before = self.generation_id
+            self._rebalance_dropped = []
         self._transition(Step.PREPARE_REBALANCE, GroupState.PREPARING_REBALANCE, reason)
         self.new_member_added = False
         log.info("group %s: preparing to rebalance (state was %s, generation %d): %s",
@@ -1081,11 +1102,40 @@ class ClassicGroup:
         if started is not None and self._rebalance_reason is not None:
             self._out.append(RebalanceCompleted(self.group_id, self._rebalance_reason, self._rebalance_initial,
                                                 max(self._now.wall_ms - started, 0)))
+            self._journal_rebalance(started)
         self._rebalance_reason = None
+        self._last_stable = {m.member_id: _snapshot(m) for m in self.members.values()}
+
+    def _journal_rebalance(self, started_ms: int) -> None:
+        """The operator journal's entry for the rebalance that ends now (Stable or Empty)."""
+        reason = self._rebalance_reason
+        assert reason is not None
+        before = self._last_stable
+        involved: dict[str, str] = {m: "cause" for m in reason.members}
+        for m in self._rebalance_dropped:
+            involved.setdefault(m.member_id, "rebalance_timeout")
+        for member_id in self.members.keys() - before.keys():
+            involved.setdefault(member_id, "joined")
+        for member_id in before.keys() - self.members.keys():
+            involved.setdefault(member_id, "removed")
+        dropped = {m.member_id: m for m in self._rebalance_dropped}
+        members = []
+        for member_id, role in involved.items():
+            m = self.members.get(member_id) or before.get(member_id) or dropped.get(member_id)
+            members.append((member_id, m.group_instance_id, m.client_id, m.client_host, role) if m is not None
+                           else (member_id, None, "", "", role))
+        self._out.append(RebalanceJournaled(
+            self.group_id, "classic", started_ms, self._now.wall_ms, self._rebalance_generation_before,
+            self.generation_id, reason.cause.journal_trigger, reason.client_reason, str(reason), self.state.value,
+            tuple(members),
+            {m: s.assignment for m, s in before.items()} if self.uses_consumer_protocol() else {},
+            {m: s.assignment for m, s in self.members.items()} if self.uses_consumer_protocol() else {}))
+        self._rebalance_dropped = []
 
     def _complete_join_phase(self) -> None:
         self._cancel_join_timer()
         gone = [m for m in self.not_yet_rejoined() if not m.is_static]
+        self._rebalance_dropped.extend(gone)
         for m in gone:
             self._remove(m.member_id)
         if gone:
@@ -1101,6 +1151,9 @@ class ClassicGroup:
         if self.state is GroupState.EMPTY:
             log.info("group %s: generation %d is empty", self.group_id, self.generation_id)
             # Nothing became stable: the next rebalance starts from Empty and counts as initial.
+            if self._rebalance_started_ms is not None and self._rebalance_reason is not None:
+                self._journal_rebalance(self._rebalance_started_ms)
+            self._last_stable = {}
             self._rebalance_started_ms = self._rebalance_reason = None
             self._append_metadata({}, EmptyGenerationWrite(self.generation_id))
             return
@@ -1379,6 +1432,7 @@ class ClassicGroup:
         if self.leader_id is not None and self.leader_id not in self.members:
             self.leader_id = next(iter(self.members), None)
         self.subscribed_topics = self._compute_subscribed_topics()
+        self._last_stable = {m.member_id: _snapshot(m) for m in self.members.values()}
 
     def _on_load_completed(self, event: LoadCompleted) -> None:
         """After replay: members must keep heartbeating; an oversized group rebalances."""
@@ -1409,6 +1463,13 @@ class ClassicGroup:
     def __repr__(self) -> str:
         return (f"ClassicGroup({self.group_id!r}, {self.state}, generation={self.generation_id}, "
                 f"members={list(self.members)}, leader={self.leader_id!r})")
+
+
+def _snapshot(member: GroupMember) -> GroupMember:
+    """Who a member was and what it held, frozen for the journal (the live one changes in place)."""
+    return GroupMember(member.member_id, member.group_instance_id, member.client_id, member.client_host,
+                       member.rebalance_timeout_ms, member.session_timeout_ms, member.protocol_type, [],
+                       member.assignment)
 
 
 _HANDLERS = {

@@ -124,3 +124,30 @@ class MemberExpired:
 
     group_id: str
     member_id: str
+
+
+@dataclass(slots=True, frozen=True)
+class RebalanceJournaled:
+    """An entry for the group's operator journal: one rebalance, from its first prepare until the group
+    is Stable or Empty again (or a static member's replacement that needed none).
+
+    Engine-neutral: `epoch_before`/`epoch_after` are the classic generation or a consumer group's epoch;
+    `trigger` is one of `group_journal.TRIGGERS`; `members` are the members involved, each
+    (member_id, group_instance_id, client_id, client_host, role) with role one of
+    `group_journal.MEMBER_ROLES`. Assignments map member id to the ConsumerProtocol assignment bytes
+    (classic) or to the (topic, partition) pairs it owns; the journal diffs them into partition moves.
+    """
+
+    group_id: str
+    group_type: str
+    started_ms: int
+    ended_ms: int
+    epoch_before: int
+    epoch_after: int
+    trigger: str
+    client_reason: str | None
+    detail: str
+    state_after: str
+    members: tuple
+    assignments_before: dict
+    assignments_after: dict

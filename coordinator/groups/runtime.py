@@ -5,7 +5,7 @@ into an event (parking JoinGroup/SyncGroup as a future keyed by a request id), c
 `handle(event, now)`, and executes the effects in order: answers resolve parked futures (many at
 once go out ANSWERS_PER_TURN per loop turn so other connections are served in between), timers are
 set through a `Scheduler` and fire back as `TimerFired`, appends go through the coordinator's write
-path and come back as `RecordsAppended`, and journal/metric entries reach `CoordinatorMetrics`.
+path and come back as `RecordsAppended`, metric entries reach `CoordinatorMetrics` and journal entries the coordinator's journal.
 Every event of a group is handled on the loop thread, one at a time: the group has one owner.
 """
 from __future__ import annotations
@@ -42,6 +42,7 @@ from cohort.coordinator.groups.effects import (
     MemberExpired,
     Now,
     RebalanceCompleted,
+    RebalanceJournaled,
     RecordsAppended,
     Reply,
     SetTimer,
@@ -161,9 +162,12 @@ class _Host:
 class GroupRuntime:
     """Hosts every group of one coordinator: feeds them events, executes their effects."""
 
-    def __init__(self, scheduler: Scheduler, write: WriteRecord, metrics=None) -> None:
+    def __init__(self, scheduler: Scheduler, write: WriteRecord, metrics=None,
+                 journal: Callable[[RebalanceJournaled], None] | None = None) -> None:
+        """`journal` receives each finished rebalance's entry (the coordinator persists it)."""
         self.scheduler = scheduler
         self._write = write
+        self._journal = journal
         self._metrics = metrics  # cohort.coordinator.metrics.CoordinatorMetrics, or None
         self._parked: dict[int, asyncio.Future] = {}
         self._request_ids = itertools.count(1)
@@ -263,8 +267,11 @@ class GroupRuntime:
             elif kind is MemberExpired:
                 if self._metrics is not None:
                     self._metrics.member_expired()
+            elif kind is RebalanceJournaled:
+                if self._journal is not None:
+                    self._journal(effect)
             elif kind is StateChanged:
-                pass  # the operator journal will record these
+                pass  # single state changes are logged by the engine; the journal records whole rebalances
             else:
                 raise TypeError(f"unknown effect {effect!r}")
         return reply

@@ -361,7 +361,8 @@ class Checkpoints:
             rolled = p.rolled_since_clean
         result = compact_closed_segments(
             p.path, closed, end, segment_bytes=self.segment_bytes,
-            delete_retention_ms=self.delete_retention_ms, now_ms=int(self._clock() * 1000))
+            delete_retention_ms=self.delete_retention_ms, now_ms=int(self._clock() * 1000),
+            history_retention_ms=self.history_retention_ms)
         with p.lock:
             p.segments = list_partition_segments(p.path)
             p.rolled_since_clean -= rolled

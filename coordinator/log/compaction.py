@@ -4,7 +4,9 @@ Kafka's log cleaner idea, for one partition directory:
 
 1. Read every closed segment and note, per key, the offset of its latest record.
 2. Rewrite the segments oldest first, keeping a record only if it is the latest
-   for its key; a latest record that is a tombstone is kept until
+   for its key or was appended less than ``history_retention_ms`` ago (the
+   offset history: the log keeps every record of that window, whatever its
+   key); a latest record that is a tombstone is kept until
    ``delete_retention_ms`` after the time it was appended, then dropped too.
    Adjacent segments are merged while the result stays under ``segment_bytes``.
 3. Each rewrite is crash-safe: write ``.cleaned`` → fsync → rename to ``.swap``
@@ -67,6 +69,7 @@ def compact_closed_segments(
     segment_bytes: int,
     delete_retention_ms: int,
     now_ms: int,
+    history_retention_ms: int = 0,
 ) -> CompactionResult:
     """Compact `closed` (oldest first); `end_offset` is the base offset of the segment after them."""
     result = CompactionResult(segments_before=len(closed))
@@ -108,11 +111,15 @@ def compact_closed_segments(
         for v in views:
             keys, values = v.keys_values(buf)
             expired = now_ms - v.timestamp >= delete_retention_ms
+            in_history = now_ms - v.timestamp < history_retention_ms
+            if history_retention_ms > 0 and chunk_k and chunk_ts != v.timestamp:
+                flush_chunk()  # the history reads each record's append time: batches keep their own
             for key, value, offset in zip(keys, values, v.offsets(buf)):
-                if latest[key] != offset:
+                is_latest = latest[key] == offset
+                if not is_latest and not in_history:
                     dropped += 1
                     continue
-                if value is None:
+                if is_latest and value is None:
                     if expired:
                         dropped += 1
                         result.tombstones_dropped += 1

@@ -29,7 +29,13 @@ from cohort.coordinator.log.fsync_process import FsyncProcess
 from cohort.coordinator.log.journal import CheckpointError, PartitionMark, write_partition_mark
 from cohort.coordinator.log.partition_lock import PartitionLock, PartitionOwnedError
 from cohort.coordinator.log.recovery import JournalScans, effective_mark, recover_partition
-from cohort.coordinator.log.segments import CorruptLogError, list_partitions, partition_dir, segment_base
+from cohort.coordinator.log.segments import (
+    CorruptLogError,
+    list_partitions,
+    partition_dir,
+    read_partition_history,
+    segment_base,
+)
 from cohort.coordinator.log.state import (
     JOURNAL_CHECKPOINT_BYTES,
     ROUNDS_IN_FLIGHT,
@@ -72,6 +78,7 @@ class OffsetsLog(CommitRounds, Checkpoints):
         segment_bytes: int = 104857600,
         flush_policy: str = "always",
         delete_retention_ms: int = 86400000,
+        history_retention_ms: int = 0,
         cleaner_backoff_ms: int = 15000,
         clock: Callable[[], float] = time.time,
         writer_threads: int = 16,
@@ -92,6 +99,7 @@ class OffsetsLog(CommitRounds, Checkpoints):
         self._write_ms = 0  # append time of the writes being made now (set per flush)
         self.flush_policy = FlushPolicy(flush_policy)
         self.delete_retention_ms = delete_retention_ms
+        self.history_retention_ms = history_retention_ms  # compaction keeps every record this young
         self.cleaner_backoff_ms = cleaner_backoff_ms
         self.journal_checkpoint_bytes = journal_checkpoint_bytes
         self._clock = clock
@@ -139,6 +147,13 @@ class OffsetsLog(CommitRounds, Checkpoints):
     def next_offset(self, partition: int) -> int:
         """The offset the next appended record of `partition` will get."""
         return self._parts[partition].next_offset
+
+    async def history(self, partition: int, key_prefixes: tuple[bytes, ...]) -> list[tuple[int, bytes, bytes | None]]:
+        """(append time ms, key, value) of every record kept of the keys starting with `key_prefixes`,
+        oldest first: all of them within `history_retention_ms`, then the latest per key."""
+        data_dir = self.data_dir
+        return await asyncio.get_running_loop().run_in_executor(
+            None, lambda: list(read_partition_history(data_dir, partition, key_prefixes)))
 
     def segments(self, partition: int) -> list[Path]:
         with self._parts[partition].lock:

@@ -130,6 +130,25 @@ def read_partition(data_dir: str | os.PathLike, partition: int, *, timeout: floa
     any (an open file survives its replacement), and lists again if a segment
     vanished or a compaction was half-way through its swap.
     """
+    for _, view, buf in _partition_batches(data_dir, partition, timeout):
+        keys, values = view.keys_values(buf)
+        yield from zip(view.offsets(buf), keys, values)
+
+
+def read_partition_history(data_dir: str | os.PathLike, partition: int, key_prefixes: tuple[bytes, ...], *,
+                           timeout: float = 10.0) -> Iterator[tuple[int, bytes, bytes | None]]:
+    """(append time in ms, key, value) of the records whose key starts with one of `key_prefixes`,
+    oldest first: what compaction has kept of those keys' history.  Read-only, as `read_partition`."""
+    for _, view, buf in _partition_batches(data_dir, partition, timeout):
+        keys, values = view.keys_values(buf)
+        timestamp = view.timestamp
+        for key, value in zip(keys, values):
+            if key.startswith(key_prefixes):
+                yield timestamp, bytes(key), value
+
+
+def _partition_batches(data_dir: str | os.PathLike, partition: int, timeout: float):
+    """(segment path, batch view, segment bytes) of every batch of one partition, oldest first."""
     pdir = partition_dir(Path(data_dir), partition)
     deadline = time.monotonic() + timeout
     while True:
@@ -153,8 +172,7 @@ def read_partition(data_dir: str | os.PathLike, partition: int, *, timeout: floa
             buf = f.read()
             try:
                 for view in iter_batches(buf, segment_base(path)):
-                    keys, values = view.keys_values(buf)
-                    yield from zip(view.offsets(buf), keys, values)
+                    yield path, view, buf
             except BatchError as exc:
                 if not (path == files[-1][0] and _is_tail(buf, exc)):
                     raise CorruptLogError(path, exc.position, exc.reason) from None

@@ -37,6 +37,7 @@ from cohort.coordinator.group_coordinator import EncodeInThread, RequestContext
 from cohort.coordinator.security.authorizer import CLUSTER_NAME, AclOperation, Authorizer, ResourceType
 from cohort.protocol.errors import ErrorCode
 from cohort.protocol.messages import (
+    GroupReportRequest, GroupReportResponse,
     AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse, CreateAclsRequest, CreateAclsResponse,
     CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest, CreateTopicsResponse,
     DeleteAclsRequest, DeleteAclsResponse, DeleteGroupsRequest, DeleteGroupsResponse, DeleteTopicsRequest,
@@ -226,6 +227,13 @@ class RequestAuthorization:
         inner.groups = list(inner.groups) + [
             Group(group_id=g, topics=[], error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED) for g in denied_groups]
         return response
+
+    async def _group_report(self, handler, request, version, ctx):
+        # Cohort's own report on a group (journal, history, health): what DescribeGroups needs.
+        if self.allowed(ctx, DESCRIBE, GROUP, request.group_id):
+            return await handler(request, version, ctx)
+        return GroupReportResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED,
+                                   error_message="not authorized to describe the group", report=b"")
 
     async def _offset_delete(self, handler, request, version, ctx):
         Topic = OffsetDeleteResponse.OffsetDeleteResponseTopic
@@ -471,6 +479,7 @@ class RequestAuthorization:
         OffsetCommitRequest.API_KEY: _offset_commit,
         OffsetFetchRequest.API_KEY: _offset_fetch,
         OffsetDeleteRequest.API_KEY: _offset_delete,
+        GroupReportRequest.API_KEY: _group_report,
         DescribeGroupsRequest.API_KEY: _describe_groups,
         ListGroupsRequest.API_KEY: _list_groups,
         DeleteGroupsRequest.API_KEY: _delete_groups,

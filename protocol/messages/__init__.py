@@ -17,6 +17,7 @@ from cohort.protocol.messages.describe_groups import DescribeGroupsRequest, Desc
 from cohort.protocol.messages.describe_user_scram_credentials import DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse
 from cohort.protocol.messages.fetch import FetchRequest, FetchResponse
 from cohort.protocol.messages.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
+from cohort.protocol.messages.group_report import GroupReportRequest, GroupReportResponse
 from cohort.protocol.messages.heartbeat import HeartbeatRequest, HeartbeatResponse
 from cohort.protocol.messages.join_group import JoinGroupRequest, JoinGroupResponse
 from cohort.protocol.messages.leave_group import LeaveGroupRequest, LeaveGroupResponse
@@ -74,7 +75,11 @@ API_SCHEMAS: dict[int, Api] = {a.key: a for a in [
     _api("DeleteAcls", DeleteAclsRequest, DeleteAclsResponse),
     _api("DescribeUserScramCredentials", DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse),
     _api("AlterUserScramCredentials", AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse),
+    _api("GroupReport", GroupReportRequest, GroupReportResponse),  # Cohort's own (private key range)
 ]}
+
+# API keys of Cohort's own APIs: served, never advertised in ApiVersions (Kafka clients must not see them).
+PRIVATE_API_KEYS = frozenset(key for key in API_SCHEMAS if key >= 10000)
 
 __all__ = [
     "API_SCHEMAS", "Api",
@@ -103,4 +108,5 @@ __all__ = [
     "DeleteAclsRequest", "DeleteAclsResponse",
     "DescribeUserScramCredentialsRequest", "DescribeUserScramCredentialsResponse",
     "AlterUserScramCredentialsRequest", "AlterUserScramCredentialsResponse",
+    "GroupReportRequest", "GroupReportResponse", "PRIVATE_API_KEYS",
 ]

@@ -43,6 +43,7 @@ from cohort.coordinator.groups.effects import (
     MemberExpired,
     Now,
     RebalanceCompleted,
+    RebalanceJournaled,
     RecordsAppended,
     Reply,
     SetTimer,
@@ -71,6 +72,7 @@ class Driver:
         self.appends: list[AppendRecords] = []
         self.transitions: list[StateChanged] = []
         self.journal: list[object] = []  # RebalanceCompleted, MemberExpired
+        self.rebalances: list[RebalanceJournaled] = []  # the operator journal's entries
         self.timer_effects = 0
         self._ids = itertools.count(1)
 
@@ -103,6 +105,8 @@ class Driver:
                 self.transitions.append(effect)
             elif kind in (RebalanceCompleted, MemberExpired):
                 self.journal.append(effect)
+            elif kind is RebalanceJournaled:
+                self.rebalances.append(effect)
             else:
                 raise AssertionError(f"unexpected effect {effect!r}")
         return reply

@@ -1,0 +1,153 @@
+"""Burrow-style group health from the committed offsets alone (no end offsets needed).
+
+A group is evaluated per partition from samples of its committed offsets, taken by `HealthMonitor.sample`
+(the coordinator samples every group with members periodically, and on every question):
+
+* **OK**: members alive and every partition's offset moved within `group.health.stall.ms`, or a group
+  without members whose offsets were committed within that window (a standalone consumer).
+* **STALLED**: members alive, but some partition's committed offset has not moved for `stall_ms`
+  (members that commit the same offset again still count as stalled: nothing is consumed). A topic
+  that receives nothing looks the same: without end offsets an idle partition cannot be told apart.
+* **REWOUND**: some partition's offset went backwards between two samples without an admin reset
+  journaled in between; it stays so until the offset moves forward again.
+* **STOPPED**: no members and no commit within `stall_ms`.
+
+Group status is the worst of its partitions (STOPPED > REWOUND > STALLED > OK). Per member it reports
+how long ago it last heartbeated (from its session deadline) and last committed.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+STATUSES = ("OK", "STALLED", "REWOUND", "STOPPED")  # index = the Prometheus gauge value
+_RANK = {s: i for i, s in enumerate(STATUSES)}
+
+
+@dataclass(slots=True)
+class _PartitionSample:
+    offset: int
+    moved_ms: int      # when the offset was last seen to change
+    rewound: bool
+
+
+@dataclass(slots=True, frozen=True)
+class PartitionHealth:
+    topic: str
+    partition: int
+    status: str
+    offset: int
+    last_moved_ms: int
+    last_commit_ms: int
+
+    def to_json(self) -> dict:
+        return {"topic": self.topic, "partition": self.partition, "status": self.status, "offset": self.offset,
+                "last_moved_ms": self.last_moved_ms, "last_commit_ms": self.last_commit_ms}
+
+
+@dataclass(slots=True, frozen=True)
+class MemberHealth:
+    member_id: str
+    client_id: str
+    client_host: str
+    heartbeat_age_ms: int | None  # None: unknown (no session running)
+    commit_age_ms: int | None     # None: no commit seen from it since this node loaded the group
+
+    def to_json(self) -> dict:
+        return {"member_id": self.member_id, "client_id": self.client_id, "client_host": self.client_host,
+                "heartbeat_age_ms": self.heartbeat_age_ms, "commit_age_ms": self.commit_age_ms}
+
+
+@dataclass(slots=True, frozen=True)
+class GroupHealth:
+    group: str
+    status: str
+    evaluated_ms: int
+    stall_ms: int
+    partitions: tuple[PartitionHealth, ...]
+    members: tuple[MemberHealth, ...]
+
+    def to_json(self) -> dict:
+        return {"group": self.group, "status": self.status, "evaluated_ms": self.evaluated_ms,
+                "stall_ms": self.stall_ms, "partitions": [p.to_json() for p in self.partitions],
+                "members": [m.to_json() for m in self.members]}
+
+
+class HealthMonitor:
+    """The samples health is judged from, per group, and the last commit time of each member."""
+
+    def __init__(self, stall_ms: int) -> None:
+        self.stall_ms = stall_ms
+        self._samples: dict[str, dict[tuple[str, int], _PartitionSample]] = {}
+        self._member_commits: dict[str, dict[str, int]] = {}  # group -> member id -> last commit ms
+        self._sampled_at: dict[str, int] = {}  # group -> when its last sample was taken
+
+    def member_committed(self, group: str, member_id: str, now_ms: int) -> None:
+        if member_id:
+            self._member_commits.setdefault(group, {})[member_id] = now_ms
+
+    def sample(self, group: str, offsets: Iterable[tuple[str, int, int, int]], now_ms: int,
+               admin_reset_since: Callable[[int], bool]) -> None:
+        """Take a sample of (topic, partition, offset, commit timestamp); `admin_reset_since(ms)` says
+        whether an admin reset of the group was journaled after that time."""
+        old = self._samples.get(group, {})
+        new: dict[tuple[str, int], _PartitionSample] = {}
+        last_sample_ms = self._sampled_at.get(group)
+        for topic, partition, offset, commit_ms in offsets:
+            previous = old.get((topic, partition))
+            if previous is None:
+                # First sight (e.g. after a restart): the last commit is the latest it can have moved.
+                new[(topic, partition)] = _PartitionSample(offset, commit_ms if commit_ms >= 0 else now_ms, False)
+            elif offset == previous.offset:
+                new[(topic, partition)] = previous
+            elif offset > previous.offset:
+                new[(topic, partition)] = _PartitionSample(offset, now_ms, False)
+            else:
+                reset = last_sample_ms is not None and admin_reset_since(last_sample_ms)
+                new[(topic, partition)] = _PartitionSample(offset, now_ms, not reset)
+        self._samples[group] = new
+        self._sampled_at[group] = now_ms
+
+    def evaluate(self, group: str, offsets: Iterable[tuple[str, int, int, int]],
+                 members: Iterable[tuple[str, str, str, float | None]], now_ms: int) -> GroupHealth:
+        """Health from the latest sample; `offsets` as for `sample` (for the last commit times), `members`
+        as (member id, client id, host, heartbeat age ms or None)."""
+        samples = self._samples.get(group, {})
+        commits = self._member_commits.get(group, {})
+        members = list(members)
+        partitions = []
+        last_commit = -1
+        for topic, partition, offset, commit_ms in offsets:
+            last_commit = max(last_commit, commit_ms)
+            s = samples.get((topic, partition))
+            moved = s.moved_ms if s is not None else commit_ms
+            if s is not None and s.rewound:
+                status = "REWOUND"
+            elif members and now_ms - moved >= self.stall_ms:
+                status = "STALLED"
+            else:
+                status = "OK"
+            partitions.append(PartitionHealth(topic, partition, status, offset, moved, commit_ms))
+        if not members and (last_commit < 0 or now_ms - last_commit >= self.stall_ms):
+            status = "STOPPED"
+        else:
+            status = max((p.status for p in partitions), key=_RANK.__getitem__, default="OK")
+        return GroupHealth(
+            group, status, now_ms, self.stall_ms, tuple(sorted(partitions, key=lambda p: (p.topic, p.partition))),
+            tuple(MemberHealth(m, client, host, None if age is None else int(age),
+                               now_ms - commits[m] if m in commits else None)
+                  for m, client, host, age in members))
+
+    def groups(self) -> list[str]:
+        return list(self._samples.keys() | self._member_commits.keys())
+
+    def forget(self, groups: Iterable[str]) -> None:
+        for group in groups:
+            self._samples.pop(group, None)
+            self._member_commits.pop(group, None)
+            self._sampled_at.pop(group, None)
+
+
+def status_value(status: str) -> int:
+    """The gauge value of a status (0 OK, 1 STALLED, 2 REWOUND, 3 STOPPED)."""
+    return _RANK[status]
