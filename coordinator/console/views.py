@@ -10,6 +10,9 @@ import asyncio
 from collections.abc import Iterable
 
 from cohort.client.admin import LATEST_TIMESTAMP, Admin, GroupDescription
+from cohort.client.cli.groups import _log_ranges
+from cohort.client.cli.offset_reset import Scenario, plan_reset
+from cohort.client.cli.runner import CommandError
 from cohort.client.errors import ClientError, KafkaError, kafka_error
 from cohort.client.topic_partition import TopicPartition
 from cohort.protocol.errors import ErrorCode, error_name
@@ -98,17 +101,46 @@ def _broker(description: GroupDescription) -> dict | None:
 
 
 async def group_report(admin: Admin, group_id: str, report: str, **params) -> object:
-    """One of the coordinator's own reports (rebalances, history, health) as it sends it."""
-    return await admin.group_report(group_id, report, **params)
+    """One of the coordinator's own reports (rebalances, history, health) as it sends it; None = not narrowed."""
+    return await admin.group_report(group_id, report, **{k: v for k, v in params.items() if v is not None})
 
 
 async def reset_plan(admin: Admin, group_id: str, at_ms: int) -> dict:
-    """What the group had committed at `at_ms`, next to what it has now (None: no offset)."""
+    """The undo of a reset: what the group had committed at `at_ms` (from the server's offset history), planned
+    as `cohort groups reset-offsets --to-commit-at` plans it; a partition with no offset then is left as it is."""
     past, current = await asyncio.gather(admin.group_report(group_id, "offsets-at", at_ms=at_ms),
                                          admin.fetch_offsets(group_id))
-    planned = {TopicPartition(o["topic"], o["partition"]): o["offset"] for o in past["offsets"]}
-    partitions = [{"topic": tp.topic, "partition": tp.partition,
-                   "current": current[tp].offset if tp in current else None, "planned": planned.get(tp)}
-                  for tp in sorted(set(planned) | set(current))]
-    return {"group_id": group_id, "at_ms": at_ms, "history_from_ms": past.get("history_from_ms"),
-            "partitions": partitions}
+    then = {TopicPartition(row["topic"], row["partition"]): row["offset"] for row in past["offsets"]}
+    restorable = {tp: offset for tp, offset in then.items() if offset is not None}
+    committed = {tp: om.offset for tp, om in current.items()}
+    plan: dict[TopicPartition, int] = {}
+    warnings: list[str] = []
+    if restorable:
+        try:
+            logs = await _log_ranges(admin, sorted(restorable))
+        except CommandError as exc:
+            raise kafka_error(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, str(exc)) from None
+        plan, warnings = plan_reset(Scenario("to-commit-at", at_ms), restorable, committed, logs, file_plan=restorable)
+    warnings += [f"{tp} had no committed offset at that time; it is left as it is"
+                 for tp, offset in sorted(then.items()) if offset is None]
+    oldest = past.get("history_from_ms")
+    if oldest is not None and at_ms < oldest:
+        warnings.append(f"the offset history reaches back only to {oldest} ms (offsets.history.retention.ms "
+                        f"{past.get('history_retention_ms')}); older commits may be gone")
+    return {"group_id": group_id, "at_ms": at_ms, "history_from_ms": oldest, "warnings": warnings,
+            "partitions": [{"topic": tp.topic, "partition": tp.partition, "current": committed.get(tp),
+                            "planned": plan.get(tp)} for tp in sorted(set(then) | set(committed))]}
+
+
+async def reset_to_commit_at(admin: Admin, group_id: str, at_ms: int) -> dict:
+    """Execute `reset_plan`: Kafka's rule first (only an inactive group's offsets are reset), then one simple commit."""
+    description = await admin.describe_group(group_id)
+    if not description.is_inactive:
+        raise kafka_error(ErrorCode.NON_EMPTY_GROUP, f"Assignments can only be reset if the group '{group_id}' is "
+                                                     f"inactive, but the current state is {description.state}.")
+    planned = await reset_plan(admin, group_id, at_ms)
+    offsets = {TopicPartition(p["topic"], p["partition"]): (p["planned"], "")
+               for p in planned["partitions"] if p["planned"] is not None}
+    if offsets:
+        await admin.alter_offsets(group_id, offsets)
+    return {**planned, "executed": True}

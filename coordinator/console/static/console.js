@@ -77,7 +77,7 @@ async function showGroups() {
 }
 
 // ------------------------------------------------------------------ one group
-const when = (ms) => (ms === null || ms === undefined ? "–" : new Date(ms).toLocaleString(undefined, { hour12: false }));
+const when = (ms) => (ms === null || ms === undefined ? "–" : new Date(ms).toLocaleString(undefined, { hour12: false, fractionalSecondDigits: 3 }));
 const ago = (ms) => (ms === null || ms === undefined ? "–" : `${(ms / 1000).toFixed(1)} s`);
 
 // A section that shows its own error (e.g. no offset history in cluster mode) without hiding the rest.

@@ -149,3 +149,67 @@ def test_with_workers_the_supervisors_console_shows_the_groups_of_every_worker(t
             assert detail["coordinator"]["port"] == server.ports[k]  # answered by the worker that owns it
     finally:
         assert server.stop() == 0
+
+
+def test_history_timeline_and_health_come_from_the_coordinators_journal(served):
+    create_topic(served.bootstrap, "audit", 1)
+    consumers = stable_consumers(served.bootstrap, "audit", "auditors", 1, 1)
+    tp = TopicPartition("audit", 0)
+    for offset in (10, 20, 30):
+        consumers[0].commit({tp: OffsetAndMetadata(offset, "", -1)})
+    consumers[0].close()
+
+    status, body, _ = served.api("/api/groups/auditors/history")
+    assert status == 200
+    assert [(e["topic"], e["partition"], e["offset"], e["client_id"]) for e in body["events"]] == [
+        ("audit", 0, 10, "auditors-c0"), ("audit", 0, 20, "auditors-c0"), ("audit", 0, 30, "auditors-c0")]
+    status, narrowed, _ = served.api("/api/groups/auditors/history?topic=audit&partition=1")
+    assert status == 200 and narrowed["events"] == []
+    status, body, _ = served.api("/api/groups/auditors/history?partition=0")
+    assert status == 400 and "topic" in body["message"]
+
+    status, body, _ = served.api("/api/groups/auditors/rebalances")
+    assert status == 200
+    triggers = [e["trigger"] for e in body["entries"]]
+    assert triggers[0] == "member_joined" and triggers[-1] == "member_left"
+    assert body["entries"][-1]["state_after"] == "Empty"
+
+    status, body, _ = served.api("/api/groups/auditors/health")
+    assert status == 200 and body["status"] in ("OK", "STOPPED")
+    assert [(p["topic"], p["partition"], p["offset"]) for p in body["partitions"]] == [("audit", 0, 30)]
+    status, listing, _ = served.api("/api/groups")
+    assert next(g for g in listing["groups"] if g["group_id"] == "auditors")["health"] == body["status"]
+
+
+def test_reset_to_commit_at_previews_then_restores_exactly_what_was_committed_then(served):
+    create_topic(served.bootstrap, "jobs", 2)
+    consumers = stable_consumers(served.bootstrap, "jobs", "runners", 1, 2)
+    first = {TopicPartition("jobs", 0): OffsetAndMetadata(7, "", -1), TopicPartition("jobs", 1): OffsetAndMetadata(11, "", -1)}
+    consumers[0].commit(first)
+    consumers[0].commit({TopicPartition("jobs", 0): OffsetAndMetadata(70, "", -1),
+                         TopicPartition("jobs", 1): OffsetAndMetadata(110, "", -1)})
+    status, body, _ = served.api("/api/groups/runners/history")
+    at_ms = [e["time_ms"] for e in body["events"] if e["offset"] in (7, 11)][-1]
+
+    status, body, _ = served.api("/api/groups/runners/reset-offsets", method="POST", body={"at_ms": at_ms, "confirm": "runners"})
+    assert status == 409 and body["error"] == "NON_EMPTY_GROUP" and "inactive" in body["message"]
+    consumers[0].close()
+
+    status, plan, _ = served.api(f"/api/groups/runners/reset-plan?at_ms={at_ms}")
+    assert status == 200 and plan["warnings"] == []
+    assert [(p["partition"], p["current"], p["planned"]) for p in plan["partitions"]] == [(0, 70, 7), (1, 110, 11)]
+    assert committed_offsets(served.bootstrap, "runners") == {("jobs", 0): 70, ("jobs", 1): 110}  # a preview changes nothing
+
+    for bad in ({"at_ms": at_ms}, {"at_ms": at_ms, "confirm": "other"}, {"at_ms": "yesterday", "confirm": "runners"}):
+        status, body, _ = served.api("/api/groups/runners/reset-offsets", method="POST", body=bad)
+        assert status == 400, bad
+    status, body, _ = served.api("/api/groups/runners/reset-plan?at_ms=soon")
+    assert status == 400 and "at_ms" in body["message"]
+
+    status, done, _ = served.api("/api/groups/runners/reset-offsets", method="POST", body={"at_ms": at_ms, "confirm": "runners"})
+    assert status == 200 and done["executed"] is True
+    assert committed_offsets(served.bootstrap, "runners") == {("jobs", 0): 7, ("jobs", 1): 11}
+    status, body, _ = served.api("/api/groups/runners/rebalances")
+    admin_entry = body["entries"][-1]
+    assert (admin_entry["kind"], admin_entry["trigger"]) == ("admin", "reset_offsets")
+    assert admin_entry["members"][0]["client_id"].startswith("cohort-console")
