@@ -116,6 +116,10 @@ async def reset_plan(admin: Admin, group_id: str, at_ms: int) -> dict:
     plan: dict[TopicPartition, int] = {}
     warnings: list[str] = []
     if restorable:
+        topics = await admin.describe_topics(sorted({tp.topic for tp in restorable}))
+        refused = sorted(name for name, info in topics.items() if info.error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+        if refused:
+            raise kafka_error(ErrorCode.TOPIC_AUTHORIZATION_FAILED, f"topics {', '.join(refused)}")
         try:
             logs = await _log_ranges(admin, sorted(restorable))
         except CommandError as exc:

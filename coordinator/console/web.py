@@ -47,6 +47,8 @@ def http_status(error: KafkaError) -> int:
         return 404
     if error.code in _CONFLICT:
         return 409
+    if error.code == ErrorCode.INVALID_REQUEST:  # e.g. offset history asked of a cluster node, which keeps none
+        return 400
     return 503 if error.retriable else 502
 
 

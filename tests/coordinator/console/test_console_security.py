@@ -132,3 +132,17 @@ def test_with_a_tls_listener_the_console_serves_https_with_the_listeners_certifi
         assert not answered
     finally:
         assert server.stop() == 0
+
+
+def test_an_undo_needs_what_an_offset_commit_needs_while_describing_the_group_shows_its_journal(secured):
+    status, history, _ = secured.api("/api/groups/visible/history", auth=ALICE)  # GroupReport: group DESCRIBE
+    assert status == 200 and [e["offset"] for e in history["events"]] == [7]
+    status, _, _ = secured.api("/api/groups/hidden/history", auth=ALICE)
+    assert status == 403
+    at_ms = history["events"][0]["time_ms"]
+    undo = {"at_ms": at_ms, "confirm": "visible"}
+    status, body, _ = secured.api("/api/groups/visible/reset-offsets", method="POST", body=undo, auth=ALICE)
+    assert status == 403 and body["error"].endswith("_AUTHORIZATION_FAILED")
+    status, body, _ = secured.api("/api/groups/visible/reset-offsets", method="POST", body=undo, auth=BOB)
+    assert status == 200 and body["executed"] is True
+    assert [(p["topic"], p["planned"]) for p in body["partitions"]] == [("events", 7)]
