@@ -8,7 +8,8 @@ import urllib.error
 import urllib.request
 
 from cohort_process import CohortServer, free_port
-from kafka import KafkaConsumer
+from kafka import KafkaAdminClient, KafkaConsumer
+from kafka.admin import NewTopic
 
 
 def call(url: str, method: str = "GET", body=None, auth: tuple[str, str] | None = None,
@@ -58,3 +59,11 @@ def stable_consumers(bootstrap: str, topic: str, group: str, count: int, partiti
     for c in consumers:
         c.close()
     raise AssertionError(f"{count} consumers of {group} did not share {partitions} partitions within 40 s")
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10000)
+    try:
+        admin.create_topics([NewTopic(topic, partitions, 1)])
+    finally:
+        admin.close()

@@ -6,11 +6,10 @@ import subprocess
 
 import pytest
 from kafka import KafkaAdminClient, TopicPartition
-from kafka.admin import NewTopic
 from kafka.structs import OffsetAndMetadata
 
 from cohort_process import clean_env, cohort_command, free_port
-from console_http import ConsoleServer, call, stable_consumers
+from console_http import ConsoleServer, call, create_topic, stable_consumers
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -20,14 +19,6 @@ def served(tmp_path):
     server = ConsoleServer(tmp_path / "data").start()
     yield server
     assert server.stop() == 0
-
-
-def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10000)
-    try:
-        admin.create_topics([NewTopic(topic, partitions, 1)])
-    finally:
-        admin.close()
 
 
 def committed_offsets(bootstrap: str, group: str) -> dict[tuple[str, int], int]:

@@ -9,11 +9,10 @@ from pathlib import Path
 
 import pytest
 from kafka import KafkaAdminClient, TopicPartition
-from kafka.admin import NewTopic
 from kafka.structs import OffsetAndMetadata
 from playwright.sync_api import expect, sync_playwright
 
-from console_http import ConsoleServer, stable_consumers
+from console_http import ConsoleServer, create_topic, stable_consumers
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -31,14 +30,6 @@ def browser():
             yield launched
         finally:
             launched.close()
-
-
-def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10000)
-    try:
-        admin.create_topics([NewTopic(topic, partitions, 1)])
-    finally:
-        admin.close()
 
 
 def test_the_group_list_and_a_group_page_show_real_groups(tmp_path, browser):
