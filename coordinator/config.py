@@ -579,7 +579,7 @@ class CoordinatorConfig:
     ssl_client_auth: str = _setting("none", ChoiceKind(("none", "requested", "required")), "Whether SSL listeners ask clients for a certificate (the principal is then its subject).")
     # -- operations -------------------------------------------------------------
     metrics_listen: str = _setting("127.0.0.1:9464", ListenerKind(), "Address of the Prometheus /metrics and /health HTTP server.", "--metrics")
-    console_listen: str | None = _setting(None, ListenerKind(nullable=True, unset_means="no console"), "Address of the web console and its JSON API (HTTP; HTTPS with the listeners' keystore when a listener uses TLS); unset = no console.", "--console")
+    console_listen: str | None = _setting(None, ListenerKind(nullable=True, unset_means="no console"), "Address of the web console and its JSON API (HTTP; HTTPS with the listeners' keystore when a listener uses TLS); unset = no console.")
     metrics_group_offsets_enable: bool = _setting(False, BoolKind(), "Export one committed-offset series per group/topic/partition (high cardinality).")
     log_format: str = _setting("text", ChoiceKind(("text", "json")), "Log line format.", "--log-format")
     log_level: str = _setting("INFO", ChoiceKind(("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"), aliases=(("WARN", "WARNING"),), upper=True), "Least severe level logged.", "--log-level")

@@ -60,9 +60,10 @@ function showError(error) {
 }
 
 // ------------------------------------------------------------------ groups list
-async function showGroups() {
-  crumbs({ text: "Groups" });
+async function showGroups(seq) {
   const { groups } = await api("/api/groups");
+  if (seq !== routeSeq) return;  // the user went elsewhere meanwhile
+  crumbs({ text: "Groups" });
   const rows = groups.map((g) => el("tr", { "data-group": g.group_id },
     el("td", {}, el("a", { href: groupLink(g.group_id), class: "group-id" }, g.group_id)),
     el("td", {}, state(g.state)),
@@ -92,14 +93,15 @@ async function section(id, title, load) {
   return el("section", { id }, el("h2", {}, title), content);
 }
 
-async function showGroup(groupId) {
-  crumbs({ text: "Groups", href: "#/" }, { text: groupId });
+async function showGroup(groupId, seq) {
   const base = groupPath(groupId);
   const [group, health, history, rebalances] = await Promise.all([
     api(base),
     api(`${base}/health`).catch((e) => e),
     api(`${base}/history`).catch((e) => e),
     api(`${base}/rebalances`).catch((e) => e)]);
+  if (seq !== routeSeq) return;
+  crumbs({ text: "Groups", href: "#/" }, { text: groupId });
   const coordinator = group.coordinator ? `${group.coordinator.node_id} (${group.coordinator.host}:${group.coordinator.port})` : "–";
   const members = group.members.map((m) => el("tr", {},
     cell(m.member_id), cell(m.group_instance_id), cell(m.client_id), cell(m.host),
@@ -287,16 +289,25 @@ function confirmDeleteOffsets(group) {
 }
 
 // ------------------------------------------------------------------ routing
+const LIST_REFRESH_MS = 5000;  // the group list follows the groups; a group page changes only when asked
+let refreshTimer = null;
+let routeSeq = 0;
+
 async function route() {
   const hash = location.hash || "#/";
+  const seq = ++routeSeq;
+  clearTimeout(refreshTimer);
   statusLine.textContent = "";
   try {
-    if (hash.startsWith("#/group/")) await showGroup(decodeURIComponent(hash.slice("#/group/".length)));
-    else await showGroups();
+    if (hash.startsWith("#/group/")) await showGroup(decodeURIComponent(hash.slice("#/group/".length)), seq);
+    else await showGroups(seq);
     statusLine.textContent = `updated ${new Date().toLocaleTimeString()}`;
   } catch (error) {
     if (!(error instanceof ApiError)) throw error;
-    showError(error);
+    if (seq === routeSeq) showError(error);
+  }
+  if (seq === routeSeq && !hash.startsWith("#/group/") && !document.getElementById("confirm").open) {
+    refreshTimer = setTimeout(route, LIST_REFRESH_MS);
   }
 }
 

@@ -9,6 +9,7 @@ import urllib.request
 
 from cohort_process import CohortServer, free_port
 from kafka import KafkaAdminClient, KafkaConsumer
+from kafka.errors import CommitFailedError, RebalanceInProgressError
 from kafka.admin import NewTopic
 
 
@@ -67,3 +68,17 @@ def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
         admin.create_topics([NewTopic(topic, partitions, 1)])
     finally:
         admin.close()
+
+
+def commit(consumer: KafkaConsumer, offsets: dict) -> None:
+    """A member's commit, retried (polling, so the member rejoins) while its group finishes a rebalance:
+    kafka-python rejoins once more when it first sees its topic's metadata."""
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            consumer.commit(offsets)
+            return
+        except (RebalanceInProgressError, CommitFailedError):
+            if time.monotonic() > deadline:
+                raise
+            consumer.poll(timeout_ms=100)

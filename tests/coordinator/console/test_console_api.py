@@ -9,7 +9,7 @@ from kafka import KafkaAdminClient, TopicPartition
 from kafka.structs import OffsetAndMetadata
 
 from cohort_process import clean_env, cohort_command, free_port
-from console_http import ConsoleServer, call, create_topic, stable_consumers
+from console_http import ConsoleServer, call, commit, create_topic, stable_consumers
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -35,7 +35,7 @@ def test_groups_and_a_group_page_show_members_assignments_and_committed_offsets(
     try:
         owner = consumers[0]
         mine = sorted(owner.assignment())
-        owner.commit({tp: OffsetAndMetadata(10 + tp.partition, "batch-7", -1) for tp in mine})
+        commit(owner, {tp: OffsetAndMetadata(10 + tp.partition, "batch-7", -1) for tp in mine})
 
         status, listing, _ = served.api("/api/groups")
         assert status == 200
@@ -76,7 +76,7 @@ def test_an_unknown_group_is_404_and_bad_requests_are_400_with_a_message(served)
 def test_delete_offsets_needs_the_confirmation_and_is_refused_while_the_group_is_active(served):
     create_topic(served.bootstrap, "clicks", 2)
     consumers = stable_consumers(served.bootstrap, "clicks", "counter", 1, 2)
-    consumers[0].commit({TopicPartition("clicks", 0): OffsetAndMetadata(4, "", -1),
+    commit(consumers[0], {TopicPartition("clicks", 0): OffsetAndMetadata(4, "", -1),
                          TopicPartition("clicks", 1): OffsetAndMetadata(9, "", -1)})
     wanted = {"partitions": [{"topic": "clicks", "partition": 1}]}
     try:
@@ -147,7 +147,7 @@ def test_history_timeline_and_health_come_from_the_coordinators_journal(served):
     consumers = stable_consumers(served.bootstrap, "audit", "auditors", 1, 1)
     tp = TopicPartition("audit", 0)
     for offset in (10, 20, 30):
-        consumers[0].commit({tp: OffsetAndMetadata(offset, "", -1)})
+        commit(consumers[0], {tp: OffsetAndMetadata(offset, "", -1)})
     consumers[0].close()
 
     status, body, _ = served.api("/api/groups/auditors/history")
@@ -176,8 +176,8 @@ def test_reset_to_commit_at_previews_then_restores_exactly_what_was_committed_th
     create_topic(served.bootstrap, "jobs", 2)
     consumers = stable_consumers(served.bootstrap, "jobs", "runners", 1, 2)
     first = {TopicPartition("jobs", 0): OffsetAndMetadata(7, "", -1), TopicPartition("jobs", 1): OffsetAndMetadata(11, "", -1)}
-    consumers[0].commit(first)
-    consumers[0].commit({TopicPartition("jobs", 0): OffsetAndMetadata(70, "", -1),
+    commit(consumers[0], first)
+    commit(consumers[0], {TopicPartition("jobs", 0): OffsetAndMetadata(70, "", -1),
                          TopicPartition("jobs", 1): OffsetAndMetadata(110, "", -1)})
     status, body, _ = served.api("/api/groups/runners/history")
     at_ms = [e["time_ms"] for e in body["events"] if e["offset"] in (7, 11)][-1]

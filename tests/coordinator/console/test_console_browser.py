@@ -12,7 +12,7 @@ from kafka import KafkaAdminClient, TopicPartition
 from kafka.structs import OffsetAndMetadata
 from playwright.sync_api import expect, sync_playwright
 
-from console_http import ConsoleServer, create_topic, stable_consumers
+from console_http import ConsoleServer, commit, create_topic, stable_consumers
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -40,7 +40,7 @@ def test_the_group_list_and_a_group_page_show_real_groups(tmp_path, browser):
         consumers = stable_consumers(server.bootstrap, "payments", "ledger", 2, 4)
         consumers += stable_consumers(server.bootstrap, "payments", "fraud-check", 1, 4)
         for c in consumers:
-            c.commit({tp: OffsetAndMetadata(100 * (tp.partition + 1), "", -1) for tp in c.assignment()})
+            commit(c, {tp: OffsetAndMetadata(100 * (tp.partition + 1), "", -1) for tp in c.assignment()})
 
         page = browser.new_page(viewport={"width": 1200, "height": 700})
         page.goto(f"http://127.0.0.1:{server.console_port}/")
@@ -48,6 +48,14 @@ def test_the_group_list_and_a_group_page_show_real_groups(tmp_path, browser):
         expect(ids).to_have_count(2)
         assert ids.all_inner_texts() == ["fraud-check", "ledger"]
         expect(page.locator('tr[data-group="ledger"]')).to_contain_text("Stable")
+
+        admin = KafkaAdminClient(bootstrap_servers=server.bootstrap, request_timeout_ms=10000)
+        try:  # a group that appears later shows up without a reload (the list refreshes itself)
+            admin.alter_group_offsets("archiver", {TopicPartition("payments", 0): OffsetAndMetadata(1, "", -1)})
+        finally:
+            admin.close()
+        expect(ids).to_have_count(3, timeout=15000)
+        assert ids.all_inner_texts() == ["archiver", "fraud-check", "ledger"]
         IMAGES.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(IMAGES / "console-groups.png"), full_page=True)
 
@@ -79,7 +87,7 @@ def test_an_undo_through_the_page_restores_what_the_group_had_committed(tmp_path
         consumers = stable_consumers(server.bootstrap, "invoices", "settlement", 1, 2)
         p0, p1 = TopicPartition("invoices", 0), TopicPartition("invoices", 1)
         for offsets in ((100, 200), (150, 260), (180, 300)):
-            consumers[0].commit({p0: OffsetAndMetadata(offsets[0], "", -1), p1: OffsetAndMetadata(offsets[1], "", -1)})
+            commit(consumers[0], {p0: OffsetAndMetadata(offsets[0], "", -1), p1: OffsetAndMetadata(offsets[1], "", -1)})
         consumers[0].close()
         admin = KafkaAdminClient(bootstrap_servers=server.bootstrap, request_timeout_ms=10000)
         try:  # the bad reset an operator wants to undo
