@@ -24,9 +24,10 @@ TRIGGERS = ("member_joined", "member_left", "session_expired", "rebalance_timeou
             "static_member_replaced", "topic_change", "admin_action", "storage_error", "over_max_size")
 # What an admin did (entries of kind "admin").
 ADMIN_ACTIONS = ("reset_offsets", "delete_offsets", "delete_group")
-# How a member took part: it caused the rebalance, joined, was removed (left, expired, replaced), was
-# dropped for not rejoining within the rebalance timeout, or sent the admin request.
-MEMBER_ROLES = ("cause", "joined", "removed", "rebalance_timeout", "admin")
+# How a member took part: it caused the rebalance, joined, was removed (left, replaced), its session
+# expired during the rebalance, it was dropped for not rejoining within the rebalance timeout, or it sent
+# the admin request.
+MEMBER_ROLES = ("cause", "joined", "removed", "expired", "rebalance_timeout", "admin")
 MAX_MOVES_KEPT = 1000  # per entry; `moves_total` counts them all
 _DETAIL_PARTITIONS = 20  # an admin entry names at most this many partitions
 

@@ -41,6 +41,7 @@ from cohort.coordinator.handlers import RequestHandlers
 from cohort.coordinator.listener import Listener
 from cohort.coordinator.log import OffsetsLog
 from cohort.coordinator.metrics import LogPartitionStats
+from cohort.coordinator.offset_history import HISTORY_KEY_PREFIXES
 from cohort.coordinator.ownership import Node, Ownership
 from cohort.coordinator.records import Record, TopicRecord, TopicTombstone, encode_record
 from cohort.coordinator.security import admin_apis
@@ -220,6 +221,7 @@ class CoordinatorServer:
                 flush_policy=config.offsets_flush_policy,
                 delete_retention_ms=config.delete_retention_ms,
                 history_retention_ms=config.offsets_history_retention_ms,
+                history_key_prefixes=HISTORY_KEY_PREFIXES,
                 cleaner_backoff_ms=config.log_cleaner_backoff_ms,
                 metrics=self.metrics,
                 partitions=(),  # loaded one by one as the ownership hands them over

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from cohort.coordinator.records import (
     OFFSET_COMMIT_KEY_TYPES,
+    OFFSET_COMMIT_SOURCE_KEY_TYPE,
     OffsetCommitRecord,
     OffsetCommitSourceRecord,
     OffsetCommitSourceTombstone,
@@ -43,6 +44,11 @@ class CommitEvent:
         return {"time_ms": self.time_ms, "topic": self.topic, "partition": self.partition, "offset": self.offset,
                 "metadata": self.metadata, "member_id": self.member_id, "client_id": self.client_id,
                 "client_host": self.client_host, "generation": self.generation}
+
+
+# The record types whose history compaction keeps (offset commits and who made them), as key prefixes.
+HISTORY_KEY_PREFIXES = tuple(t.to_bytes(2, "big", signed=True)
+                             for t in (*OFFSET_COMMIT_KEY_TYPES, OFFSET_COMMIT_SOURCE_KEY_TYPE))
 
 
 def group_key_prefixes(group: str) -> tuple[bytes, ...]:

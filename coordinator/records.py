@@ -79,6 +79,7 @@ __all__ = [
     "OFFSET_COMMIT_KEY_TYPES",
     "GROUP_METADATA_KEY_TYPE",
     "TOPIC_KEY_TYPE",
+    "OFFSET_COMMIT_SOURCE_KEY_TYPE",
     "OffsetCommitRecord",
     "OffsetCommitTombstone",
     "GroupMemberRecord",
@@ -113,6 +114,7 @@ _TOPIC = RECORD_TYPES[100]
 OFFSET_COMMIT_KEY_TYPES = _OFFSET_COMMIT.type_ids
 GROUP_METADATA_KEY_TYPE = _GROUP_METADATA.write_type
 TOPIC_KEY_TYPE = _TOPIC.write_type
+OFFSET_COMMIT_SOURCE_KEY_TYPE = RECORD_TYPES[104].write_type
 
 # The typed records, derived from the declarations (fields: the key's, then the value's).
 OffsetCommitRecord = _OFFSET_COMMIT.record

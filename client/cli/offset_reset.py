@@ -89,8 +89,12 @@ def plan_reset(
                 plan[tp] = clamp(tp, found, log, warnings)
         elif kind == "to-current":
             plan[tp] = committed[tp] if tp in committed else log.latest
-        elif kind in ("from-file", "to-commit-at"):  # to-commit-at: the server's offsets at that time
+        elif kind == "from-file":
             plan[tp] = clamp(tp, (file_plan or {})[tp], log, warnings)
+        elif kind == "to-commit-at":
+            # Exactly what the group had committed then (the undo of a reset), never clamped: Cohort's
+            # "latest" is the highest offset committed since start, which a bad reset may have lowered.
+            plan[tp] = (file_plan or {})[tp]
         else:
             raise ResetInputError(f"unknown reset scenario {kind!r}")
     return plan, warnings

@@ -444,7 +444,7 @@ class ClassicGroup:
         # rebalance timeout, and who held what in the last Stable generation (to name departed members
         # and diff assignments).
         self._rebalance_generation_before = 0
-        self._rebalance_dropped: list[GroupMember] = []
+        self._rebalance_dropped: list[tuple[GroupMember, str]] = []  # (member, journal role)
         self._last_stable: dict[str, GroupMember] = {}
         self._now = Now(created_ms, 0.0)
         self._out: list = []
@@ -786,6 +786,8 @@ class ClassicGroup:
         log.info("group %s: member %s expired (session timeout %d ms)", self.group_id, member_id,
                  member.session_timeout_ms if not member.is_new else self._config.group_new_member_join_timeout_ms)
         self._out.append(MemberExpired(self.group_id, member_id))
+        if self._rebalance_started_ms is not None:  # it expired during a rebalance: the journal names it
+            self._rebalance_dropped.append((member, "expired"))
         self._remove_member_and_update(member, RebalanceReason(RebalanceCause.SESSION_EXPIRED, (member_id,)))
 
     def _set_join_timer(self, delay_ms: int, initial: tuple[int, int] | None = None) -> None:
@@ -1112,13 +1114,13 @@ class ClassicGroup:
         assert reason is not None
         before = self._last_stable
         involved: dict[str, str] = {m: "cause" for m in reason.members}
-        for m in self._rebalance_dropped:
-            involved.setdefault(m.member_id, "rebalance_timeout")
+        for m, role in self._rebalance_dropped:
+            involved.setdefault(m.member_id, role)
         for member_id in self.members.keys() - before.keys():
             involved.setdefault(member_id, "joined")
         for member_id in before.keys() - self.members.keys():
             involved.setdefault(member_id, "removed")
-        dropped = {m.member_id: m for m in self._rebalance_dropped}
+        dropped = {m.member_id: m for m, _ in self._rebalance_dropped}
         members = []
         for member_id, role in involved.items():
             m = self.members.get(member_id) or before.get(member_id) or dropped.get(member_id)
@@ -1135,7 +1137,7 @@ class ClassicGroup:
     def _complete_join_phase(self) -> None:
         self._cancel_join_timer()
         gone = [m for m in self.not_yet_rejoined() if not m.is_static]
-        self._rebalance_dropped.extend(gone)
+        self._rebalance_dropped.extend((m, "rebalance_timeout") for m in gone)
         for m in gone:
             self._remove(m.member_id)
         if gone:

@@ -362,7 +362,7 @@ class Checkpoints:
         result = compact_closed_segments(
             p.path, closed, end, segment_bytes=self.segment_bytes,
             delete_retention_ms=self.delete_retention_ms, now_ms=int(self._clock() * 1000),
-            history_retention_ms=self.history_retention_ms)
+            history_retention_ms=self.history_retention_ms, history_key_prefixes=self.history_key_prefixes)
         with p.lock:
             p.segments = list_partition_segments(p.path)
             p.rolled_since_clean -= rolled

@@ -4,9 +4,9 @@ Kafka's log cleaner idea, for one partition directory:
 
 1. Read every closed segment and note, per key, the offset of its latest record.
 2. Rewrite the segments oldest first, keeping a record only if it is the latest
-   for its key or was appended less than ``history_retention_ms`` ago (the
-   offset history: the log keeps every record of that window, whatever its
-   key); a latest record that is a tombstone is kept until
+   for its key, or if its key starts with one of ``history_key_prefixes`` and
+   it was appended less than ``history_retention_ms`` ago (the offset history:
+   the caller names which keys keep one, e.g. offset commits); a latest record that is a tombstone is kept until
    ``delete_retention_ms`` after the time it was appended, then dropped too.
    Adjacent segments are merged while the result stays under ``segment_bytes``.
 3. Each rewrite is crash-safe: write ``.cleaned`` → fsync → rename to ``.swap``
@@ -70,6 +70,7 @@ def compact_closed_segments(
     delete_retention_ms: int,
     now_ms: int,
     history_retention_ms: int = 0,
+    history_key_prefixes: tuple[bytes, ...] = (),
 ) -> CompactionResult:
     """Compact `closed` (oldest first); `end_offset` is the base offset of the segment after them."""
     result = CompactionResult(segments_before=len(closed))
@@ -111,12 +112,12 @@ def compact_closed_segments(
         for v in views:
             keys, values = v.keys_values(buf)
             expired = now_ms - v.timestamp >= delete_retention_ms
-            in_history = now_ms - v.timestamp < history_retention_ms
-            if history_retention_ms > 0 and chunk_k and chunk_ts != v.timestamp:
+            in_history = now_ms - v.timestamp < history_retention_ms and bool(history_key_prefixes)
+            if in_history and chunk_k and chunk_ts != v.timestamp:
                 flush_chunk()  # the history reads each record's append time: batches keep their own
             for key, value, offset in zip(keys, values, v.offsets(buf)):
                 is_latest = latest[key] == offset
-                if not is_latest and not in_history:
+                if not is_latest and not (in_history and key.startswith(history_key_prefixes)):
                     dropped += 1
                     continue
                 if is_latest and value is None:

@@ -79,6 +79,7 @@ class OffsetsLog(CommitRounds, Checkpoints):
         flush_policy: str = "always",
         delete_retention_ms: int = 86400000,
         history_retention_ms: int = 0,
+        history_key_prefixes: tuple[bytes, ...] = (),
         cleaner_backoff_ms: int = 15000,
         clock: Callable[[], float] = time.time,
         writer_threads: int = 16,
@@ -99,7 +100,9 @@ class OffsetsLog(CommitRounds, Checkpoints):
         self._write_ms = 0  # append time of the writes being made now (set per flush)
         self.flush_policy = FlushPolicy(flush_policy)
         self.delete_retention_ms = delete_retention_ms
-        self.history_retention_ms = history_retention_ms  # compaction keeps every record this young
+        # Compaction keeps every record this young of the keys starting with these prefixes (the history).
+        self.history_retention_ms = history_retention_ms
+        self.history_key_prefixes = tuple(history_key_prefixes)
         self.cleaner_backoff_ms = cleaner_backoff_ms
         self.journal_checkpoint_bytes = journal_checkpoint_bytes
         self._clock = clock

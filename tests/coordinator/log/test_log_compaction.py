@@ -8,7 +8,7 @@ from bounded_wait import wait_until_async
 from log_helpers import reopen, FakeClock, commit, open_log
 
 from cohort.coordinator.log import compact_closed_segments, read_partition
-from cohort.coordinator.log.segments import partition_dir, segment_base, swap_name
+from cohort.coordinator.log.segments import partition_dir, read_partition_history, segment_base, swap_name
 
 TOMBSTONE_KEY = commit("gone", "t", 0, 0)[0]
 
@@ -64,6 +64,34 @@ async def test_compaction_keeps_the_latest_per_key_and_tombstones_until_retentio
     log, _ = await open_log(tmp_path, segment_bytes=300)
     assert await log.append(0, [commit("g", "t", 9, 1)]) == before[-1][0] + 1
     await log.close()
+
+
+async def test_compaction_keeps_every_history_record_younger_than_the_window_then_the_latest(tmp_path):
+    clock = FakeClock()
+    history_keys = (commit("g", "t", 0, 0)[0][:2],)  # offset commits keep a history; other keys do not
+    log, _ = await open_log(tmp_path, segment_bytes=300, clock=clock, cleaner_backoff_ms=3_600_000,
+                            history_retention_ms=60_000, history_key_prefixes=history_keys)
+    other = (b"\x00\x64other", b"v")  # a key of another record type (a topic), overwritten each round
+    for i in range(20):
+        await log.append(0, [commit("g", "t", 0, i), other])
+        clock.now += 1  # one second apart: each append is its own batch with its own time
+    await log.append(0, [commit("g", "t", 1, 0)] * 12)  # roll: what came before is closed
+    closed_end = segment_base(log.segments(0)[-1])
+    [result] = await log.compact(0)
+    after = [(o, k, v) for o, k, v in _records(tmp_path) if o < closed_end]
+    commits = [v for _, k, v in after if k == commit("g", "t", 0, 0)[0]]
+    assert len(commits) == 20  # all within the window: every one kept, with its time
+    assert sum(1 for _, k, _ in after if k == other[0]) == 1  # not a history key: the latest only
+    times = [t for t, k, _ in read_partition_history(tmp_path, 0, history_keys) if k == commit("g", "t", 0, 0)[0]]
+    assert times == sorted(times) and len(set(times)) == 20
+
+    clock.now += 50  # 50 s on: commits 0..10 (appended 60 s or more ago) leave the window
+    await log.compact(0)
+    kept = [v for o, k, v in _records(tmp_path) if o < closed_end and k == commit("g", "t", 0, 0)[0]]
+    assert kept == [commit("g", "t", 0, i)[1] for i in range(11, 20)]
+    await log.close()
+    live = await reopen(tmp_path)
+    assert live[commit("g", "t", 0, 0)[0]] == commit("g", "t", 0, 19)[1]  # replay: still the latest
 
 
 async def test_the_background_cleaner_compacts_rolled_segments(tmp_path):
