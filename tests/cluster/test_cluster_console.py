@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import time
+import urllib.error
 import urllib.request
 
 import pytest
@@ -59,6 +60,11 @@ def test_each_nodes_console_shows_the_groups_of_the_whole_cluster(etcd, tmp_path
             assert [o["offset"] for o in detail["offsets"]] == [i]
             coordinators.add(detail["coordinator"]["node_id"])
         assert coordinators == {1, 2}  # the groups live on both nodes
+        try:  # etcd keeps the latest offsets only: the console says so instead of a history
+            urllib.request.urlopen(f"http://127.0.0.1:{consoles[0]}/api/groups/team-0/history", timeout=15)
+            raise AssertionError("a cluster node answered an offset history")
+        except urllib.error.HTTPError as exc:
+            assert exc.code == 400 and "cluster mode" in json.loads(exc.read())["message"]
     finally:
         for node in nodes:
             node.stop()
