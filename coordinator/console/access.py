@@ -9,8 +9,9 @@ a cluster node (it bootstraps from itself and lists the groups of every live nod
 When the node has a SASL listener the console connects there, as each HTTP user: the user name and
 password of the request's HTTP Basic header become that connection's SASL credentials, so the server
 checks them against its own SCRAM credentials and its authorizer applies the same ACLs to what the
-console asks on the user's behalf. A user's signed-in client is kept while it is used, because SCRAM
-is slow on purpose; wrong credentials are never cached.
+console asks on the user's behalf. A user's signed-in client is reused for a minute at most (SCRAM is
+slow on purpose), so a deleted user or a changed password stops working within that minute, as an open
+Kafka connection would until it re-authenticates; wrong credentials are never cached.
 """
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ from cohort.protocol.errors import ErrorCode
 SIGN_IN_ORDER = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 SIGN_IN_REFUSALS = frozenset({ErrorCode.SASL_AUTHENTICATION_FAILED, ErrorCode.UNSUPPORTED_SASL_MECHANISM,
                               ErrorCode.ILLEGAL_SASL_STATE})
-SESSION_IDLE_S = 300.0
+SESSION_MAX_AGE_S = 60.0
 REQUEST_TIMEOUT_MS = 10000
 
 
@@ -88,12 +89,13 @@ def _reachable(host: str) -> str:
 class Sessions:
     """One signed-in `Admin` per user (one shared one when the listener needs no sign-in)."""
 
-    def __init__(self, access: CoordinatorAccess, idle_s: float = SESSION_IDLE_S) -> None:
+    def __init__(self, access: CoordinatorAccess, max_age_s: float = SESSION_MAX_AGE_S) -> None:
         self.access = access
-        self.idle_s = idle_s
-        self._admins: dict[tuple[str, str], tuple[Admin, float]] = {}
+        self.max_age_s = max_age_s
+        self._admins: dict[tuple[str, str], tuple[Admin, float]] = {}  # signed-in client, when it signed in
         self._locks: dict[tuple[str, str], asyncio.Lock] = {}
         self._anonymous: Admin | None = None
+        self._retiring: dict[asyncio.Task, Admin] = {}
 
     def _new_admin(self, security: ClientSecurity | None, principal: str) -> Admin:
         return Admin(list(self.access.bootstrap), client_id=f"cohort-console/{principal}",
@@ -110,13 +112,16 @@ class Sessions:
             raise SignInRequired("sign in with a user name and password known to the server")
         username, password = credentials
         key = (username, hashlib.sha256(password.encode()).hexdigest())
-        self._forget_idle()
+        self._retire_old()
         async with self._locks.setdefault(key, asyncio.Lock()):
             known = self._admins.get(key)
             if known is not None:
-                self._admins[key] = (known[0], time.monotonic())
                 return known[0]
-            admin = await self._sign_in(username, password)
+            try:
+                admin = await self._sign_in(username, password)
+            except BaseException:
+                self._locks.pop(key, None)  # nothing kept for credentials that did not sign in
+                raise
             self._admins[key] = (admin, time.monotonic())
             return admin
 
@@ -136,16 +141,28 @@ class Sessions:
             return admin
         raise SignInRequired("the user name or password is not right")
 
-    def _forget_idle(self) -> None:
+    def _retire_old(self) -> None:
+        """Sessions past their age sign in again; each old client is closed once requests using it are done."""
         now = time.monotonic()
-        for key, (admin, used) in list(self._admins.items()):
-            if now - used > self.idle_s:
+        for key, (admin, signed_in) in list(self._admins.items()):
+            if now - signed_in > self.max_age_s:
                 del self._admins[key]
                 self._locks.pop(key, None)
-                asyncio.get_running_loop().create_task(admin.close())
+                task = asyncio.get_running_loop().create_task(self._close_later(admin))
+                self._retiring[task] = admin
+                task.add_done_callback(lambda done: self._retiring.pop(done, None))
+
+    @staticmethod
+    async def _close_later(admin: Admin) -> None:
+        await asyncio.sleep(REQUEST_TIMEOUT_MS / 1000 * 2)  # a request that took it has had its time
+        await admin.close()
 
     async def close(self) -> None:
         admins = [a for a, _ in self._admins.values()] + ([self._anonymous] if self._anonymous else [])
+        for task, admin in list(self._retiring.items()):
+            task.cancel()
+            admins.append(admin)
         self._admins.clear()
+        self._retiring.clear()
         self._anonymous = None
         await asyncio.gather(*(a.close() for a in admins), return_exceptions=True)

@@ -60,6 +60,7 @@ def secured(tmp_path):
             consumer.commit({TopicPartition("events", 0): OffsetAndMetadata(7, "", -1)})
         finally:
             consumer.close()
+    server.admin_config = config
     yield server
     assert server.stop() == 0
 
@@ -146,3 +147,31 @@ def test_an_undo_needs_what_an_offset_commit_needs_while_describing_the_group_sh
     status, body, _ = secured.api("/api/groups/visible/reset-offsets", method="POST", body=undo, auth=BOB)
     assert status == 200 and body["executed"] is True
     assert [(p["topic"], p["planned"]) for p in body["partitions"]] == [("events", 7)]
+
+
+async def test_a_deleted_user_is_signed_out_once_the_session_is_older_than_its_age(secured):
+    from cohort.coordinator.console.access import CoordinatorAccess, Sessions, SignInRequired
+
+    from bounded_wait import wait_until_async
+
+    access = CoordinatorAccess((f"127.0.0.1:{secured.sasl_port}",), "SASL_PLAINTEXT", ("SCRAM-SHA-256", "SCRAM-SHA-512"))
+    sessions = Sessions(access, max_age_s=0.5)
+    try:
+        admin = await sessions.admin_for(BOB)
+        assert await sessions.admin_for(BOB) is admin  # reused while young
+        with pytest.raises(SignInRequired):
+            await sessions.admin_for((BOB[0], "not-bobs"))
+        done = run_cohort("users", "delete", BOB[0], "--bootstrap-server", f"127.0.0.1:{secured.sasl_port}",
+                          "--command-config", str(secured.admin_config))
+        assert done.returncode == 0, done.stderr
+
+        async def refused() -> bool:
+            try:
+                await sessions.admin_for(BOB)
+            except SignInRequired:
+                return True
+            return False
+
+        await wait_until_async(refused, 10, "bob's session to end after his deletion", interval=0.2)
+    finally:
+        await sessions.close()
