@@ -110,8 +110,20 @@ class ConsoleServer:
             self._socket = None
 
 
+@web.middleware
+async def _api_errors_as_json(request: web.Request, handler) -> web.StreamResponse:
+    """Unknown API paths, wrong methods and oversized bodies answer in the API's JSON error shape too."""
+    try:
+        return await handler(request)
+    except web.HTTPException as exc:
+        if exc.status < 400 or not request.path.startswith("/api/"):
+            raise
+        return _error(exc.status, exc.reason.upper().replace(" ", "_"), f"{request.method} {request.path}: {exc.reason}",
+                      **{k: v for k, v in exc.headers.items() if k == "Allow"})
+
+
 def console_app(sessions: Sessions) -> web.Application:
-    app = web.Application(client_max_size=1024 * 1024)
+    app = web.Application(client_max_size=1024 * 1024, middlewares=[_api_errors_as_json])
     api = _Api(sessions)
     app.router.add_get("/", api.signed_in(_static("index.html")))
     for name in STATIC_FILES:

@@ -69,8 +69,22 @@ def test_an_unknown_group_is_404_and_bad_requests_are_400_with_a_message(served)
     status, body, _ = served.api("/api/groups/g/delete-offsets", method="POST",
                                  body={"partitions": [{"topic": "t", "partition": -1}], "confirm": "g"})
     assert status == 400 and "not a partition" in body["message"]
-    status, _, _ = served.api("/api/groups", method="POST", body={})
-    assert status == 405  # reads are GET only
+    status, body, _ = served.api("/api/groups", method="POST", body={})
+    assert status == 405 and body["error"] == "METHOD_NOT_ALLOWED"  # reads are GET only
+    status, body, _ = served.api("/api/nothing-here")
+    assert status == 404 and body["error"] == "NOT_FOUND"
+    status, body, _ = served.api("/api/groups/g/delete-offsets", method="POST", raw=b"{" + b" " * (2 << 20) + b"}")
+    assert status == 413 and body["error"] == "REQUEST_ENTITY_TOO_LARGE"
+    status, body, _ = served.api("/api/groups/g/history?since_ms=-5")
+    assert status == 400 and "negative" in body["message"]
+
+    admin = KafkaAdminClient(bootstrap_servers=served.bootstrap, request_timeout_ms=10000)
+    try:  # group ids may hold any character: the page encodes them into the path
+        admin.alter_group_offsets("team/a b?", {TopicPartition("t", 0): OffsetAndMetadata(3, "", -1)})
+    finally:
+        admin.close()
+    status, body, _ = served.api("/api/groups/team%2Fa%20b%3F")
+    assert status == 200 and body["group_id"] == "team/a b?" and [o["offset"] for o in body["offsets"]] == [3]
 
 
 def test_delete_offsets_needs_the_confirmation_and_is_refused_while_the_group_is_active(served):
