@@ -170,6 +170,8 @@ class GroupCoordinator:
         self.scheduler: Scheduler = scheduler or LoopScheduler()
         self.journal = GroupJournal(config.group_journal_max_entries)
         self.health = HealthMonitor(config.group_health_stall_ms)
+        # Commit sources are written only where a history can be read back (the local log, not etcd).
+        self._keeps_history = config.offsets_history_retention_ms > 0 and hasattr(store, "history")
         self._health_timer = None
         self._journal_writes: set[asyncio.Task] = set()
         self.runtime = GroupRuntime(self.scheduler, self._store_record, metrics, journal=self._journal_rebalance)
@@ -909,7 +911,7 @@ class GroupCoordinator:
                 if admin_reset:
                     journaled = self._admin_record(group_id, "reset_offsets", ctx, self._reset_changes(group_id, commits))
                     encoded.append(encode_record(journaled))
-                if self.config.offsets_history_retention_ms > 0:
+                if self._keeps_history:
                     # Who made these commits, for the offset history; it precedes them in the same append.
                     encoded.insert(0, encode_record(OffsetCommitSourceRecord(
                         group_id, member_id, generation, ctx.client_id, ctx.client_host, now)))

@@ -17,6 +17,11 @@ Life of a partition on one node::
     await store.release(p)                       # stop owning p: in-flight appends finish first
     await store.close()
 
+Offset history (optional): a store that keeps superseded records for a while (the local log, for
+`offsets.history.retention.ms`) also has ``async history(partition, key_prefixes)`` -> (append time ms,
+key, value) of every record it still holds of those keys, oldest first. The etcd store has none: it
+keeps the latest value per key only, and the coordinator says so when asked for a history.
+
 Fencing: `load` is given the ownership epoch the node won `p` with (always 0 on the local log).
 Every `append` is guarded by it: when another node has taken `p` since, the append raises
 `StorageError` with ``error_code=NOT_COORDINATOR`` and nothing of it is kept; the coordinator then

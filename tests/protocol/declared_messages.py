@@ -11,7 +11,7 @@ from typing import Any
 
 from hypothesis import HealthCheck, settings, strategies as st
 
-from cohort.protocol.messages import API_SCHEMAS
+from cohort.protocol.messages import API_SCHEMAS, PRIVATE_API_KEYS
 from cohort.protocol.schema import (
     Array, Struct, INT8, INT16, INT32, INT64, UINT16, FLOAT64, BOOL, STRING, BYTES, RECORDS, UUID, ZERO_UUID,
 )
@@ -92,7 +92,7 @@ def message_strategy(cls: type, version: int) -> st.SearchStrategy:
 
 
 def kafka_python_classes() -> dict[int, tuple[type, type]]:
-    """API key -> (request class, response class) from kafka-python 3."""
+    """API key -> (request class, response class) from kafka-python 3 (Kafka's APIs: not Cohort's own)."""
     from kafka.protocol import sasl
     from kafka.protocol.admin import acl, groups, topics, users
     from kafka.protocol.consumer import fetch, group, offsets
@@ -104,7 +104,7 @@ def kafka_python_classes() -> dict[int, tuple[type, type]]:
         for name in dir(module):
             by_name[name] = getattr(module, name)
     return {key: (by_name[api.request.__name__], by_name[api.response.__name__])
-            for key, api in API_SCHEMAS.items()}
+            for key, api in API_SCHEMAS.items() if key not in PRIVATE_API_KEYS}
 
 
 # kafka-python patches a few of Kafka's JSON definitions (its `json_patch` hooks);
