@@ -150,6 +150,7 @@ function healthView(health) {
 }
 
 // Offsets over time, one step line per partition, drawn as inline SVG.
+const MAX_MARKS_PER_SERIES = 200;
 const COLORS = ["#2f6fdd", "#c0392b", "#1e8449", "#b9770e", "#7d3c98", "#117a65", "#a04000", "#2e4053"];
 function historyChart(events) {
   const commits = events.filter((e) => e.offset !== null && e.offset !== undefined);
@@ -187,7 +188,7 @@ function historyChart(events) {
       path += j === 0 ? `M${x(p.time_ms)},${y(p.offset)}` : `H${x(p.time_ms)}V${y(p.offset)}`;
     });
     chart.append(svg("path", { d: path, fill: "none", stroke: color, "stroke-width": 2, class: "series", "data-partition": key }));
-    for (const p of points) {
+    for (const p of points.slice(-MAX_MARKS_PER_SERIES)) {  // the line shows them all; markers only for the latest
       chart.append(svg("circle", { cx: x(p.time_ms), cy: y(p.offset), r: 3, fill: color, class: "commit" },
         svg("title", {}, `${key} @ ${when(p.time_ms)}: ${p.offset} (${p.client_id || "admin"}, generation ${p.generation})`)));
     }
