@@ -1,7 +1,6 @@
 """The console in a real browser: Debian's Chromium driven by Playwright against ``cohort serve`` with real groups.
 
-Playwright drives the system's browser (``/usr/bin/chromium``, from apt; never ``playwright install``).
-The screenshots it takes are the ones the README shows (docs/images/).
+Playwright drives the system's browser (the `browser` fixture in conftest.py). The screenshots it takes are the ones the README shows (docs/images/).
 """
 from __future__ import annotations
 
@@ -10,26 +9,13 @@ from pathlib import Path
 import pytest
 from kafka import KafkaAdminClient, TopicPartition
 from kafka.structs import OffsetAndMetadata
-from playwright.sync_api import expect, sync_playwright
+from playwright.sync_api import expect
 
 from console_http import ConsoleServer, commit, create_topic, stable_consumers
 
 pytestmark = pytest.mark.timeout(240)
 
-CHROMIUM = "/usr/bin/chromium"
 IMAGES = Path(__file__).resolve().parents[3] / "docs" / "images"
-
-
-@pytest.fixture
-def browser():
-    assert Path(CHROMIUM).exists(), "the browser test needs Debian's chromium (apt-get install chromium)"
-    with sync_playwright() as playwright:
-        # --no-sandbox: the test may run as root (CI), where Chromium's sandbox refuses to start
-        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        try:
-            yield launched
-        finally:
-            launched.close()
 
 
 def test_the_group_list_and_a_group_page_show_real_groups(tmp_path, browser):

@@ -175,3 +175,23 @@ async def test_a_deleted_user_is_signed_out_once_the_session_is_older_than_its_a
         await wait_until_async(refused, 10, "bob's session to end after his deletion", interval=0.2)
     finally:
         await sessions.close()
+
+
+def test_in_a_browser_a_signed_in_user_sees_only_the_groups_their_acls_allow(secured, browser):
+    from playwright.sync_api import expect
+
+    url = f"http://127.0.0.1:{secured.console_port}/"
+    anonymous = browser.new_context()
+    try:
+        assert anonymous.request.get(url).status == 401  # no credentials: the browser is asked for them
+    finally:
+        anonymous.close()
+    context = browser.new_context(http_credentials={"username": ALICE[0], "password": ALICE[1]})
+    try:
+        page = context.new_page()
+        page.goto(url)
+        expect(page.locator("a.group-id")).to_have_text(["visible"])
+        page.goto(url + "#/group/hidden")
+        expect(page.locator("main")).to_contain_text("not allowed")
+    finally:
+        context.close()
