@@ -9,11 +9,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable
 
-from cohort.client.admin import LATEST_TIMESTAMP, Admin, GroupDescription
-from cohort.client.cli.groups import _log_ranges
+from cohort.client.admin import Admin, GroupDescription
+from cohort.client.cli.groups import _log_ranges, log_end_offsets
 from cohort.client.cli.offset_reset import Scenario, plan_reset
 from cohort.client.cli.runner import CommandError
-from cohort.client.errors import ClientError, KafkaError, kafka_error
+from cohort.client.errors import ClientError, kafka_error
 from cohort.client.topic_partition import TopicPartition
 from cohort.protocol.errors import ErrorCode, error_name
 
@@ -85,14 +85,11 @@ async def delete_offsets(admin: Admin, group_id: str, partitions: Iterable[Topic
 
 
 async def _log_end_offsets(admin: Admin, committed: dict) -> dict[TopicPartition, int]:
-    """Log-end offsets for the lag column; empty when the user may not list them or the topics are gone."""
-    if not committed:
-        return {}
+    """Log-end offsets for the lag column, as `cohort groups describe` reads them; none when the user may not."""
     try:
-        listed = await admin.list_partition_offsets({tp: LATEST_TIMESTAMP for tp in committed})
-    except (KafkaError, ClientError):
+        return await log_end_offsets(admin, committed)
+    except ClientError:
         return {}
-    return {tp: o.offset for tp, o in listed.items() if o.offset >= 0}
 
 
 def _broker(description: GroupDescription) -> dict | None:
