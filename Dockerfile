@@ -19,7 +19,7 @@ COPY pyproject.toml README.md ./
 COPY protocol ./protocol
 COPY coordinator ./coordinator
 COPY client ./client
-RUN python -m pip wheel --no-cache-dir --wheel-dir /wheels .
+RUN python -m pip wheel --no-cache-dir --wheel-dir /wheels ".[console]"
 
 # -- run: only the installed wheels, as an unprivileged user -------------------
 FROM python:3.11-slim

@@ -155,6 +155,7 @@ class ListenerKind(ValueKind):
 
     nullable: bool = False
     bindable: bool = True
+    unset_means: str = "same as listeners"
     metavar = "HOST:PORT"
 
     def check(self, value: Any) -> str | None:
@@ -167,7 +168,7 @@ class ListenerKind(ValueKind):
         return str(parse_host_port(value, bindable=self.bindable))
 
     def describe(self) -> str:
-        return "host:port" + (" (unset: same as listeners)" if self.nullable else "")
+        return "host:port" + (f" (unset: {self.unset_means})" if self.nullable else "")
 
 
 @dataclass(frozen=True, slots=True)
@@ -618,6 +619,7 @@ class CoordinatorConfig:
     ssl_client_auth: str = _setting("none", ChoiceKind(("none", "requested", "required")), "Whether SSL listeners ask clients for a certificate (the principal is then its subject).")
     # -- operations -------------------------------------------------------------
     metrics_listen: str = _setting("127.0.0.1:9464", ListenerKind(), "Address of the Prometheus /metrics and /health HTTP server.", "--metrics")
+    console_listen: str | None = _setting(None, ListenerKind(nullable=True, unset_means="no console"), "Address of the web console and its JSON API (HTTP; HTTPS with the listeners' keystore when a listener uses TLS); unset = no console.")
     metrics_group_offsets_enable: bool = _setting(False, BoolKind(), "Export one committed-offset series per group/topic/partition (high cardinality).")
     log_format: str = _setting("text", ChoiceKind(("text", "json")), "Log line format.", "--log-format")
     log_level: str = _setting("INFO", ChoiceKind(("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"), aliases=(("WARN", "WARNING"),), upper=True), "Least severe level logged.", "--log-level")
@@ -695,6 +697,10 @@ class CoordinatorConfig:
     @property
     def metrics_address(self) -> HostPort:
         return parse_host_port(self.metrics_listen)
+
+    @property
+    def console_address(self) -> HostPort | None:
+        return parse_host_port(self.console_listen) if self.console_listen else None
 
     @property
     def offsets_flush_interval_ms(self) -> int | None:
@@ -784,6 +790,15 @@ def _check_together(config: CoordinatorConfig) -> None:
                           "NAME://host:port entry)")
     if any(e.name == WORKER_LINK_LISTENER for e in endpoints):
         raise ConfigError(f"invalid listeners: {WORKER_LINK_LISTENER} is the name of the workers' own link")
+    console = config.console_address
+    if console is not None and console.port != 0:
+        if console == metrics:
+            raise ConfigError(f"invalid console.listen: {console} is also the metrics address (metrics.listen)")
+        if any(e.address == console for e in endpoints):
+            raise ConfigError(f"invalid console.listen: {console} is also a Kafka listener (listeners)")
+    if console is not None and config.authorizer_class_name and not used & {"SASL_PLAINTEXT", "SASL_SSL"}:
+        raise ConfigError("console.listen with an authorizer needs a SASL_PLAINTEXT or SASL_SSL listener "
+                          "(the console signs its users in over SASL, so the same credentials and ACLs apply)")
 
 
 def _check_oauthbearer(config: CoordinatorConfig) -> None:

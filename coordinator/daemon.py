@@ -1,9 +1,11 @@
 """The life of a ``cohort serve`` process, from configuration to exit code.
 
-Order of a start: logging → data directory (created, checked writable) → the
-data-directory lock → event loop (uvloop when installed) → metrics/health HTTP
-server (so probes answer "loading" while the offsets log loads) → the
-coordinator server's `start()` (loads the log, binds) → ready.
+Order of a start: logging → event loop (uvloop when installed) → the metrics,
+Kafka and console ports bound (a taken one stops the start before anything
+else) → data directory (created, checked writable) → the data-directory lock →
+metrics/health HTTP server serving (so probes answer "loading" while the
+offsets log loads) → the coordinator server's `start()` (loads the log) → the
+web console serving (``console.listen``; it is a client of the server) → ready.
 
 Signals:
 
@@ -35,7 +37,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from cohort.coordinator import __version__
-from cohort.coordinator.config import ConfigError, EffectiveConfig, HostPort
+from cohort.coordinator.config import ConfigError, CoordinatorConfig, EffectiveConfig, HostPort
 
 log = logging.getLogger("cohort.coordinator.daemon")
 
@@ -119,6 +121,32 @@ def _bind_error(what: str, flag: str, address: HostPort, exc: OSError) -> Startu
     return StartupError(f"cannot listen for {what} on {address}: {reason} (choose another address with {flag})")
 
 
+def open_console(config: CoordinatorConfig) -> Any:
+    """The web console's server with its address bound, or None when ``console.listen`` is unset."""
+    address = config.console_address
+    if address is None:
+        return None
+    try:
+        from cohort.coordinator.console.web import ConsoleServer
+    except ImportError as exc:
+        raise StartupError(f"console.listen needs the console extra ({exc.name} is missing): "
+                           "pip install 'cohort[console]'") from None
+    context = None
+    if any(config.security_protocol(e.name).endswith("SSL") for e in config.endpoints):
+        from cohort.coordinator.security.tls import server_context
+
+        try:
+            context = server_context(config, "SASL_SSL")  # HTTPS with the listeners' key; no client certificate
+        except ConfigError as exc:
+            raise StartupError(str(exc)) from None
+    console = ConsoleServer(address, context)
+    try:
+        console.bind()
+    except OSError as exc:
+        raise _bind_error("the console", "--console.listen", address, exc) from None
+    return console
+
+
 def new_event_loop_factory():
     """uvloop's loop when installed (issue 3), else asyncio's default."""
     try:
@@ -143,6 +171,7 @@ class Daemon:
         self.config = effective.config
         self.server: Any = None
         self.metrics_http: Any = None
+        self.console: Any = None
         self._stop_requested: asyncio.Event | None = None
         self._stop_signal: int | None = None
         self._log_setup: Any = None
@@ -201,11 +230,19 @@ class Daemon:
             await self.metrics_http.stop()
             raise _bind_error("clients", "--listen", config.listen_address, exc) from None
         try:
+            self.console = open_console(config)
+        except StartupError:
+            await self.server.unbind()
+            await self.metrics_http.stop()
+            raise
+        try:
             if config.cluster is None:  # cluster mode keeps everything in etcd: no data dir
                 prepare_data_dir(config.data_dir)
             if config.cluster is None and self.holds_data_dir_lock:
                 self._lock.acquire()
         except StartupError:
+            if self.console is not None:
+                await self.console.stop()
             await self.server.unbind()
             await self.metrics_http.stop()
             raise
@@ -227,6 +264,10 @@ class Daemon:
             raise StartupError(f"cannot start: {type(exc).__name__}: {exc}") from None
 
         self._watch_what_the_server_does_not(metrics)
+        if self.console is not None:
+            from cohort.coordinator.console.access import CoordinatorAccess
+
+            await self.console.start(CoordinatorAccess.for_node(config, getattr(self.server, "ports", {})))
         settle_heap()
         log.info(
             "cohort started",
@@ -239,6 +280,8 @@ class Daemon:
                                           or config.listen_address.port)),
                 "advertised": str(self._advertised()),
                 "metrics": f"{config.metrics_address.host}:{self.metrics_http.port}",
+                "console": (f"{self.console.scheme}://{HostPort(config.console_address.host, self.console.port)}/"
+                            if self.console is not None else "none"),
                 "start_ms": round((time.monotonic() - started) * 1000),
                 **metrics.state_summary(),
             },
@@ -289,6 +332,8 @@ class Daemon:
 
     async def _abandon_start(self) -> None:
         """After a failed start: release what the server opened (bounded), then the metrics port."""
+        if self.console is not None:
+            await self.console.stop()
         if self.server is not None:
             try:
                 await asyncio.wait_for(self.server.stop(), self.config.shutdown_timeout_ms / 1000)
@@ -300,6 +345,8 @@ class Daemon:
         budget = self.config.shutdown_timeout_ms / 1000
         begun = time.monotonic()
         log.info("cohort stopping", extra={"signal": _signal_name(self._stop_signal)})
+        if self.console is not None:
+            await self.console.stop()
         try:
             await asyncio.wait_for(self.server.stop(), budget)
         except asyncio.TimeoutError:

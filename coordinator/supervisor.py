@@ -44,6 +44,7 @@ from cohort.coordinator.daemon import (
     DataDirLock,
     StartupError,
     _bind_error,
+    open_console,
     fail,
     prepare_data_dir,
 )
@@ -166,6 +167,7 @@ class Supervisor:
         self._stop_signal: int | None = None
         self._stop_requested: asyncio.Event | None = None
         self._http: asyncio.base_events.Server | None = None
+        self._console = None  # the web console's server when console.listen is set
         self._lock = DataDirLock(self.config.data_dir)
         self._tasks: list[asyncio.Task] = []
         self._unclean = False
@@ -220,6 +222,7 @@ class Supervisor:
                 sock.close()
             raise _bind_error("metrics", "--metrics", config.metrics_address, exc) from None
         try:
+            self._console = open_console(config)
             prepare_data_dir(config.data_dir)
             self._lock.acquire()
             from cohort.coordinator.node import load_cluster_id
@@ -229,6 +232,8 @@ class Supervisor:
             for sock in sockets + link_sockets:
                 sock.close()
             self._http.close()
+            if self._console is not None:
+                await self._console.stop()
             if isinstance(exc, StartupError):
                 raise
             raise StartupError(f"cannot start: {exc}") from None
@@ -242,11 +247,22 @@ class Supervisor:
         for worker in self.workers:
             await self._spawn(worker)
             self._tasks.append(loop.create_task(self._watch(worker), name=f"cohort-worker-{worker.index}"))
+        if self._console is not None:
+            # One console for every worker: a Kafka client that lists the groups of each and routes the rest
+            # by FindCoordinator, as any admin tool does.
+            from cohort.coordinator.console.access import CoordinatorAccess
+
+            await self._console.start(CoordinatorAccess.for_workers(
+                config.listen_address.host, [w.listen.getsockname()[1] for w in self.workers]))
         log.info("cohort supervisor started", extra={
             "version": __version__, "workers": count, "data_dir": str(config.data_dir),
             "brokers": ",".join(f"{n.node.node_id}@{n.node.host}:{n.node.port}" for n in self.workers),
-            "metrics": str(config.metrics_address)})
+            "metrics": str(config.metrics_address),
+            "console": (f"http://{HostPort(config.console_address.host, self._console.port)}/"
+                        if self._console is not None else "none")})
         await self._stop_requested.wait()
+        if self._console is not None:
+            await self._console.stop()
         await self._stop_workers()
         self._http.close()
         for task in self._tasks:
@@ -267,6 +283,7 @@ class Supervisor:
             config, node_id=node.node_id,
             listeners=f"{name}://{HostPort(listen_host, worker.listen.getsockname()[1])}",
             advertised_listeners=f"{name}://{HostPort(node.host, node.port)}", metrics_listen="127.0.0.1:0",
+            console_listen=None,  # the supervisor serves the console for every worker
             workers=1, worker_ports=None)
         read_fd, write_fd = os.pipe()
         control_read, control_write = os.pipe()

@@ -195,6 +195,7 @@ def test_copied_context_builds_the_wheel_with_the_cohort_script(dockerfile, tmp_
     with zipfile.ZipFile(wheel) as archive:
         names = archive.namelist()
         assert "cohort/coordinator/cli.py" in names and "cohort/coordinator/node.py" in names
+        assert {f"cohort/coordinator/console/static/{f}" for f in ("index.html", "console.js", "console.css")} <= set(names)
         assert not any(name.startswith(("coordinator/", "protocol/", "client/")) for name in names)
         entry_points = next(n for n in names if n.endswith("entry_points.txt"))
         assert "cohort = cohort.coordinator.cli:main" in archive.read(entry_points).decode()

@@ -1,0 +1,285 @@
+"""The console's HTTP server (aiohttp): the static page at ``/`` and the JSON API under ``/api/``.
+
+Reads are GETs. Mutations are POSTs whose JSON body must carry ``"confirm"`` equal to the group id
+(what the page's confirmation dialog sends once the user has seen the preview); anything else is
+refused with 400 before a Kafka request is sent. Kafka's refusals map onto HTTP: an ACL denial is
+403, an unknown group 404, a group that is not empty 409, an unreachable coordinator 503; a request
+without accepted credentials is 401 with a Basic challenge.
+"""
+from __future__ import annotations
+
+import base64
+import binascii
+import logging
+import socket
+import ssl
+from importlib import resources
+from typing import Any, Awaitable, Callable
+
+from aiohttp import web
+
+from cohort.client.errors import ClientError, KafkaConnectionError, KafkaError
+from cohort.client.topic_partition import TopicPartition
+from cohort.coordinator.config import HostPort
+from cohort.coordinator.console import views
+from cohort.coordinator.console.access import CoordinatorAccess, Sessions, SignInRequired
+from cohort.protocol.errors import ErrorCode
+
+log = logging.getLogger("cohort.coordinator.console")
+
+REALM = "cohort console"
+STATIC_FILES = {"index.html": "text/html", "console.js": "text/javascript", "console.css": "text/css"}
+_FORBIDDEN = frozenset({ErrorCode.GROUP_AUTHORIZATION_FAILED, ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                        ErrorCode.CLUSTER_AUTHORIZATION_FAILED})
+_NOT_FOUND = frozenset({ErrorCode.GROUP_ID_NOT_FOUND, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION})
+_CONFLICT = frozenset({ErrorCode.NON_EMPTY_GROUP, ErrorCode.REBALANCE_IN_PROGRESS, ErrorCode.UNKNOWN_MEMBER_ID,
+                       ErrorCode.ILLEGAL_GENERATION, ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC})
+
+
+class BadRequest(Exception):
+    """Input the API cannot act on; str() is the message shown."""
+
+
+def http_status(error: KafkaError) -> int:
+    if error.code in _FORBIDDEN:
+        return 403
+    if error.code in _NOT_FOUND:
+        return 404
+    if error.code in _CONFLICT:
+        return 409
+    if error.code == ErrorCode.INVALID_REQUEST:  # e.g. offset history asked of a cluster node, which keeps none
+        return 400
+    return 503 if error.retriable else 502
+
+
+Handler = Callable[[web.Request, Any], Awaitable[Any]]
+
+
+class ConsoleServer:
+    """Binds ``console.listen`` early (a taken port stops the start), serves once the coordinator is up."""
+
+    def __init__(self, address: HostPort, ssl_context: ssl.SSLContext | None = None) -> None:
+        self.address = address
+        self.ssl_context = ssl_context
+        self._socket: socket.socket | None = None
+        self._runner: web.AppRunner | None = None
+        self._sessions: Sessions | None = None
+
+    @property
+    def scheme(self) -> str:
+        return "https" if self.ssl_context is not None else "http"
+
+    @property
+    def port(self) -> int:
+        assert self._socket is not None
+        return self._socket.getsockname()[1]
+
+    def bind(self) -> None:
+        """Bind the address now (OSError if taken); requests wait in the backlog until `start`."""
+        family = socket.AF_INET6 if ":" in self.address.host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((self.address.host, self.address.port))
+            sock.listen(128)
+        except OSError:
+            sock.close()
+            raise
+        sock.setblocking(False)
+        self._socket = sock
+
+    async def start(self, access: CoordinatorAccess) -> None:
+        assert self._socket is not None
+        self._sessions = Sessions(access)
+        self._runner = web.AppRunner(console_app(self._sessions), access_log=None, handle_signals=False)
+        await self._runner.setup()
+        await web.SockSite(self._runner, self._socket, ssl_context=self.ssl_context, shutdown_timeout=1.0).start()
+        log.info("console serving", extra={"address": f"{self.scheme}://{HostPort(self.address.host, self.port)}/",
+                                           "coordinator": ",".join(access.bootstrap),
+                                           "sign_in": "http basic over sasl" if access.requires_sign_in else "none"})
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+        if self._sessions is not None:
+            await self._sessions.close()
+            self._sessions = None
+        if self._socket is not None:
+            self._socket.close()
+            self._socket = None
+
+
+@web.middleware
+async def _api_errors_as_json(request: web.Request, handler) -> web.StreamResponse:
+    """Unknown API paths, wrong methods and oversized bodies answer in the API's JSON error shape too."""
+    try:
+        return await handler(request)
+    except web.HTTPException as exc:
+        if exc.status < 400 or not request.path.startswith("/api/"):
+            raise
+        return _error(exc.status, exc.reason.upper().replace(" ", "_"), f"{request.method} {request.path}: {exc.reason}",
+                      **{k: v for k, v in exc.headers.items() if k == "Allow"})
+
+
+def console_app(sessions: Sessions) -> web.Application:
+    app = web.Application(client_max_size=1024 * 1024, middlewares=[_api_errors_as_json])
+    api = _Api(sessions)
+    app.router.add_get("/", api.signed_in(_static("index.html")))
+    for name in STATIC_FILES:
+        app.router.add_get(f"/static/{name}", _static(name))
+    app.router.add_get("/api/groups", api.wrap(api.groups))
+    app.router.add_get("/api/groups/{group}", api.wrap(api.group))
+    app.router.add_get("/api/groups/{group}/health", api.wrap(api.health))
+    app.router.add_get("/api/groups/{group}/history", api.wrap(api.history))
+    app.router.add_get("/api/groups/{group}/rebalances", api.wrap(api.rebalances))
+    app.router.add_get("/api/groups/{group}/reset-plan", api.wrap(api.reset_plan))
+    app.router.add_post("/api/groups/{group}/reset-offsets", api.wrap(api.reset_offsets))
+    app.router.add_post("/api/groups/{group}/delete-offsets", api.wrap(api.delete_offsets))
+    return app
+
+
+def _static(name: str):
+    body = resources.files("cohort.coordinator.console").joinpath("static", name).read_bytes()
+    content_type = STATIC_FILES[name]
+
+    async def serve(request: web.Request) -> web.Response:
+        return web.Response(body=body, content_type=content_type, charset="utf-8",
+                            headers={"Cache-Control": "no-cache"})
+
+    return serve
+
+
+def _credentials(request: web.Request) -> tuple[str, str] | None:
+    header = request.headers.get("Authorization", "")
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "basic" or not token:
+        return None
+    try:
+        username, sep, password = base64.b64decode(token.strip(), validate=True).decode("utf-8").partition(":")
+    except (binascii.Error, UnicodeDecodeError):
+        return None
+    return (username, password) if sep and username else None
+
+
+def _error(status: int, error: str, message: str, **headers: str) -> web.Response:
+    return web.json_response({"error": error, "message": message}, status=status, headers=headers)
+
+
+def _sign_in_required(exc: SignInRequired) -> web.Response:
+    return _error(401, "SIGN_IN_REQUIRED", str(exc), **{"WWW-Authenticate": f'Basic realm="{REALM}", charset="UTF-8"'})
+
+
+class _Api:
+    def __init__(self, sessions: Sessions) -> None:
+        self.sessions = sessions
+
+    def signed_in(self, page):
+        """The page itself asks for sign-in first, so the browser sends the credentials with each API call."""
+        async def serve(request: web.Request) -> web.Response:
+            try:
+                await self.sessions.admin_for(_credentials(request))
+            except SignInRequired as exc:
+                return _sign_in_required(exc)
+            except ClientError as exc:
+                return _error(503, "COORDINATOR_UNREACHABLE", str(exc))
+            return await page(request)
+
+        return serve
+
+    def wrap(self, handler: Handler):
+        async def serve(request: web.Request) -> web.Response:
+            try:
+                admin = await self.sessions.admin_for(_credentials(request))
+                return web.json_response(await handler(request, admin))
+            except SignInRequired as exc:
+                return _sign_in_required(exc)
+            except BadRequest as exc:
+                return _error(400, "BAD_REQUEST", str(exc))
+            except KafkaError as exc:
+                return _error(http_status(exc), exc.name, str(exc))
+            except KafkaConnectionError as exc:
+                return _error(503, "COORDINATOR_UNREACHABLE", str(exc))
+            except ClientError as exc:
+                return _error(502, "CLIENT_ERROR", str(exc))
+
+        return serve
+
+    async def groups(self, request: web.Request, admin) -> Any:
+        return {"groups": await views.groups_overview(admin)}
+
+    async def group(self, request: web.Request, admin) -> Any:
+        return await views.group_detail(admin, request.match_info["group"])
+
+    async def health(self, request: web.Request, admin) -> Any:
+        return await views.group_report(admin, request.match_info["group"], "health")
+
+    async def history(self, request: web.Request, admin) -> Any:
+        query = request.query
+        partition = _int_param(query, "partition")
+        if partition is not None and not query.get("topic"):
+            raise BadRequest("partition needs topic")
+        events = await views.group_report(admin, request.match_info["group"], "history",
+                                          since_ms=_int_param(query, "since_ms"), topic=query.get("topic") or None,
+                                          partition=partition)
+        return {"events": events}
+
+    async def rebalances(self, request: web.Request, admin) -> Any:
+        entries = await views.group_report(admin, request.match_info["group"], "rebalances",
+                                           since_ms=_int_param(request.query, "since_ms"))
+        return {"entries": entries}
+
+    async def reset_plan(self, request: web.Request, admin) -> Any:
+        at_ms = _int_param(request.query, "at_ms")
+        if at_ms is None:
+            raise BadRequest("at_ms (milliseconds since the epoch) is required")
+        return await views.reset_plan(admin, request.match_info["group"], at_ms)
+
+    async def reset_offsets(self, request: web.Request, admin) -> Any:
+        group_id = request.match_info["group"]
+        body = await _confirmed_body(request, group_id)
+        at_ms = body.get("at_ms")
+        if not isinstance(at_ms, int) or isinstance(at_ms, bool) or at_ms < 0:
+            raise BadRequest('"at_ms" must be a time in milliseconds since the epoch')
+        return await views.reset_to_commit_at(admin, group_id, at_ms)
+
+    async def delete_offsets(self, request: web.Request, admin) -> Any:
+        group_id = request.match_info["group"]
+        body = await _confirmed_body(request, group_id)
+        partitions = body.get("partitions")
+        if not isinstance(partitions, list) or not partitions:
+            raise BadRequest('"partitions" must be a non-empty list of {"topic": T, "partition": P}')
+        wanted = []
+        for item in partitions:
+            if not (isinstance(item, dict) and isinstance(item.get("topic"), str) and item["topic"]
+                    and isinstance(item.get("partition"), int) and not isinstance(item["partition"], bool)
+                    and item["partition"] >= 0):
+                raise BadRequest(f'not a partition: {item!r} (expected {{"topic": T, "partition": P}})')
+            wanted.append(TopicPartition(item["topic"], item["partition"]))
+        return await views.delete_offsets(admin, group_id, wanted)
+
+
+def _int_param(query, name: str) -> int | None:
+    text = query.get(name)
+    if text is None or text == "":
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        raise BadRequest(f"{name} must be a whole number, not {text!r}") from None
+    if value < 0:
+        raise BadRequest(f"{name} must not be negative")
+    return value
+
+
+async def _confirmed_body(request: web.Request, group_id: str) -> dict:
+    """The POST's JSON object, which must confirm the action by naming the group."""
+    try:
+        body = await request.json()
+    except ValueError:
+        raise BadRequest("the body must be a JSON object") from None
+    if not isinstance(body, dict):
+        raise BadRequest("the body must be a JSON object")
+    if body.get("confirm") != group_id:
+        raise BadRequest(f'confirm the action: "confirm" must be the group id {group_id!r}')
+    return body

@@ -1,0 +1,70 @@
+"""The web console of a cluster node lists the groups of every node (it is a Kafka client of the cluster)."""
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+from kafka import KafkaAdminClient, TopicPartition
+from kafka.structs import OffsetAndMetadata
+
+from bounded_wait import wait_until
+from cohort_process import CohortServer, free_port, metric_value
+
+pytestmark = pytest.mark.timeout(180)
+
+
+def owned(node: CohortServer) -> float:
+    try:
+        return metric_value(node.scrape(), "cohort_cluster_owned_partitions")
+    except (OSError, AssertionError):
+        return 0
+
+
+def get(url: str) -> dict:
+    with urllib.request.urlopen(url, timeout=15) as response:
+        return json.loads(response.read())
+
+
+def test_each_nodes_console_shows_the_groups_of_the_whole_cluster(etcd, tmp_path):
+    consoles = [free_port() for _ in range(2)]
+    nodes = [CohortServer(tmp_path / f"node{i}", "--cluster", etcd.url, "--node-id", str(i + 1),
+                          "--cluster.lease.ttl.ms", "3000", "--console.listen", f"127.0.0.1:{consoles[i]}").start()
+             for i in range(2)]
+    try:
+        wait_until(lambda: sum(owned(n) for n in nodes) == 50 and all(owned(n) > 0 for n in nodes), 60,
+                   "both nodes own their share of the partitions")
+        groups = [f"team-{i}" for i in range(8)]  # hashed over the partitions, so over both nodes
+        admin = KafkaAdminClient(bootstrap_servers=nodes[0].bootstrap, request_timeout_ms=15000)
+        try:
+            deadline = time.monotonic() + 60
+            for i, group in enumerate(groups):
+                while True:  # ownership may still be moving to the second node: retry as a client would
+                    try:
+                        admin.alter_group_offsets(group, {TopicPartition("work", 0): OffsetAndMetadata(i, "", -1)})
+                        break
+                    except Exception:
+                        if time.monotonic() > deadline:
+                            raise
+                        time.sleep(0.2)
+        finally:
+            admin.close()
+        coordinators = set()
+        for port in consoles:
+            wait_until(lambda: [g["group_id"] for g in get(f"http://127.0.0.1:{port}/api/groups")["groups"]] == groups,
+                       30, f"the console on {port} lists every group")
+        for i, group in enumerate(groups):
+            detail = get(f"http://127.0.0.1:{consoles[1]}/api/groups/{group}")
+            assert [o["offset"] for o in detail["offsets"]] == [i]
+            coordinators.add(detail["coordinator"]["node_id"])
+        assert coordinators == {1, 2}  # the groups live on both nodes
+        try:  # etcd keeps the latest offsets only: the console says so instead of a history
+            urllib.request.urlopen(f"http://127.0.0.1:{consoles[0]}/api/groups/team-0/history", timeout=15)
+            raise AssertionError("a cluster node answered an offset history")
+        except urllib.error.HTTPError as exc:
+            assert exc.code == 400 and "cluster mode" in json.loads(exc.read())["message"]
+    finally:
+        for node in nodes:
+            node.stop()

@@ -1,0 +1,84 @@
+"""Plain HTTP calls to the console's JSON API (urllib: nothing of ours between the test and the server)."""
+from __future__ import annotations
+
+import base64
+import json
+import time
+import urllib.error
+import urllib.request
+
+from cohort_process import CohortServer, free_port
+from kafka import KafkaAdminClient, KafkaConsumer
+from kafka.errors import CommitFailedError, RebalanceInProgressError
+from kafka.admin import NewTopic
+
+
+def call(url: str, method: str = "GET", body=None, auth: tuple[str, str] | None = None,
+         raw: bytes | None = None, timeout: float = 15.0, context=None) -> tuple[int, dict, dict]:
+    """(status, JSON body, headers) of one request."""
+    data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
+    request = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
+    if auth is not None:
+        token = base64.b64encode(f"{auth[0]}:{auth[1]}".encode()).decode()
+        request.add_header("Authorization", f"Basic {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=timeout, context=context) as response:
+            return response.status, _body(response.read(), response.headers), dict(response.headers)
+    except urllib.error.HTTPError as exc:
+        return exc.code, _body(exc.read(), exc.headers), dict(exc.headers)
+
+
+def _body(data: bytes, headers) -> dict:
+    if headers.get("Content-Type", "").startswith("application/json"):
+        return json.loads(data)
+    return {"text": data.decode()}
+
+
+class ConsoleServer(CohortServer):
+    """``cohort serve`` with ``--console.listen`` on an ephemeral port of its own."""
+
+    def __init__(self, data_dir, *extra: str, **kwargs) -> None:
+        self.console_port = free_port()
+        super().__init__(data_dir, "--console.listen", f"127.0.0.1:{self.console_port}", *extra, **kwargs)
+
+    def api(self, path: str, **kwargs) -> tuple[int, dict, dict]:
+        return call(f"http://127.0.0.1:{self.console_port}{path}", **kwargs)
+
+
+def stable_consumers(bootstrap: str, topic: str, group: str, count: int, partitions: int, **settings):
+    """`count` kafka-python consumers of `group` that together own all `partitions` of `topic`."""
+    consumers = [KafkaConsumer(topic, group_id=group, bootstrap_servers=bootstrap, enable_auto_commit=False,
+                               session_timeout_ms=6000, heartbeat_interval_ms=300, fetch_max_wait_ms=100,
+                               client_id=f"{group}-c{i}", **settings) for i in range(count)]
+    deadline = time.monotonic() + 40
+    while time.monotonic() < deadline:
+        for c in consumers:
+            c.poll(timeout_ms=50)
+        owned = [tp for c in consumers for tp in c.assignment()]
+        if len(owned) == partitions and len(set(owned)) == partitions and all(c.assignment() for c in consumers[:partitions]):
+            return consumers
+    for c in consumers:
+        c.close()
+    raise AssertionError(f"{count} consumers of {group} did not share {partitions} partitions within 40 s")
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10000)
+    try:
+        admin.create_topics([NewTopic(topic, partitions, 1)])
+    finally:
+        admin.close()
+
+
+def commit(consumer: KafkaConsumer, offsets: dict) -> None:
+    """A member's commit, retried (polling, so the member rejoins) while its group finishes a rebalance:
+    kafka-python rejoins once more when it first sees its topic's metadata."""
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            consumer.commit(offsets)
+            return
+        except (RebalanceInProgressError, CommitFailedError):
+            if time.monotonic() > deadline:
+                raise
+            consumer.poll(timeout_ms=100)

@@ -1,0 +1,197 @@
+"""With SASL and ACLs configured the console signs users in (HTTP Basic checked over SASL) and applies the ACLs."""
+from __future__ import annotations
+
+import pytest
+from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
+from kafka.admin import NewTopic
+from kafka.structs import OffsetAndMetadata
+
+from cohort_process import free_port, run_cohort
+from console_http import ConsoleServer, call
+
+pytestmark = pytest.mark.timeout(180)
+
+ADMIN = ("admin", "admin-secret")
+ALICE = ("alice", "alice-secret")  # may DESCRIBE the group "visible" only
+BOB = ("bob", "bob-secret")  # may READ and DELETE "visible" and READ its topic
+
+
+def add_user(data_dir, tmp_path, user: str, password: str, mechanism: str) -> None:
+    secret = tmp_path / f"{user}.password"
+    secret.write_text(password + "\n")
+    done = run_cohort("users", "add", user, "--mechanism", mechanism, "--password-file", str(secret),
+                      "--data-dir", str(data_dir))
+    assert done.returncode == 0, done.stderr
+
+
+@pytest.fixture
+def secured(tmp_path):
+    data = tmp_path / "data"
+    add_user(data, tmp_path, *ADMIN, "SCRAM-SHA-512")
+    add_user(data, tmp_path, *ALICE, "SCRAM-SHA-256")
+    add_user(data, tmp_path, *BOB, "SCRAM-SHA-512")
+    server = ConsoleServer(data, "--listeners", "PLACEHOLDER")
+    server.sasl_port = free_port()
+    server.args[server.args.index("PLACEHOLDER")] = (
+        f"PLAINTEXT://127.0.0.1:{server.port},SASL_PLAINTEXT://127.0.0.1:{server.sasl_port}")
+    server.args += ["--sasl.enabled.mechanisms", "SCRAM-SHA-256,SCRAM-SHA-512",
+                    "--authorizer.class.name", "acl", "--super.users", "User:admin",
+                    "--connection.failed.authentication.delay.ms", "20"]
+    server.start()
+    sasl = dict(bootstrap_servers=f"127.0.0.1:{server.sasl_port}", security_protocol="SASL_PLAINTEXT",
+                sasl_mechanism="SCRAM-SHA-512", sasl_plain_username=ADMIN[0], sasl_plain_password=ADMIN[1])
+    config = tmp_path / "admin.properties"
+    config.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-512\n"
+                      f"sasl.username={ADMIN[0]}\nsasl.password={ADMIN[1]}\n")
+    common = ("--bootstrap-server", f"127.0.0.1:{server.sasl_port}", "--command-config", str(config))
+    for args in (("--allow-principal", "User:alice", "--operation", "Describe", "--group", "visible"),
+                 ("--allow-principal", "User:bob", "--operation", "Read", "--operation", "Delete", "--group", "visible"),
+                 ("--allow-principal", "User:bob", "--operation", "Read", "--topic", "events")):
+        done = run_cohort("acls", "add", *args, *common)
+        assert done.returncode == 0, done.stderr
+    admin = KafkaAdminClient(**sasl, request_timeout_ms=10000)
+    try:
+        admin.create_topics([NewTopic("events", 1, 1)])
+    finally:
+        admin.close()
+    for group in ("visible", "hidden"):  # committed offsets, no members
+        consumer = KafkaConsumer(group_id=group, enable_auto_commit=False, **sasl)
+        try:
+            consumer.commit({TopicPartition("events", 0): OffsetAndMetadata(7, "", -1)})
+        finally:
+            consumer.close()
+    server.admin_config = config
+    yield server
+    assert server.stop() == 0
+
+
+def test_without_accepted_credentials_the_page_and_the_api_answer_401_with_a_basic_challenge(secured):
+    for path in ("/", "/api/groups", "/api/groups/visible"):
+        for auth in (None, ("alice", "wrong"), ("nobody", "x")):
+            status, body, headers = secured.api(path, auth=auth)
+            assert status == 401, (path, auth)
+            assert headers["WWW-Authenticate"].startswith('Basic realm="cohort console"')
+            assert body["error"] == "SIGN_IN_REQUIRED"
+    status, _, _ = secured.api("/static/console.js")  # the page's code holds no data
+    assert status == 200
+    status, _, _ = secured.api("/", auth=ALICE)
+    assert status == 200
+    assert "alice-secret" not in secured.stderr() and "wrong" not in secured.stderr()
+
+
+def test_each_user_sees_and_changes_only_what_their_acls_allow(secured):
+    status, body, _ = secured.api("/api/groups", auth=ALICE)
+    assert status == 200 and [g["group_id"] for g in body["groups"]] == ["visible"]
+    status, body, _ = secured.api("/api/groups", auth=ADMIN)
+    assert status == 200 and [g["group_id"] for g in body["groups"]] == ["hidden", "visible"]
+
+    status, body, _ = secured.api("/api/groups/hidden", auth=ALICE)
+    assert status == 403 and body["error"] == "GROUP_AUTHORIZATION_FAILED"
+    status, body, _ = secured.api("/api/groups/visible", auth=ALICE)
+    assert status == 200 and body["offsets"] == []  # no DESCRIBE on the topic: OffsetFetch leaves it out
+
+    wanted = {"partitions": [{"topic": "events", "partition": 0}], "confirm": "visible"}
+    status, body, _ = secured.api("/api/groups/visible/delete-offsets", method="POST", body=wanted, auth=ALICE)
+    assert status == 403 and body["error"] == "GROUP_AUTHORIZATION_FAILED"  # OffsetDelete needs group DELETE
+    status, body, _ = secured.api("/api/groups/visible", auth=ADMIN)
+    assert [(o["topic"], o["offset"]) for o in body["offsets"]] == [("events", 7)]
+
+    status, body, _ = secured.api("/api/groups/visible/delete-offsets", method="POST", body=wanted, auth=BOB)
+    assert status == 200 and body["partitions"] == [{"topic": "events", "partition": 0, "error": "NONE"}]
+    status, body, _ = secured.api("/api/groups/visible", auth=ADMIN)
+    assert body["offsets"] == []
+
+
+def test_with_a_tls_listener_the_console_serves_https_with_the_listeners_certificate(tmp_path):
+    import http.client
+    import ssl
+    import urllib.request
+
+    from security.tls_ca import make_ca
+
+    (tmp_path / "ca").mkdir()
+    ca = make_ca(tmp_path / "ca")
+    data = tmp_path / "data"
+    add_user(data, tmp_path, *ADMIN, "SCRAM-SHA-512")
+    server = ConsoleServer(data, "--listeners", "PLACEHOLDER", "--ssl.keystore.location", str(ca.server),
+                           "--sasl.enabled.mechanisms", "SCRAM-SHA-512", "--authorizer.class.name", "acl",
+                           "--super.users", "User:admin")
+    server.args[server.args.index("PLACEHOLDER")] = f"SASL_SSL://127.0.0.1:{server.port}"
+    server.start()
+    try:
+        trusted = ssl.create_default_context(cafile=str(ca.ca))
+        url = f"https://localhost:{server.console_port}"
+        status, body, _ = call(f"{url}/api/groups", auth=ADMIN, context=trusted)
+        assert status == 200 and body == {"groups": []}
+        status, _, headers = call(f"{url}/api/groups", context=trusted)
+        assert status == 401 and headers["WWW-Authenticate"].startswith("Basic")
+        try:  # plain HTTP is not answered
+            urllib.request.urlopen(f"http://127.0.0.1:{server.console_port}/api/groups", timeout=5)
+            answered = True
+        except (OSError, urllib.error.URLError, http.client.HTTPException):
+            answered = False
+        assert not answered
+    finally:
+        assert server.stop() == 0
+
+
+def test_an_undo_needs_what_an_offset_commit_needs_while_describing_the_group_shows_its_journal(secured):
+    status, history, _ = secured.api("/api/groups/visible/history", auth=ALICE)  # GroupReport: group DESCRIBE
+    assert status == 200 and [e["offset"] for e in history["events"]] == [7]
+    status, _, _ = secured.api("/api/groups/hidden/history", auth=ALICE)
+    assert status == 403
+    at_ms = history["events"][0]["time_ms"]
+    undo = {"at_ms": at_ms, "confirm": "visible"}
+    status, body, _ = secured.api("/api/groups/visible/reset-offsets", method="POST", body=undo, auth=ALICE)
+    assert status == 403 and body["error"].endswith("_AUTHORIZATION_FAILED")
+    status, body, _ = secured.api("/api/groups/visible/reset-offsets", method="POST", body=undo, auth=BOB)
+    assert status == 200 and body["executed"] is True
+    assert [(p["topic"], p["planned"]) for p in body["partitions"]] == [("events", 7)]
+
+
+async def test_a_deleted_user_is_signed_out_once_the_session_is_older_than_its_age(secured):
+    from cohort.coordinator.console.access import CoordinatorAccess, Sessions, SignInRequired
+
+    from bounded_wait import wait_until_async
+
+    access = CoordinatorAccess((f"127.0.0.1:{secured.sasl_port}",), "SASL_PLAINTEXT", ("SCRAM-SHA-256", "SCRAM-SHA-512"))
+    sessions = Sessions(access, max_age_s=0.5)
+    try:
+        admin = await sessions.admin_for(BOB)
+        assert await sessions.admin_for(BOB) is admin  # reused while young
+        with pytest.raises(SignInRequired):
+            await sessions.admin_for((BOB[0], "not-bobs"))
+        done = run_cohort("users", "delete", BOB[0], "--bootstrap-server", f"127.0.0.1:{secured.sasl_port}",
+                          "--command-config", str(secured.admin_config))
+        assert done.returncode == 0, done.stderr
+
+        async def refused() -> bool:
+            try:
+                await sessions.admin_for(BOB)
+            except SignInRequired:
+                return True
+            return False
+
+        await wait_until_async(refused, 10, "bob's session to end after his deletion", interval=0.2)
+    finally:
+        await sessions.close()
+
+
+def test_in_a_browser_a_signed_in_user_sees_only_the_groups_their_acls_allow(secured, browser):
+    from playwright.sync_api import expect
+
+    url = f"http://127.0.0.1:{secured.console_port}/"
+    anonymous = browser.new_context()
+    try:
+        assert anonymous.request.get(url).status == 401  # no credentials: the browser is asked for them
+    finally:
+        anonymous.close()
+    context = browser.new_context(http_credentials={"username": ALICE[0], "password": ALICE[1]})
+    try:
+        page = context.new_page()
+        page.goto(url)
+        expect(page.locator("a.group-id")).to_have_text(["visible"])
+        page.goto(url + "#/group/hidden")
+        expect(page.locator("main")).to_contain_text("not allowed")
+    finally:
+        context.close()
