@@ -74,6 +74,7 @@ class EtcdStore:
         self.max_txn_bytes = max(4096, max_request_bytes - _REQUEST_MARGIN_BYTES)
         self.stats = StoreStats()
         self.on_fenced = lambda partition: None  # set by the ownership: drop the partition at once
+        self.on_loaded = lambda partition, epoch: None  # set by the ownership: publish the load state
         self._partitions: dict[int, _Partition] = {}
 
     async def open(self) -> None:
@@ -105,6 +106,7 @@ class EtcdStore:
                     if not more or not page:
                         break
                     start = page[-1].key + b"\0"
+            self.on_loaded(partition, epoch)  # the caller replayed every page by the time we resume here
         except StorageError:
             if self._partitions.get(partition) is state:
                 del self._partitions[partition]
