@@ -18,6 +18,8 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from cohort.coordinator.cluster.ownership import preferred_owner
+
 from bench.targets import (
     Target,
     TargetError,
@@ -68,12 +70,13 @@ class ClusterNode(_Process):
 
 class ClusterTarget(Target):
     def __init__(self, nodes: int = 3, *, lease_ttl_ms: int = 2000, settings: dict | None = None,
-                 ready_timeout_s: float = 60.0) -> None:
+                 ready_timeout_s: float = 60.0, etcd_compaction: bool = True) -> None:
         super().__init__(name=f"cohort-cluster{nodes}", host="127.0.0.1", port=0)
         self.workdir = Path(tempfile.mkdtemp(prefix="cohort-cluster-bench-"))
         self.lease_ttl_ms = lease_ttl_ms
         self.ready_timeout_s = ready_timeout_s
         self.version = f"cohort {_cohort_version()} ({_git_revision() or 'no git'}), etcd {etcd_version()}"
+        self.etcd_compaction = etcd_compaction  # off: etcd keeps every revision (the durability checker reads them)
         self.etcd: list[_Process] = []
         self.nodes: list[ClusterNode] = []
         try:
@@ -116,7 +119,8 @@ class ClusterTarget(Target):
                 "--initial-advertise-peer-urls", f"http://127.0.0.1:{peers[i]}",
                 "--initial-cluster", initial, "--initial-cluster-token", f"bench-{clients[0]}",
                 "--initial-cluster-state", "new",
-                "--auto-compaction-mode", "periodic", "--auto-compaction-retention", "5m",
+                *(["--auto-compaction-mode", "periodic", "--auto-compaction-retention", "5m"]
+                  if self.etcd_compaction else []),
                 "--logger", "zap", "--log-level", "warn",
             ]
             member = _Process(f"etcd{i}", command, self.workdir / f"etcd-{i}.log")
@@ -162,14 +166,15 @@ class ClusterTarget(Target):
                 if base64.b64decode(kv["value"]) == b"loaded"}
 
     def wait_all_owned(self, timeout_s: float, nodes: set[int] | None = None) -> None:
-        """Every partition owned and loaded, by exactly `nodes` (default: every running node)."""
+        """Every partition loaded by its preferred owner among `nodes` (default: every running node)."""
         wanted = nodes if nodes is not None else {n.node_id for n in self.nodes if n.running()}
+        preferred = {p: preferred_owner(p, wanted) for p in range(50)}
         deadline = time.monotonic() + timeout_s
         owners: dict[int, int] = {}
         while time.monotonic() < deadline:
             try:
                 owners = self.owners()
-                if len(owners) == 50 and set(owners.values()) == wanted and len(self.loaded()) == 50:
+                if owners == preferred and len(self.loaded()) == 50:
                     return
             except OSError:
                 pass
@@ -209,7 +214,7 @@ class ClusterTarget(Target):
 
     def describe(self) -> dict:
         return {**super().describe(), "nodes": len(self.nodes), "etcd_members": len(self.etcd),
-                "lease_ttl_ms": self.lease_ttl_ms}
+                "lease_ttl_ms": self.lease_ttl_ms, "etcd_compaction": self.etcd_compaction}
 
 
 def etcd_version() -> str:
