@@ -95,9 +95,10 @@ class ClusterTarget(Target):
                                               node_id=node_id, port=port, metrics_port=metrics_port))
             for node in self.nodes:
                 self.restart(node.node_id)
-            self.port = self.nodes[0].port
-            self.command = self.nodes[0].command
-            self.wait_all_owned(ready_timeout_s)
+            if self.nodes:  # none: etcd alone (bench.etcd_txn_bench)
+                self.port = self.nodes[0].port
+                self.command = self.nodes[0].command
+                self.wait_all_owned(ready_timeout_s)
         except BaseException:
             self.close()
             raise

@@ -275,11 +275,9 @@ async def durability(kills: int, clients: int, ttl_ms: int, backoff_s: float, se
         await asyncio.gather(*tasks)
         elapsed = time.monotonic() - started
         history = await asyncio.to_thread(offset_history, target, [c.group for c in committers])
-        lost_from_history = []
+        lost_from_history = acknowledged_but_unwritten(committers, history)
         behind = []
         for c in committers:
-            written = history.get(c.group, set())
-            lost_from_history += [(c.group, offset) for _, _, offset in c.acks if offset not in written]
             committed = await c.committed()
             last_acked = max((o for _, _, o in c.acks), default=0)
             if not last_acked <= committed <= c.last_sent:
@@ -295,6 +293,12 @@ async def durability(kills: int, clients: int, ttl_ms: int, backoff_s: float, se
     finally:
         stop.set()
         await asyncio.to_thread(target.close)
+
+
+def acknowledged_but_unwritten(committers: list[GroupCommitter], history: dict[str, set[int]]) -> list:
+    """(group, offset) of every acknowledged commit that etcd's history of the group's key lacks."""
+    return [(c.group, offset) for c in committers for _, _, offset in c.acks
+            if offset not in history.get(c.group, set())]
 
 
 def offset_history(target: ClusterTarget, groups: list[str]) -> dict[str, set[int]]:
