@@ -4,6 +4,7 @@ from __future__ import annotations
 import asyncio
 import json
 
+from bounded_wait import wait_until_async
 from cohort_process import CohortServer, clean_env, run_cohort
 from kafka import KafkaConsumer, TopicPartition
 from kafka.structs import OffsetAndMetadata
@@ -65,14 +66,10 @@ async def status_rows(etcd) -> dict[int, dict]:
 
 
 async def eventually_status(etcd, predicate, what: str, timeout: float = 15) -> dict[int, dict]:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while True:
+    async def status_if_it_holds():
         rows = await status_rows(etcd)
-        if predicate(rows):
-            return rows
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"not within {timeout}s: {what}; last status {rows}")
-        await asyncio.sleep(0.2)
+        return rows if predicate(rows) else None
+    return await wait_until_async(status_if_it_holds, timeout, what, interval=0.2)
 
 
 class NeverLoads(Events):

@@ -8,10 +8,10 @@ import asyncio
 import json
 import signal
 import sys
-import time
 from pathlib import Path
 
 import pytest
+from bounded_wait import wait_until
 from cohort_process import CohortServer, run_cohort
 from kafka import KafkaAdminClient
 
@@ -52,16 +52,6 @@ def nodes(etcd, tmp_path):
     for node in started:
         if node.process.poll() is None:
             node.stop()
-
-
-def wait_until(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        result = predicate()
-        if result:
-            return result
-        time.sleep(0.1)
-    raise AssertionError(f"not within {timeout}s: {what}")
 
 
 def partition_rows(etcd) -> list[dict]:
