@@ -352,9 +352,8 @@ class CannedServer(_ManagedProcess):
 
 def is_managed(spec: str) -> bool:
     """Whether `start_target` starts `spec` itself (as opposed to an external HOST:PORT)."""
-    return spec in ("cohort", "cohort-never", "tansu", "zookeeper", "canned") or spec.startswith(("cohort=",
-                                                                                                  "cohort-never=",
-                                                                                                  "cohort-workers"))
+    return spec in ("cohort", "cohort-never", "tansu", "zookeeper", "canned") or spec.startswith(
+        ("cohort=", "cohort-never=", "cohort-workers", "cohort-cluster"))
 
 
 def start_target(spec: str, **cohort_settings) -> Target:
@@ -372,6 +371,10 @@ def start_target(spec: str, **cohort_settings) -> Target:
         server = CohortServer(settings={**cohort_settings, "workers": count})
         server.name = spec
         return server
+    if spec.startswith("cohort-cluster"):
+        # "cohort-cluster3": a local 3-member etcd and 3 `cohort serve --cluster` nodes (bench/cluster.py)
+        from bench.cluster import ClusterTarget
+        return ClusterTarget(int(spec.removeprefix("cohort-cluster") or "3"), settings=cohort_settings or None)
     if spec.startswith(("cohort=", "cohort-never=")):
         executable = spec.split("=", 1)[1]
         if not Path(executable).is_file():

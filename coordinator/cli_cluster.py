@@ -1,7 +1,7 @@
 """``cohort cluster status | import``: look at a cluster in etcd, and move a single node's log into it.
 
 `status` reads etcd only: the nodes with their lease time left, and per offsets partition its owner,
-ownership epoch and how many groups and committed offsets it holds. `import` copies the live records
+ownership epoch, load state (as the owner publishes it) and how many groups and committed offsets it holds. `import` copies the live records
 of a stopped single node's data dir into etcd, each key only if the cluster does not have it yet, so
 it is idempotent and never overwrites what the cluster wrote since; it is a dry run unless
 ``--execute``. One line on stderr and a non-zero exit for every failure: 1 refused, 2 could not run.
@@ -27,9 +27,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                    "offsets log into it.")
     commands = parser.add_subparsers(dest="cluster_command", metavar="COMMAND", required=True)
 
-    status = commands.add_parser("status", help="nodes, and partition -> owner, epoch, groups",
+    status = commands.add_parser("status", help="nodes, and partition -> owner, epoch, load state, groups",
                                  description="Nodes (id, address, lease time left) and, per offsets partition, "
-                                 "its owner, ownership epoch, groups and committed offsets.")
+                                 "its owner, ownership epoch, load state (loading, loaded, handing-over), groups "
+                                 "and committed offsets.")
     _cluster_argument(status)
     status.add_argument("--output", choices=("table", "json"), default="table", help="output format (default table)")
     status.set_defaults(func=status_command)
@@ -100,11 +101,10 @@ def _print_status(report: dict, output: str) -> None:
     for node in report["nodes"]:
         print(f"{node['node_id']:>5}  {node['address']:<24} {node['lease_ttl_s']}s")
     print()
-    print(f"{'PARTITION':>9}  {'OWNER':>5}  {'EPOCH':>10}  {'GROUPS':>6}  {'OFFSETS':>8}")
+    print(f"{'PARTITION':>9}  {'OWNER':>5}  {'EPOCH':>10}  {'LOAD':<12}  {'GROUPS':>6}  {'OFFSETS':>8}")
     for row in report["partitions"]:
-        owner = "-" if row["owner"] is None else row["owner"]
-        epoch = "-" if row["epoch"] is None else row["epoch"]
-        print(f"{row['partition']:>9}  {owner:>5}  {epoch:>10}  {row['groups']:>6}  {row['offsets']:>8}")
+        owner, epoch, load = ("-" if row[k] is None else row[k] for k in ("owner", "epoch", "load"))
+        print(f"{row['partition']:>9}  {owner:>5}  {epoch:>10}  {load:<12}  {row['groups']:>6}  {row['offsets']:>8}")
 
 
 async def _status(client) -> dict:
@@ -115,11 +115,13 @@ async def _status(client) -> dict:
     try:
         nodes, _, _ = await client.range(keys.NODES, prefix_end(keys.NODES))
         owners, _, revision = await client.range(keys.OWNERS, prefix_end(keys.OWNERS))
+        loads, _, _ = await client.range(keys.LOADS, prefix_end(keys.LOADS), revision=revision)
         node_rows = []
         for kv in nodes:
             node_rows.append({"node_id": keys.id_of(kv.key, keys.NODES), "address": kv.value.decode(errors="replace"),
                               "lease_ttl_s": await client.time_to_live(kv.lease) if kv.lease else None})
         owner_of = {keys.id_of(kv.key, keys.OWNERS): kv for kv in owners}
+        load_of = {keys.id_of(kv.key, keys.LOADS): kv for kv in loads}
         num_partitions = max([50, *(p + 1 for p in owner_of if p is not None)])
         counts: dict[tuple[bytes, int], int] = {}
         for kind in (b"g/", b"o/"):
@@ -131,13 +133,23 @@ async def _status(client) -> dict:
                     counts[(kind, p)] = response.response_range.count
         rows = []
         for p in range(num_partitions):
-            kv = owner_of.get(p)
+            kv, load = owner_of.get(p), load_of.get(p)
             rows.append({"partition": p, "owner": int(kv.value) if kv and kv.value.isdigit() else None,
                          "epoch": kv.create_revision if kv else None,
+                         "load": _load_state(kv, load),
                          "groups": counts[(b"g/", p)], "offsets": counts[(b"o/", p)]})
         return {"revision": revision, "nodes": node_rows, "partitions": rows}
     finally:
         await client.close()
+
+
+def _load_state(owner, load) -> str | None:
+    """The owner's published load state; None without an owner, "unknown" when the owner published none."""
+    if owner is None:
+        return None
+    if load is None or load.lease != owner.lease:  # a previous owner's key, or a node that does not publish
+        return "unknown"
+    return load.value.decode(errors="replace")
 
 
 # --- import ----------------------------------------------------------------------------------------

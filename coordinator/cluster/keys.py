@@ -2,6 +2,8 @@
 
     nodes/<node-id>                           -> "host:port" (advertised), under the node's lease
     owner/<p>                                 -> "<node-id>", under the owner's lease; epoch = create revision
+    load/<p>                                  -> the owner's load state ("loading", "loaded", "handing-over"),
+                                                 under the owner's lease (for `cohort cluster status`)
     o/<p>/<group>/<topic>/<partition>         -> offset commit value      (record types 0, 1)
     g/<p>/<group>                             -> group metadata value     (record type 2)
     t/0/<topic>                               -> topic registry value     (record type 100; cluster-wide,
@@ -32,6 +34,8 @@ from cohort.coordinator.records import (
 
 NODES = b"nodes/"
 OWNERS = b"owner/"
+LOADS = b"load/"
+LOAD_STATES = ("loading", "loaded", "handing-over")
 DATA_PREFIXES = (b"o/", b"g/", b"t/", b"r/")
 TOPICS = b"t/0/"
 SECURITY = b"s/"
@@ -48,8 +52,12 @@ def owner_key(partition: int) -> bytes:
     return OWNERS + str(partition).encode()
 
 
+def load_key(partition: int) -> bytes:
+    return LOADS + str(partition).encode()
+
+
 def id_of(key: bytes, prefix: bytes) -> int | None:
-    """The number after `prefix` in `nodes/<id>` or `owner/<p>`, or None if it is not one."""
+    """The number after `prefix` in `nodes/<id>`, `owner/<p>` or `load/<p>`, or None if it is not one."""
     tail = key[len(prefix):]
     return int(tail) if key.startswith(prefix) and tail.isdigit() else None
 

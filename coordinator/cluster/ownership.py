@@ -12,6 +12,10 @@ unowned and preferred here -> claim; owned here but another live node is preferr
 claims); `owner/<p>` gone or re-created by someone else, a fenced write, or the lease lapsed -> lost.
 An unowned partition whose preferred node does not claim it within one TTL is claimed by anyone.
 
+For `cohort cluster status` the owner also keeps `load/<p>` under its lease: "loading" from the claim
+(same transaction), "loaded" once the store has handed every record over, "handing-over" while a
+handoff drains; fenced by the epoch like every write, at most one small write per change.
+
 Each partition's state, as this node sees it, moves only along `VALID_PREVIOUS_STATES` below (each
 state with the states it may be entered from); `_move` raises on anything else.
 """
@@ -28,6 +32,7 @@ from dataclasses import dataclass
 
 from cohort.coordinator.cluster import keys
 from cohort.coordinator.cluster.etcd import (
+    ETCD_MAX_TXN_OPS,
     EtcdClient,
     EtcdUnavailable,
     KeyValue,
@@ -103,12 +108,15 @@ class EtcdOwnership:
         self._states = {p: S.NOT_MINE for p in range(num_partitions)}
         self._epochs: dict[int, int] = {}
         self._unowned_since: dict[int, float] = {}
+        self._load_wanted: dict[int, tuple[int, bytes]] = {}  # partition -> (epoch, load state to publish)
+        self._load_published: dict[int, tuple[int, bytes]] = {}
         self._listener: OwnershipListener | None = None
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task] = []
         self._stopping = False
         if store is not None:
             store.on_fenced = self._fenced
+            store.on_loaded = self._loaded
 
     # --- the Ownership interface ---------------------------------------------------------------
 
@@ -265,6 +273,7 @@ class EtcdOwnership:
                 since = self._unowned_since.setdefault(partition, now)
                 if preferred_owner(partition, live) == me or now - since > self.lease.ttl_ms / 1000:
                     await self._claim(partition)
+        await self._publish_load_states()
 
     def _move(self, partition: int, to: PartitionState) -> None:
         current = self._states[partition]
@@ -278,7 +287,8 @@ class EtcdOwnership:
         try:
             won, revision, _ = await self.etcd.txn(
                 [compare_create_revision(key, 0)],
-                [op_put(key, str(self.local.node_id).encode(), lease=self.lease.lease_id)])
+                [op_put(key, str(self.local.node_id).encode(), lease=self.lease.lease_id),
+                 op_put(keys.load_key(partition), b"loading", lease=self.lease.lease_id)])
         except EtcdUnavailable:
             self._move(partition, S.NOT_MINE)
             raise
@@ -286,12 +296,14 @@ class EtcdOwnership:
             self._move(partition, S.NOT_MINE)
             return
         self._owners[partition] = OwnerEntry(self.local.node_id, revision, self.lease.lease_id)
+        self._load_wanted[partition] = self._load_published[partition] = (revision, b"loading")
         self._acquired(partition, revision)
         self.stats.claims += 1
 
     async def _adopt(self, partition: int, entry: OwnerEntry) -> None:
         """Our key under our live lease (we dropped it while etcd was unreachable): serve it again."""
         self._move(partition, S.CLAIMING)
+        self._load_wanted[partition] = (entry.epoch, b"loading")
         self._acquired(partition, entry.epoch)
 
     def _acquired(self, partition: int, epoch: int) -> None:
@@ -305,12 +317,15 @@ class EtcdOwnership:
         self._move(partition, S.HANDING_OFF)
         epoch = self._epochs[partition]
         self._listener.lost(partition)
+        key = keys.owner_key(partition)
+        with contextlib.suppress(EtcdUnavailable):  # only what status shows; the delete below decides
+            await self.etcd.txn([compare_create_revision(key, epoch)],
+                                [op_put(keys.load_key(partition), b"handing-over", lease=self.lease.lease_id)])
         if self.store is not None:
             await self.store.release(partition)
-        key = keys.owner_key(partition)
         self._forget(partition)
         try:
-            await self.etcd.txn([compare_create_revision(key, epoch)], [op_delete(key)])
+            await self.etcd.txn([compare_create_revision(key, epoch)], [op_delete(key), op_delete(keys.load_key(partition))])
         except EtcdUnavailable:
             return  # the key stays ours: the next reconcile adopts it and tries again
         self._drop_entry(partition, epoch)
@@ -334,6 +349,8 @@ class EtcdOwnership:
     def _forget(self, partition: int) -> None:
         self._move(partition, S.NOT_MINE)
         self._epochs.pop(partition, None)
+        self._load_wanted.pop(partition, None)
+        self._load_published.pop(partition, None)
         self.stats.ownership_changes += 1
 
     def _drop_entry(self, partition: int, epoch: int) -> None:
@@ -350,6 +367,28 @@ class EtcdOwnership:
             self.stats.losses += 1
             self._listener.lost(partition)
         self._wake.set()
+
+    def _loaded(self, partition: int, epoch: int) -> None:
+        """The store handed every record of `partition` over: publish "loaded" (next reconcile)."""
+        if self._epochs.get(partition) == epoch:
+            self._load_wanted[partition] = (epoch, b"loaded")
+            self._wake.set()
+
+    async def _publish_load_states(self) -> None:
+        """Write the load states that changed since last published, each fenced by its epoch."""
+        changed = {p: wanted for p, wanted in self._load_wanted.items()
+                   if self._load_published.get(p) != wanted and self._states[p] == S.OWNED}
+        guards = {p: compare_create_revision(keys.owner_key(p), epoch) for p, (epoch, _) in changed.items()}
+        puts = {p: op_put(keys.load_key(p), state, lease=self.lease.lease_id) for p, (_, state) in changed.items()}
+        batches = [list(changed)[i:i + ETCD_MAX_TXN_OPS // 2] for i in range(0, len(changed), ETCD_MAX_TXN_OPS // 2)]
+        for batch in batches:
+            held, _, _ = await self.etcd.txn([guards[p] for p in batch], [puts[p] for p in batch])
+            if not held:  # some partition moved meanwhile: the others one by one
+                for p in batch:
+                    await self.etcd.txn([guards[p]], [puts[p]])
+            for p in batch:
+                if self._load_wanted.get(p) == changed[p]:
+                    self._load_published[p] = changed[p]
 
     def _lease_expired(self) -> None:
         self._wake.set()

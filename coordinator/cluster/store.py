@@ -6,11 +6,16 @@ the create revision I won it with"; when the guard fails nothing of it is applie
 it raise NOT_COORDINATOR. A commit is acknowledged only after etcd answered the transaction, i.e.
 after a quorum has it.
 
-Group commit, as on the local log: appends for a partition queue while the previous round is in
-flight; the next round writes everything queued (the latest value per key) as one transaction, split
-into several when it exceeds etcd's per-request limits (128 operations, 1.5 MiB). A round is answered
-as a whole: if any part fails, every append of the round fails (parts already applied hold only
-values the clients asked for, so a retry is harmless).
+Group commit, as on the local log: appends for a partition queue while its previous round is in
+flight; its next round is everything queued (the latest value per key). Why rounds of several
+partitions share one transaction (one guard per partition, all must hold): etcd's cost is per
+transaction, not per key, so a node writes its queued rounds of every partition together, up to
+etcd's per-request limits (128 operations, 1.5 MiB), with a few transactions in flight at once but
+never two for the same partition (that keeps each partition's writes in order). When a guard fails
+nothing of the transaction is applied and each partition's round is written alone to find out which
+partition moved. A round over the limits on its own is split into several transactions; it is
+answered as a whole: if any part fails, every append of the round fails (parts already applied hold
+only values the clients asked for, so a retry is harmless).
 """
 from __future__ import annotations
 
@@ -58,15 +63,27 @@ class StoreStats:
 class _Partition:
     epoch: int
     queue: list[tuple[Sequence[Record], asyncio.Future]] = field(default_factory=list)
-    round: asyncio.Task | None = None
+    writing: bool = False  # a transaction with this partition's records is in flight
     releasing: bool = False
+    settled: asyncio.Event = field(default_factory=asyncio.Event)  # set: nothing queued, nothing in flight
+
+
+@dataclass(slots=True)
+class _Round:
+    """One partition's share of a transaction: the latest value per key, and who waits for it."""
+
+    partition: int
+    state: _Partition
+    latest: dict[bytes, bytes | None]
+    waiters: list[asyncio.Future]
 
 
 class EtcdStore:
     """Records of the owned offsets partitions, kept in etcd (see the module docstring)."""
 
     def __init__(self, etcd: EtcdClient, num_partitions: int = 50, *, page_size: int = 1000,
-                 max_txn_ops: int = ETCD_MAX_TXN_OPS, max_request_bytes: int = ETCD_MAX_REQUEST_BYTES) -> None:
+                 max_txn_ops: int = ETCD_MAX_TXN_OPS, max_request_bytes: int = ETCD_MAX_REQUEST_BYTES,
+                 max_in_flight: int = 1) -> None:
         self.etcd = etcd
         self.num_partitions = num_partitions
         self.page_size = page_size
@@ -74,7 +91,12 @@ class EtcdStore:
         self.max_txn_bytes = max(4096, max_request_bytes - _REQUEST_MARGIN_BYTES)
         self.stats = StoreStats()
         self.on_fenced = lambda partition: None  # set by the ownership: drop the partition at once
+        self.on_loaded = lambda partition, epoch: None  # set by the ownership: publish the load state
+        self.max_in_flight = max_in_flight  # transactions in flight at once (each over other partitions)
         self._partitions: dict[int, _Partition] = {}
+        self._waiting: dict[int, None] = {}  # partitions with queued records, oldest first
+        self._in_flight = 0
+        self._writers: set[asyncio.Task] = set()
 
     async def open(self) -> None:
         await self.etcd.connect()
@@ -105,6 +127,7 @@ class EtcdStore:
                     if not more or not page:
                         break
                     start = page[-1].key + b"\0"
+            self.on_loaded(partition, epoch)  # the caller replayed every page by the time we resume here
         except StorageError:
             if self._partitions.get(partition) is state:
                 del self._partitions[partition]
@@ -135,8 +158,9 @@ class EtcdStore:
             done.set_result(None)
         else:
             state.queue.append((records, done))
-            if state.round is None:
-                state.round = asyncio.create_task(self._rounds(partition, state), name=f"etcd-round-{partition}")
+            state.settled.clear()
+            self._waiting[partition] = None
+            self._start_rounds()
         return done
 
     async def release(self, partition: int) -> None:
@@ -145,35 +169,90 @@ class EtcdStore:
         if state is None:
             return
         state.releasing = True
-        if state.round is not None:
-            await asyncio.shield(state.round)
+        while state.queue or state.writing:
+            await asyncio.shield(state.settled.wait())
         if self._partitions.get(partition) is state:
             del self._partitions[partition]
 
-    async def _rounds(self, partition: int, state: _Partition) -> None:
+    # --- rounds: queued records of several partitions in one transaction ---------------------------
+
+    def _start_rounds(self) -> None:
+        while self._in_flight < self.max_in_flight and self._waiting:
+            rounds = self._next_rounds()
+            if not rounds:
+                return
+            self._in_flight += 1
+            task = asyncio.get_running_loop().create_task(self._write_rounds(rounds), name="etcd-round")
+            self._writers.add(task)
+            task.add_done_callback(self._writers.discard)
+
+    def _next_rounds(self) -> list[_Round]:
+        """The queued records of waiting partitions with nothing in flight, as many as fit one transaction
+        (a partition whose round alone is over the limits goes alone and is split)."""
+        rounds: list[_Round] = []
+        ops = size = 0
+        for partition in list(self._waiting):
+            state = self._partitions.get(partition)
+            if state is None or not state.queue:
+                del self._waiting[partition]
+                continue
+            if state.writing:
+                continue  # one transaction per partition at a time keeps its writes in order
+            latest: dict[bytes, bytes | None] = {}
+            for records, _ in state.queue:
+                for record_key, value in records:
+                    latest[record_key] = value
+            round_bytes = sum(_op_bytes(k, v) for k, v in latest.items())
+            if rounds and (ops + len(latest) > self.max_txn_ops or len(rounds) >= self.max_txn_ops
+                           or size + round_bytes > self.max_txn_bytes):
+                break
+            del self._waiting[partition]
+            rounds.append(_Round(partition, state, latest, [done for _, done in state.queue]))
+            state.queue, state.writing = [], True
+            ops, size = ops + len(latest), size + round_bytes
+            if ops >= self.max_txn_ops:
+                break
+        return rounds
+
+    async def _write_rounds(self, rounds: list[_Round]) -> None:
         try:
-            while state.queue:
-                batch, state.queue = state.queue, []
+            if len(rounds) > 1:
                 try:
-                    await self._write(partition, state.epoch, [r for records, _ in batch for r in records])
+                    held = await self._txn([_guard(r.partition, r.state.epoch) for r in rounds],
+                                           [_op(r.partition, k, v) for r in rounds for k, v in r.latest.items()])
                 except StorageError as exc:
-                    for _, done in batch:
-                        if not done.done():
-                            done.set_exception(exc)
-                    if exc.error_code == ErrorCode.NOT_COORDINATOR:
-                        self._fenced(partition, state)
-                except BaseException as exc:  # cancelled at shutdown: nothing acknowledged
-                    error = StorageError(f"partition {partition}: write aborted ({exc!r})", ErrorCode.NOT_COORDINATOR)
-                    for _, done in batch + state.queue:
-                        if not done.done():
-                            done.set_exception(error)
-                    raise
-                else:
-                    for _, done in batch:
-                        if not done.done():
-                            done.set_result(None)
+                    for r in rounds:
+                        self._finish(r, exc)
+                    return
+                if held:
+                    for r in rounds:
+                        self._finish(r, None)
+                    return
+                # Some partition moved to another node and nothing was applied: each alone says which.
+            outcomes = await asyncio.gather(*(self._write_alone(r) for r in rounds), return_exceptions=True)
+            for r, outcome in zip(rounds, outcomes):
+                self._finish(r, outcome)
+        except BaseException as exc:  # cancelled at shutdown: nothing acknowledged
+            for r in rounds:
+                self._finish(r, StorageError(f"partition {r.partition}: write aborted ({exc!r})",
+                                             ErrorCode.NOT_COORDINATOR), fenced=False)
+            raise
         finally:
-            state.round = None
+            self._in_flight -= 1
+            self._start_rounds()
+
+    def _finish(self, r: _Round, outcome: BaseException | None, *, fenced: bool = True) -> None:
+        r.state.writing = False
+        for done in r.waiters:
+            if not done.done():
+                if outcome is None:
+                    done.set_result(None)
+                else:
+                    done.set_exception(outcome)
+        if fenced and isinstance(outcome, StorageError) and outcome.error_code == ErrorCode.NOT_COORDINATOR:
+            self._fenced(r.partition, r.state)
+        if not r.state.queue:
+            r.state.settled.set()
 
     def _fenced(self, partition: int, state: _Partition) -> None:
         """Another node owns the partition now: refuse what is queued and every later append."""
@@ -185,21 +264,15 @@ class EtcdStore:
         state.queue = []
         if self._partitions.get(partition) is state:
             del self._partitions[partition]
-        self.on_fenced(partition)
-
-    def transactions_for(self, records: Sequence[Record]) -> list[list]:
-        """The round's operations (the latest value per key, in first-seen order) cut at etcd's limits."""
-        latest: dict[bytes, bytes | None] = {}
-        for record_key, value in records:
-            latest[record_key] = value
-        return self._split(latest)
+            self.on_fenced(partition)
 
     def _split(self, latest: dict[bytes, bytes | None]) -> list[list]:
+        """One partition's round cut at etcd's limits (the latest value per key, in first-seen order)."""
         txns: list[list] = []
         ops: list = []
         size = 0
         for record_key, value in latest.items():
-            op_size = len(record_key) * 2 + 32 + (len(value) if value is not None else 0) + _OP_OVERHEAD_BYTES
+            op_size = _op_bytes(record_key, value)
             if ops and (len(ops) >= self.max_txn_ops or size + op_size > self.max_txn_bytes):
                 txns.append(ops)
                 ops, size = [], 0
@@ -209,27 +282,41 @@ class EtcdStore:
             txns.append(ops)
         return txns
 
-    async def _write(self, partition: int, epoch: int, records: Sequence[Record]) -> None:
-        guard = [compare_create_revision(keys.owner_key(partition), epoch)]
-        for part in self.transactions_for(records):
-            success = [
-                op_put(keys.etcd_key(partition, k), v) if v is not None else op_delete(keys.etcd_key(partition, k))
-                for k, v in part
-            ]
-            started = time.perf_counter()
-            try:
-                held, _, _ = await self.etcd.txn(guard, success)
-            except EtcdRequestTooLarge as exc:
-                self.stats.etcd_errors += 1
-                raise StorageError(f"partition {partition}: {exc}", ErrorCode.MESSAGE_TOO_LARGE) from exc
-            except EtcdUnavailable as exc:
-                self.stats.etcd_errors += 1
-                raise StorageError(f"partition {partition}: {exc}", ErrorCode.REQUEST_TIMED_OUT) from exc
-            finally:
-                self.stats.transactions += 1
-                self.stats.transaction_seconds += time.perf_counter() - started
-            if not held:
+    async def _write_alone(self, r: _Round) -> None:
+        """One partition's round, split at etcd's limits; raises NOT_COORDINATOR when fenced."""
+        for part in self._split(r.latest):
+            if not await self._txn([_guard(r.partition, r.state.epoch)], [_op(r.partition, k, v) for k, v in part]):
                 self.stats.fenced_writes += 1
                 log.warning("partition %d: write refused, owner/%d is no longer ours (epoch %d)",
-                            partition, partition, epoch)
-                raise StorageError(f"partition {partition}: fenced (epoch {epoch} is stale)", ErrorCode.NOT_COORDINATOR)
+                            r.partition, r.partition, r.state.epoch)
+                raise StorageError(f"partition {r.partition}: fenced (epoch {r.state.epoch} is stale)",
+                                   ErrorCode.NOT_COORDINATOR)
+
+    async def _txn(self, guards: list, ops: list) -> bool:
+        """One etcd transaction; whether its guards held. etcd failures become retriable StorageErrors."""
+        started = time.perf_counter()
+        try:
+            held, _, _ = await self.etcd.txn(guards, ops)
+            return held
+        except EtcdRequestTooLarge as exc:
+            self.stats.etcd_errors += 1
+            raise StorageError(str(exc), ErrorCode.MESSAGE_TOO_LARGE) from exc
+        except EtcdUnavailable as exc:
+            self.stats.etcd_errors += 1
+            raise StorageError(str(exc), ErrorCode.REQUEST_TIMED_OUT) from exc
+        finally:
+            self.stats.transactions += 1
+            self.stats.transaction_seconds += time.perf_counter() - started
+
+
+def _op_bytes(record_key: bytes, value: bytes | None) -> int:
+    return len(record_key) * 2 + 32 + (len(value) if value is not None else 0) + _OP_OVERHEAD_BYTES
+
+
+def _guard(partition: int, epoch: int):
+    return compare_create_revision(keys.owner_key(partition), epoch)
+
+
+def _op(partition: int, record_key: bytes, value: bytes | None):
+    key = keys.etcd_key(partition, record_key)
+    return op_put(key, value) if value is not None else op_delete(key)

@@ -4,6 +4,7 @@ from __future__ import annotations
 import asyncio
 import json
 
+from bounded_wait import wait_until_async
 from cohort_process import CohortServer, clean_env, run_cohort
 from kafka import KafkaConsumer, TopicPartition
 from kafka.structs import OffsetAndMetadata
@@ -16,7 +17,7 @@ from cohort.coordinator.ownership import Node
 from cohort.coordinator.records import GroupMetadataRecord, OffsetCommitRecord, decode_record, encode_record
 from cohort.protocol.partitioning import partition_for
 
-from test_ownership import Events, eventually
+from test_ownership import Events, Member, eventually, preferred_owner
 
 
 async def test_status_lists_nodes_owners_epochs_and_groups_and_import_refuses_while_nodes_run(etcd, tmp_path):
@@ -39,8 +40,12 @@ async def test_status_lists_nodes_owners_epochs_and_groups_and_import_refuses_wh
         assert len(rows) == 50 and all(row["owner"] == 7 for row in rows.values())
         assert rows[p]["epoch"] == events.serving[p]
         assert (rows[p]["groups"], rows[p]["offsets"]) == (1, 1)
+        assert all(row["load"] in ("loading", "loaded") for row in rows.values())
+        await eventually_status(etcd, lambda rows: all(row["load"] == "loaded" for row in rows.values()),
+                                "every partition published as loaded")
         table = await asyncio.to_thread(run_cohort, "cluster", "status", "--cluster", etcd.url)
         assert table.returncode == 0 and "10.0.0.7:9092" in table.stdout
+        assert "LOAD" in table.stdout and " loaded " in table.stdout
         # Importing while a node runs would hide the imported records from it: refused.
         data_dir = tmp_path / "empty-node"
         data_dir.mkdir()
@@ -52,6 +57,69 @@ async def test_status_lists_nodes_owners_epochs_and_groups_and_import_refuses_wh
     finally:
         await ownership.stop()
         await client.close()
+
+
+async def status_rows(etcd) -> dict[int, dict]:
+    result = await asyncio.to_thread(run_cohort, "cluster", "status", "--cluster", etcd.url, "--output", "json")
+    assert result.returncode == 0, result.stderr
+    return {row["partition"]: row for row in json.loads(result.stdout)["partitions"]}
+
+
+async def eventually_status(etcd, predicate, what: str, timeout: float = 15) -> dict[int, dict]:
+    async def status_if_it_holds():
+        rows = await status_rows(etcd)
+        return rows if predicate(rows) else None
+    return await wait_until_async(status_if_it_holds, timeout, what, interval=0.2)
+
+
+class NeverLoads(Events):
+    """A listener that takes partitions but never reads them from the store: they stay loading."""
+
+    async def _load(self, partition: int, epoch: int) -> None:
+        await asyncio.Event().wait()
+
+
+async def test_status_shows_loading_until_the_store_delivered_and_handing_over_while_a_handoff_drains(etcd):
+    slow = Member(etcd.endpoints, 5)
+    slow.events = NeverLoads(slow.store)
+    await slow.start()
+    watcher = EtcdClient(etcd.endpoints)
+    await watcher.connect()
+    seen: list[tuple[int, str, int]] = []  # (partition, state or "deleted", lease) in etcd's order
+
+    async def watch(revision: int) -> None:
+        async for events in watcher.watch_prefix(keys.LOADS, revision):
+            for kind, kv in events:
+                seen.append((keys.id_of(kv.key, keys.LOADS), "deleted" if kind == 1 else kv.value.decode(), kv.lease))
+
+    fast = None
+    watching = None
+    try:
+        await eventually(lambda: len(slow.events.serving) == 50, 10, "node 5 owns all")
+        rows = await status_rows(etcd)
+        assert {row["owner"] for row in rows.values()} == {5}
+        assert {row["load"] for row in rows.values()} == {"loading"}  # nothing was read from the store
+        _, _, revision = await watcher.range(keys.LOADS, prefix_end(keys.LOADS))
+        watching = asyncio.create_task(watch(revision + 1))
+        # Node 6 joins: node 5 hands its share over (publishing handing-over), node 6 loads it.
+        fast = await Member(etcd.endpoints, 6).start()
+        moved = {p for p in range(50) if preferred_owner(p, [5, 6]) == 6}
+        rows = await eventually_status(
+            etcd, lambda rows: all(rows[p]["owner"] == 6 and rows[p]["load"] == "loaded" for p in moved),
+            "node 6 loaded its share")
+        assert all(rows[p]["owner"] == 5 and rows[p]["load"] == "loading" for p in set(range(50)) - moved)
+        slow_lease, fast_lease = slow.ownership.lease.lease_id, fast.ownership.lease.lease_id
+        for p in moved:
+            states = [(state, lease) for q, state, lease in seen if q == p]
+            assert states == [("handing-over", slow_lease), ("deleted", 0), ("loading", fast_lease),
+                              ("loaded", fast_lease)], (p, states)
+    finally:
+        if watching is not None:
+            watching.cancel()
+        await watcher.close()
+        if fast is not None:
+            await fast.stop()
+        await slow.stop()
 
 
 def test_status_without_etcd_is_one_line_and_exit_2():

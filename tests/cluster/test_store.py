@@ -7,7 +7,7 @@ import time
 import pytest
 
 from cohort.coordinator.cluster import keys
-from cohort.coordinator.cluster.etcd import EtcdClient, compare_create_revision, op_put
+from cohort.coordinator.cluster.etcd import EtcdClient, compare_create_revision, op_delete, op_put
 from cohort.coordinator.cluster.store import EtcdStore
 from cohort.coordinator.log import StorageError
 from cohort.coordinator.records import OffsetCommitRecord, encode_record
@@ -73,6 +73,28 @@ async def test_concurrent_appends_share_rounds_and_all_are_durable(client):
     await asyncio.gather(*(store.append(5, [commit(f"g{i}", 0, i)]) for i in range(200)))
     assert store.stats.transactions < 200  # group commit: many appends per transaction
     assert await load_all(EtcdStore(client), 5, epoch) == dict(commit(f"g{i}", 0, i) for i in range(200))
+
+
+async def test_rounds_of_several_partitions_share_a_transaction_and_a_moved_partition_fails_alone(client):
+    epochs = {p: (await claim(client, p, node_id=1))[0] for p in (20, 21, 22)}
+    store = EtcdStore(client, max_in_flight=1)
+    for p, epoch in epochs.items():
+        await load_all(store, p, epoch)
+    await asyncio.gather(*(store.append(p, [commit("shared", p, 1)]) for p in epochs))
+    assert store.stats.transactions == 2  # 20 alone at once; 21 and 22 queued meanwhile, then together
+    # Partition 21 moves to another node behind the store's back: its guard fails, the others' hold.
+    await client.txn([], [op_delete(keys.owner_key(21))])
+    moved_epoch, _ = await claim(client, 21, node_id=2)
+    fenced = []
+    store.on_fenced = fenced.append
+    outcomes = await asyncio.gather(*(store.append(p, [commit("shared", p, 2)]) for p in epochs),
+                                    return_exceptions=True)
+    assert outcomes[0] is None and outcomes[2] is None
+    assert isinstance(outcomes[1], StorageError) and outcomes[1].error_code == ErrorCode.NOT_COORDINATOR
+    assert fenced == [21] and store.stats.fenced_writes == 1
+    for p in (20, 22):
+        assert await load_all(EtcdStore(client), p, epochs[p]) == dict([commit("shared", p, 2)])
+    assert await load_all(EtcdStore(client), 21, moved_epoch) == dict([commit("shared", 21, 1)])
 
 
 async def test_a_round_over_128_operations_is_split_into_several_transactions(client):
