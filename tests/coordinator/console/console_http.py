@@ -47,10 +47,17 @@ class ConsoleServer(CohortServer):
 
 def stable_consumers(bootstrap: str, topic: str, group: str, count: int, partitions: int, **settings):
     """`count` kafka-python consumers of `group` that together own all `partitions` of `topic`."""
-    consumers = [KafkaConsumer(topic, group_id=group, bootstrap_servers=bootstrap, enable_auto_commit=False,
+    consumers = [KafkaConsumer(group_id=group, bootstrap_servers=bootstrap, enable_auto_commit=False,
                                session_timeout_ms=6000, heartbeat_interval_ms=300, fetch_max_wait_ms=100,
                                client_id=f"{group}-c{i}", **settings) for i in range(count)]
     deadline = time.monotonic() + 40
+    # Each consumer knows the topic's partitions before it joins: kafka-python 3.0.12 may otherwise stall
+    # in the rebalance that follows a leader's join without them (tests/coordinator/test_clients_kafka_python.py).
+    for c in consumers:
+        while not c.partitions_for_topic(topic):
+            assert time.monotonic() < deadline, f"kafka-python never saw partitions of {topic}"
+            time.sleep(0.05)
+        c.subscribe([topic])
     while time.monotonic() < deadline:
         for c in consumers:
             c.poll(timeout_ms=50)
