@@ -327,3 +327,26 @@ def test_unsubscribing_from_a_topic_revokes_its_partitions_before_they_go_elsewh
     assert d.group.members["a"].pending_revocation or tid("payments") not in d.group.members["a"].assigned
     assert all(len(holders) == 1 for holders in owners(d).values())
     assert dict(owned(a)).get(tid("payments")) is None
+
+
+@pytest.mark.parametrize("module", ["consumer.py", "migration.py", "assignors/__init__.py", "assignors/uniform.py",
+                                    "assignors/range.py"])
+def test_the_consumer_engine_imports_no_event_loop_clock_or_io(module):
+    import ast
+    from pathlib import Path
+
+    import cohort.coordinator.groups as groups
+    tree = ast.parse((Path(groups.__file__).parent / module).read_text())
+    imported = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
+                for alias in node.names}
+    imported |= {(node.module or "").split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    assert not imported & {"asyncio", "time", "socket", "threading", "selectors", "os", "random"}, imported
+
+
+def test_the_transition_table_only_allows_what_a_derived_state_can_reach():
+    from cohort.coordinator.groups.consumer import TRANSITIONS, Step
+    assert TRANSITIONS[(ConsumerGroupState.ASSIGNING, Step.TARGET_COMPUTED)] == {
+        ConsumerGroupState.RECONCILING, ConsumerGroupState.STABLE}
+    assert all(targets == {ConsumerGroupState.ASSIGNING} for (source, step), targets in TRANSITIONS.items()
+               if step is Step.EPOCH_BUMPED)
+    assert not any(source is ConsumerGroupState.DEAD for source, _ in TRANSITIONS)
