@@ -636,11 +636,9 @@ class ConsumerGroup:
         member = self.members.get(member_id)
         if member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
-        if not transactional and api_version < 9:
+        if not transactional and not member.uses_classic_protocol and api_version < 9:
             return ErrorCode.UNSUPPORTED_VERSION  # members of a consumer group commit with v9+
-        if member_epoch != member.member_epoch:
-            return ErrorCode.STALE_MEMBER_EPOCH
-        return ErrorCode.NONE
+        return _member_epoch_error(member, member_epoch)
 
     def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> int:
         """The error an OffsetFetch gets (NONE to accept it)."""
@@ -649,9 +647,7 @@ class ConsumerGroup:
         member = self.members.get(member_id or "")
         if member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
-        if member_epoch != member.member_epoch:
-            return ErrorCode.STALE_MEMBER_EPOCH
-        return ErrorCode.NONE
+        return _member_epoch_error(member, member_epoch)
 
     def tombstones(self) -> list:
         """The records deleting this (empty) group: the wire side writes them with its offsets'."""
@@ -716,6 +712,8 @@ class ConsumerGroup:
             rebalance_timeout_ms=(request.rebalance_timeout_ms if request.rebalance_timeout_ms != -1
                                   else member.rebalance_timeout_ms),
             server_assignor=request.server_assignor if request.server_assignor is not None else member.server_assignor,
+            classic_protocols=None,  # it speaks the consumer protocol now
+            classic_session_timeout_ms=-1,
         )
         bump = is_new or (
             updated.subscribed_topic_names != member.subscribed_topic_names
@@ -1450,6 +1448,13 @@ def _dead_group_answer(event: object) -> list:
 # ---------------------------------------------------------------------------------------------
 # Helpers of this module
 # ---------------------------------------------------------------------------------------------
+def _member_epoch_error(member: ConsumerGroupMember, received: int) -> int:
+    """Kafka's validateMemberEpoch: a classic member's generation is its member epoch."""
+    if received == member.member_epoch:
+        return ErrorCode.NONE
+    return ErrorCode.ILLEGAL_GENERATION if member.uses_classic_protocol else ErrorCode.STALE_MEMBER_EPOCH
+
+
 def _random_member_id() -> str:
     """A member id as Kafka makes one (a random UUID's URL-safe base64, 22 characters)."""
     import base64

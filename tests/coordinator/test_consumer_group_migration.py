@@ -198,3 +198,11 @@ def test_a_mixed_group_survives_a_restart_with_its_classic_members():
     fresh = d.replayed(image=IMAGE)
     assert fresh.group.members == d.group.members
     assert classic_heartbeat(fresh, "c1", 7) == ErrorCode.REBALANCE_IN_PROGRESS
+
+
+def test_classic_members_commit_with_their_generation_and_get_illegal_generation_when_stale():
+    d = upgraded()
+    g = d.group
+    assert g.validate_offset_commit("c1", None, 7, 7) == ErrorCode.NONE  # older OffsetCommit versions are fine
+    assert g.validate_offset_commit("c1", None, 6, 7) == ErrorCode.ILLEGAL_GENERATION
+    assert g.validate_offset_fetch("c1", 6) == ErrorCode.ILLEGAL_GENERATION
