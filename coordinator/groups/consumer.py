@@ -287,11 +287,12 @@ class AssignmentDue:
 
 
 @dataclass(slots=True, frozen=True)
-class HeartbeatWrite:
-    """The heartbeat `request_id` is answered with `result` once its records are durable."""
+class AnswerWhenStored:
+    """Request `request_id` (a ConsumerGroupHeartbeat, or a classic member's JoinGroup) is answered with
+    `result` once its records are durable, else with a result of the same type carrying the error."""
 
     request_id: int
-    result: HeartbeatResult
+    result: HeartbeatResult | JoinResult
 
 
 @dataclass(slots=True, frozen=True)
@@ -300,14 +301,6 @@ class ConvertedToClassic:
     the runtime must serve the group id with a classic group loaded from it and start a rebalance."""
 
     record: GroupMetadataRecord
-
-
-@dataclass(slots=True, frozen=True)
-class ClassicJoinWrite:
-    """A classic member's JoinGroup `request_id` is answered with `result` once its records are durable."""
-
-    request_id: int
-    result: JoinResult
 
 
 @dataclass(slots=True, frozen=True)
@@ -681,11 +674,11 @@ class ConsumerGroup:
         except HeartbeatError as exc:
             error = HeartbeatResult(exc.error, exc.message)
             # Only a member in an UNKNOWN state is rejected after records were made (its join, say).
-            self._effects.append(AppendRecords(records, HeartbeatWrite(request.request_id, error)) if records
+            self._effects.append(AppendRecords(records, AnswerWhenStored(request.request_id, error)) if records
                                  else Reply(error))
             return
         if records:
-            self._effects.append(AppendRecords(records, HeartbeatWrite(request.request_id, result)))
+            self._effects.append(AppendRecords(records, AnswerWhenStored(request.request_id, result)))
         else:
             self._effects.append(Reply(result))
 
@@ -938,7 +931,7 @@ class ConsumerGroup:
             result = JoinResult(member_id=member.member_id, generation_id=member.member_epoch,
                                 protocol_type=CONSUMER_PROTOCOL_TYPE, protocol_name=member.classic_protocols[0][0],
                                 leader="", skip_assignment=False)
-        self._effects.append(AppendRecords(records, ClassicJoinWrite(event.request_id, result)) if records
+        self._effects.append(AppendRecords(records, AnswerWhenStored(event.request_id, result)) if records
                              else Answer(event.request_id, result))
 
     def _classic_member(self, req, member_id: str, records: list) -> ConsumerGroupMember | int:
@@ -1266,11 +1259,8 @@ class ConsumerGroup:
     # ---- writes, loading, lifecycle -----------------------------------------------------------
     def _on_appended(self, event: RecordsAppended, now: Now) -> None:
         purpose = event.purpose
-        if isinstance(purpose, HeartbeatWrite):
-            result = purpose.result if event.error == ErrorCode.NONE else HeartbeatResult(event.error)
-            self._effects.append(Answer(purpose.request_id, result))
-        elif isinstance(purpose, ClassicJoinWrite):
-            result = purpose.result if event.error == ErrorCode.NONE else JoinResult(event.error)
+        if isinstance(purpose, AnswerWhenStored):
+            result = purpose.result if event.error == ErrorCode.NONE else type(purpose.result)(event.error)
             self._effects.append(Answer(purpose.request_id, result))
         elif event.error != ErrorCode.NONE:
             log.warning("consumer group %s: records of %r not stored (error %d)", self.group_id, purpose, event.error)
