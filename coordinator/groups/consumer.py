@@ -688,7 +688,6 @@ class ConsumerGroup:
             member = self._dynamic_member(request, records)
         else:
             member = self._static_member(request, records)
-        is_new = member.member_id not in self.members
         if epoch != JOIN_GROUP_MEMBER_EPOCH:
             self._check_member_epoch(member, epoch, request.topic_partitions)
         updated = replace(
@@ -708,20 +707,10 @@ class ConsumerGroup:
             classic_protocols=None,  # it speaks the consumer protocol now
             classic_session_timeout_ms=-1,
         )
-        bump = is_new or (
+        self._update_member(member, updated, (
             updated.subscribed_topic_names != member.subscribed_topic_names
             or updated.subscribed_topic_regex != member.subscribed_topic_regex
-            or updated.server_assignor != member.server_assignor)
-        if is_new or _metadata_differs(updated, member):
-            self._write(records, _member_metadata_record(self.group_id, updated))
-        if is_new:
-            self._start_session(updated.member_id, now)
-        else:
-            self._refresh_session(updated.member_id, now)
-        if bump or self._subscription_hash() != self.metadata_hash:
-            self._bump_epoch(records)
-        if self.group_epoch > self.target_assignment_epoch:
-            self._maybe_compute_target(records, now)
+            or updated.server_assignor != member.server_assignor), records, now)
         member = self.members[updated.member_id]
         owned = (None if request.topic_partitions is None
                  else {t: frozenset(ps) for t, ps in request.topic_partitions})
@@ -738,6 +727,23 @@ class ConsumerGroup:
             assignment=(_sorted_assignment(member.assigned)
                         if full_request or changed or epoch == JOIN_GROUP_MEMBER_EPOCH else None),
         )
+
+    def _update_member(self, member: ConsumerGroupMember, updated: ConsumerGroupMember, subscription_changed: bool,
+                       records: list, now: Now) -> None:
+        """The first steps of every join or heartbeat, as Kafka's: store the member if anything of it
+        changed, keep its session, bump the group epoch if a subscription (or a subscribed topic) changed,
+        and bring the target assignment up to date."""
+        is_new = updated.member_id not in self.members
+        if is_new or _metadata_differs(updated, member):
+            self._write(records, _member_metadata_record(self.group_id, updated))
+        if is_new:
+            self._start_session(updated.member_id, now)
+        else:
+            self._refresh_session(updated.member_id, now)
+        if is_new or subscription_changed or self._subscription_hash() != self.metadata_hash:
+            self._bump_epoch(records)
+        if self.group_epoch > self.target_assignment_epoch:
+            self._maybe_compute_target(records, now)
 
     def _dynamic_member(self, request: ConsumerGroupHeartbeat, records: list) -> ConsumerGroupMember:
         member_id = request.member_id
@@ -893,7 +899,6 @@ class ConsumerGroup:
         member = self._classic_member(req, member_id, records)
         if isinstance(member, int):
             return answer(JoinResult(member, member_id=req.member_id))
-        is_new = member.member_id not in self.members
         updated = replace(
             member,
             instance_id=req.group_instance_id,
@@ -905,17 +910,8 @@ class ConsumerGroup:
             classic_protocols=tuple((name, bytes(meta)) for name, meta in req.protocols),
             classic_session_timeout_ms=req.session_timeout_ms,
         )
-        bump = is_new or updated.subscribed_topic_names != member.subscribed_topic_names
-        if is_new or _metadata_differs(updated, member):
-            self._write(records, _member_metadata_record(self.group_id, updated))
-        if is_new:
-            self._start_session(updated.member_id, now)
-        else:
-            self._refresh_session(updated.member_id, now)
-        if bump or self._subscription_hash() != self.metadata_hash:
-            self._bump_epoch(records)
-        if self.group_epoch > self.target_assignment_epoch:
-            self._maybe_compute_target(records, now)
+        self._update_member(member, updated, updated.subscribed_topic_names != member.subscribed_topic_names,
+                            records, now)
         # What it still holds (cooperative clients list it; eager ones gave everything up before joining).
         owned: dict[uuid.UUID, frozenset[int]] = {}
         for tp in subscription.owned_partitions or ():

@@ -4,21 +4,14 @@ from __future__ import annotations
 import pytest
 
 from cohort.coordinator.groups.consumer import (
-    ConsumerGroup,
     ConsumerGroupHeartbeat,
     ConsumerGroupState,
+    HeartbeatError,
     MemberState,
     TopicsChanged,
     validate_heartbeat,
-    HeartbeatError,
 )
-from cohort.coordinator.records import (
-    ConsumerGroupCurrentMemberAssignmentRecord,
-    ConsumerGroupMemberMetadataTombstone,
-    ConsumerGroupMetadataRecord,
-    decode_record,
-    encode_record,
-)
+from cohort.coordinator.records import ConsumerGroupMemberMetadataTombstone, decode_record, encode_record
 from cohort.protocol.errors import ErrorCode
 from tests.coordinator.consumer_group_driver import Driver, owned, tid, topic
 

@@ -9,11 +9,10 @@ from cohort.coordinator.groups.classic import (
     Heartbeat,
     JoinGroup,
     JoinRequest,
-    LeaveGroup,
     MetadataLoaded,
     SyncGroup,
 )
-from cohort.coordinator.groups.consumer import ConsumerGroup, ConvertedFromClassic, ConvertedToClassic, MemberState
+from cohort.coordinator.groups.consumer import ConvertedFromClassic, ConvertedToClassic
 from cohort.coordinator.groups.effects import LoadCompleted, Now
 from cohort.coordinator.groups.migration import UpgradeRefused, check_upgrade, upgrade_records
 from cohort.coordinator.records import GroupMemberRecord, GroupMetadataRecord, GroupMetadataTombstone
