@@ -587,6 +587,7 @@ class ConsumerGroup:
         self._assignment_timer = False
         self._sessions: dict[str, float] = {}  # member id -> session deadline (monotonic ms)
         self._revocations: dict[str, int] = {}  # member id -> the epoch its revocation timer watches
+        self._unreconciled: set[str] = set()  # members not STABLE at the target epoch (O(1) state)
         self._converted: GroupMetadataRecord | None = None  # set once a downgrade's records are written
         self._loading = False
         self._effects: list = []
@@ -1304,6 +1305,8 @@ class ConsumerGroup:
             self.metadata_hash = record.metadata_hash
         elif kind is ConsumerGroupTargetAssignmentMetadataRecord:
             self.target_assignment_epoch = record.assignment_epoch
+            epoch = record.assignment_epoch
+            self._unreconciled = {m for m, member in self.members.items() if not member.is_reconciled_to(epoch)}
         elif kind is ConsumerGroupMemberMetadataRecord:
             self._hash = None
             self._topic_ids.pop(record.member_id, None)
@@ -1368,6 +1371,13 @@ class ConsumerGroup:
             self.target_assignment_epoch = 0
         else:
             raise TypeError(f"not a consumer group record: {record!r}")
+        member_id = getattr(record, "member_id", None)
+        if member_id is not None:  # keep the set of members not reconciled to the target (the group's state)
+            member = self.members.get(member_id)
+            if member is None or member.is_reconciled_to(self.target_assignment_epoch):
+                self._unreconciled.discard(member_id)
+            else:
+                self._unreconciled.add(member_id)
 
     def _release(self, member: ConsumerGroupMember) -> None:
         for tp in member.owned():
@@ -1380,10 +1390,7 @@ class ConsumerGroup:
             return ConsumerGroupState.EMPTY
         if self.group_epoch > self.target_assignment_epoch:
             return ConsumerGroupState.ASSIGNING
-        target = self.target_assignment_epoch
-        if all(m.is_reconciled_to(target) for m in self.members.values()):
-            return ConsumerGroupState.STABLE
-        return ConsumerGroupState.RECONCILING
+        return ConsumerGroupState.RECONCILING if self._unreconciled else ConsumerGroupState.STABLE
 
     def _transition(self, step: Step, target: ConsumerGroupState | None = None) -> None:
         if self._loading and step is not Step.LOADED:

@@ -343,3 +343,29 @@ def test_the_transition_table_only_allows_what_a_derived_state_can_reach():
     assert all(targets == {ConsumerGroupState.ASSIGNING} for (source, step), targets in TRANSITIONS.items()
                if step is Step.EPOCH_BUMPED)
     assert not any(source is ConsumerGroupState.DEAD for source, _ in TRANSITIONS)
+
+
+def test_the_derived_state_matches_a_scan_of_the_members_after_every_step():
+    """The group keeps who is not reconciled incrementally; a full scan must always agree."""
+    d = Driver(image=IMAGE)
+
+    def scan():
+        g = d.group
+        if not g.members:
+            return ConsumerGroupState.EMPTY
+        if g.group_epoch > g.target_assignment_epoch:
+            return ConsumerGroupState.ASSIGNING
+        if all(m.state is MemberState.STABLE and m.member_epoch == g.target_assignment_epoch
+               for m in g.members.values()):
+            return ConsumerGroupState.STABLE
+        return ConsumerGroupState.RECONCILING
+
+    steps = [lambda: d.join("a", topics=["orders"]), lambda: d.join("b", topics=["orders"]),
+             lambda: d.heartbeat("a", 1, topic_partitions=owned_now(d.group, "a")),
+             lambda: d.heartbeat("a", d.group.members["a"].member_epoch, topic_partitions=owned_now(d.group, "a")),
+             lambda: d.heartbeat("b", 2, topic_partitions=[]), lambda: d.join("c", topics=["payments"]),
+             lambda: d.heartbeat("b", -1), lambda: d.advance(50_000)]
+    for step in steps:
+        step()
+        assert d.group.state is scan()
+        assert d.replayed(image=IMAGE).group.state is scan()

@@ -189,6 +189,19 @@ class ConsumerGroupMachine(RuleBasedStateMachine):
     def nobody_holds_a_partition_twice(self):
         self.model.check_no_partition_held_twice()
 
+    @invariant()
+    def the_group_state_is_what_its_members_and_epochs_say(self):
+        g = self.driver.group
+        if not g.members:
+            expected = "Empty"
+        elif g.group_epoch > g.target_assignment_epoch:
+            expected = "Assigning"
+        elif all(m.state.name == "STABLE" and m.member_epoch == g.target_assignment_epoch for m in g.members.values()):
+            expected = "Stable"
+        else:
+            expected = "Reconciling"
+        assert str(g.state) == expected
+
 
 ConsumerGroupMachine.TestCase.settings = settings(max_examples=200, stateful_step_count=30, deadline=None)
 TestConsumerGroupReconciliation = ConsumerGroupMachine.TestCase
