@@ -38,6 +38,7 @@ import enum
 import hashlib
 import logging
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
@@ -587,6 +588,7 @@ class ConsumerGroup:
         self._assignment_timer = False
         self._sessions: dict[str, float] = {}  # member id -> session deadline (monotonic ms)
         self._revocations: dict[str, int] = {}  # member id -> the epoch its revocation timer watches
+        self._subscribers: Counter[str] = Counter()  # topic name -> members subscribing (names or regex)
         self._unreconciled: set[str] = set()  # members not STABLE at the target epoch (O(1) state)
         self._converted: GroupMetadataRecord | None = None  # set once a downgrade's records are written
         self._loading = False
@@ -608,10 +610,7 @@ class ConsumerGroup:
         return max(sorted(counts), key=lambda name: counts[name])
 
     def subscribed_topic_names(self) -> set[str]:
-        names: set[str] = set()
-        for member in self.members.values():
-            names.update(self._member_topics(member))
-        return names
+        return set(self._subscribers)
 
     def is_subscribed_to(self, topic: str) -> bool:
         """OffsetDelete's GROUP_SUBSCRIBED_TO_TOPIC check."""
@@ -1215,6 +1214,7 @@ class ConsumerGroup:
         self._regexes.clear()
         self._hash = None
         self._topic_ids.clear()
+        self._subscribers = Counter(name for member in self.members.values() for name in self._member_topics(member))
         if self._loading or not self.members or self._subscription_hash() == self.metadata_hash:
             return
         records: list = []
@@ -1310,7 +1310,11 @@ class ConsumerGroup:
         elif kind is ConsumerGroupMemberMetadataRecord:
             self._hash = None
             self._topic_ids.pop(record.member_id, None)
-            member = self.members.get(record.member_id) or ConsumerGroupMember(record.member_id)
+            member = self.members.get(record.member_id)
+            if member is not None:
+                self._subscribers.subtract(self._member_topics(member))
+            else:
+                member = ConsumerGroupMember(record.member_id)
             member.instance_id = record.instance_id
             member.rack_id = record.rack_id
             member.client_id = record.client_id
@@ -1326,6 +1330,8 @@ class ConsumerGroup:
             else:
                 member.classic_protocols, member.classic_session_timeout_ms = None, -1
             self.members[record.member_id] = member
+            self._subscribers.update(self._member_topics(member))
+            self._subscribers = +self._subscribers  # drop topics nobody subscribes to any more
             if member.instance_id is not None:
                 self.static_members[member.instance_id] = member.member_id
         elif kind is ConsumerGroupMemberMetadataTombstone:
@@ -1333,6 +1339,8 @@ class ConsumerGroup:
             self._topic_ids.pop(record.member_id, None)
             member = self.members.pop(record.member_id, None)
             if member is not None:
+                self._subscribers.subtract(self._member_topics(member))
+                self._subscribers = +self._subscribers
                 self._release(member)
                 if member.instance_id is not None and self.static_members.get(member.instance_id) == member.member_id:
                     del self.static_members[member.instance_id]
