@@ -21,7 +21,8 @@ sends the member epoch it was last told. The coordinator assigns, not a leader: 
   wait (**UNRELEASED_PARTITIONS**) until released. So a partition never has two owners.
 
 The group's state is derived: **Empty** (no members), **Assigning** (group epoch ahead of the target),
-**Reconciling** (some member not STABLE at the target epoch), **Stable**; **Dead** once deleted.
+**Reconciling** (some member not STABLE at the target epoch), **Stable**; **Dead** once deleted
+(or converted back to a classic group).
 Every change goes through `_transition(step)`, checked against TRANSITIONS and journaled.
 
 Every change of state is a record, applied through `_replay` both live (the heartbeat's records are
@@ -31,6 +32,13 @@ session (`SessionTimeout`, re-armed lazily like the classic group's, so a heartb
 its revocation deadline (`RevocationTimeout`, the member's rebalance timeout), and the group's
 `AssignmentDue`: the assignor runs at most once per `group.consumer.assignment.interval.ms` (Kafka
 4.3), so a join storm of N members costs a few assignor runs, not N.
+
+Online migration: members may also speak the classic protocol inside the group (a converted classic
+group's members, `ConvertedFromClassic`, or classic clients joining it). Their JoinGroup is one
+reconciliation step answered at once (generation = member epoch), SyncGroup returns what they may hold,
+Heartbeat answers REBALANCE_IN_PROGRESS until they are reconciled. When only classic members are left
+(and `group.consumer.migration.policy` allows), the group writes its tombstones and a classic
+GroupMetadata record, goes Dead (Step.CONVERTED) and emits `ConvertedToClassic`.
 """
 from __future__ import annotations
 
