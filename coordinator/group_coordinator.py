@@ -650,8 +650,8 @@ class GroupCoordinator:
         partition = self.partition_for(effect.group_id)
 
         async def write() -> None:
-            if await self._append(partition, [record]) == E.NONE:
-                self.journal.apply(record)
+            if await self._append(partition, [record]) == E.NONE and partition in self._loaded:
+                self.journal.apply(record)  # (not when the partition was lost meanwhile)
 
         task = asyncio.get_running_loop().create_task(write())
         self._journal_writes.add(task)
@@ -753,14 +753,18 @@ class GroupCoordinator:
             return
         now = self.scheduler.now_ms()
         for group in list(self._groups.values()):
-            if group.members and self.partition_for(group.group_id) in self._loaded:
+            if group.members and self.partition_for(group.group_id) in self._loaded \
+                    and self.offsets.group_offset_count(group.group_id) <= HEALTH_SAMPLED_MAX_OFFSETS:
                 self._sample_health(group.group_id, self._health_offsets(group.group_id), now)
         self.start_health_sampling()
 
     def health_of_groups(self, limit: int = 10_000) -> list[GroupHealth]:
-        """Every served group's health (at most `limit` groups: the metrics' label budget)."""
+        """Every served group's health (at most `limit` groups: the metrics' label budget; groups with more
+        than HEALTH_SAMPLED_MAX_OFFSETS offsets only when asked one by one)."""
         out = []
         for group_id in list(self._groups)[:limit]:
+            if self.offsets.group_offset_count(group_id) > HEALTH_SAMPLED_MAX_OFFSETS:
+                continue
             try:
                 out.append(self.group_health(group_id))
             except GroupReportError:
@@ -1725,6 +1729,9 @@ class GroupCoordinator:
             self.runtime.unload(group, E.NOT_COORDINATOR)
 
 
+# Health is sampled in the background (and for /metrics) only for groups with at most this many offsets:
+# a sample walks them all on the event loop. Bigger groups are judged when asked (`describe --health`).
+HEALTH_SAMPLED_MAX_OFFSETS = 50_000
 _ADMIN_COMMIT_VERSION = 8  # what `reset_offsets` speaks: generation -1 and no member, as kafka-consumer-groups.sh
 
 # Records that only the log's history reads (never live state).
