@@ -531,6 +531,7 @@ class GroupCoordinator:
     def _drop_group(self, group: ClassicGroup) -> None:
         if self._groups.get(group.group_id) is group:
             del self._groups[group.group_id]
+            self.health.forget([group.group_id])
         if group.state is not GroupState.DEAD:
             self.runtime.delete(group)
 
@@ -588,6 +589,22 @@ class GroupCoordinator:
         """What the group had committed at `when_ms`, per partition it has had an offset for (None: it had
         none then): the plan of an undo (`reset-offsets --to-commit-at`)."""
         return offsets_at(await self.offset_history(group_id), when_ms)
+
+    async def reset_offsets(self, group_id: str, offsets: dict[tuple[str, int], int], ctx: RequestContext
+                            ) -> dict[tuple[str, int], int]:
+        """Commit `offsets` as an admin tool does (no member, generation -1): the console's undo, with the
+        same rules (the group must be inactive) and the same journal entry as a CLI reset by `ctx`'s principal.
+        Returns each partition's Kafka error code (0 = committed)."""
+        Topic = m.OffsetCommitRequest.OffsetCommitRequestTopic
+        by_topic: dict[str, list] = {}
+        for (topic, partition), offset in sorted(offsets.items()):
+            by_topic.setdefault(topic, []).append(Topic.OffsetCommitRequestPartition(
+                partition_index=partition, committed_offset=offset, committed_metadata=""))
+        request = m.OffsetCommitRequest(group_id=group_id, generation_id_or_member_epoch=-1, member_id="",
+                                        topics=[Topic(name=t, partitions=ps) for t, ps in by_topic.items()])
+        response = await self.offset_commit(request, _ADMIN_COMMIT_VERSION, ctx)
+        response = response.response if isinstance(response, EncodeInThread) else response
+        return {(t.name, p.partition_index): p.error_code for t in response.topics for p in t.partitions}
 
     def group_health(self, group_id: str) -> GroupHealth:
         """The group's health now (see `group_health`); raises `GroupReportError`."""
@@ -1282,6 +1299,13 @@ class GroupCoordinator:
                 records.append(GroupMetadataTombstone(group_id))
             if records:
                 by_partition.setdefault(partition, []).append((group_id, records))
+        for group_id in self.journal.groups():
+            # A gone group's journal goes too, once its last entry is as old as offsets would be.
+            entries = self.journal.entries(group_id)
+            partition = self.partition_for(group_id)
+            if (group_id not in self._groups and not self.offsets.has_offsets(group_id) and partition in self._loaded
+                    and (not entries or now - entries[-1].ended_ms >= retention_ms)):
+                by_partition.setdefault(partition, []).append((group_id, self.journal.tombstones(group_id)))
         total = 0
 
         async def write(partition: int, entries) -> int:
@@ -1293,6 +1317,8 @@ class GroupCoordinator:
                 for r in recs:
                     if type(r) is OffsetCommitTombstone:
                         self.offsets.delete(r.group, r.topic, r.partition)
+                    elif type(r) is GroupJournalTombstone:
+                        self.journal.forget([r.group])
                     elif type(r) is GroupMetadataTombstone:
                         group = self._groups.get(group_id)
                         if group is not None and group.state is GroupState.EMPTY \
@@ -1350,6 +1376,8 @@ class GroupCoordinator:
         for group in self._groups.values():
             self.runtime.unload(group, E.NOT_COORDINATOR)
 
+
+_ADMIN_COMMIT_VERSION = 8  # what `reset_offsets` speaks: generation -1 and no member, as kafka-consumer-groups.sh
 
 # Records that only the log's history reads (never live state).
 _HISTORY_ONLY = (GroupJournalTombstone, OffsetCommitSourceRecord, OffsetCommitSourceTombstone)

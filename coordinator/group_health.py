@@ -18,7 +18,7 @@ how long ago it last heartbeated (from its session deadline) and last committed.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 STATUSES = ("OK", "STALLED", "REWOUND", "STOPPED")  # index = the Prometheus gauge value
 _RANK = {s: i for i, s in enumerate(STATUSES)}
@@ -40,10 +40,6 @@ class PartitionHealth:
     last_moved_ms: int
     last_commit_ms: int
 
-    def to_json(self) -> dict:
-        return {"topic": self.topic, "partition": self.partition, "status": self.status, "offset": self.offset,
-                "last_moved_ms": self.last_moved_ms, "last_commit_ms": self.last_commit_ms}
-
 
 @dataclass(slots=True, frozen=True)
 class MemberHealth:
@@ -52,10 +48,6 @@ class MemberHealth:
     client_host: str
     heartbeat_age_ms: int | None  # None: unknown (no session running)
     commit_age_ms: int | None     # None: no commit seen from it since this node loaded the group
-
-    def to_json(self) -> dict:
-        return {"member_id": self.member_id, "client_id": self.client_id, "client_host": self.client_host,
-                "heartbeat_age_ms": self.heartbeat_age_ms, "commit_age_ms": self.commit_age_ms}
 
 
 @dataclass(slots=True, frozen=True)
@@ -68,9 +60,8 @@ class GroupHealth:
     members: tuple[MemberHealth, ...]
 
     def to_json(self) -> dict:
-        return {"group": self.group, "status": self.status, "evaluated_ms": self.evaluated_ms,
-                "stall_ms": self.stall_ms, "partitions": [p.to_json() for p in self.partitions],
-                "members": [m.to_json() for m in self.members]}
+        """The JSON shape GroupReport, the CLI and the console share (field names as declared here)."""
+        return asdict(self)
 
 
 class HealthMonitor:

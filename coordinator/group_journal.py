@@ -16,7 +16,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from cohort.coordinator.groups.effects import RebalanceJournaled
-from cohort.coordinator.records import GroupJournalRecord, JournalMemberRecord, PartitionMoveRecord
+from cohort.coordinator.records import (
+    GroupJournalRecord,
+    GroupJournalTombstone,
+    JournalMemberRecord,
+    PartitionMoveRecord,
+)
 from cohort.protocol.consumer_protocol import decode_assignment
 
 # Why a rebalance started (engines map their causes onto these words).
@@ -172,6 +177,11 @@ class GroupJournal:
         return GroupJournalRecord(
             group, slot, sequence, "admin", "classic", now_ms, now_ms, epoch, epoch, action, None, detail, state,
             principal, [JournalMemberRecord("", None, client_id, client_host, "admin")], [], 0)
+
+    def tombstones(self, group: str) -> list[GroupJournalTombstone]:
+        """Tombstones for every slot the group's journal may use (its records go at the next compaction)."""
+        used = min(self._next.get(group, 0), self.max_entries)
+        return [GroupJournalTombstone(group, slot) for slot in range(used)]
 
     # -- taking records in -----------------------------------------------------------------------
     def apply(self, record: GroupJournalRecord) -> None:

@@ -30,7 +30,7 @@ from cohort.coordinator.records import (
 class CommitEvent:
     """One commit (or deletion: `offset` None) of one partition, with who made it when known."""
 
-    time_ms: int           # when the log appended it
+    time_ms: int           # the commit's timestamp (the coordinator's clock); a deletion: when the log took it
     topic: str
     partition: int
     offset: int | None
@@ -73,16 +73,17 @@ def commit_events(group: str, records: Iterable[tuple[int, bytes, bytes | None]]
             continue
         if (topic is not None and rec.topic != topic) or (partition is not None and rec.partition != partition):
             continue
-        if since_ms is not None and time_ms < since_ms:
+        at = rec.commit_timestamp if kind is OffsetCommitRecord and rec.commit_timestamp >= 0 else time_ms
+        if since_ms is not None and at < since_ms:
             continue
         if kind is OffsetCommitTombstone:
-            events.append(CommitEvent(time_ms, rec.topic, rec.partition, None, "", None, None, None, None))
+            events.append(CommitEvent(at, rec.topic, rec.partition, None, "", None, None, None, None))
             continue
         # The source written in the same append as this commit: same batch time, same commit timestamp.
         by = source if source is not None and source_time == time_ms \
             and source.commit_timestamp == rec.commit_timestamp else None
         events.append(CommitEvent(
-            time_ms, rec.topic, rec.partition, rec.offset, rec.metadata,
+            at, rec.topic, rec.partition, rec.offset, rec.metadata,
             by.member_id if by else None, by.client_id if by else None, by.client_host if by else None,
             by.generation if by else None))
     return events

@@ -56,18 +56,20 @@ def _members_cell(entry: dict) -> str:
 
 async def rebalances(args, admin: Admin) -> int:
     entries = await admin.group_report(args.group, "rebalances", since_ms=parse_since(args.since))
+    return _show(args, entries, "no journal entries", REBALANCE_COLUMNS, lambda e: [
+        local_time(e["ended_ms"]), e["kind"], e["trigger"], f"{e['epoch_before']}->{e['epoch_after']}",
+        e["duration_ms"], _members_cell(e), e["moves_total"],
+        e["detail"] + (f" (principal {e['principal']})" if e.get("principal") else "")])
+
+
+def _show(args, items: list[dict], nothing: str, columns: list[str], row) -> int:
+    """JSON as the server sent it, or a table (one row per item), or one line saying there is nothing."""
     if args.output == "json":
-        print_json(entries)
-        return EXIT_OK
-    if not entries:
-        print(f"Consumer group '{args.group}' has no journal entries" + (" since then." if args.since else "."))
-        return EXIT_OK
-    rows = []
-    for e in entries:
-        detail = e["detail"] + (f" (principal {e['principal']})" if e.get("principal") else "")
-        rows.append([local_time(e["ended_ms"]), e["kind"], e["trigger"], f"{e['epoch_before']}->{e['epoch_after']}",
-                     e["duration_ms"], _members_cell(e), e["moves_total"], detail])
-    print_table(REBALANCE_COLUMNS, rows)
+        print_json(items)
+    elif not items:
+        print(f"Consumer group '{args.group}' has {nothing}" + (" since then." if args.since else "."))
+    else:
+        print_table(columns, [row(item) for item in items])
     return EXIT_OK
 
 
@@ -86,16 +88,9 @@ async def history(args, admin: Admin) -> int:
             raise ResetInputError(f"bad --topic {args.topic!r}: use TOPIC or TOPIC:P")
     events = await admin.group_report(args.group, "history", since_ms=parse_since(args.since), topic=topic,
                                       partition=partition)
-    if args.output == "json":
-        print_json(events)
-        return EXIT_OK
-    if not events:
-        print(f"Consumer group '{args.group}' has no commits in its history" + (" since then." if args.since else "."))
-        return EXIT_OK
-    print_table(HISTORY_COLUMNS, [
-        [local_time(e["time_ms"]), e["topic"], e["partition"], "deleted" if e["offset"] is None else e["offset"],
-         e["member_id"], e["client_id"], e["client_host"], e["generation"]] for e in events])
-    return EXIT_OK
+    return _show(args, events, "no commits in its history", HISTORY_COLUMNS, lambda e: [
+        local_time(e["time_ms"]), e["topic"], e["partition"], "deleted" if e["offset"] is None else e["offset"],
+        e["member_id"], e["client_id"], e["client_host"], e["generation"]])
 
 
 def _age(now_ms: int, ms: int | None) -> str:

@@ -16,14 +16,17 @@ from kafka.structs import OffsetAndMetadata
 pytestmark = pytest.mark.timeout(150)
 
 
-def kafka_python_adapter(bootstrap: str, topic: str) -> ClientAdapter:
+def kafka_python_adapter(bootstrap: str, topic: str, client_id: str | None = None, **config) -> ClientAdapter:
+    """`config` overrides KafkaConsumer settings; the client id defaults to kp-<group>."""
     def open_consumer(group_id: str) -> KafkaConsumer:
-        consumer = KafkaConsumer(
-            topic, bootstrap_servers=bootstrap, group_id=group_id, client_id=f"kp-{group_id}",
+        settings = dict(
+            bootstrap_servers=bootstrap, group_id=group_id, client_id=client_id or f"kp-{group_id}",
             enable_auto_commit=False, auto_offset_reset="earliest",
             session_timeout_ms=6000, heartbeat_interval_ms=300, fetch_max_wait_ms=100,
             request_timeout_ms=30000, retry_backoff_ms=50,
         )
+        settings.update(config)
+        consumer = KafkaConsumer(topic, **settings)
         # Know the topic's partitions before the first poll joins. Otherwise a leader may assign
         # from metadata without them, then rejoin only because they showed up (need_rejoin() is
         # True from its metadata snapshot alone). kafka-python 3.0.12 applies a join's result only

@@ -10,17 +10,16 @@ import textwrap
 import threading
 import time
 from datetime import datetime
-from pathlib import Path
 
 import pytest
 
 from clients_scenario import ClientAdapter, ConsumerThread, wait_for
 from cohort_process import CohortServer, run_cohort
+from test_clients_kafka_python import kafka_python_adapter
 
 import kafka  # the test command installs every real client: a missing one fails, never skips
 from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 from kafka.admin import NewPartitions, NewTopic
-from kafka.structs import OffsetAndMetadata
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -28,33 +27,8 @@ FAST = ("--group.min.session.timeout.ms", "1000")
 
 
 def adapter(bootstrap: str, topics: list[str], client_id: str, **config) -> ClientAdapter:
-    def open_consumer(group_id: str) -> KafkaConsumer:
-        settings = dict(bootstrap_servers=bootstrap, group_id=group_id, client_id=client_id,
-                        enable_auto_commit=False, auto_offset_reset="earliest", session_timeout_ms=6000,
-                        heartbeat_interval_ms=300, fetch_max_wait_ms=100, retry_backoff_ms=50)
-        settings.update(config)
-        consumer = KafkaConsumer(*topics, **settings)
-        deadline = time.monotonic() + 20  # know the partitions before the first join (see test_clients_kafka_python)
-        while any(not consumer.partitions_for_topic(t) for t in topics):
-            if time.monotonic() > deadline:
-                consumer.close()
-                raise AssertionError(f"kafka-python never saw partitions of {topics}")
-            time.sleep(0.1)
-        return consumer
-
-    def commit(c: KafkaConsumer, offsets) -> None:
-        c.commit({TopicPartition(t, p): OffsetAndMetadata(o, m, -1) for (t, p), (o, m) in offsets.items()})
-
-    def committed(c: KafkaConsumer, partitions):
-        out = {}
-        for t, p in partitions:
-            om = c.committed(TopicPartition(t, p), metadata=True)
-            out[(t, p)] = None if om is None else (om.offset, om.metadata)
-        return out
-
-    return ClientAdapter(name="kafka-python", open=open_consumer, poll=lambda c: c.poll(timeout_ms=500),
-                         assignment=lambda c: {(tp.topic, tp.partition) for tp in c.assignment()},
-                         commit=commit, committed=committed, close=lambda c: c.close())
+    (topic,) = topics
+    return kafka_python_adapter(bootstrap, topic, client_id, **config)
 
 
 # A consumer in its own process, so the test can freeze (SIGSTOP) or kill (SIGKILL) it: a real client that
@@ -371,3 +345,28 @@ def test_health_goes_ok_stalled_rewound_and_stopped_under_a_scripted_consumer(tm
         if consumer is not None:
             consumer.stop()
         server.stop()
+
+
+def test_group_report_is_served_but_never_advertised_and_the_cli_fails_in_one_line(server):
+    import asyncio
+
+    from cohort.client.connection import BrokerConnection
+    from cohort.protocol.messages import GroupReportRequest
+
+    async def probe():
+        conn = BrokerConnection("127.0.0.1", server.port)
+        try:
+            await conn.connect()
+            advertised = conn.supports(GroupReportRequest.API_KEY)
+            answer = await conn.request(GroupReportRequest(group_id="no-such-group", report="rebalances"), version=0)
+            return advertised, answer
+        finally:
+            await conn.close()
+
+    advertised, answer = asyncio.run(probe())
+    assert not advertised  # Kafka clients never learn of it
+    assert answer.error_code == 69  # GROUP_ID_NOT_FOUND
+    unknown = run_cohort("groups", "rebalances", "no-such-group", "--bootstrap-server", server.bootstrap)
+    assert unknown.returncode == 1 and len(unknown.stderr.strip().splitlines()) == 1, unknown.stderr
+    bad = run_cohort("groups", "history", "x", "--since", "yesterday-ish", "--bootstrap-server", server.bootstrap)
+    assert bad.returncode == 2 and bad.stderr.startswith("Error:") and "Traceback" not in bad.stderr, bad.stderr
