@@ -66,7 +66,7 @@ def test_each_nodes_console_shows_the_groups_of_the_whole_cluster(etcd, tmp_path
                 for node in nodes:  # what each node's ListGroups says, to tell the console from the server
                     direct = KafkaAdminClient(bootstrap_servers=node.bootstrap, request_timeout_ms=15000)
                     try:
-                        each_node[node.port] = sorted(g[0] for g in direct.list_consumer_groups(broker_ids=None))
+                        each_node[node.port] = sorted(g["group_id"] for g in direct.list_groups())
                     finally:
                         direct.close()
                 raise AssertionError(f"console {port} listed {last[port]}; the nodes list {each_node}") from None
