@@ -60,7 +60,7 @@ def test_each_nodes_console_shows_the_groups_of_the_whole_cluster(etcd, tmp_path
 
         for port in consoles:
             try:
-                wait_until(lambda: lists_every_group(port), 30, f"the console on {port} to list every group")
+                wait_until(lambda: lists_every_group(port), 60, f"the console on {port} to list every group")
             except AssertionError:
                 each_node = {}
                 for node in nodes:  # what each node's ListGroups says, to tell the console from the server
