@@ -647,14 +647,18 @@ class GroupCoordinator:
             return
         now = self.scheduler.now_ms()
         for group in list(self._groups.values()):
-            if group.members and self.partition_for(group.group_id) in self._loaded:
+            if group.members and self.partition_for(group.group_id) in self._loaded \
+                    and self.offsets.group_offset_count(group.group_id) <= HEALTH_SAMPLED_MAX_OFFSETS:
                 self._sample_health(group.group_id, self._health_offsets(group.group_id), now)
         self.start_health_sampling()
 
     def health_of_groups(self, limit: int = 10_000) -> list[GroupHealth]:
-        """Every served group's health (at most `limit` groups: the metrics' label budget)."""
+        """Every served group's health (at most `limit` groups: the metrics' label budget; groups with more
+        than HEALTH_SAMPLED_MAX_OFFSETS offsets only when asked one by one)."""
         out = []
         for group_id in list(self._groups)[:limit]:
+            if self.offsets.group_offset_count(group_id) > HEALTH_SAMPLED_MAX_OFFSETS:
+                continue
             try:
                 out.append(self.group_health(group_id))
             except GroupReportError:
@@ -1377,6 +1381,9 @@ class GroupCoordinator:
             self.runtime.unload(group, E.NOT_COORDINATOR)
 
 
+# Health is sampled in the background (and for /metrics) only for groups with at most this many offsets:
+# a sample walks them all on the event loop. Bigger groups are judged when asked (`describe --health`).
+HEALTH_SAMPLED_MAX_OFFSETS = 50_000
 _ADMIN_COMMIT_VERSION = 8  # what `reset_offsets` speaks: generation -1 and no member, as kafka-consumer-groups.sh
 
 # Records that only the log's history reads (never live state).
