@@ -52,9 +52,24 @@ def test_each_nodes_console_shows_the_groups_of_the_whole_cluster(etcd, tmp_path
         finally:
             admin.close()
         coordinators = set()
+        last: dict[int, list[str]] = {}
+
+        def lists_every_group(port: int) -> bool:
+            last[port] = [g["group_id"] for g in get(f"http://127.0.0.1:{port}/api/groups")["groups"]]
+            return last[port] == groups
+
         for port in consoles:
-            wait_until(lambda: [g["group_id"] for g in get(f"http://127.0.0.1:{port}/api/groups")["groups"]] == groups,
-                       30, f"the console on {port} lists every group")
+            try:
+                wait_until(lambda: lists_every_group(port), 60, f"the console on {port} to list every group")
+            except AssertionError:
+                each_node = {}
+                for node in nodes:  # what each node's ListGroups says, to tell the console from the server
+                    direct = KafkaAdminClient(bootstrap_servers=node.bootstrap, request_timeout_ms=15000)
+                    try:
+                        each_node[node.port] = sorted(g["group_id"] for g in direct.list_groups())
+                    finally:
+                        direct.close()
+                raise AssertionError(f"console {port} listed {last[port]}; the nodes list {each_node}") from None
         for i, group in enumerate(groups):
             detail = get(f"http://127.0.0.1:{consoles[1]}/api/groups/{group}")
             assert [o["offset"] for o in detail["offsets"]] == [i]

@@ -78,7 +78,9 @@ async function showGroups(seq) {
 }
 
 // ------------------------------------------------------------------ one group
-const when = (ms) => (ms === null || ms === undefined ? "–" : new Date(ms).toLocaleString(undefined, { hour12: false, fractionalSecondDigits: 3 }));
+const TIME_FORMAT = { year: "numeric", month: "2-digit", day: "2-digit", hour: "2-digit", minute: "2-digit",
+                      second: "2-digit", fractionalSecondDigits: 3, hour12: false };
+const when = (ms) => (ms === null || ms === undefined ? "–" : new Date(ms).toLocaleString(undefined, TIME_FORMAT));
 const ago = (ms) => (ms === null || ms === undefined ? "–" : `${(ms / 1000).toFixed(1)} s`);
 
 // A section that shows its own error (e.g. no offset history in cluster mode) without hiding the rest.

@@ -5,9 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import sync_playwright
+from playwright.sync_api import expect, sync_playwright
 
 CHROMIUM = "/usr/bin/chromium"
+# Assertions poll the page until they hold, bounded; the machine is shared, so the bound is generous.
+expect.set_options(timeout=20_000)
 
 
 @pytest.fixture

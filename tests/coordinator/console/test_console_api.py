@@ -8,6 +8,7 @@ import pytest
 from kafka import KafkaAdminClient, TopicPartition
 from kafka.structs import OffsetAndMetadata
 
+from bounded_wait import wait_until
 from cohort_process import clean_env, cohort_command, free_port
 from console_http import ConsoleServer, call, commit, create_topic, stable_consumers
 
@@ -173,10 +174,14 @@ def test_history_timeline_and_health_come_from_the_coordinators_journal(served):
     status, body, _ = served.api("/api/groups/auditors/history?partition=0")
     assert status == 400 and "topic" in body["message"]
 
-    status, body, _ = served.api("/api/groups/auditors/rebalances")
-    assert status == 200
-    triggers = [e["trigger"] for e in body["entries"]]
-    assert triggers[0] == "member_joined" and triggers[-1] == "member_left"
+    def journal_ending_with_the_leave():
+        status, body, _ = served.api("/api/groups/auditors/rebalances")
+        assert status == 200, body
+        return body if body["entries"] and body["entries"][-1]["trigger"] == "member_left" else None
+
+    # the leave's entry is journaled once the group's record for it is durable: poll, bounded
+    body = wait_until(journal_ending_with_the_leave, 15, "the leave in the journal")
+    assert body["entries"][0]["trigger"] == "member_joined"
     assert body["entries"][-1]["state_after"] == "Empty"
 
     status, body, _ = served.api("/api/groups/auditors/health")
