@@ -754,7 +754,9 @@ class GroupCoordinator:
         self.runtime.offset_committed(group, member_id)
         commit = _Commit(req, version, group_id, partition, created, self.scheduler.now_ms())
         building = self._build_commit(commit)
-        if _request_partitions(req.topics, "partitions") > _PARTITIONS_PER_SLICE:
+        topics = req.topics
+        if (len(topics[0].partitions) if len(topics) == 1 else _request_partitions(topics, "partitions")) \
+                > _PARTITIONS_PER_SLICE:
             return self._offset_commit_in_slices(commit, building)
         for _ in building:
             pass
