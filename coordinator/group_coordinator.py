@@ -447,13 +447,12 @@ class GroupCoordinator:
             await asyncio.wait([previous])
         try:
             slices = encode_group_metadata_in_slices(record, MEMBERS_ENCODED_ON_LOOP)
-            while True:
-                try:
+            try:
+                while True:
                     next(slices)
-                except StopIteration as done:
-                    encoded = done.value
-                    break
-                await asyncio.sleep(0)  # other connections are served between slices
+                    await asyncio.sleep(0)  # other connections are served between slices
+            except StopIteration as done:
+                encoded = done.value
         except (ValueError, TypeError) as exc:
             log.error("cannot encode records for offsets partition %d: %s", partition, exc)
             return E.UNKNOWN_SERVER_ERROR
