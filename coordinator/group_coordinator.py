@@ -510,13 +510,12 @@ class GroupCoordinator:
             await asyncio.wait([previous])
         try:
             slices = encode_group_metadata_in_slices(record, MEMBERS_ENCODED_ON_LOOP)
-            while True:
-                try:
+            try:
+                while True:
                     next(slices)
-                except StopIteration as done:
-                    encoded = done.value
-                    break
-                await asyncio.sleep(0)  # other connections are served between slices
+                    await asyncio.sleep(0)  # other connections are served between slices
+            except StopIteration as done:
+                encoded = done.value
         except (ValueError, TypeError) as exc:
             log.error("cannot encode records for offsets partition %d: %s", partition, exc)
             return E.UNKNOWN_SERVER_ERROR
@@ -1015,7 +1014,9 @@ class GroupCoordinator:
         commit = _Commit(req, version, group_id, partition, created, self.scheduler.now_ms(), member_id, generation,
                          ctx, managed)
         building = self._build_commit(commit)
-        if _request_partitions(req.topics, "partitions") > _PARTITIONS_PER_SLICE:
+        topics = req.topics
+        if (len(topics[0].partitions) if len(topics) == 1 else _request_partitions(topics, "partitions")) \
+                > _PARTITIONS_PER_SLICE:
             return self._offset_commit_in_slices(commit, building)
         for _ in building:
             pass

@@ -1231,17 +1231,15 @@ class ClassicGroup:
 
     def _propagate_assignment(self, error: int) -> None:
         ok = error == ErrorCode.NONE
+        protocol_type = self.protocol_type if ok else None
+        protocol_name = self.protocol_name if ok else None
         answers = []
         for m in self.members.values():
             request_id, m.sync_request = m.sync_request, None
             if request_id is None:
                 continue
-            answers.append((request_id, SyncResult(
-                error=error,
-                protocol_type=self.protocol_type if ok else None,
-                protocol_name=self.protocol_name if ok else None,
-                assignment=m.assignment,
-            )))
+            # (error, protocol_type, protocol_name, assignment: positional, for 10 000 members at once)
+            answers.append((request_id, SyncResult(error, protocol_type, protocol_name, m.assignment)))
             # A session may have lapsed while the member waited for the leader: restart it.
             self._schedule_session(m.member_id)
         if answers:
