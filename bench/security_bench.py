@@ -8,8 +8,9 @@ user made with `cohort users add --data-dir` before the start) -- and a certific
 connections x D in flight) through each listener in turn, the order rotating from round to round so
 drift on a shared machine does not favour one protocol. Connections are opened (TLS handshake, SASL
 exchange) before the measured window, so the numbers are steady-state cost per request. The report
-gives each protocol's median over the rounds and its ratio to PLAINTEXT; absolute numbers depend on
-what else the machine does, the ratios much less.
+gives each protocol's median over the rounds, the ratio of medians to PLAINTEXT and the median of the
+per-round ratios (each protocol against the PLAINTEXT run of the same round, which saw about the same
+machine load); on a shared machine use many short rounds and read the paired ratios.
 """
 from __future__ import annotations
 
@@ -99,12 +100,17 @@ async def measure(args) -> dict:
     finally:
         server.close()
     medians = {p: statistics.median(x["commits_per_s"] for x in rounds[p]) for p in PROTOCOLS}
+    # Paired: each round's ratio to that round's PLAINTEXT run, which saw about the same machine load.
+    paired = {p: statistics.median(x["commits_per_s"] / max(base["commits_per_s"], 1e-9)
+                                   for x, base in zip(rounds[p], rounds["PLAINTEXT"])) for p in PROTOCOLS}
     return {"params": {"rounds": args.rounds, "duration_s": args.duration, "warmup_s": 1.0, "groups": args.groups,
                        "connections": args.connections, "in_flight_per_connection": args.depth,
                        "offsets_commit_version": version,
                        "flush_policy": "always", "sasl_mechanism": "SCRAM-SHA-512"},
             "rounds": rounds, "median_commits_per_s": medians,
-            "ratio_to_plaintext": {p: round(medians[p] / medians["PLAINTEXT"], 3) for p in PROTOCOLS}}
+            "ratio_to_plaintext": {p: round(medians[p] / medians["PLAINTEXT"], 3) for p in PROTOCOLS},
+            "median_paired_ratio_to_plaintext": {p: round(paired[p], 3) for p in PROTOCOLS},
+            "loadavg_end": Path("/proc/loadavg").read_text().split()[:3]}
 
 
 def main(argv: list[str] | None = None) -> int:

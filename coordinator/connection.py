@@ -276,6 +276,7 @@ class ListenerSecurity:
     ssl_context: ssl.SSLContext | None = None
     mechanisms: tuple[str, ...] = ()
     credentials: Any = None  # what SASL checks logins against; None = the node's credential store
+    reauthenticates: bool = True  # sessions last connections.max.reauth.ms (False: the worker link's never end)
 
 
 PLAINTEXT_LISTENER = ListenerSecurity()
@@ -335,7 +336,7 @@ class Connection(asyncio.Protocol):
         if security.protocol.startswith("SASL"):
             credentials = server.security.credentials if security.credentials is None else security.credentials
             self.sasl = SaslAuthenticator(security.mechanisms, credentials,
-                                          server.config.connections_max_reauth_ms,
+                                          server.config.connections_max_reauth_ms if security.reauthenticates else 0,
                                           oauthbearer=server.oauthbearer)
             self.reader.max_frame_bytes = min(self.reader.max_frame_bytes, SASL_MAX_RECEIVE_BYTES)
 

@@ -148,7 +148,8 @@ class CoordinatorServer:
                 self.ports[endpoint.name] = listener.port
             link = self.peer_link
             if link is not None and link.listen_socket is not None:
-                security = ListenerSecurity(PEER_LISTENER, "SASL_PLAINTEXT", None, ("PLAIN",), credentials=link)
+                security = ListenerSecurity(PEER_LISTENER, "SASL_PLAINTEXT", None, ("PLAIN",), credentials=link,
+                                            reauthenticates=False)
                 listener = Listener("127.0.0.1", 0, lambda peer, security=security: Connection(self, peer, security),
                                     backlog=1024)
                 listener.adopt([link.listen_socket])

@@ -19,7 +19,9 @@ Kafka does:
   TOPIC_AUTHORIZATION_FAILED when named; auto-creation needs CLUSTER or topic CREATE;
   the authorized-operations fields carry the real bits;
 * CreateTopics: CLUSTER or topic CREATE; DeleteTopics: topic DELETE;
-  CreatePartitions: topic ALTER; ListOffsets: topic DESCRIBE; Fetch: topic READ;
+  CreatePartitions: topic ALTER; ListOffsets: topic DESCRIBE; Fetch: topic READ (CreateTopics,
+  CreatePartitions, ListOffsets and Fetch are rows of `TOPIC_RULES`: the operation, where the topics
+  are, how a refusal looks);
 * DescribeAcls, DescribeUserScramCredentials: CLUSTER DESCRIBE; CreateAcls,
   DeleteAcls, AlterUserScramCredentials: CLUSTER ALTER (CLUSTER_AUTHORIZATION_FAILED).
 
@@ -30,9 +32,11 @@ out of a listing are not (Kafka does not log those either).
 from __future__ import annotations
 
 import copy
+import functools
 import inspect
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from cohort.coordinator.group_coordinator import EncodeInThread, RequestContext
@@ -104,10 +108,10 @@ class RequestAuthorization:
     # ------------------------------------------------------------------ wiring
     def guard(self, api_key: int, handler: Callable) -> Callable:
         """The handler of `api_key` with its checks in front (the handler itself if the API has none)."""
-        check = self._GUARDS.get(api_key)
-        if check is None:
+        check, rule = self._GUARDS.get(api_key), TOPIC_RULES.get(api_key)
+        if check is None and rule is None:
             return handler
-        guarded = check.__get__(self)
+        guarded = check.__get__(self) if check is not None else functools.partial(self._per_topic, rule)
         handler = handler if inspect.iscoroutinefunction(handler) else _as_async(handler)
 
         async def run(request, version, ctx):
@@ -394,19 +398,6 @@ class RequestAuthorization:
             inner.cluster_authorized_operations = self.operations(ctx, CLUSTER, CLUSTER_NAME)
         return response
 
-    async def _create_topics(self, handler, request, version, ctx):
-        cluster_create = self._cluster(ctx, CREATE, audit_denial=False)
-        allowed, denied = (request.topics, []) if cluster_create else \
-            self._split_topics(ctx, CREATE, request.topics, lambda t: t.name)
-        if not denied:
-            return await handler(request, version, ctx)
-        narrowed = copy.copy(request)
-        narrowed.topics = allowed
-        response = _unwrap(await handler(narrowed, version, ctx)) if allowed else CreateTopicsResponse(topics=[])
-        response.topics = list(response.topics) + [CreateTopicsResponse.CreatableTopicResult(
-            name=t.name, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, error_message=_FAILED) for t in denied]
-        return response
-
     async def _delete_topics(self, handler, request, version, ctx):
         Result = DeleteTopicsResponse.DeletableTopicResult
         narrowed = copy.copy(request)
@@ -436,48 +427,23 @@ class RequestAuthorization:
         response.responses = list(response.responses) + refused
         return response
 
-    async def _create_partitions(self, handler, request, version, ctx):
-        allowed, denied = self._split_topics(ctx, ALTER, request.topics, lambda t: t.name)
+    async def _per_topic(self, rule: "TopicRule", handler, request, version, ctx):
+        """Kafka's per-topic check: topics the principal may not act on answer TOPIC_AUTHORIZATION_FAILED
+        in the response, the handler gets the others (or is not called, when the rule says so)."""
+        topics = getattr(request, rule.request_field)
+        if rule.cluster_operation is not None and self._cluster(ctx, rule.cluster_operation, audit_denial=False):
+            return await handler(request, version, ctx)
+        allowed, denied = self._split_topics(ctx, rule.operation, topics, lambda t: rule.name_of(self, t, version))
         if not denied:
             return await handler(request, version, ctx)
         narrowed = copy.copy(request)
-        narrowed.topics = allowed
-        response = _unwrap(await handler(narrowed, version, ctx)) if allowed else CreatePartitionsResponse(results=[])
-        response.results = list(response.results) + [CreatePartitionsResponse.CreatePartitionsTopicResult(
-            name=t.name, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, error_message=_FAILED) for t in denied]
-        return response
-
-    async def _list_offsets(self, handler, request, version, ctx):
-        allowed, denied = self._split_topics(ctx, DESCRIBE, request.topics, lambda t: t.name)
-        if not denied:
-            return await handler(request, version, ctx)
-        Topic = ListOffsetsResponse.ListOffsetsTopicResponse
-        narrowed = copy.copy(request)
-        narrowed.topics = allowed
-        response = _unwrap(await handler(narrowed, version, ctx))
-        response.topics = list(response.topics) + [Topic(name=t.name, partitions=[
-            Topic.ListOffsetsPartitionResponse(partition_index=p.partition_index,
-                                               error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
-                                               old_style_offsets=[]) for p in t.partitions]) for t in denied]
-        return response
-
-    async def _fetch(self, handler, request, version, ctx):
-        def name_of(t):
-            return t.topic if version < 13 else self._topic_name_by_id(t.topic_id)
-
-        allowed, denied = self._split_topics(ctx, READ, request.topics, name_of)
-        if not denied:
-            return await handler(request, version, ctx)
-        Topic = FetchResponse.FetchableTopicResponse
-        narrowed = copy.copy(request)
-        narrowed.topics = allowed
-        response = _unwrap(await handler(narrowed, version, ctx))
-        response.responses = list(response.responses) + [Topic(
-            topic=t.topic if version < 13 else "", topic_id=t.topic_id if version >= 13 else Topic().topic_id,
-            partitions=[Topic.PartitionData(partition_index=p.partition, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
-                                            high_watermark=-1, last_stable_offset=-1, log_start_offset=-1,
-                                            aborted_transactions=None, records=b"")
-                        for p in t.partitions]) for t in denied]
+        setattr(narrowed, rule.request_field, allowed)
+        if allowed or rule.empty_response is None:
+            response = _unwrap(await handler(narrowed, version, ctx))
+        else:
+            response = rule.empty_response()
+        entries = list(getattr(response, rule.response_field)) + [rule.refused(t, version) for t in denied]
+        setattr(response, rule.response_field, entries)
         return response
 
     # ------------------------------------------------------------------ security admin
@@ -530,17 +496,58 @@ class RequestAuthorization:
         DeleteGroupsRequest.API_KEY: _delete_groups,
         FindCoordinatorRequest.API_KEY: _find_coordinator,
         MetadataRequest.API_KEY: _metadata,
-        CreateTopicsRequest.API_KEY: _create_topics,
         DeleteTopicsRequest.API_KEY: _delete_topics,
-        CreatePartitionsRequest.API_KEY: _create_partitions,
-        ListOffsetsRequest.API_KEY: _list_offsets,
-        FetchRequest.API_KEY: _fetch,
         DescribeAclsRequest.API_KEY: _describe_acls,
         CreateAclsRequest.API_KEY: _create_acls,
         DeleteAclsRequest.API_KEY: _delete_acls,
         DescribeUserScramCredentialsRequest.API_KEY: _describe_scram,
         AlterUserScramCredentialsRequest.API_KEY: _alter_scram,
     }
+
+
+@dataclass(frozen=True, slots=True)
+class TopicRule:
+    """One API's per-topic authorization: which operation, where the topics are, how a refusal looks."""
+
+    operation: AclOperation
+    request_field: str
+    response_field: str
+    refused: Callable[[Any, int], Any]  # (request topic, version) -> its TOPIC_AUTHORIZATION_FAILED entry
+    name_of: Callable[[RequestAuthorization, Any, int], str | None] = lambda auth, t, version: t.name
+    empty_response: Callable[[], Any] | None = None  # answer without calling the handler when nothing is allowed
+    cluster_operation: AclOperation | None = None  # allowed on the CLUSTER: every topic is
+
+
+_ListOffsetsTopic = ListOffsetsResponse.ListOffsetsTopicResponse
+_FetchTopic = FetchResponse.FetchableTopicResponse
+
+TOPIC_RULES: dict[int, TopicRule] = {
+    CreateTopicsRequest.API_KEY: TopicRule(
+        CREATE, "topics", "topics", cluster_operation=CREATE,
+        empty_response=lambda: CreateTopicsResponse(topics=[]),
+        refused=lambda t, v: CreateTopicsResponse.CreatableTopicResult(
+            name=t.name, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, error_message=_FAILED)),
+    CreatePartitionsRequest.API_KEY: TopicRule(
+        ALTER, "topics", "results", empty_response=lambda: CreatePartitionsResponse(results=[]),
+        refused=lambda t, v: CreatePartitionsResponse.CreatePartitionsTopicResult(
+            name=t.name, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, error_message=_FAILED)),
+    ListOffsetsRequest.API_KEY: TopicRule(
+        DESCRIBE, "topics", "topics",
+        refused=lambda t, v: _ListOffsetsTopic(name=t.name, partitions=[
+            _ListOffsetsTopic.ListOffsetsPartitionResponse(partition_index=p.partition_index,
+                                                           error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                                           old_style_offsets=[]) for p in t.partitions])),
+    FetchRequest.API_KEY: TopicRule(
+        READ, "topics", "responses",
+        name_of=lambda auth, t, version: t.topic if version < 13 else auth._topic_name_by_id(t.topic_id),
+        refused=lambda t, v: _FetchTopic(
+            topic=t.topic if v < 13 else "", topic_id=t.topic_id if v >= 13 else _FetchTopic().topic_id,
+            partitions=[_FetchTopic.PartitionData(partition_index=p.partition,
+                                                  error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                                  high_watermark=-1, last_stable_offset=-1, log_start_offset=-1,
+                                                  aborted_transactions=None, records=b"")
+                        for p in t.partitions])),
+}
 
 
 def _unwrap(response):

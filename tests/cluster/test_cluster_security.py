@@ -21,11 +21,9 @@ from cohort_process import CohortServer, run_cohort
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "coordinator" / "security"))
 from tls_ca import make_ca  # noqa: E402
 from test_secured_clients import (  # noqa: E402  (the single-node suite's scenarios, run on three nodes)
-    ADMIN, ALICE, add_user, confluent_group_round, create_topic, kafka_python_group_round,
+    ADMIN, ALICE, add_user, admin_properties, assert_group_refused, cohort_ok, confluent_group_round, create_topic,
+    kafka_python_group_round,
 )
-
-import kafka  # noqa: E402
-from kafka import KafkaConsumer  # noqa: E402
 
 pytestmark = pytest.mark.timeout(300)
 TTL_MS = 2000
@@ -67,18 +65,6 @@ def ck(node: CohortServer, ca, user: str, password: str) -> dict:
             "sasl.username": user, "sasl.password": password, "ssl.ca.location": str(ca.ca)}
 
 
-def admin_config(tmp_path, ca) -> Path:
-    config = tmp_path / "admin.properties"
-    config.write_text("security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\n"
-                      f"sasl.username={ADMIN[0]}\nsasl.password={ADMIN[1]}\nssl.truststore.location={ca.ca}\n")
-    return config
-
-
-def cohort_ok(*args: str) -> None:
-    result = run_cohort(*args)
-    assert result.returncode == 0, result.stderr
-
-
 def logged(node: CohortServer, message: str) -> bool:
     deadline = time.monotonic() + 10
     while message not in node.stderr():
@@ -88,20 +74,9 @@ def logged(node: CohortServer, message: str) -> bool:
     return True
 
 
-def refused_group(security: dict, topic: str, group: str) -> None:
-    consumer = KafkaConsumer(topic, group_id=group, enable_auto_commit=False, **security)
-    try:
-        with pytest.raises(kafka.errors.GroupAuthorizationFailedError):
-            deadline = time.monotonic() + 20
-            while time.monotonic() < deadline:
-                consumer.poll(timeout_ms=300)
-    finally:
-        consumer.close()
-
-
 def test_a_user_and_an_acl_added_through_one_node_are_in_force_on_the_others(secured_nodes, ca, tmp_path):
     one, two, three = secured_nodes
-    config = admin_config(tmp_path, ca)
+    config = admin_properties(tmp_path, ca)
     secret = tmp_path / "dave.password"
     secret.write_text("dave-secret\n")
     cohort_ok("users", "add", "dave", "--mechanism", "SCRAM-SHA-512", "--password-file", str(secret),
@@ -112,7 +87,7 @@ def test_a_user_and_an_acl_added_through_one_node_are_in_force_on_the_others(sec
     cohort_ok("acls", "add", "--allow-principal", "User:dave", "--operation", "Read", "--topic", topic,
               "--bootstrap-server", one.bootstrap, "--command-config", str(config))
     # dave authenticates on node 3 (his credential came through node 1) but has no ACL on the group yet
-    refused_group(kp(three, ca, "dave", "dave-secret"), topic, group)
+    assert_group_refused(kp(three, ca, "dave", "dave-secret"), topic, group)
     cohort_ok("acls", "add", "--allow-principal", "User:dave", "--operation", "Read", "--group", group,
               "--bootstrap-server", one.bootstrap, "--command-config", str(config))
     assert logged(one, f"name={group}")
@@ -120,11 +95,11 @@ def test_a_user_and_an_acl_added_through_one_node_are_in_force_on_the_others(sec
     # removed through node 2: refused again on node 3
     cohort_ok("acls", "remove", "--allow-principal", "User:dave", "--operation", "Read", "--group", group,
               "--bootstrap-server", two.bootstrap, "--command-config", str(config))
-    refused_group(kp(three, ca, "dave", "dave-secret"), topic, f"{group}")
+    assert_group_refused(kp(three, ca, "dave", "dave-secret"), topic, group)
 
 
 def test_kafka_python_and_confluent_kafka_groups_over_sasl_ssl_on_every_node(secured_nodes, ca, tmp_path):
-    config = admin_config(tmp_path, ca)
+    config = admin_properties(tmp_path, ca)
     topic = f"t-{uuid.uuid4().hex[:8]}"
     create_topic(kp(secured_nodes[0], ca, *ADMIN), topic)
     cohort_ok("acls", "add", "--allow-principal", "User:alice", "--operation", "Read", "--topic", topic,

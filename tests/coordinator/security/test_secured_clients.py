@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -121,6 +122,31 @@ def confluent_group_round(security: dict, topic: str, group: str) -> None:
         consumer.close()
 
 
+def admin_properties(tmp_path, ca) -> Path:
+    """A client properties file (for `--command-config`) logging in as the super user over SASL_SSL."""
+    config = tmp_path / "admin.properties"
+    config.write_text("security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\n"
+                      f"sasl.username={ADMIN[0]}\nsasl.password={ADMIN[1]}\nssl.truststore.location={ca.ca}\n")
+    return config
+
+
+def cohort_ok(*args: str) -> None:
+    result = run_cohort(*args)
+    assert result.returncode == 0, result.stderr
+
+
+def assert_group_refused(security: dict, topic: str, group: str) -> None:
+    """A kafka-python consumer of `group` gets GroupAuthorizationFailedError (within 20 s of polling)."""
+    consumer = KafkaConsumer(topic, group_id=group, enable_auto_commit=False, **security)
+    try:
+        with pytest.raises(kafka.errors.GroupAuthorizationFailedError):
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline:
+                consumer.poll(timeout_ms=300)
+    finally:
+        consumer.close()
+
+
 CASES = [("SASL_PLAINTEXT", "PLAIN"), ("SASL_SSL", "SCRAM-SHA-512"), ("SASL_SSL", "PLAIN")]
 
 
@@ -191,14 +217,7 @@ def test_a_principal_without_acls_gets_group_authorization_failed_until_granted(
         # bob may read the topic, but has no ACL on the group
         admin.create_acls([ACL("User:bob", "*", ACLOperation.READ, ACLPermissionType.ALLOW,
                                ResourcePattern(ResourceType.TOPIC, topic, ACLResourcePatternType.LITERAL))])
-        consumer = KafkaConsumer(topic, group_id=group, enable_auto_commit=False, **bob)
-        try:
-            with pytest.raises(kafka.errors.GroupAuthorizationFailedError):
-                deadline = time.monotonic() + 20
-                while time.monotonic() < deadline:
-                    consumer.poll(timeout_ms=300)
-        finally:
-            consumer.close()
+        assert_group_refused(bob, topic, group)
 
         errors = []
         ck = confluent_kafka.Consumer({**ck_security(node, ca, "SASL_SSL", "SCRAM-SHA-512", *BOB),

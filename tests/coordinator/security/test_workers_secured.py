@@ -6,7 +6,8 @@ the groups used live on worker 1, so their coordinator is not the worker that ke
 """
 from __future__ import annotations
 
-import time
+import os
+import signal
 import uuid
 
 import pytest
@@ -16,12 +17,12 @@ from cohort_process import run_cohort
 from tls_ca import make_ca
 from workers_harness import WorkersServer, group_on_worker
 
-import kafka
-from kafka import KafkaAdminClient, KafkaConsumer
+from kafka import KafkaAdminClient
 from kafka.admin import ACL, ACLOperation, ACLPermissionType, ACLResourcePatternType, ResourcePattern, ResourceType
 
 from test_secured_clients import (  # the single-node suite's scenarios, run here against two workers
-    ADMIN, ALICE, add_user, confluent_group_round, create_topic, kafka_python_group_round,
+    ADMIN, ALICE, add_user, admin_properties, assert_group_refused, cohort_ok, confluent_group_round, create_topic,
+    kafka_python_group_round,
 )
 
 pytestmark = pytest.mark.timeout(240)
@@ -66,16 +67,10 @@ def ck(server: WorkersServer, worker: int, ca, user: str, password: str) -> dict
             "ssl.ca.location": str(ca.ca)}
 
 
-def grant(admin_security: dict, principal: str, topic: str, group: str) -> None:
-    admin = KafkaAdminClient(**admin_security, request_timeout_ms=10000)
-    try:
-        admin.create_acls([
-            ACL(principal, "*", ACLOperation.READ, ACLPermissionType.ALLOW,
-                ResourcePattern(ResourceType.TOPIC, topic, ACLResourcePatternType.LITERAL)),
-            ACL(principal, "*", ACLOperation.READ, ACLPermissionType.ALLOW,
-                ResourcePattern(ResourceType.GROUP, group, ACLResourcePatternType.LITERAL))])
-    finally:
-        admin.close()
+def grant(server: WorkersServer, worker: int, config, principal: str, topic: str, group: str) -> None:
+    """READ on the topic and the group, added with `cohort acls add` through worker `worker`."""
+    cohort_ok("acls", "add", "--allow-principal", principal, "--operation", "Read", "--topic", topic, "--group", group,
+              "--bootstrap-server", server.bootstrap_of(worker), "--command-config", str(config))
 
 
 def audited_on(server: WorkersServer, message: str, worker: int) -> bool:
@@ -84,14 +79,15 @@ def audited_on(server: WorkersServer, message: str, worker: int) -> bool:
                                   for line in server.stderr().splitlines()), 10, f"{message!r} from worker {worker}")
 
 
-def test_clients_run_groups_on_worker_1_over_sasl_ssl_with_acls_created_through_worker_1(workers, ca):
+def test_clients_run_groups_on_worker_1_over_sasl_ssl_with_acls_created_through_worker_1(workers, ca, tmp_path):
     server = workers()
     topic = f"t-{uuid.uuid4().hex[:8]}"
     kp_group, ck_group = group_on_worker("kp", 1, 2), group_on_worker("ck", 1, 2)
     create_topic(kp(server, 1, ca, *ADMIN), topic)  # via worker 1: Metadata forwarded over the worker link
     # the ACLs are created through worker 1, which has worker 0 (partition 0's owner) persist them
-    grant(kp(server, 1, ca, *ADMIN), "User:alice", topic, kp_group)
-    grant(kp(server, 1, ca, *ADMIN), "User:alice", topic, ck_group)
+    config = admin_properties(tmp_path, ca)
+    grant(server, 1, config, "User:alice", topic, kp_group)
+    grant(server, 1, config, "User:alice", topic, ck_group)
     assert audited_on(server, "ACL added", worker=1)
     kafka_python_group_round(kp(server, 1, ca, *ALICE), topic, kp_group)
     confluent_group_round(ck(server, 0, ca, *ALICE), topic, ck_group)
@@ -109,21 +105,12 @@ def test_a_group_without_an_acl_is_refused_on_every_worker(workers, ca):
     finally:
         admin.close()
     for worker in (0, 1):
-        consumer = KafkaConsumer(topic, group_id=group, enable_auto_commit=False, **kp(server, worker, ca, *ALICE))
-        try:
-            with pytest.raises(kafka.errors.GroupAuthorizationFailedError):
-                deadline = time.monotonic() + 20
-                while time.monotonic() < deadline:
-                    consumer.poll(timeout_ms=300)
-        finally:
-            consumer.close()
+        assert_group_refused(kp(server, worker, ca, *ALICE), topic, group)
 
 
 def test_a_user_added_through_worker_1_authenticates_on_worker_0_and_after_a_restart(workers, ca, tmp_path):
     server = workers()
-    config = tmp_path / "admin.properties"
-    config.write_text("security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\n"
-                      f"sasl.username={ADMIN[0]}\nsasl.password={ADMIN[1]}\nssl.truststore.location={ca.ca}\n")
+    config = admin_properties(tmp_path, ca)
     secret = tmp_path / "dave.password"
     secret.write_text("dave-secret\n")
     result = run_cohort("users", "add", "dave", "--mechanism", "SCRAM-SHA-512", "--password-file", str(secret),
@@ -133,8 +120,28 @@ def test_a_user_added_through_worker_1_authenticates_on_worker_0_and_after_a_res
     topic = f"t-{uuid.uuid4().hex[:8]}"
     create_topic(kp(server, 0, ca, *ADMIN), topic)
     group = group_on_worker("dave", 1, 2)
-    grant(kp(server, 0, ca, *ADMIN), "User:dave", topic, group)
+    grant(server, 0, config, "User:dave", topic, group)
     kafka_python_group_round(kp(server, 0, ca, "dave", "dave-secret"), topic, group)
     server.stop()
     restarted = workers()
     kafka_python_group_round(kp(restarted, 1, ca, "dave", "dave-secret"), topic, group)
+
+
+def test_after_worker_0_is_killed_and_restarted_changes_through_worker_1_still_reach_every_worker(
+        workers, ca, tmp_path):
+    from test_workers_failover import worker_pids  # tests/coordinator: how the failover suite finds workers
+
+    server = workers()
+    os.kill(worker_pids(server.process.pid)[0], signal.SIGKILL)
+    wait_until(lambda: "restarting" in server.health()[1], 10, "the supervisor to notice worker 0 died")
+    wait_until(lambda: server.health()[0] == 200, 60, "worker 0 back")
+    config = admin_properties(tmp_path, ca)
+    secret = tmp_path / "erin.password"
+    secret.write_text("erin-secret\n")
+    result = run_cohort("users", "add", "erin", "--mechanism", "SCRAM-SHA-512", "--password-file", str(secret),
+                        "--bootstrap-server", server.bootstrap_of(1), "--command-config", str(config))
+    assert result.returncode == 0, result.stderr
+    topic, group = f"t-{uuid.uuid4().hex[:8]}", group_on_worker("erin", 1, 2)
+    create_topic(kp(server, 1, ca, *ADMIN), topic)
+    grant(server, 1, config, "User:erin", topic, group)
+    kafka_python_group_round(kp(server, 0, ca, "erin", "erin-secret"), topic, group)
