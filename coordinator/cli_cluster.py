@@ -1,10 +1,11 @@
 """``cohort cluster status | import``: look at a cluster in etcd, and move a single node's log into it.
 
 `status` reads etcd only: the nodes with their lease time left, and per offsets partition its owner,
-ownership epoch, load state (as the owner publishes it) and how many groups and committed offsets it holds. `import` copies the live records
-of a stopped single node's data dir into etcd, each key only if the cluster does not have it yet, so
-it is idempotent and never overwrites what the cluster wrote since; it is a dry run unless
-``--execute``. One line on stderr and a non-zero exit for every failure: 1 refused, 2 could not run.
+ownership epoch, load state (as the owner publishes it) and how many groups and committed offsets it
+holds. `import` copies the live records of a stopped single node's data dir into etcd, each key only
+if the cluster does not have it yet, so it is idempotent and never overwrites what the cluster wrote
+since; it is a dry run unless ``--execute``. One line on stderr and a non-zero exit for every
+failure: 1 refused, 2 could not run.
 """
 from __future__ import annotations
 

@@ -325,7 +325,8 @@ class EtcdOwnership:
             await self.store.release(partition)
         self._forget(partition)
         try:
-            await self.etcd.txn([compare_create_revision(key, epoch)], [op_delete(key), op_delete(keys.load_key(partition))])
+            await self.etcd.txn([compare_create_revision(key, epoch)],
+                                [op_delete(key), op_delete(keys.load_key(partition))])
         except EtcdUnavailable:
             return  # the key stays ours: the next reconcile adopts it and tries again
         self._drop_entry(partition, epoch)

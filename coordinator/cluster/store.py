@@ -59,7 +59,7 @@ class StoreStats:
     etcd_errors: int = 0
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)  # by identity: a partition loaded again gets a new one
 class _Partition:
     epoch: int
     queue: list[tuple[Sequence[Record], asyncio.Future]] = field(default_factory=list)
@@ -94,7 +94,8 @@ class EtcdStore:
         self.on_loaded = lambda partition, epoch: None  # set by the ownership: publish the load state
         self.max_in_flight = max_in_flight  # transactions in flight at once (each over other partitions)
         self._partitions: dict[int, _Partition] = {}
-        self._waiting: dict[int, None] = {}  # partitions with queued records, oldest first
+        self._waiting: dict[_Partition, int] = {}  # partitions with queued records (-> number), oldest first
+        self._writing: set[int] = set()  # partitions with a transaction in flight
         self._in_flight = 0
         self._writers: set[asyncio.Task] = set()
 
@@ -159,7 +160,7 @@ class EtcdStore:
         else:
             state.queue.append((records, done))
             state.settled.clear()
-            self._waiting[partition] = None
+            self._waiting[state] = partition
             self._start_rounds()
         return done
 
@@ -191,12 +192,11 @@ class EtcdStore:
         (a partition whose round alone is over the limits goes alone and is split)."""
         rounds: list[_Round] = []
         ops = size = 0
-        for partition in list(self._waiting):
-            state = self._partitions.get(partition)
-            if state is None or not state.queue:
-                del self._waiting[partition]
+        for state, partition in list(self._waiting.items()):
+            if not state.queue:
+                del self._waiting[state]
                 continue
-            if state.writing:
+            if partition in self._writing:
                 continue  # one transaction per partition at a time keeps its writes in order
             latest: dict[bytes, bytes | None] = {}
             for records, _ in state.queue:
@@ -206,9 +206,10 @@ class EtcdStore:
             if rounds and (ops + len(latest) > self.max_txn_ops or len(rounds) >= self.max_txn_ops
                            or size + round_bytes > self.max_txn_bytes):
                 break
-            del self._waiting[partition]
+            del self._waiting[state]
             rounds.append(_Round(partition, state, latest, [done for _, done in state.queue]))
             state.queue, state.writing = [], True
+            self._writing.add(partition)
             ops, size = ops + len(latest), size + round_bytes
             if ops >= self.max_txn_ops:
                 break
@@ -243,6 +244,7 @@ class EtcdStore:
 
     def _finish(self, r: _Round, outcome: BaseException | None, *, fenced: bool = True) -> None:
         r.state.writing = False
+        self._writing.discard(r.partition)
         for done in r.waiters:
             if not done.done():
                 if outcome is None:

@@ -97,6 +97,20 @@ async def test_rounds_of_several_partitions_share_a_transaction_and_a_moved_part
     assert await load_all(EtcdStore(client), 21, moved_epoch) == dict([commit("shared", 21, 1)])
 
 
+async def test_appends_queued_before_the_partition_is_loaded_again_still_finish(client):
+    epoch, _ = await claim(client, 11, node_id=1)
+    store = EtcdStore(client, max_in_flight=1)
+    await load_all(store, 11, epoch)
+    first = asyncio.ensure_future(store.append(11, [commit("again", 0, 1)]))
+    await asyncio.sleep(0)  # its transaction is in flight
+    second = asyncio.ensure_future(store.append(11, [commit("again", 1, 2)]))
+    await asyncio.sleep(0)  # queued behind it
+    # The partition is lost and adopted again meanwhile: the store loads it once more.
+    await load_all(store, 11, epoch)
+    await asyncio.wait_for(asyncio.gather(first, second), 10)
+    assert await load_all(EtcdStore(client), 11, epoch) == dict([commit("again", 0, 1), commit("again", 1, 2)])
+
+
 async def test_a_round_over_128_operations_is_split_into_several_transactions(client):
     epoch, _ = await claim(client, 1, node_id=1)
     store = EtcdStore(client)
