@@ -11,7 +11,9 @@ request order, as Kafka clients require. An async handler runs in its own
 asyncio task, started eagerly (`start_eager_task`: the first step runs inline,
 so most requests are answered in the turn that read them, and
 ``asyncio.timeout``, ``wait_for`` and ``current_task`` work in handlers); the
-task answers in the step the handler returns in. The answers made while
+task answers in the step the handler returns in. A handler that only waits for
+one future (OffsetCommit, for its append) hands back an `AnswerWhenDone`
+instead: the answer is made in that future's done-callback, with no task. The answers made while
 processing one read leave in one write at its end; a later answer leaves at
 once when nothing before it is outstanding, else with the others of its loop
 turn. No request has to come first: some clients send

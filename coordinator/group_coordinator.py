@@ -886,8 +886,8 @@ class GroupCoordinator:
             leader=r.leader,
             skip_assignment=r.skip_assignment,
             member_id=r.member_id,
-            members=[m.JoinGroupResponse.JoinGroupResponseMember(
-                member_id=mid, group_instance_id=iid, metadata=meta) for mid, iid, meta in r.members],
+            # (member_id, group_instance_id, metadata: positional, the leader's list may hold 10 000)
+            members=[_JoinAnswerMember(mid, iid, meta) for mid, iid, meta in r.members],
         )
 
     # =========================================================================================
@@ -1744,6 +1744,7 @@ def _metadata_too_large(metadata: str, max_bytes: int) -> bool:
     return len(metadata) * 2 > max_bytes and java_string_length(metadata) > max_bytes
 
 
+_JoinAnswerMember = m.JoinGroupResponse.JoinGroupResponseMember
 _CommitResponse = m.OffsetCommitResponse
 _CommitTopicAnswer = _CommitResponse.OffsetCommitResponseTopic
 _CommitAnswer = _CommitTopicAnswer.OffsetCommitResponsePartition
