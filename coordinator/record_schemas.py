@@ -125,6 +125,7 @@ ConsumerGroupMemberMetadataValue = message("ConsumerGroupMemberMetadataValue", N
     F("server_assignor", STRING, nullable="0+", default=None),
     # set for a member speaking the classic protocol inside a consumer group (online migration)
     F("classic_member_metadata", SchemaStruct("ClassicMemberMetadata", [
+        F("session_timeout_ms", INT32),
         F("supported_protocols", Array(SchemaStruct("ClassicProtocol", [
             F("name", STRING),
             F("metadata", BYTES),

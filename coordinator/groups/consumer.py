@@ -38,6 +38,7 @@ import enum
 import hashlib
 import logging
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
@@ -60,7 +61,18 @@ from cohort.coordinator.groups.effects import (
     TimerFired,
     Unloaded,
 )
+from cohort.coordinator.groups.classic import (
+    CONSUMER_PROTOCOL_TYPE,
+    Heartbeat,
+    JoinGroup,
+    JoinResult,
+    LeaveGroup,
+    SyncGroup,
+    SyncResult,
+)
 from cohort.coordinator.records import (
+    ClassicMemberMetadata,
+    ClassicProtocolRecord,
     ConsumerGroupCurrentMemberAssignmentRecord,
     ConsumerGroupCurrentMemberAssignmentTombstone,
     ConsumerGroupMemberMetadataRecord,
@@ -72,9 +84,13 @@ from cohort.coordinator.records import (
     ConsumerGroupTargetAssignmentMetadataRecord,
     ConsumerGroupTargetAssignmentMetadataTombstone,
     CurrentTopicPartitions,
+    GroupMemberRecord,
+    GroupMetadataRecord,
+    GroupMetadataTombstone,
     TargetTopicPartitions,
 )
-from cohort.protocol.errors import ErrorCode
+from cohort.protocol.consumer_protocol import ConsumerProtocolAssignment, decode_subscription, encode_assignment
+from cohort.protocol.errors import ErrorCode, ProtocolError
 
 log = logging.getLogger("cohort.group")
 
@@ -95,6 +111,23 @@ MAX_SIZE = 2**31 - 1
 # interval, so a join storm costs one assignor run per interval, not one per joining member. Kafka's
 # default is 1000; 0 recomputes at every epoch bump (Kafka before 4.3).
 ASSIGNMENT_INTERVAL_MS = 1_000
+
+
+class MigrationPolicy(enum.Enum):
+    """group.consumer.migration.policy: which online conversions between classic and consumer groups run."""
+
+    BIDIRECTIONAL = "bidirectional"
+    UPGRADE = "upgrade"
+    DOWNGRADE = "downgrade"
+    DISABLED = "disabled"
+
+    @property
+    def upgrades(self) -> bool:
+        return self in (MigrationPolicy.BIDIRECTIONAL, MigrationPolicy.UPGRADE)
+
+    @property
+    def downgrades(self) -> bool:
+        return self in (MigrationPolicy.BIDIRECTIONAL, MigrationPolicy.DOWNGRADE)
 
 
 class ConsumerGroupState(enum.Enum):
@@ -118,6 +151,7 @@ class Step(enum.Enum):
     MEMBER_RECONCILED = "member reconciled"          # a member's current assignment or epoch changed
     MEMBER_REMOVED = "member removed"                # left, fenced or expired (with the epoch bump)
     LOADED = "loaded"                                # records replayed from the log
+    CONVERTED = "converted to a classic group"       # the last consumer-protocol member left (downgrade)
     DELETED = "deleted"                              # DeleteGroups of an empty group, or unload
 
 
@@ -134,6 +168,7 @@ TRANSITIONS: dict[tuple[ConsumerGroupState, Step], frozenset[ConsumerGroupState]
     (_S.ASSIGNING, Step.MEMBER_RECONCILED): frozenset({_S.ASSIGNING}),
     **{(s, Step.MEMBER_REMOVED): frozenset({_S.ASSIGNING, _S.EMPTY}) for s in _LIVE - {_S.EMPTY}},
     **{(s, Step.LOADED): _LIVE for s in _LIVE},
+    **{(s, Step.CONVERTED): frozenset({_S.DEAD}) for s in _LIVE},
     **{(s, Step.DELETED): frozenset({_S.DEAD}) for s in _LIVE},
 }
 
@@ -204,6 +239,14 @@ class TopicsChanged:
 
 
 @dataclass(slots=True, frozen=True)
+class ConvertedFromClassic:
+    """A classic group becomes this (new, empty) consumer group: `records` (made by `migration`, the
+    classic group's tombstone first) are applied and appended, and the members' sessions start."""
+
+    records: list
+
+
+@dataclass(slots=True, frozen=True)
 class RecordReplayed:
     """One consumer-group record (or tombstone) of this group read back from the log; no timers yet."""
 
@@ -245,11 +288,20 @@ class AssignmentDue:
 
 
 @dataclass(slots=True, frozen=True)
-class HeartbeatWrite:
-    """The heartbeat `request_id` is answered with `result` once its records are durable."""
+class AnswerWhenStored:
+    """Request `request_id` (a ConsumerGroupHeartbeat, or a classic member's JoinGroup) is answered with
+    `result` once its records are durable, else with a result of the same type carrying the error."""
 
     request_id: int
-    result: HeartbeatResult
+    result: HeartbeatResult | JoinResult
+
+
+@dataclass(slots=True, frozen=True)
+class ConvertedToClassic:
+    """Effect: the group's last consumer-protocol member left and its records are replaced by `record`;
+    the runtime must serve the group id with a classic group loaded from it and start a rebalance."""
+
+    record: GroupMetadataRecord
 
 
 @dataclass(slots=True, frozen=True)
@@ -289,10 +341,17 @@ class ConsumerGroupMember:
     state: MemberState = MemberState.STABLE
     assigned: Assignment = field(default_factory=dict)
     pending_revocation: Assignment = field(default_factory=dict)
+    # A member speaking the classic protocol (JoinGroup/SyncGroup/Heartbeat) inside this group.
+    classic_protocols: tuple[tuple[str, bytes], ...] | None = None
+    classic_session_timeout_ms: int = -1
 
     @property
     def is_static(self) -> bool:
         return self.instance_id is not None
+
+    @property
+    def uses_classic_protocol(self) -> bool:
+        return self.classic_protocols is not None
 
     def is_reconciled_to(self, target_epoch: int) -> bool:
         return self.state is MemberState.STABLE and self.member_epoch == target_epoch
@@ -498,12 +557,16 @@ class ConsumerGroup:
                  heartbeat_interval_ms: int = HEARTBEAT_INTERVAL_MS, max_size: int = MAX_SIZE,
                  assignors: Iterable[str] = DEFAULT_ASSIGNORS, image: TopicImage | None = None,
                  assignment_interval_ms: int = ASSIGNMENT_INTERVAL_MS,
+                 migration_policy: MigrationPolicy | str = MigrationPolicy.BIDIRECTIONAL,
+                 classic_max_size: int = MAX_SIZE,
                  new_member_id: Callable[[], str] | None = None) -> None:
         self.group_id = group_id
         self.session_timeout_ms = session_timeout_ms
         self.heartbeat_interval_ms = heartbeat_interval_ms
         self.max_size = max_size
         self.assignment_interval_ms = assignment_interval_ms
+        self.migration_policy = MigrationPolicy(migration_policy)
+        self.classic_max_size = classic_max_size  # group.max.size: a downgrade must fit in it
         self.assignor_names = tuple(assignors)
         unknown = [n for n in self.assignor_names if n not in ASSIGNORS]
         if unknown or not self.assignor_names:
@@ -525,6 +588,9 @@ class ConsumerGroup:
         self._assignment_timer = False
         self._sessions: dict[str, float] = {}  # member id -> session deadline (monotonic ms)
         self._revocations: dict[str, int] = {}  # member id -> the epoch its revocation timer watches
+        self._subscribers: Counter[str] = Counter()  # topic name -> members subscribing (names or regex)
+        self._unreconciled: set[str] = set()  # members not STABLE at the target epoch (O(1) state)
+        self._converted: GroupMetadataRecord | None = None  # set once a downgrade's records are written
         self._loading = False
         self._effects: list = []
 
@@ -544,10 +610,7 @@ class ConsumerGroup:
         return max(sorted(counts), key=lambda name: counts[name])
 
     def subscribed_topic_names(self) -> set[str]:
-        names: set[str] = set()
-        for member in self.members.values():
-            names.update(self._member_topics(member))
-        return names
+        return set(self._subscribers)
 
     def is_subscribed_to(self, topic: str) -> bool:
         """OffsetDelete's GROUP_SUBSCRIBED_TO_TOPIC check."""
@@ -566,11 +629,9 @@ class ConsumerGroup:
         member = self.members.get(member_id)
         if member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
-        if not transactional and api_version < 9:
+        if not transactional and not member.uses_classic_protocol and api_version < 9:
             return ErrorCode.UNSUPPORTED_VERSION  # members of a consumer group commit with v9+
-        if member_epoch != member.member_epoch:
-            return ErrorCode.STALE_MEMBER_EPOCH
-        return ErrorCode.NONE
+        return _member_epoch_error(member, member_epoch)
 
     def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> int:
         """The error an OffsetFetch gets (NONE to accept it)."""
@@ -579,9 +640,7 @@ class ConsumerGroup:
         member = self.members.get(member_id or "")
         if member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
-        if member_epoch != member.member_epoch:
-            return ErrorCode.STALE_MEMBER_EPOCH
-        return ErrorCode.NONE
+        return _member_epoch_error(member, member_epoch)
 
     def offset_expiry_base(self):
         """KIP-211 for consumer groups (Kafka's ConsumerGroup.offsetExpirationCondition): an offset's
@@ -597,9 +656,7 @@ class ConsumerGroup:
     def handle(self, event: object, now: Now) -> list:
         """Apply one event; returns the effects for the runtime, in order."""
         if self.state is ConsumerGroupState.DEAD and not isinstance(event, (RecordsAppended, Unloaded)):
-            if isinstance(event, ConsumerGroupHeartbeat):
-                return [Reply(HeartbeatResult(ErrorCode.COORDINATOR_NOT_AVAILABLE))]
-            return []
+            return _dead_group_answer(event)
         self._effects = effects = []
         handler = _HANDLERS.get(type(event))
         if handler is None:
@@ -622,11 +679,11 @@ class ConsumerGroup:
         except HeartbeatError as exc:
             error = HeartbeatResult(exc.error, exc.message)
             # Only a member in an UNKNOWN state is rejected after records were made (its join, say).
-            self._effects.append(AppendRecords(records, HeartbeatWrite(request.request_id, error)) if records
+            self._effects.append(AppendRecords(records, AnswerWhenStored(request.request_id, error)) if records
                                  else Reply(error))
             return
         if records:
-            self._effects.append(AppendRecords(records, HeartbeatWrite(request.request_id, result)))
+            self._effects.append(AppendRecords(records, AnswerWhenStored(request.request_id, result)))
         else:
             self._effects.append(Reply(result))
 
@@ -636,7 +693,6 @@ class ConsumerGroup:
             member = self._dynamic_member(request, records)
         else:
             member = self._static_member(request, records)
-        is_new = member.member_id not in self.members
         if epoch != JOIN_GROUP_MEMBER_EPOCH:
             self._check_member_epoch(member, epoch, request.topic_partitions)
         updated = replace(
@@ -653,21 +709,13 @@ class ConsumerGroup:
             rebalance_timeout_ms=(request.rebalance_timeout_ms if request.rebalance_timeout_ms != -1
                                   else member.rebalance_timeout_ms),
             server_assignor=request.server_assignor if request.server_assignor is not None else member.server_assignor,
+            classic_protocols=None,  # it speaks the consumer protocol now
+            classic_session_timeout_ms=-1,
         )
-        bump = is_new or (
+        self._update_member(member, updated, (
             updated.subscribed_topic_names != member.subscribed_topic_names
             or updated.subscribed_topic_regex != member.subscribed_topic_regex
-            or updated.server_assignor != member.server_assignor)
-        if is_new or _metadata_differs(updated, member):
-            self._write(records, _member_metadata_record(self.group_id, updated))
-        if is_new:
-            self._start_session(updated.member_id, now)
-        else:
-            self._sessions[updated.member_id] = now.monotonic_ms + self.session_timeout_ms
-        if bump or self._subscription_hash() != self.metadata_hash:
-            self._bump_epoch(records)
-        if self.group_epoch > self.target_assignment_epoch:
-            self._maybe_compute_target(records, now)
+            or updated.server_assignor != member.server_assignor), records, now)
         member = self.members[updated.member_id]
         owned = (None if request.topic_partitions is None
                  else {t: frozenset(ps) for t, ps in request.topic_partitions})
@@ -684,6 +732,23 @@ class ConsumerGroup:
             assignment=(_sorted_assignment(member.assigned)
                         if full_request or changed or epoch == JOIN_GROUP_MEMBER_EPOCH else None),
         )
+
+    def _update_member(self, member: ConsumerGroupMember, updated: ConsumerGroupMember, subscription_changed: bool,
+                       records: list, now: Now) -> None:
+        """The first steps of every join or heartbeat, as Kafka's: store the member if anything of it
+        changed, keep its session, bump the group epoch if a subscription (or a subscribed topic) changed,
+        and bring the target assignment up to date."""
+        is_new = updated.member_id not in self.members
+        if is_new or _metadata_differs(updated, member):
+            self._write(records, _member_metadata_record(self.group_id, updated))
+        if is_new:
+            self._start_session(updated.member_id, now)
+        else:
+            self._refresh_session(updated.member_id, now)
+        if is_new or subscription_changed or self._subscription_hash() != self.metadata_hash:
+            self._bump_epoch(records)
+        if self.group_epoch > self.target_assignment_epoch:
+            self._maybe_compute_target(records, now)
 
     def _dynamic_member(self, request: ConsumerGroupHeartbeat, records: list) -> ConsumerGroupMember:
         member_id = request.member_id
@@ -779,7 +844,7 @@ class ConsumerGroup:
         if member is None:
             raise HeartbeatError(ErrorCode.UNKNOWN_MEMBER_ID,
                                  f"Member {request.member_id} is not a member of group {self.group_id}.")
-        self._remove_member(member.member_id, records, f"member {member.member_id} left")
+        self._remove_member(member.member_id, records, f"member {member.member_id} left", now)
         return HeartbeatResult(member_id=request.member_id, member_epoch=LEAVE_GROUP_MEMBER_EPOCH,
                                heartbeat_interval_ms=0)
 
@@ -801,14 +866,225 @@ class ConsumerGroup:
         return HeartbeatResult(member_id=request.member_id, member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH,
                                heartbeat_interval_ms=0)
 
+    # ---- classic members (online migration) ------------------------------------------------------
+    def supports_classic_protocols(self, protocol_type: str, names: Iterable[str]) -> bool:
+        """Kafka's rule for a classic member joining: protocol type "consumer", and a protocol in common
+        with every classic member already here."""
+        if protocol_type != CONSUMER_PROTOCOL_TYPE:
+            return False
+        wanted = set(names)
+        for member in self.members.values():
+            if member.classic_protocols is not None:
+                wanted &= {name for name, _ in member.classic_protocols}
+        return bool(wanted)
+
+    def _on_classic_join(self, event: JoinGroup, now: Now) -> None:
+        """A classic member's JoinGroup: answered from its target assignment, without a join phase."""
+        req = event.request
+        member_id = req.member_id
+        unknown = member_id == ""
+        if unknown:
+            member_id = self.new_member_id()
+
+        def answer(result: JoinResult) -> None:
+            self._effects.append(Answer(event.request_id, result))
+
+        if (member_id not in self.members and req.group_instance_id not in self.static_members
+                and len(self.members) >= self.max_size):
+            return answer(JoinResult(ErrorCode.GROUP_MAX_SIZE_REACHED, member_id=req.member_id))
+        if not self.supports_classic_protocols(req.protocol_type, (name for name, _ in req.protocols)):
+            return answer(JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id=req.member_id))
+        if unknown and req.group_instance_id is None and req.require_known_member_id:
+            return answer(JoinResult(ErrorCode.MEMBER_ID_REQUIRED, member_id=member_id))
+        try:
+            subscription = decode_subscription(req.protocols[0][1])
+        except ProtocolError:
+            return answer(JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id=req.member_id))
+        records: list = []
+        member = self._classic_member(req, member_id, records)
+        if isinstance(member, int):
+            return answer(JoinResult(member, member_id=req.member_id))
+        updated = replace(
+            member,
+            instance_id=req.group_instance_id,
+            rack_id=subscription.rack_id or member.rack_id,
+            client_id=req.client_id,
+            client_host=req.client_host,
+            subscribed_topic_names=tuple(subscription.topics),
+            rebalance_timeout_ms=req.rebalance_timeout_ms if req.rebalance_timeout_ms > 0 else req.session_timeout_ms,
+            classic_protocols=tuple((name, bytes(meta)) for name, meta in req.protocols),
+            classic_session_timeout_ms=req.session_timeout_ms,
+        )
+        self._update_member(member, updated, updated.subscribed_topic_names != member.subscribed_topic_names,
+                            records, now)
+        # What it still holds (cooperative clients list it; eager ones gave everything up before joining).
+        owned: dict[uuid.UUID, frozenset[int]] = {}
+        for tp in subscription.owned_partitions or ():
+            meta = self._image.get(tp.topic)
+            if meta is not None:
+                owned[meta.topic_id] = owned.get(meta.topic_id, frozenset()) | frozenset(tp.partitions)
+        try:
+            self._reconcile(self.members[updated.member_id], owned, records, now)
+        except HeartbeatError as exc:
+            result = JoinResult(exc.error, member_id=updated.member_id)
+        else:
+            member = self.members[updated.member_id]
+            result = JoinResult(member_id=member.member_id, generation_id=member.member_epoch,
+                                protocol_type=CONSUMER_PROTOCOL_TYPE, protocol_name=member.classic_protocols[0][0],
+                                leader="", skip_assignment=False)
+        self._effects.append(AppendRecords(records, AnswerWhenStored(event.request_id, result)) if records
+                             else Answer(event.request_id, result))
+
+    def _classic_member(self, req, member_id: str, records: list) -> ConsumerGroupMember | int:
+        """The member a classic JoinGroup is about (new, existing, or a static member taking over its
+        instance id), or the error code it gets."""
+        if req.group_instance_id is None:
+            member = self.members.get(member_id)
+            if member is None:
+                return ConsumerGroupMember(member_id)
+            if not member.uses_classic_protocol:
+                return ErrorCode.UNKNOWN_MEMBER_ID
+            return member
+        existing_id = self.static_members.get(req.group_instance_id)
+        if existing_id is None:
+            return ConsumerGroupMember(member_id, instance_id=req.group_instance_id)
+        existing = self.members[existing_id]
+        if existing_id == member_id:
+            return existing
+        # A classic static member rejoining under a new member id replaces the old one (KIP-345).
+        return self._replace_static_member(existing, member_id, records)
+
+    def _classic_member_error(self, member_id: str, instance_id: str | None) -> int:
+        member = self.members.get(member_id)
+        if member is None or not member.uses_classic_protocol:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if instance_id is not None and self.static_members.get(instance_id) != member_id:
+            return ErrorCode.FENCED_INSTANCE_ID
+        return ErrorCode.NONE
+
+    def _on_classic_sync(self, event: SyncGroup, now: Now) -> None:
+        """A classic member's SyncGroup: its assignment is what it may hold now (assigned, not pending)."""
+        error = self._classic_member_error(event.member_id, event.group_instance_id)
+        member = self.members.get(event.member_id)
+        if not error and event.generation_id != member.member_epoch:
+            error = ErrorCode.ILLEGAL_GENERATION
+        if not error and ((event.protocol_type is not None and event.protocol_type != CONSUMER_PROTOCOL_TYPE)
+                          or (event.protocol_name is not None
+                              and event.protocol_name != member.classic_protocols[0][0])):
+            error = ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+        if error:
+            self._effects.append(Answer(event.request_id, SyncResult(error)))
+            return
+        self._refresh_session(member.member_id, now)
+        self._effects.append(Answer(event.request_id, SyncResult(
+            protocol_type=CONSUMER_PROTOCOL_TYPE, protocol_name=member.classic_protocols[0][0],
+            assignment=self._classic_assignment(member))))
+
+    def _classic_assignment(self, member: ConsumerGroupMember) -> bytes:
+        """The member's assigned partitions as a ConsumerProtocolAssignment (topic names, not ids)."""
+        names = {meta.topic_id: name for name, meta in self._image.items()}
+        partitions = [ConsumerProtocolAssignment.TopicPartition(names[t], sorted(ps))
+                      for t, ps in sorted(member.assigned.items(), key=lambda kv: names.get(kv[0], ""))
+                      if t in names and ps]
+        return encode_assignment(ConsumerProtocolAssignment(assigned_partitions=partitions))
+
+    def _on_classic_heartbeat(self, event: Heartbeat, now: Now) -> None:
+        """A classic member's Heartbeat: REBALANCE_IN_PROGRESS makes it rejoin while it is not reconciled
+        to the current target (its JoinGroup is where it gets the next step)."""
+        error = self._classic_member_error(event.member_id, event.group_instance_id)
+        member = self.members.get(event.member_id)
+        if not error and event.generation_id != member.member_epoch:
+            error = ErrorCode.ILLEGAL_GENERATION
+        if not error:
+            self._refresh_session(member.member_id, now)
+            if (self.group_epoch > self.target_assignment_epoch
+                    or not member.is_reconciled_to(self.target_assignment_epoch)):
+                error = ErrorCode.REBALANCE_IN_PROGRESS
+        self._effects.append(Reply(error))
+
+    def _on_classic_leave(self, event: LeaveGroup, now: Now) -> None:
+        """LeaveGroup (classic members, or an admin removing members by instance id): one code each."""
+        errors: list[int] = []
+        records: list = []
+        for member_id, instance_id, reason in event.members:
+            if self.state is ConsumerGroupState.DEAD:  # converted to a classic group meanwhile
+                errors.append(ErrorCode.UNKNOWN_MEMBER_ID)
+                continue
+            if member_id == "" and instance_id is not None:
+                member_id = self.static_members.get(instance_id, "")
+            member = self.members.get(member_id)
+            if member is None:
+                errors.append(ErrorCode.UNKNOWN_MEMBER_ID)
+                continue
+            if instance_id is not None and member.instance_id != instance_id:
+                errors.append(ErrorCode.FENCED_INSTANCE_ID)
+                continue
+            self._remove_member(member_id, records, f"member {member_id} left with LeaveGroup "
+                                                    f"({reason or 'no reason given'})", now)
+            errors.append(ErrorCode.NONE)
+        self._effects.append(Reply(errors))
+        if records:
+            self._effects.append(AppendRecords(records, GroupChangeWrite("members left with LeaveGroup")))
+
+    def _maybe_downgrade(self, records: list, now: Now) -> None:
+        """Kafka's online downgrade: once only classic members are left, the group becomes a classic
+        group again (records: this group's tombstones, then the classic GroupMetadata record)."""
+        if (not self.migration_policy.downgrades or not self.members or self.state is ConsumerGroupState.DEAD
+                or len(self.members) > self.classic_max_size
+                or not all(m.uses_classic_protocol for m in self.members.values())):
+            return
+        common: list[str] | None = None
+        for member in self.members.values():
+            names = [name for name, _ in member.classic_protocols]
+            common = names if common is None else [n for n in common if n in names]
+        if not common:
+            return
+        protocol = common[0]
+        classic = GroupMetadataRecord(
+            group=self.group_id, protocol_type=CONSUMER_PROTOCOL_TYPE, generation=self.group_epoch,
+            protocol=protocol, leader=next(iter(self.members)), current_state_timestamp=now.wall_ms,
+            members=[GroupMemberRecord(
+                member_id=m.member_id, group_instance_id=m.instance_id, client_id=m.client_id,
+                client_host=m.client_host, rebalance_timeout=m.rebalance_timeout_ms,
+                session_timeout=self._session_timeout(m.member_id),
+                subscription=dict(m.classic_protocols)[protocol], assignment=self._classic_assignment(m))
+                for m in self.members.values()])
+        for member_id in list(self.members):
+            self._remove_records(member_id, records)
+        for tombstone in self.tombstones():
+            self._write(records, tombstone)
+        records.append(classic)
+        self._converted = classic
+        self._sessions.clear()
+        self._revocations.clear()
+        self._effects.append(CancelAllTimers())
+        self._transition(Step.CONVERTED, ConsumerGroupState.DEAD)
+        log.info("consumer group %s: only classic members are left; it becomes a classic group", self.group_id)
+
+    def _on_converted_from_classic(self, event: ConvertedFromClassic, now: Now) -> None:
+        self._loading = True
+        records = []
+        for record in event.records:
+            if type(record) is ConsumerGroupMetadataRecord:  # with the hash of what the members subscribe to
+                record = ConsumerGroupMetadataRecord(self.group_id, record.epoch, self._subscription_hash())
+            if type(record) is not GroupMetadataTombstone:
+                self._replay(record)
+            records.append(record)
+        self._loading = False
+        for member_id in self.members:
+            self._start_session(member_id, now)
+        self._transition(Step.LOADED)
+        self._effects.append(AppendRecords(records, GroupChangeWrite("converted from a classic group")))
+
     # ---- group changes -------------------------------------------------------------------------
-    def _remove_member(self, member_id: str, records: list, reason: str) -> None:
+    def _remove_member(self, member_id: str, records: list, reason: str, now: Now) -> None:
         self._remove_records(member_id, records)
         self._effects.append(CancelTimer(SessionTimeout(member_id)))
         self._sessions.pop(member_id, None)
         self._cancel_revocation(member_id)
         self._bump_epoch(records, Step.MEMBER_REMOVED)
         log.info("consumer group %s: %s (group epoch %d)", self.group_id, reason, self.group_epoch)
+        self._maybe_downgrade(records, now)
 
     def _remove_records(self, member_id: str, records: list) -> None:
         self._write(records, ConsumerGroupCurrentMemberAssignmentTombstone(self.group_id, member_id))
@@ -883,9 +1159,19 @@ class ConsumerGroup:
         if self._revocations.pop(member_id, None) is not None:
             self._effects.append(CancelTimer(RevocationTimeout(member_id)))
 
+    def _session_timeout(self, member_id: str) -> int:
+        member = self.members.get(member_id)
+        if member is not None and member.uses_classic_protocol and member.classic_session_timeout_ms > 0:
+            return member.classic_session_timeout_ms  # a classic member's own, from its JoinGroup
+        return self.session_timeout_ms
+
     def _start_session(self, member_id: str, now: Now) -> None:
-        self._sessions[member_id] = now.monotonic_ms + self.session_timeout_ms
-        self._effects.append(SetTimer(SessionTimeout(member_id), self.session_timeout_ms))
+        timeout = self._session_timeout(member_id)
+        self._sessions[member_id] = now.monotonic_ms + timeout
+        self._effects.append(SetTimer(SessionTimeout(member_id), timeout))
+
+    def _refresh_session(self, member_id: str, now: Now) -> None:
+        self._sessions[member_id] = now.monotonic_ms + self._session_timeout(member_id)
 
     # ---- topics ----------------------------------------------------------------------------------
     def _subscribed_topic_ids(self, member: ConsumerGroupMember) -> frozenset[uuid.UUID]:
@@ -933,6 +1219,7 @@ class ConsumerGroup:
         self._regexes.clear()
         self._hash = None
         self._topic_ids.clear()
+        self._subscribers = Counter(name for member in self.members.values() for name in self._member_topics(member))
         if self._loading or not self.members or self._subscription_hash() == self.metadata_hash:
             return
         records: list = []
@@ -949,7 +1236,7 @@ class ConsumerGroup:
             if now.monotonic_ms < deadline:
                 self._effects.append(SetTimer(key, deadline - now.monotonic_ms))
                 return
-            self._fence(key.member_id, f"member {key.member_id} session expired")
+            self._fence(key.member_id, f"member {key.member_id} session expired", now)
             self._effects.append(MemberExpired(self.group_id, key.member_id))
         elif isinstance(key, AssignmentDue):
             self._assignment_timer = False
@@ -964,21 +1251,25 @@ class ConsumerGroup:
                     or member.member_epoch != epoch):
                 return
             self._fence(key.member_id, f"member {key.member_id} did not revoke its partitions within its "
-                                       f"rebalance timeout of {member.rebalance_timeout_ms} ms")
+                                       f"rebalance timeout of {member.rebalance_timeout_ms} ms", now)
 
-    def _fence(self, member_id: str, reason: str) -> None:
+    def _fence(self, member_id: str, reason: str, now: Now) -> None:
         records: list = []
-        self._remove_member(member_id, records, reason)
+        self._remove_member(member_id, records, reason, now)
         self._effects.append(AppendRecords(records, GroupChangeWrite(reason)))
 
     # ---- writes, loading, lifecycle -----------------------------------------------------------
     def _on_appended(self, event: RecordsAppended, now: Now) -> None:
         purpose = event.purpose
-        if isinstance(purpose, HeartbeatWrite):
-            result = purpose.result if event.error == ErrorCode.NONE else HeartbeatResult(event.error)
+        if isinstance(purpose, AnswerWhenStored):
+            result = purpose.result if event.error == ErrorCode.NONE else type(purpose.result)(event.error)
             self._effects.append(Answer(purpose.request_id, result))
         elif event.error != ErrorCode.NONE:
             log.warning("consumer group %s: records of %r not stored (error %d)", self.group_id, purpose, event.error)
+        if self._converted is not None:
+            record, self._converted = self._converted, None
+            if event.error == ErrorCode.NONE:
+                self._effects.append(ConvertedToClassic(record))
 
     def _on_replayed(self, event: RecordReplayed, now: Now) -> None:
         self._loading = True
@@ -1019,10 +1310,16 @@ class ConsumerGroup:
             self.metadata_hash = record.metadata_hash
         elif kind is ConsumerGroupTargetAssignmentMetadataRecord:
             self.target_assignment_epoch = record.assignment_epoch
+            epoch = record.assignment_epoch
+            self._unreconciled = {m for m, member in self.members.items() if not member.is_reconciled_to(epoch)}
         elif kind is ConsumerGroupMemberMetadataRecord:
             self._hash = None
             self._topic_ids.pop(record.member_id, None)
-            member = self.members.get(record.member_id) or ConsumerGroupMember(record.member_id)
+            member = self.members.get(record.member_id)
+            if member is not None:
+                self._subscribers.subtract(self._member_topics(member))
+            else:
+                member = ConsumerGroupMember(record.member_id)
             member.instance_id = record.instance_id
             member.rack_id = record.rack_id
             member.client_id = record.client_id
@@ -1031,7 +1328,15 @@ class ConsumerGroup:
             member.subscribed_topic_regex = record.subscribed_topic_regex
             member.rebalance_timeout_ms = record.rebalance_timeout_ms
             member.server_assignor = record.server_assignor
+            classic = record.classic_member_metadata
+            if classic is not None and classic.supported_protocols:
+                member.classic_protocols = tuple((p.name, bytes(p.metadata)) for p in classic.supported_protocols)
+                member.classic_session_timeout_ms = classic.session_timeout_ms
+            else:
+                member.classic_protocols, member.classic_session_timeout_ms = None, -1
             self.members[record.member_id] = member
+            self._subscribers.update(self._member_topics(member))
+            self._subscribers = +self._subscribers  # drop topics nobody subscribes to any more
             if member.instance_id is not None:
                 self.static_members[member.instance_id] = member.member_id
         elif kind is ConsumerGroupMemberMetadataTombstone:
@@ -1039,6 +1344,8 @@ class ConsumerGroup:
             self._topic_ids.pop(record.member_id, None)
             member = self.members.pop(record.member_id, None)
             if member is not None:
+                self._subscribers.subtract(self._member_topics(member))
+                self._subscribers = +self._subscribers
                 self._release(member)
                 if member.instance_id is not None and self.static_members.get(member.instance_id) == member.member_id:
                     del self.static_members[member.instance_id]
@@ -1077,6 +1384,13 @@ class ConsumerGroup:
             self.target_assignment_epoch = 0
         else:
             raise TypeError(f"not a consumer group record: {record!r}")
+        member_id = getattr(record, "member_id", None)
+        if member_id is not None:  # keep the set of members not reconciled to the target (the group's state)
+            member = self.members.get(member_id)
+            if member is None or member.is_reconciled_to(self.target_assignment_epoch):
+                self._unreconciled.discard(member_id)
+            else:
+                self._unreconciled.add(member_id)
 
     def _release(self, member: ConsumerGroupMember) -> None:
         for tp in member.owned():
@@ -1089,10 +1403,7 @@ class ConsumerGroup:
             return ConsumerGroupState.EMPTY
         if self.group_epoch > self.target_assignment_epoch:
             return ConsumerGroupState.ASSIGNING
-        target = self.target_assignment_epoch
-        if all(m.is_reconciled_to(target) for m in self.members.values()):
-            return ConsumerGroupState.STABLE
-        return ConsumerGroupState.RECONCILING
+        return ConsumerGroupState.RECONCILING if self._unreconciled else ConsumerGroupState.STABLE
 
     def _transition(self, step: Step, target: ConsumerGroupState | None = None) -> None:
         if self._loading and step is not Step.LOADED:
@@ -1113,15 +1424,43 @@ _HANDLERS: dict[type, Callable[[ConsumerGroup, object, Now], None]] = {
     TimerFired: ConsumerGroup._on_timer,
     RecordsAppended: ConsumerGroup._on_appended,
     RecordReplayed: ConsumerGroup._on_replayed,
+    ConvertedFromClassic: ConsumerGroup._on_converted_from_classic,
+    JoinGroup: ConsumerGroup._on_classic_join,
+    SyncGroup: ConsumerGroup._on_classic_sync,
+    Heartbeat: ConsumerGroup._on_classic_heartbeat,
+    LeaveGroup: ConsumerGroup._on_classic_leave,
     LoadCompleted: ConsumerGroup._on_load_completed,
     Unloaded: ConsumerGroup._on_unloaded,
     Deleted: ConsumerGroup._on_deleted,
 }
 
 
+def _dead_group_answer(event: object) -> list:
+    """A deleted (or converted) group answers requests COORDINATOR_NOT_AVAILABLE: the client looks again."""
+    error = ErrorCode.COORDINATOR_NOT_AVAILABLE
+    if isinstance(event, ConsumerGroupHeartbeat):
+        return [Reply(HeartbeatResult(error))]
+    if isinstance(event, JoinGroup):
+        return [Answer(event.request_id, JoinResult(error))]
+    if isinstance(event, SyncGroup):
+        return [Answer(event.request_id, SyncResult(error))]
+    if isinstance(event, Heartbeat):
+        return [Reply(error)]
+    if isinstance(event, LeaveGroup):
+        return [Reply([error] * len(event.members))]
+    return []
+
+
 # ---------------------------------------------------------------------------------------------
 # Helpers of this module
 # ---------------------------------------------------------------------------------------------
+def _member_epoch_error(member: ConsumerGroupMember, received: int) -> int:
+    """Kafka's validateMemberEpoch: a classic member's generation is its member epoch."""
+    if received == member.member_epoch:
+        return ErrorCode.NONE
+    return ErrorCode.ILLEGAL_GENERATION if member.uses_classic_protocol else ErrorCode.STALE_MEMBER_EPOCH
+
+
 def _random_member_id() -> str:
     """A member id as Kafka makes one (a random UUID's URL-safe base64, 22 characters)."""
     import base64
@@ -1137,14 +1476,20 @@ def _is_subset(owned: list[tuple[uuid.UUID, list[int]]] | None, assigned: Assign
 
 def _metadata_differs(a: ConsumerGroupMember, b: ConsumerGroupMember) -> bool:
     fields = ("instance_id", "rack_id", "client_id", "client_host", "subscribed_topic_names",
-              "subscribed_topic_regex", "rebalance_timeout_ms", "server_assignor")
+              "subscribed_topic_regex", "rebalance_timeout_ms", "server_assignor", "classic_protocols",
+              "classic_session_timeout_ms")
     return any(getattr(a, f) != getattr(b, f) for f in fields)
 
 
 def _member_metadata_record(group_id: str, m: ConsumerGroupMember) -> ConsumerGroupMemberMetadataRecord:
+    classic = None
+    if m.classic_protocols is not None:
+        classic = ClassicMemberMetadata(m.classic_session_timeout_ms,
+                                        [ClassicProtocolRecord(name, meta) for name, meta in m.classic_protocols])
     return ConsumerGroupMemberMetadataRecord(
         group_id, m.member_id, m.instance_id, m.rack_id, m.client_id, m.client_host,
-        list(m.subscribed_topic_names), m.subscribed_topic_regex, m.rebalance_timeout_ms, m.server_assignor)
+        list(m.subscribed_topic_names), m.subscribed_topic_regex, m.rebalance_timeout_ms, m.server_assignor,
+        classic)
 
 
 def _current_assignment_record(group_id: str, member_id: str,

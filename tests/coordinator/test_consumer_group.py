@@ -4,21 +4,14 @@ from __future__ import annotations
 import pytest
 
 from cohort.coordinator.groups.consumer import (
-    ConsumerGroup,
     ConsumerGroupHeartbeat,
     ConsumerGroupState,
+    HeartbeatError,
     MemberState,
     TopicsChanged,
     validate_heartbeat,
-    HeartbeatError,
 )
-from cohort.coordinator.records import (
-    ConsumerGroupCurrentMemberAssignmentRecord,
-    ConsumerGroupMemberMetadataTombstone,
-    ConsumerGroupMetadataRecord,
-    decode_record,
-    encode_record,
-)
+from cohort.coordinator.records import ConsumerGroupMemberMetadataTombstone, decode_record, encode_record
 from cohort.protocol.errors import ErrorCode
 from tests.coordinator.consumer_group_driver import Driver, owned, tid, topic
 
@@ -327,3 +320,52 @@ def test_unsubscribing_from_a_topic_revokes_its_partitions_before_they_go_elsewh
     assert d.group.members["a"].pending_revocation or tid("payments") not in d.group.members["a"].assigned
     assert all(len(holders) == 1 for holders in owners(d).values())
     assert dict(owned(a)).get(tid("payments")) is None
+
+
+@pytest.mark.parametrize("module", ["consumer.py", "migration.py", "assignors/__init__.py", "assignors/uniform.py",
+                                    "assignors/range.py"])
+def test_the_consumer_engine_imports_no_event_loop_clock_or_io(module):
+    import ast
+    from pathlib import Path
+
+    import cohort.coordinator.groups as groups
+    tree = ast.parse((Path(groups.__file__).parent / module).read_text())
+    imported = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
+                for alias in node.names}
+    imported |= {(node.module or "").split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    assert not imported & {"asyncio", "time", "socket", "threading", "selectors", "os", "random"}, imported
+
+
+def test_the_transition_table_only_allows_what_a_derived_state_can_reach():
+    from cohort.coordinator.groups.consumer import TRANSITIONS, Step
+    assert TRANSITIONS[(ConsumerGroupState.ASSIGNING, Step.TARGET_COMPUTED)] == {
+        ConsumerGroupState.RECONCILING, ConsumerGroupState.STABLE}
+    assert all(targets == {ConsumerGroupState.ASSIGNING} for (source, step), targets in TRANSITIONS.items()
+               if step is Step.EPOCH_BUMPED)
+    assert not any(source is ConsumerGroupState.DEAD for source, _ in TRANSITIONS)
+
+
+def test_the_derived_state_matches_a_scan_of_the_members_after_every_step():
+    """The group keeps who is not reconciled incrementally; a full scan must always agree."""
+    d = Driver(image=IMAGE)
+
+    def scan():
+        g = d.group
+        if not g.members:
+            return ConsumerGroupState.EMPTY
+        if g.group_epoch > g.target_assignment_epoch:
+            return ConsumerGroupState.ASSIGNING
+        if all(m.state is MemberState.STABLE and m.member_epoch == g.target_assignment_epoch
+               for m in g.members.values()):
+            return ConsumerGroupState.STABLE
+        return ConsumerGroupState.RECONCILING
+
+    steps = [lambda: d.join("a", topics=["orders"]), lambda: d.join("b", topics=["orders"]),
+             lambda: d.heartbeat("a", 1, topic_partitions=owned_now(d.group, "a")),
+             lambda: d.heartbeat("a", d.group.members["a"].member_epoch, topic_partitions=owned_now(d.group, "a")),
+             lambda: d.heartbeat("b", 2, topic_partitions=[]), lambda: d.join("c", topics=["payments"]),
+             lambda: d.heartbeat("b", -1), lambda: d.advance(50_000)]
+    for step in steps:
+        step()
+        assert d.group.state is scan()
+        assert d.replayed(image=IMAGE).group.state is scan()

@@ -6,13 +6,20 @@ from hypothesis import settings
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 from hypothesis import strategies as st
 
+from cohort.coordinator.groups.classic import Heartbeat, JoinGroup, JoinRequest, LeaveGroup, SyncGroup
 from cohort.coordinator.groups.consumer import TopicMetadata, TopicsChanged
+from cohort.protocol.consumer_protocol import (
+    ConsumerProtocolSubscription,
+    decode_assignment,
+    encode_subscription,
+)
 from cohort.protocol.errors import ErrorCode
 from tests.coordinator.consumer_group_driver import Driver, tid
 from tests.coordinator.consumer_group_model import ReconciliationModel
 
 NAMES = ["t0", "t1", "t2"]
 MEMBERS = ["m0", "m1", "m2", "m3", "m4"]
+CLASSIC = ["c0", "c1"]  # members speaking the classic protocol inside the consumer group
 BY_ID = {tid(name): name for name in NAMES}
 
 
@@ -24,12 +31,17 @@ class ConsumerGroupMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.counts = {"t0": 3, "t1": 2, "t2": 4}
-        self.driver = Driver(image=image(self.counts), session_timeout_ms=45_000, heartbeat_interval_ms=5_000)
+        # No downgrade: the group stays a consumer group whoever leaves (downgrades have their own tests).
+        self.driver = Driver(image=image(self.counts), session_timeout_ms=45_000, heartbeat_interval_ms=5_000,
+                             migration_policy="upgrade")
         self.model = ReconciliationModel(self.counts)
         self.assignor = None
+        self.generations: dict[str, int] = {}
 
     # ---- clients -------------------------------------------------------------------------
     def _heartbeat(self, member_id: str, **fields) -> None:
+        if member_id in CLASSIC:
+            return self._classic_heartbeat(member_id)
         member = self.model.live[member_id]
         held = {}
         for t, p in member.held:
@@ -49,6 +61,41 @@ class ConsumerGroupMachine(RuleBasedStateMachine):
             assignment = {(BY_ID[t], p) for t, ps in r.assignment for p in ps}
         self.model.answered(member_id, r.member_epoch, assignment)
 
+    def _classic_join(self, member_id: str, topics: frozenset[str]) -> None:
+        """A cooperative classic client: JoinGroup listing what it holds, then SyncGroup."""
+        member = self.model.live[member_id]
+        owned = {}
+        for t, p in member.held:
+            owned.setdefault(t, []).append(p)
+        metadata = encode_subscription(ConsumerProtocolSubscription(
+            topics=sorted(topics),
+            owned_partitions=[ConsumerProtocolSubscription.TopicPartition(t, sorted(ps)) for t, ps in owned.items()]), 1)
+        self.driver.next_request += 1
+        (j,) = self.driver.send(JoinGroup(self.driver.next_request, JoinRequest(
+            member_id=member_id, group_instance_id=None, client_id="classic", client_host="h",
+            session_timeout_ms=45_000, rebalance_timeout_ms=60_000, protocol_type="consumer",
+            protocols=[("cooperative-sticky", metadata)], require_known_member_id=False)))
+        assert j.error == ErrorCode.NONE, j
+        self.driver.next_request += 1
+        (sync,) = self.driver.send(SyncGroup(self.driver.next_request, member_id, None, j.generation_id, "consumer",
+                                             j.protocol_name, {}))
+        assert sync.error == ErrorCode.NONE, sync
+        assignment = {(tp.topic, p) for tp in decode_assignment(sync.assignment).assigned_partitions
+                      for p in tp.partitions}
+        self.generations[member_id] = j.generation_id
+        self._sync_removals()
+        self.model.answered(member_id, j.generation_id, assignment)
+
+    def _classic_heartbeat(self, member_id: str) -> None:
+        (code,) = self.driver.send(Heartbeat(member_id, None, self.generations[member_id]))
+        if code == ErrorCode.UNKNOWN_MEMBER_ID:
+            assert member_id not in self.driver.group.members
+            self.model.removed(member_id)
+            return
+        assert code in (ErrorCode.NONE, ErrorCode.REBALANCE_IN_PROGRESS), code
+        if code == ErrorCode.REBALANCE_IN_PROGRESS:
+            self._classic_join(member_id, self.model.live[member_id].topics)
+
     def _sync_removals(self) -> None:
         for member_id in list(self.model.live):
             if member_id not in self.driver.group.members:
@@ -66,6 +113,13 @@ class ConsumerGroupMachine(RuleBasedStateMachine):
         self.model.joined(member_id, frozenset(topics))
         self._answered(member_id, r)
 
+    @rule(member_id=st.sampled_from(CLASSIC), topics=st.sets(st.sampled_from(NAMES), min_size=1))
+    def classic_join(self, member_id, topics):
+        if member_id in self.model.live:
+            return
+        self.model.joined(member_id, frozenset(topics))
+        self._classic_join(member_id, frozenset(topics))
+
     @precondition(lambda self: self.model.live)
     @rule(data=st.data())
     def heartbeat(self, data):
@@ -74,7 +128,10 @@ class ConsumerGroupMachine(RuleBasedStateMachine):
     @precondition(lambda self: self.model.live)
     @rule(data=st.data(), topics=st.sets(st.sampled_from(NAMES)))
     def resubscribe(self, data, topics):
-        member_id = data.draw(st.sampled_from(sorted(self.model.live)))
+        consumers = sorted(m for m in self.model.live if m not in CLASSIC)
+        if not consumers:
+            return
+        member_id = data.draw(st.sampled_from(consumers))
         self.model.resubscribed(member_id, frozenset(topics))
         self._heartbeat(member_id, subscribed_topic_names=sorted(topics))
 
@@ -83,8 +140,11 @@ class ConsumerGroupMachine(RuleBasedStateMachine):
     def leave(self, data):
         member_id = data.draw(st.sampled_from(sorted(self.model.live)))
         epoch = self.model.live[member_id].epoch
-        r = self.driver.heartbeat(member_id, -1)
-        assert (r.error, r.member_epoch) == (ErrorCode.NONE, -1)
+        if member_id in CLASSIC:
+            assert self.driver.send(LeaveGroup([(member_id, None, "test")])) == [[ErrorCode.NONE]]
+        else:
+            r = self.driver.heartbeat(member_id, -1)
+            assert (r.error, r.member_epoch) == (ErrorCode.NONE, -1)
         self.model.removed(member_id)
         assert self.driver.group.validate_offset_commit(member_id, None, epoch, 9) != ErrorCode.NONE
 
@@ -128,6 +188,19 @@ class ConsumerGroupMachine(RuleBasedStateMachine):
     @invariant()
     def nobody_holds_a_partition_twice(self):
         self.model.check_no_partition_held_twice()
+
+    @invariant()
+    def the_group_state_is_what_its_members_and_epochs_say(self):
+        g = self.driver.group
+        if not g.members:
+            expected = "Empty"
+        elif g.group_epoch > g.target_assignment_epoch:
+            expected = "Assigning"
+        elif all(m.state.name == "STABLE" and m.member_epoch == g.target_assignment_epoch for m in g.members.values()):
+            expected = "Stable"
+        else:
+            expected = "Reconciling"
+        assert str(g.state) == expected
 
 
 ConsumerGroupMachine.TestCase.settings = settings(max_examples=200, stateful_step_count=30, deadline=None)
