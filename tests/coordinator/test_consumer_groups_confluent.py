@@ -272,9 +272,9 @@ def test_classic_apis_meet_a_consumer_group_with_kafkas_answers(consumer_server,
         client = raw_client(consumer_server.port)
         Protocol = JoinGroupRequest.JoinGroupRequestProtocol
         join = client.request(JoinGroupRequest(group_id="cg-mixed", session_timeout_ms=10000,
-                                               rebalance_timeout_ms=10000, member_id="", protocol_type="consumer",
+                                               rebalance_timeout_ms=10000, member_id="", protocol_type="connect",
                                                protocols=[Protocol(name="range", metadata=b"")]), 7)
-        assert join.error_code == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+        assert join.error_code == ErrorCode.INCONSISTENT_GROUP_PROTOCOL  # not the consumer protocol type
         [described] = client.request(DescribeGroupsRequest(groups=["cg-mixed"]), 5).groups
         assert (described.error_code, described.group_state, described.members) == (0, "Dead", [])
         admin_client = admin(consumer_server)
