@@ -71,6 +71,7 @@ class ConsumerMember:
         return True
 
     async def run_until(self, done: asyncio.Event) -> None:
+        """Join, then heartbeat as a client does: owned partitions sent only to acknowledge a new assignment."""
         changed = await self.heartbeat(full=True)
         while not done.is_set():
             if not changed:
@@ -79,7 +80,7 @@ class ConsumerMember:
                     return
                 except asyncio.TimeoutError:
                     pass
-            changed = await self.heartbeat(full=True)
+            changed = await self.heartbeat(full=changed)
 
 
 async def stable(control: KafkaSession, group: str, members: int) -> bool:
@@ -146,23 +147,23 @@ async def main(args) -> dict:
         host, port = server.host, server.port
         control = await KafkaSession.open(host, port)
         sessions = [await KafkaSession.open(host, port) for _ in range(args.connections)]
-        classic_s = await classic_storm(host, port, args.members)
+        result: dict = {"members": args.members, "heartbeat_members": args.heartbeat_members,
+                        "connections": args.connections}
+        result["classic_join_storm_s"] = round(await classic_storm(host, port, args.members), 3)
+        print(json.dumps(result), file=sys.stderr, flush=True)
         consumer_s, members, done, tasks = await converge(host, port, control, sessions, args.members, "converge")
         done.set()
         await asyncio.gather(*tasks)
+        result["consumer_convergence_s"] = round(consumer_s, 3)
+        result["consumer_vs_classic"] = round(consumer_s / result["classic_join_storm_s"], 3)
+        print(json.dumps(result), file=sys.stderr, flush=True)
         big_s, big, big_done, big_tasks = await converge(host, port, control, sessions, args.heartbeat_members,
                                                          "heartbeats")
         big_done.set()
         await asyncio.gather(*big_tasks)
-        rate = await heartbeat_rate(big, args.seconds)
-        result = {
-            "members": args.members, "classic_join_storm_s": round(classic_s, 3),
-            "consumer_convergence_s": round(consumer_s, 3),
-            "consumer_vs_classic": round(consumer_s / classic_s, 3),
-            "heartbeat_members": args.heartbeat_members, "heartbeat_members_convergence_s": round(big_s, 3),
-            "consumer_heartbeats_per_s": round(rate, 1),
-            "heartbeat_errors": sum(m.errors for m in members + big), "connections": args.connections,
-        }
+        result["heartbeat_members_convergence_s"] = round(big_s, 3)
+        result["consumer_heartbeats_per_s"] = round(await heartbeat_rate(big, args.seconds), 1)
+        result["heartbeat_errors"] = sum(m.errors for m in members + big)
         for s in sessions + [control]:
             await s.close()
         return result
