@@ -21,7 +21,8 @@ sends the member epoch it was last told. The coordinator assigns, not a leader: 
   wait (**UNRELEASED_PARTITIONS**) until released. So a partition never has two owners.
 
 The group's state is derived: **Empty** (no members), **Assigning** (group epoch ahead of the target),
-**Reconciling** (some member not STABLE at the target epoch), **Stable**; **Dead** once deleted.
+**Reconciling** (some member not STABLE at the target epoch), **Stable**; **Dead** once deleted
+(or converted back to a classic group).
 Every change goes through `_transition(step)`, checked against TRANSITIONS and journaled.
 
 Every change of state is a record, applied through `_replay` both live (the heartbeat's records are
@@ -31,6 +32,13 @@ session (`SessionTimeout`, re-armed lazily like the classic group's, so a heartb
 its revocation deadline (`RevocationTimeout`, the member's rebalance timeout), and the group's
 `AssignmentDue`: the assignor runs at most once per `group.consumer.assignment.interval.ms` (Kafka
 4.3), so a join storm of N members costs a few assignor runs, not N.
+
+Online migration: members may also speak the classic protocol inside the group (a converted classic
+group's members, `ConvertedFromClassic`, or classic clients joining it). Their JoinGroup is one
+reconciliation step answered at once (generation = member epoch), SyncGroup returns what they may hold,
+Heartbeat answers REBALANCE_IN_PROGRESS until they are reconciled. When only classic members are left
+(and `group.consumer.migration.policy` allows), the group writes its tombstones and a classic
+GroupMetadata record, goes Dead (Step.CONVERTED) and emits `ConvertedToClassic`.
 """
 from __future__ import annotations
 
@@ -781,13 +789,18 @@ class ConsumerGroup:
                                      f"Static member {member_id} with instance id {instance_id} cannot join the "
                                      f"group because the instance id is owned by {existing.member_id} member.")
             return self._replace_static_member(existing, member_id, records)
-        if existing is None:
+        return self.members[self._static_member_id(instance_id, request.member_id)]
+
+    def _static_member_id(self, instance_id: str, member_id: str) -> str:
+        """The member holding `instance_id`, which must be `member_id` (Kafka's checks and messages)."""
+        existing_id = self.static_members.get(instance_id)
+        if existing_id is None:
             raise HeartbeatError(ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {instance_id} is unknown.")
-        if existing.member_id != request.member_id:
+        if existing_id != member_id:
             raise HeartbeatError(ErrorCode.FENCED_INSTANCE_ID,
-                                 f"Static member {request.member_id} with instance id {instance_id} was fenced by "
-                                 f"member {existing.member_id}.")
-        return existing
+                                 f"Static member {member_id} with instance id {instance_id} was fenced by "
+                                 f"member {existing_id}.")
+        return existing_id
 
     def _check_not_full(self) -> None:
         if len(self.members) >= self.max_size:
@@ -827,20 +840,14 @@ class ConsumerGroup:
             0, 0, old.state, old.assigned, old.pending_revocation)))
         self._sessions.pop(old.member_id, None)
         self._effects.append(CancelTimer(SessionTimeout(old.member_id)))
-        self._effects.append(SetTimer(SessionTimeout(member_id), self.session_timeout_ms))
+        self._effects.append(SetTimer(SessionTimeout(member_id), self._session_timeout(member_id)))
         self._cancel_revocation(old.member_id)
         return self.members[member_id]
 
     def _leave(self, request: ConsumerGroupHeartbeat, records: list, now: Now) -> HeartbeatResult:
         member = self.members.get(request.member_id)
         if request.instance_id is not None:
-            existing_id = self.static_members.get(request.instance_id)
-            if existing_id is None:
-                raise HeartbeatError(ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {request.instance_id} is unknown.")
-            if existing_id != request.member_id:
-                raise HeartbeatError(ErrorCode.FENCED_INSTANCE_ID,
-                                     f"Static member {request.member_id} with instance id {request.instance_id} "
-                                     f"was fenced by member {existing_id}.")
+            self._static_member_id(request.instance_id, request.member_id)
         if member is None:
             raise HeartbeatError(ErrorCode.UNKNOWN_MEMBER_ID,
                                  f"Member {request.member_id} is not a member of group {self.group_id}.")
@@ -849,14 +856,7 @@ class ConsumerGroup:
                                heartbeat_interval_ms=0)
 
     def _static_leave(self, request: ConsumerGroupHeartbeat, records: list) -> HeartbeatResult:
-        existing_id = self.static_members.get(request.instance_id)
-        if existing_id is None:
-            raise HeartbeatError(ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {request.instance_id} is unknown.")
-        if existing_id != request.member_id:
-            raise HeartbeatError(ErrorCode.FENCED_INSTANCE_ID,
-                                 f"Static member {request.member_id} with instance id {request.instance_id} was "
-                                 f"fenced by member {existing_id}.")
-        member = self.members[existing_id]
+        member = self.members[self._static_member_id(request.instance_id, request.member_id)]
         # It keeps its partitions (nobody else gets them) until it comes back or its session expires.
         self._write(records, _current_assignment_record(self.group_id, member.member_id, MemberAssignment(
             LEAVE_GROUP_STATIC_MEMBER_EPOCH, member.member_epoch, member.state, member.assigned,

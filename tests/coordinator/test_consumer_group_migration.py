@@ -205,3 +205,19 @@ def test_classic_members_commit_with_their_generation_and_get_illegal_generation
     assert g.validate_offset_commit("c1", None, 7, 7) == ErrorCode.NONE  # older OffsetCommit versions are fine
     assert g.validate_offset_commit("c1", None, 6, 7) == ErrorCode.ILLEGAL_GENERATION
     assert g.validate_offset_fetch("c1", 6) == ErrorCode.ILLEGAL_GENERATION
+
+
+def test_a_classic_group_with_malformed_consumer_protocol_data_is_not_upgraded():
+    classic = stable_classic_group()
+    classic.members["c1"].assignment = b"\x00"  # no version prefix
+    with pytest.raises(UpgradeRefused, match="c1's consumer protocol data is malformed"):
+        upgrade_records(classic, IMAGE)
+
+
+def test_an_eager_classic_member_that_gave_everything_up_gets_its_share_at_once():
+    d = upgraded()
+    d.join("k1", topics=["orders"])
+    j = classic_join(d, "c1", owned=[])  # eager: revoked all before rejoining
+    assert j.error == 0 and j.generation_id == 8
+    assert len(classic_sync(d, "c1", 8)) >= 1
+    no_partition_held_twice(d)
