@@ -154,6 +154,8 @@ class ConsumerGroupMember:
 
     async def close(self, *, leave: bool = True) -> None:
         """Revoke the partitions and leave (epoch -1; a static member -2, keeping its place for a while)."""
+        if self.state is ConsumerMemberState.CLOSED:
+            return
         task, self._task = self._task, None
         await _stop(task)
         try:
@@ -165,6 +167,7 @@ class ConsumerGroupMember:
                 epoch = LEAVE_EPOCH if self.group_instance_id is None else STATIC_LEAVE_EPOCH
                 try:
                     await asyncio.wait_for(self._heartbeat(epoch), self.cluster.request_timeout_ms / 1000)
+                    self.member_epoch = JOIN_EPOCH
                 except (ClientError, asyncio.TimeoutError) as exc:
                     log.warning("group %s: leaving failed: %s", self.group_id, exc)
         finally:
