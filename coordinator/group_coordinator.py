@@ -79,7 +79,7 @@ from cohort.protocol.partitioning import partition_for as _partition_for
 # Records of KIP-848 consumer groups (Kafka's key types 3-8), records and tombstones: replayed into the group.
 CONSUMER_GROUP_RECORDS = frozenset(cls for key in (3, 5, 6, 7, 8) if key in RECORD_TYPES
                                    for cls in (RECORD_TYPES[key].record, RECORD_TYPES[key].tombstone))
-CONSUMER_MEMBER_TYPE = 1  # ConsumerGroupDescribe v1 MemberType: 0 classic, 1 consumer
+CLASSIC_MEMBER_TYPE, CONSUMER_MEMBER_TYPE = 0, 1  # ConsumerGroupDescribe v1 MemberType
 _INT64_MAX = (1 << 63) - 1
 _INT64_MIN = -(1 << 63)
 
@@ -1273,7 +1273,7 @@ class GroupCoordinator:
             subscribed_topic_regex=member.subscribed_topic_regex,
             assignment=self._described_assignment(member.assigned),
             target_assignment=self._described_assignment(group.target_assignment.get(member.member_id, {})),
-            member_type=CONSUMER_MEMBER_TYPE)
+            member_type=CLASSIC_MEMBER_TYPE if member.uses_classic_protocol else CONSUMER_MEMBER_TYPE)
             for member in group.members.values()]
         return Described(error_code=E.NONE, group_id=group_id, group_state=group.state.value,
                          group_epoch=group.group_epoch, assignment_epoch=group.target_assignment_epoch,

@@ -18,7 +18,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaConsumer, OffsetAndMetadata  # the test command installs every real client
 from kafka import TopicPartition as KpTopicPartition
 
-from cohort.protocol.messages import ListGroupsRequest
+from cohort.protocol.messages import ConsumerGroupDescribeRequest, ListGroupsRequest
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -97,6 +97,8 @@ def test_an_empty_group_moves_between_protocols_both_ways_keeping_its_offsets(se
                    or NotYet((owned(new), kp_owned(classic))), 60, "one partition each in the mixed group")
         described = admin.describe_consumer_groups(["mixed-g"])["mixed-g"].result(10)
         assert described.type is ConsumerGroupType.CONSUMER and len(described.members) == 2
+        [raw] = raw_client(server.port).request(ConsumerGroupDescribeRequest(group_ids=["mixed-g"]), 1).groups
+        assert sorted((m.client_id, m.member_type) for m in raw.members) == [("classic", 0), ("new-protocol", 1)]
         new.commit(offsets=[TopicPartition("mixed-t", 1, 9, metadata="consumer")], asynchronous=False)
     finally:
         new.close()
