@@ -53,7 +53,7 @@ EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 # Topic changes retried by Kafka's admin client; e.g. UNKNOWN_TOPIC_OR_PARTITION is final here.
 TOPIC_CHANGE_RETRIABLE = frozenset({ErrorCode.NOT_CONTROLLER, ErrorCode.THROTTLING_QUOTA_EXCEEDED})
-GROUP_STATES = ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead")
+GROUP_STATES = ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead", "Assigning", "Reconciling")
 
 
 @dataclass(slots=True, frozen=True)

@@ -30,14 +30,13 @@ from __future__ import annotations
 import asyncio
 import base64
 import enum
-import inspect
 import logging
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 
 from cohort.client.cluster import COORDINATOR_MOVED, Cluster
 from cohort.client.errors import ClientError, KafkaConnectionError, KafkaError, UnsupportedApi, kafka_error
-from cohort.client.membership import RebalanceListener, _stop
+from cohort.client.membership import RebalanceListener, _stop, call_listener
 from cohort.client.offsets import CommitFence, OffsetAndMetadata, as_offsets, commit_offsets, fetch_offsets
 from cohort.client.topic_partition import TopicPartition
 from cohort.protocol.errors import ErrorCode
@@ -155,6 +154,8 @@ class ConsumerGroupMember:
 
     async def close(self, *, leave: bool = True) -> None:
         """Revoke the partitions and leave (epoch -1; a static member -2, keeping its place for a while)."""
+        if self.state is ConsumerMemberState.CLOSED:
+            return
         task, self._task = self._task, None
         await _stop(task)
         try:
@@ -166,6 +167,7 @@ class ConsumerGroupMember:
                 epoch = LEAVE_EPOCH if self.group_instance_id is None else STATIC_LEAVE_EPOCH
                 try:
                     await asyncio.wait_for(self._heartbeat(epoch), self.cluster.request_timeout_ms / 1000)
+                    self.member_epoch = JOIN_EPOCH
                 except (ClientError, asyncio.TimeoutError) as exc:
                     log.warning("group %s: leaving failed: %s", self.group_id, exc)
         finally:
@@ -303,12 +305,7 @@ class ConsumerGroupMember:
         return [_Owned(topic_id=ids[t], partitions=sorted(ps)) for t, ps in sorted(by_topic.items()) if t in ids]
 
     async def _call(self, callback, partitions: frozenset[TopicPartition]) -> None:
-        try:
-            result = callback(partitions)
-            if inspect.isawaitable(result):
-                await result
-        except Exception:  # noqa: BLE001 - a failing callback must not wedge the member
-            log.exception("group %s: rebalance callback failed", self.group_id)
+        await call_listener(self.group_id, callback, partitions)
 
     async def _coordinator_lost(self, exc: Exception) -> None:
         log.info("group %s: coordinator unavailable (%s); rediscovering", self.group_id, exc)

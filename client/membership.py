@@ -126,6 +126,16 @@ async def _stop(task: asyncio.Task | None) -> None:
         log.debug("task %s ended with %r", task.get_name(), task.exception())
 
 
+async def call_listener(group_id: str, callback, partitions: frozenset[TopicPartition]) -> None:
+    """Run a rebalance callback (plain or coroutine); a failing one is logged, never wedges the member."""
+    try:
+        result = callback(partitions)
+        if inspect.isawaitable(result):
+            await result
+    except Exception:  # noqa: BLE001 - a failing callback must not wedge the group
+        log.exception("group %s: rebalance callback %s failed", group_id, getattr(callback, "__name__", callback))
+
+
 class _Rejoin(Exception):
     """Internal: abandon the current join/heartbeat cycle and join again."""
 
@@ -381,12 +391,7 @@ class GroupMember:
             await self._call(self.listener.on_partitions_lost if lost else self.listener.on_partitions_revoked, owned)
 
     async def _call(self, callback, partitions: frozenset[TopicPartition]) -> None:
-        try:
-            result = callback(partitions)
-            if inspect.isawaitable(result):
-                await result
-        except Exception:  # noqa: BLE001 - a failing callback must not wedge the group
-            log.exception("group %s: rebalance callback %s failed", self.group_id, getattr(callback, "__name__", callback))
+        await call_listener(self.group_id, callback, partitions)
 
     # ------------------------------------------------------------ JoinGroup
 

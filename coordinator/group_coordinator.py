@@ -47,6 +47,7 @@ from cohort.coordinator.group_health import GroupHealth, HealthMonitor
 from cohort.coordinator.group_journal import GroupJournal, JournalEntry
 from cohort.coordinator.groups.classic import ClassicGroup, GroupState, JoinRequest, JoinResult, SyncResult
 from cohort.coordinator.groups.consumer import (
+    ConvertedFromClassic,
     ConsumerGroup,
     ConsumerGroupHeartbeat,
     ConsumerGroupState,
@@ -59,6 +60,7 @@ from cohort.coordinator.groups.consumer import (
     validate_heartbeat,
 )
 from cohort.coordinator.groups.effects import RebalanceJournaled
+from cohort.coordinator.groups.migration import UpgradeRefused, check_upgrade, upgrade_records
 from cohort.coordinator.groups.runtime import GroupRuntime, LoopScheduler, Scheduler
 from cohort.coordinator.log import LogLoadError, StorageError
 from cohort.coordinator.offset_history import CommitEvent, commit_events, group_key_prefixes, offsets_at
@@ -88,7 +90,7 @@ from cohort.protocol.partitioning import partition_for as _partition_for
 # Records of KIP-848 consumer groups (Kafka's key types 3-8), records and tombstones: replayed into the group.
 CONSUMER_GROUP_RECORDS = frozenset(cls for key in (3, 5, 6, 7, 8) if key in RECORD_TYPES
                                    for cls in (RECORD_TYPES[key].record, RECORD_TYPES[key].tombstone))
-CONSUMER_MEMBER_TYPE = 1  # ConsumerGroupDescribe v1 MemberType: 0 classic, 1 consumer
+CLASSIC_MEMBER_TYPE, CONSUMER_MEMBER_TYPE = 0, 1  # ConsumerGroupDescribe v1 MemberType
 _INT64_MAX = (1 << 63) - 1
 _INT64_MIN = -(1 << 63)
 
@@ -249,6 +251,7 @@ class GroupCoordinator:
         self._health_timer = None
         self._journal_writes: set[asyncio.Task] = set()
         self.runtime = GroupRuntime(self.scheduler, self._store_record, metrics, journal=self._journal_rebalance)
+        self.runtime.converted_to_classic = self._converted_to_classic
         self._other_records = other_records
         self._groups: dict[str, ClassicGroup] = {}
         # KIP-848 groups; a group id is in at most one of the two maps (Kafka's shared group id space)
@@ -822,10 +825,9 @@ class GroupCoordinator:
         consumer_group = self._consumer_groups.get(group_id)
         if consumer_group is not None and consumer_group.state is not ConsumerGroupState.DEAD:
             if not consumer_group.is_empty:
-                # Kafka would take the classic member into the consumer group (online migration), which
-                # Cohort does not do yet: the protocol does not match the group's.
-                return self._join_response(version, JoinResult(error=E.INCONSISTENT_GROUP_PROTOCOL,
-                                                               member_id=member_id))
+                # A classic member inside a consumer group (Kafka's migration): answered from its target.
+                return self._join_response(version, await self.runtime.join(consumer_group, self._join_request(
+                    req, version, ctx)))
             # An empty consumer group gives way to the classic group (Kafka's maybeDeleteEmptyConsumerGroup).
             self._delete_consumer_group(consumer_group)
         group = self._groups.get(group_id)
@@ -837,19 +839,7 @@ class GroupCoordinator:
             log.info("group %s: created by a JoinGroup from client %s", group_id, ctx.client_id)
             # Commit the new group to the log (Kafka's "empty" GroupMetadata record, generation 0).
             new_group_write = self._store_record(group.metadata_record({}))
-        join = JoinRequest(
-            member_id=member_id,
-            group_instance_id=req.group_instance_id if version >= 5 else None,
-            client_id=ctx.client_id,
-            client_host=ctx.client_host,
-            session_timeout_ms=req.session_timeout_ms,
-            rebalance_timeout_ms=req.session_timeout_ms if version == 0 else req.rebalance_timeout_ms,
-            protocol_type=req.protocol_type,
-            protocols=[(p.name, bytes(p.metadata)) for p in req.protocols],
-            reason=req.reason if version >= 8 else None,
-            require_known_member_id=version >= 4,
-            supports_skip_assignment=version >= 9,
-        )
+        join = self._join_request(req, version, ctx)
         if join.reason:
             log.info("group %s: JoinGroup from %r (client %s), reason: %s", group_id, member_id,
                      ctx.client_id, join.reason)
@@ -867,6 +857,22 @@ class GroupCoordinator:
         response = self._join_response(version, result)
         # The leader of a big group gets every member's metadata: encode that off the loop.
         return EncodeInThread(response) if len(result.members) > MEMBERS_ENCODED_ON_LOOP else response
+
+    @staticmethod
+    def _join_request(req, version: int, ctx: RequestContext) -> JoinRequest:
+        return JoinRequest(
+            member_id=req.member_id,
+            group_instance_id=req.group_instance_id if version >= 5 else None,
+            client_id=ctx.client_id,
+            client_host=ctx.client_host,
+            session_timeout_ms=req.session_timeout_ms,
+            rebalance_timeout_ms=req.session_timeout_ms if version == 0 else req.rebalance_timeout_ms,
+            protocol_type=req.protocol_type,
+            protocols=[(p.name, bytes(p.metadata)) for p in req.protocols],
+            reason=req.reason if version >= 8 else None,
+            require_known_member_id=version >= 4,
+            supports_skip_assignment=version >= 9,
+        )
 
     @staticmethod
     def _join_response(version: int, r: JoinResult):
@@ -902,7 +908,7 @@ class GroupCoordinator:
         error = self._partition_error(self.partition_for(group_id))
         if error:
             return self._sync_response(SyncResult(error=error))
-        group = self._groups.get(group_id)
+        group = self._groups.get(group_id) or self._consumer_groups.get(group_id)  # classic members may be in either
         if group is None:
             return self._sync_response(SyncResult(error=E.UNKNOWN_MEMBER_ID))
         assignments = {a.member_id: bytes(a.assignment) for a in req.assignments}
@@ -932,7 +938,7 @@ class GroupCoordinator:
             return m.HeartbeatResponse(throttle_time_ms=0, error_code=E.NONE)
         if error:
             return m.HeartbeatResponse(throttle_time_ms=0, error_code=error)
-        group = self._groups.get(group_id)
+        group = self._groups.get(group_id) or self._consumer_groups.get(group_id)
         if group is None:
             return m.HeartbeatResponse(throttle_time_ms=0, error_code=E.UNKNOWN_MEMBER_ID)
         error = self.runtime.heartbeat(group, req.member_id, req.group_instance_id if version >= 3 else None,
@@ -965,10 +971,10 @@ class GroupCoordinator:
         error = self._partition_error(self.partition_for(group_id))
         if error:
             return error, []
-        group = self._groups.get(group_id)
+        group = self._groups.get(group_id) or self._consumer_groups.get(group_id)
         if group is None:
             return E.NONE, [E.UNKNOWN_MEMBER_ID] * len(identities)
-        if group.state is GroupState.DEAD:
+        if group.state is GroupState.DEAD or group.state is ConsumerGroupState.DEAD:
             return E.COORDINATOR_NOT_AVAILABLE, []
         return E.NONE, self.runtime.leave(group, identities)
 
@@ -1460,6 +1466,8 @@ class GroupCoordinator:
                              heartbeat_interval_ms=config.group_consumer_heartbeat_interval_ms,
                              max_size=config.group_consumer_max_size,
                              assignment_interval_ms=config.group_consumer_assignment_interval_ms,
+                             migration_policy=config.group_consumer_migration_policy,
+                             classic_max_size=config.group_max_size,
                              assignors=config.group_consumer_assignors.split(","), image=self._topic_image())
 
     def _replay_consumer_group_record(self, record: Record) -> None:
@@ -1473,6 +1481,17 @@ class GroupCoordinator:
                 del self._groups[record.group]
             group = self._consumer_groups[record.group] = self._new_consumer_group(record.group)
         self.runtime.submit(group, RecordReplayed(record))
+
+    def _converted_to_classic(self, group: ConsumerGroup, record: GroupMetadataRecord) -> None:
+        """The consumer group's last consumer-protocol member left (Kafka's online downgrade): its
+        records are replaced by `record` (durable now); a classic group loaded from it serves the id."""
+        if self._consumer_groups.get(group.group_id) is group:
+            del self._consumer_groups[group.group_id]
+        self.runtime.delete(group)
+        classic = self._groups[group.group_id] = self._new_group(group.group_id)
+        self.runtime.load(classic, record)
+        self.runtime.load_completed(classic)
+        log.info("group %s: consumer group converted back to a classic group (online downgrade)", group.group_id)
 
     # -- the topic registry --------------------------------------------------------------------
     def watch_topics(self, registry) -> None:
@@ -1523,16 +1542,31 @@ class GroupCoordinator:
         group = self._consumer_groups.get(group_id)
         if group is None or group.state is ConsumerGroupState.DEAD:
             classic = self._groups.get(group_id)
-            if classic is not None and classic.state is not GroupState.DEAD:
-                if classic.members or classic.state is not GroupState.EMPTY:
-                    # Online migration of a classic group with members is not implemented (yet).
+            if classic is not None and classic.state is not GroupState.DEAD and (
+                    classic.members or classic.state is not GroupState.EMPTY):
+                if req.member_epoch != 0:
+                    return _heartbeat_response(missing_group_result(group_id))
+                # Kafka's online upgrade: the classic members stay, inside a consumer group.
+                try:
+                    check_upgrade(classic, self.config.group_consumer_migration_policy,
+                                  self.config.group_consumer_max_size)
+                    records = upgrade_records(classic, self._topic_image())
+                except UpgradeRefused as refused:
+                    log.info("group %s: not converted to a consumer group: %s", group_id, refused)
                     return _heartbeat_response(HeartbeatResult(
                         E.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group."))
+                self._drop_group(classic)
+                group = self._consumer_groups[group_id] = self._new_consumer_group(group_id)
+                self.runtime.submit(group, ConvertedFromClassic(records))
+                log.info("group %s: classic group with %d members converted to a consumer group (online upgrade)",
+                         group_id, len(classic.members))
+            elif classic is not None and classic.state is not GroupState.DEAD:
                 # An empty classic group (or a simple one, offsets only) becomes a consumer group; its
                 # offsets stay. The tombstone goes first, so a reload sees the consumer group only.
                 self._store_record(GroupMetadataTombstone(group_id))
                 self._drop_group(classic)
                 log.info("group %s: empty classic group converted to a consumer group", group_id)
+        if group is None or group.state is ConsumerGroupState.DEAD:
             if req.member_epoch != 0:
                 return _heartbeat_response(missing_group_result(group_id))
             group = self._consumer_groups[group_id] = self._new_consumer_group(group_id)
@@ -1573,7 +1607,7 @@ class GroupCoordinator:
             subscribed_topic_regex=member.subscribed_topic_regex,
             assignment=self._described_assignment(member.assigned),
             target_assignment=self._described_assignment(group.target_assignment.get(member.member_id, {})),
-            member_type=CONSUMER_MEMBER_TYPE)
+            member_type=CLASSIC_MEMBER_TYPE if member.uses_classic_protocol else CONSUMER_MEMBER_TYPE)
             for member in group.members.values()]
         return Described(error_code=E.NONE, group_id=group_id, group_state=group.state.value,
                          group_epoch=group.group_epoch, assignment_epoch=group.target_assignment_epoch,

@@ -52,6 +52,7 @@ from cohort.coordinator.config import CoordinatorConfig, HostPort
 from cohort.coordinator.group_coordinator import GroupCoordinator, RequestContext
 from cohort.coordinator.log import StorageError
 from cohort.coordinator.ownership import Node, Ownership
+from cohort.coordinator.records import TopicRecord, TopicTombstone
 from cohort.coordinator.peers import PEER_CLIENT_ID, PeerLink, Peers
 from cohort.coordinator.static_ownership import TOPIC_REGISTRY_PARTITION, StaticOwnership
 from cohort.coordinator.topics import RESERVED_TOPIC_NAMES, Topic, TopicRefusal, TopicRegistry, topic_name_problem
@@ -91,6 +92,7 @@ from cohort.protocol.messages import (
 )
 
 log = logging.getLogger("cohort.coordinator.handlers")
+REGISTRY_MIRROR_S = 1.0
 
 ZERO_UUID = uuid.UUID(int=0)
 INT32_MIN = -2147483648
@@ -218,6 +220,9 @@ class RequestHandlers:
         reachable = peer_link is not None or plaintext
         self.peers = Peers(lambda: [n for n in self.ownership.nodes() if n != self.ownership.local and reachable],
                            peer_link)
+        # --workers N: a worker without the topic registry mirrors it for its consumer groups' subscriptions
+        self._registry_mirror_due = 0.0
+        self._registry_mirroring: asyncio.Task | None = None
         # name -> (topic id, partitions) as the registry's owner last told this node (when it is another node)
         self._known_topics: dict[str, tuple[uuid.UUID, int]] = {}
         self.topics = topics
@@ -248,7 +253,7 @@ class RequestHandlers:
             ListGroupsRequest: groups.list_groups,
             DeleteGroupsRequest: groups.delete_groups,
             OffsetDeleteRequest: groups.offset_delete,
-            ConsumerGroupHeartbeatRequest: groups.consumer_group_heartbeat,
+            ConsumerGroupHeartbeatRequest: self.consumer_group_heartbeat,
             ConsumerGroupDescribeRequest: groups.consumer_group_describe,
             GroupReportRequest: groups.group_report,  # Cohort's own: journal, history, health (not advertised)
             **(extra_handlers or {}),
@@ -339,6 +344,42 @@ class RequestHandlers:
             # Kafka's answer while share groups (KIP-932) are disabled; Cohort has none.
             return ErrorCode.INVALID_REQUEST, "Share groups (KIP-932) are not supported by Cohort."
         return ErrorCode.INVALID_REQUEST, f"Unknown coordinator key type {key_type}."
+
+    # ------------------------------------------------------------------ ConsumerGroupHeartbeat
+    def consumer_group_heartbeat(self, request, version: int, ctx: RequestContext):
+        """The group coordinator's answer; a worker that does not keep the topic registry first
+        refreshes its mirror of it (at most once a second), so subscriptions resolve there too."""
+        if self._keeps_registry or asyncio.get_running_loop().time() < self._registry_mirror_due:
+            return self.groups.consumer_group_heartbeat(request, version, ctx)
+        return self._consumer_group_heartbeat_after_mirroring(request, version, ctx)
+
+    async def _consumer_group_heartbeat_after_mirroring(self, request, version: int, ctx: RequestContext):
+        if self._registry_mirroring is None:
+            self._registry_mirroring = asyncio.get_running_loop().create_task(self._mirror_registry())
+        await asyncio.shield(self._registry_mirroring)
+        answer = self.groups.consumer_group_heartbeat(request, version, ctx)
+        return await answer if inspect.isawaitable(answer) else answer
+
+    async def _mirror_registry(self) -> None:
+        """Copy the registry owner's topics (all-topics Metadata) into this worker's registry, in memory."""
+        try:
+            owner = self._registry_owner
+            if owner is None:
+                return
+            response = await self.peers.metadata(owner, MetadataRequest(topics=None), 12)
+            present = {t.name: t for t in response.topics if t.error_code == 0 and t.name}
+            for name, t in present.items():
+                known = self.topics.get(name)
+                if known is None or known.topic_id != t.topic_id or known.partitions != len(t.partitions):
+                    self.topics.apply(TopicRecord(name, t.topic_id, len(t.partitions)))
+            for topic in list(self.topics):
+                if topic.name not in present:
+                    self.topics.apply(TopicTombstone(topic.name))
+            self._registry_mirror_due = asyncio.get_running_loop().time() + REGISTRY_MIRROR_S
+        except Exception as exc:  # noqa: BLE001 - the heartbeat is answered from the mirror as it is
+            log.info("cannot mirror the topic registry for consumer groups: %s", exc)
+        finally:
+            self._registry_mirroring = None
 
     # ------------------------------------------------------------------ Metadata
     async def metadata(self, request, version: int, ctx: RequestContext) -> MetadataResponse:

@@ -45,7 +45,8 @@ log = logging.getLogger(__name__)
 # Kafka's names for the API keys Cohort may see, used only as label values: every API the codec
 # declares, and two that clients send before learning that Cohort does not serve them.
 API_NAMES: dict[int, str] = {0: "Produce", 32: "DescribeConfigs", **{key: api.name for key, api in API_SCHEMAS.items()}}
-GROUP_STATES = ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead")
+# classic groups' states, then the two only KIP-848 consumer groups have (Empty, Stable, Dead are shared)
+GROUP_STATES = ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead", "Assigning", "Reconciling")
 GROUP_TYPES = ("classic", "consumer")
 REBALANCE_REASONS = (
     "initial",          # first rebalance of an empty group

@@ -377,7 +377,7 @@ class CoordinatorServer:
     def _groups_by_state(self) -> dict[str, int]:
         counts: dict[str, int] = {}
         if self.groups is not None:
-            for group in self.groups.groups():
+            for group in [*self.groups.groups(), *self.groups.consumer_groups()]:
                 name = str(group.state)
                 counts[name] = counts.get(name, 0) + 1
         return counts
@@ -401,7 +401,9 @@ class CoordinatorServer:
         return stats
 
     def _member_count(self) -> int:
-        return sum(len(g.members) for g in self.groups.groups()) if self.groups is not None else 0
+        if self.groups is None:
+            return 0
+        return sum(len(g.members) for g in [*self.groups.groups(), *self.groups.consumer_groups()])
 
     # ------------------------------------------------------------------ connections
     def admit(self, conn: "Connection") -> bool:

@@ -34,7 +34,7 @@ from cohort.coordinator.groups.classic import (
     SyncGroup,
     Unloaded,
 )
-from cohort.coordinator.groups.consumer import ConsumerGroupState, Step as ConsumerStep
+from cohort.coordinator.groups.consumer import ConsumerGroupState, ConvertedToClassic, Step as ConsumerStep
 from cohort.coordinator.groups.effects import (
     Answer,
     AnswerAll,
@@ -178,7 +178,9 @@ class GroupRuntime:
         self._parked: dict[int, asyncio.Future] = {}
         self._request_ids = itertools.count(1)
         self._hosts: dict[ClassicGroup, _Host] = {}
-        self._reconciling_since: dict[str, float] = {}  # consumer group id -> first epoch bump not yet Stable
+        self._reconciling_since: dict[str, float] = {}
+        # Set by the coordinator: a consumer group turned back into a classic one (group, GroupMetadata record).
+        self.converted_to_classic: Callable[[object, GroupMetadataRecord], None] | None = None  # consumer group id -> first epoch bump not yet Stable
 
     # -- requests ----------------------------------------------------------------------------
     def join(self, group: ClassicGroup, request: JoinRequest) -> asyncio.Future:
@@ -292,6 +294,9 @@ class GroupRuntime:
             elif kind is RebalanceJournaled:
                 if self._journal is not None:
                     self._journal(effect)
+            elif kind is ConvertedToClassic:
+                if self.converted_to_classic is not None:
+                    self.converted_to_classic(group, effect.record)
             elif kind is StateChanged:
                 if self._metrics is not None and isinstance(effect.step, ConsumerStep):
                     self._consumer_state_changed(effect)

@@ -156,24 +156,12 @@ class RequestAuthorization:
         return await handler(request, version, ctx)
 
     async def _consumer_group_describe(self, handler, request, version, ctx):
-        allowed = [g for g in request.group_ids if self.allowed(ctx, DESCRIBE, GROUP, g)]
-        narrowed = copy.copy(request)
-        narrowed.group_ids = allowed
-        response = await handler(narrowed, version, ctx) if allowed else ConsumerGroupDescribeResponse(groups=[])
-        inner = _unwrap(response)
-        by_id = {g.group_id: g for g in inner.groups}
         Described = ConsumerGroupDescribeResponse.DescribedConsumerGroup
-        groups = []
-        for name in request.group_ids:
-            found = by_id.get(name)
-            if found is None:
-                found = Described(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, group_id=name,
-                                  error_message=f"Not authorized to describe group {name}.")
-            elif request.include_authorized_operations:
-                found.authorized_operations = self.operations(ctx, GROUP, name)
-            groups.append(found)
-        inner.groups = groups
-        return response
+        return await self._describe_each_group(
+            handler, request, version, ctx, "group_ids", ConsumerGroupDescribeResponse,
+            lambda name: Described(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, group_id=name,
+                                   error_message=f"Not authorized to describe group {name}."),
+            request.include_authorized_operations)
 
     # ------------------------------------------------------------------ offsets
     async def _offset_commit(self, handler, request, version, ctx):
@@ -298,20 +286,30 @@ class RequestAuthorization:
 
     # ------------------------------------------------------------------ group admin
     async def _describe_groups(self, handler, request, version, ctx):
-        allowed = [g for g in request.groups if self.allowed(ctx, DESCRIBE, GROUP, g)]
+        Described = DescribeGroupsResponse.DescribedGroup
+        return await self._describe_each_group(
+            handler, request, version, ctx, "groups", DescribeGroupsResponse,
+            lambda name: Described(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, group_id=name, group_state="",
+                                   protocol_type="", protocol_data="", members=[]),
+            version >= 3 and request.include_authorized_operations)
+
+    async def _describe_each_group(self, handler, request, version, ctx, field: str, response_cls, denied,
+                                   with_operations: bool):
+        """DESCRIBE per group: the handler sees the allowed ones, the others are answered `denied(name)`,
+        in the order asked; `with_operations` fills each answer's authorized operations."""
+        names = getattr(request, field)
+        allowed = [g for g in names if self.allowed(ctx, DESCRIBE, GROUP, g)]
         narrowed = copy.copy(request)
-        narrowed.groups = allowed
-        response = await handler(narrowed, version, ctx) if allowed else DescribeGroupsResponse(groups=[])
+        setattr(narrowed, field, allowed)
+        response = await handler(narrowed, version, ctx) if allowed else response_cls(groups=[])
         inner = _unwrap(response)
         by_id = {g.group_id: g for g in inner.groups}
-        Described = DescribeGroupsResponse.DescribedGroup
         groups = []
-        for name in request.groups:
+        for name in names:
             found = by_id.get(name)
             if found is None:
-                found = Described(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, group_id=name, group_state="",
-                                  protocol_type="", protocol_data="", members=[])
-            elif version >= 3 and request.include_authorized_operations:
+                found = denied(name)
+            elif with_operations:
                 found.authorized_operations = self.operations(ctx, GROUP, name)
             groups.append(found)
         inner.groups = groups

@@ -118,3 +118,24 @@ async def test_groups_cli_shows_type_epochs_and_current_vs_target(consumer_serve
                                  "thin-cli(0,1,2)"]
     finally:
         await member.close()
+
+
+async def test_spark_committer_sees_consumer_group_members_and_commits_once_it_is_empty(consumer_server):
+    from cohort.client.spark.coordinator_link import CoordinatorLink, GroupActive
+
+    async with Admin(consumer_server.bootstrap) as admin:
+        await admin.create_topics([NewTopic("thin-spark", 1)])
+    member = ConsumerGroupMember(consumer_server.bootstrap, "thin-spark-group", ["thin-spark"])
+    link = CoordinatorLink(consumer_server.bootstrap, 10000, 0)
+    try:
+        await member.start(timeout=30)
+        with pytest.raises(GroupActive):
+            await asyncio.to_thread(link.ensure_no_active_members, "thin-spark-group")
+        await member.close()
+        await asyncio.to_thread(link.ensure_no_active_members, "thin-spark-group")  # Empty consumer group
+        await asyncio.to_thread(link.commit, "thin-spark-group", {TopicPartition("thin-spark", 0): 17}, "batch 1")
+        committed = await asyncio.to_thread(link.committed_offsets, "thin-spark-group")
+        assert committed[TopicPartition("thin-spark", 0)].offset == 17
+    finally:
+        await member.close()
+        await asyncio.to_thread(link.close)

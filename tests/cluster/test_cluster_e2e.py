@@ -247,3 +247,38 @@ def test_a_confluent_kafka_group_commits_through_a_kill_9_of_its_coordinator(nod
         assert {tp.partition: tp.offset for tp in committed} == acknowledged == {p: 30 for p in partitions}
     finally:
         consumer.close()
+
+
+def test_a_consumer_protocol_group_survives_a_kill_9_of_its_coordinator_without_a_rebalance(nodes, etcd):
+    """KIP-848 records go through the etcd Store like any other: the new owner replays the group, and the
+    member's heartbeats with its old epoch are accepted there (no epoch bump, same partitions)."""
+    from confluent_kafka import Consumer
+
+    wait_until(lambda: sum(owned(n) for n in nodes) == 50, 30, "all partitions owned")
+    group, topic = "e2e-kip848", "e2e-kip848-topic"
+    bootstrap = ",".join(n.bootstrap for n in nodes)
+    create_topic(bootstrap, topic)
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "group.protocol": "consumer",
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                         "topic.metadata.refresh.interval.ms": 1000})
+    try:
+        consumer.subscribe([topic])
+        wait_until(lambda: consumer.poll(0.2) is None and len(consumer.assignment()) == 3, 60, "owns the 3 partitions")
+        before = {(tp.topic, tp.partition) for tp in consumer.assignment()}
+        owner_id = status(etcd)["partitions"][partition_for(group, 50)]["owner"]
+        victim = next(node for node in nodes if node.args[node.args.index("--node-id") + 1] == str(owner_id))
+        victim.process.send_signal(signal.SIGKILL)
+        victim.process.wait(10)
+        wait_until(lambda: status(etcd)["partitions"][partition_for(group, 50)]["owner"] not in (None, owner_id),
+                   60, "another node owns the group's partition")
+        new_owner_id = status(etcd)["partitions"][partition_for(group, 50)]["owner"]
+        new_owner = next(node for node in nodes if node.args[node.args.index("--node-id") + 1] == str(new_owner_id))
+
+        def heartbeats_on_new_owner():
+            consumer.poll(0.1)
+            return metric_value(new_owner.scrape(), "cohort_group_heartbeats_total", type="consumer") >= 3
+        wait_until(heartbeats_on_new_owner, 60, "the member heartbeats to the new owner")
+        assert metric_value(new_owner.scrape(), "cohort_group_epoch_bumps_total", type="consumer") == 0
+        assert {(tp.topic, tp.partition) for tp in consumer.assignment()} == before
+    finally:
+        consumer.close()

@@ -272,9 +272,9 @@ def test_classic_apis_meet_a_consumer_group_with_kafkas_answers(consumer_server,
         client = raw_client(consumer_server.port)
         Protocol = JoinGroupRequest.JoinGroupRequestProtocol
         join = client.request(JoinGroupRequest(group_id="cg-mixed", session_timeout_ms=10000,
-                                               rebalance_timeout_ms=10000, member_id="", protocol_type="consumer",
+                                               rebalance_timeout_ms=10000, member_id="", protocol_type="connect",
                                                protocols=[Protocol(name="range", metadata=b"")]), 7)
-        assert join.error_code == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+        assert join.error_code == ErrorCode.INCONSISTENT_GROUP_PROTOCOL  # not the consumer protocol type
         [described] = client.request(DescribeGroupsRequest(groups=["cg-mixed"]), 5).groups
         assert (described.error_code, described.group_state, described.members) == (0, "Dead", [])
         admin_client = admin(consumer_server)
@@ -291,3 +291,25 @@ def test_classic_apis_meet_a_consumer_group_with_kafkas_answers(consumer_server,
     admin_client.delete_consumer_groups(["cg-mixed"])["cg-mixed"].result(10)
     described = client.request(ConsumerGroupDescribeRequest(group_ids=["cg-mixed"]), 0).groups[0]
     assert described.error_code == ErrorCode.GROUP_ID_NOT_FOUND
+
+
+def test_workers_serve_consumer_groups_whose_worker_does_not_keep_the_topic_registry(tmp_path):
+    from workers_harness import WorkersServer, group_on_worker
+
+    server = WorkersServer(tmp_path / "data", 2, *CONSUMER_GROUP_SETTINGS).start()
+    try:
+        create_topic(server, "cg-workers", 3)
+        group = group_on_worker("cg-workers-group", 1, 2)  # worker 1: the registry is on worker 0
+        c = consumer(server, group, "on-worker-1", ["cg-workers"])
+        try:
+            everything = {("cg-workers", p) for p in range(3)}
+            poll_until([c], lambda: assignment(c) == everything or NotYet(assignment(c)), 30,
+                       "the member on worker 1 owns every partition")
+            client = admin(server)
+            client.create_partitions([NewPartitions("cg-workers", 4)])["cg-workers"].result(10)
+            poll_until([c], lambda: ("cg-workers", 3) in assignment(c) or NotYet(assignment(c)), 30,
+                       "a partition added on worker 0's registry reaches the group on worker 1")
+        finally:
+            c.close()
+    finally:
+        assert server.stop() == 0, server.stderr()

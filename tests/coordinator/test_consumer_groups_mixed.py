@@ -1,7 +1,8 @@
 """One group id moving between the classic protocol (kafka-python) and KIP-848 (confluent-kafka,
 `group.protocol=consumer`) against ``cohort serve``: an empty group converts to the protocol of the
-member that arrives, keeping its committed offsets, in both directions; while members of one protocol
-are in it, the other protocol is refused with Kafka's errors."""
+member that arrives, keeping its committed offsets, in both directions; and a group with members
+moves online (Kafka's migration): classic members keep working inside a consumer group, and the group
+turns classic again when its last consumer-protocol member leaves."""
 from __future__ import annotations
 
 import logging
@@ -12,14 +13,12 @@ import pytest
 from clients_scenario import _NotYet as NotYet
 from cohort_process import CohortServer
 
-import kafka  # the test command installs every real client: a missing one fails, never skips
 from confluent_kafka import Consumer, ConsumerGroupType, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from kafka import KafkaConsumer, OffsetAndMetadata
+from kafka import KafkaConsumer, OffsetAndMetadata  # the test command installs every real client
 from kafka import TopicPartition as KpTopicPartition
 
-from cohort.protocol.errors import ErrorCode
-from cohort.protocol.messages import ConsumerGroupHeartbeatRequest, ListGroupsRequest
+from cohort.protocol.messages import ConsumerGroupDescribeRequest, ListGroupsRequest
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -80,41 +79,56 @@ def test_an_empty_group_moves_between_protocols_both_ways_keeping_its_offsets(se
 
     # 2. a consumer-protocol member converts it; the classic commit is still there.
     new = consumer_member(server, "mixed-g", "mixed-t")
+    classic = None
     try:
-        poll_until(lambda: new.poll(0.1), lambda: {(tp.topic, tp.partition) for tp in new.assignment()} == everything
-                   or NotYet(new.assignment()), 30, "the consumer-protocol member owns both partitions")
+        poll_until(lambda: new.poll(0.1), lambda: owned(new) == everything or NotYet(owned(new)), 30,
+                   "the consumer-protocol member owns both partitions")
         [committed] = new.committed([TopicPartition("mixed-t", 0)], timeout=10)
         assert (committed.offset, committed.metadata) == (5, "classic")
         assert group_types(raw_client, server)["mixed-g"][0] == "consumer"
+
+        # 3. a classic member joins the consumer group (Kafka's migration path): they share the partitions.
+        classic = classic_member(server, "mixed-g", "mixed-t")
+
+        def both_polled():
+            new.poll(0.05)
+            classic.poll(timeout_ms=50)
+        poll_until(both_polled, lambda: (len(owned(new)) == 1 and owned(new) | kp_owned(classic) == everything)
+                   or NotYet((owned(new), kp_owned(classic))), 60, "one partition each in the mixed group")
         described = admin.describe_consumer_groups(["mixed-g"])["mixed-g"].result(10)
-        assert described.type is ConsumerGroupType.CONSUMER
-        # While it has members, the classic protocol is refused (Kafka: INCONSISTENT_GROUP_PROTOCOL).
-        with pytest.raises(kafka.errors.InconsistentGroupProtocolError):
-            intruder = classic_member(server, "mixed-g", "mixed-t")
-            try:
-                poll_until(lambda: intruder.poll(timeout_ms=100), lambda: False, 10, "refused")
-            finally:
-                intruder.close()
+        assert described.type is ConsumerGroupType.CONSUMER and len(described.members) == 2
+        [raw] = raw_client(server.port).request(ConsumerGroupDescribeRequest(group_ids=["mixed-g"]), 1).groups
+        assert sorted((m.client_id, m.member_type) for m in raw.members) == [("classic", 0), ("new-protocol", 1)]
         new.commit(offsets=[TopicPartition("mixed-t", 1, 9, metadata="consumer")], asynchronous=False)
     finally:
         new.close()
-    poll_until(lambda: None, lambda: group_types(raw_client, server)["mixed-g"] == ("consumer", "Empty"), 15,
-               "the consumer group is empty")
 
-    # 3. back: a classic member converts the empty consumer group and sees both commits.
-    classic = classic_member(server, "mixed-g", "mixed-t")
+    # 4. the last consumer-protocol member left: the group is classic again, and the classic member takes all.
+    poll_until(lambda: classic.poll(timeout_ms=100),
+               lambda: (group_types(raw_client, server)["mixed-g"][0] == "classic" and kp_owned(classic) == everything)
+               or NotYet((group_types(raw_client, server).get("mixed-g"), kp_owned(classic))), 60,
+               "downgraded to a classic group, the classic member owns both partitions")
+    assert classic.committed(KpTopicPartition("mixed-t", 0)) == 5
+    assert classic.committed(KpTopicPartition("mixed-t", 1)) == 9
+
+    # 5. and up again, online: a consumer-protocol member joins the classic group that has a member.
+    upgrader = consumer_member(server, "mixed-g", "mixed-t")
     try:
-        poll_until(lambda: classic.poll(timeout_ms=100),
-                   lambda: {(tp.topic, tp.partition) for tp in classic.assignment()} == everything
-                   or NotYet(classic.assignment()), 30, "the classic member owns both partitions again")
-        assert classic.committed(KpTopicPartition("mixed-t", 0)) == 5
-        assert classic.committed(KpTopicPartition("mixed-t", 1)) == 9
-        assert group_types(raw_client, server)["mixed-g"] == ("classic", "Stable")
-        # and now a consumer-protocol member is the one refused
-        refused = raw_client(server.port).request(ConsumerGroupHeartbeatRequest(
-            group_id="mixed-g", member_id="m" * 22, member_epoch=0, rebalance_timeout_ms=30000,
-            subscribed_topic_names=["mixed-t"], topic_partitions=[]), 1)
-        assert refused.error_code == ErrorCode.GROUP_ID_NOT_FOUND
-        assert refused.error_message == "Group mixed-g is not a consumer group."
+        def both_polled_again():
+            upgrader.poll(0.05)
+            classic.poll(timeout_ms=50)
+        poll_until(both_polled_again, lambda: (len(owned(upgrader)) == 1
+                                               and owned(upgrader) | kp_owned(classic) == everything)
+                   or NotYet((owned(upgrader), kp_owned(classic))), 60, "upgraded online, one partition each")
+        assert group_types(raw_client, server)["mixed-g"][0] == "consumer"
     finally:
+        upgrader.close()
         classic.close()
+
+
+def owned(c: Consumer) -> set[tuple[str, int]]:
+    return {(tp.topic, tp.partition) for tp in c.assignment()}
+
+
+def kp_owned(c: KafkaConsumer) -> set[tuple[str, int]]:
+    return {(tp.topic, tp.partition) for tp in c.assignment()}
