@@ -147,6 +147,28 @@ def test_sessions_end_with_their_token_and_confluent_kafka_reauthenticates(oauth
     assert not any("session expired" in r.getMessage() for r in caplog.records)
 
 
+def test_kafka_python_reauthenticates_with_fresh_tokens_from_its_provider(oauth_node, keys, caplog):
+    node = oauth_node(connections_max_reauth_ms=600000)
+    caplog.set_level(logging.DEBUG, logger="cohort.coordinator.connection")
+    rsa_key = keys[0]
+    topic = f"t-{uuid.uuid4().hex[:8]}"
+    security = kp(node, lambda: rsa_key.token(lifetime_s=4))
+    create_topic(security, topic)
+    consumer = kafka.KafkaConsumer(topic, group_id=f"g-{uuid.uuid4().hex[:8]}", enable_auto_commit=False,
+                                   session_timeout_ms=6000, heartbeat_interval_ms=300, **security)
+    try:
+        def reauthenticated():
+            consumer.poll(timeout_ms=200)
+            return sum(r.getMessage() == "re-authenticated" for r in caplog.records) >= 2
+        wait_until(reauthenticated, 60, "two re-authentications with fresh tokens")
+        tp = kafka.TopicPartition(topic, 0)
+        consumer.commit({tp: kafka.structs.OffsetAndMetadata(9, "", -1)})
+        assert consumer.committed(tp) == 9
+    finally:
+        consumer.close()
+    assert not any("session expired" in r.getMessage() for r in caplog.records)
+
+
 def test_the_validator_reads_rotated_keys_and_parses_rfc_7628(tmp_path, keys):
     rsa_key, ec_key = keys
     path = tmp_path / "jwks.json"
