@@ -85,9 +85,10 @@ def kp(node, make_token) -> dict:
                 sasl_mechanism="OAUTHBEARER", sasl_oauth_token_provider=TokenProvider(make_token))
 
 
-def ck(node, make_token, lifetime_s: float = 300) -> dict:
-    def oauth_cb(_config):
-        return make_token(), time.time() + lifetime_s
+def ck(node, make_token) -> dict:
+    def oauth_cb(_config):  # the token and its expiry, which the client refreshes at 80 % of its lifetime
+        token = make_token()
+        return token, jwt.decode(token, options={"verify_signature": False})["exp"]
     return {"bootstrap.servers": f"127.0.0.1:{node.server.port}", "security.protocol": "SASL_PLAINTEXT",
             "sasl.mechanism": "OAUTHBEARER", "sasl.oauthbearer.method": "default", "oauth_cb": oauth_cb}
 
@@ -130,7 +131,7 @@ def test_sessions_end_with_their_token_and_confluent_kafka_reauthenticates(oauth
     create_topic(kp(node, lambda: rsa_key.token()), topic)
     import confluent_kafka
 
-    consumer = confluent_kafka.Consumer({**ck(node, lambda: rsa_key.token(lifetime_s=4), lifetime_s=4),
+    consumer = confluent_kafka.Consumer({**ck(node, lambda: rsa_key.token(lifetime_s=6)),
                                          "group.id": f"g-{uuid.uuid4().hex[:8]}", "enable.auto.commit": False,
                                          "session.timeout.ms": 6000})
     try:
