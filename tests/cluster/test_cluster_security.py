@@ -21,8 +21,8 @@ from cohort_process import CohortServer, run_cohort
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "coordinator" / "security"))
 from tls_ca import make_ca  # noqa: E402
 from test_secured_clients import (  # noqa: E402  (the single-node suite's scenarios, run on three nodes)
-    ADMIN, ALICE, add_user, admin_properties, assert_group_refused, cohort_ok, confluent_group_round, create_topic,
-    kafka_python_group_round,
+    ADMIN, ALICE, add_user, add_user_online, admin_properties, assert_group_refused, cohort_ok,
+    confluent_group_round, create_topic, kafka_python_group_round,
 )
 
 pytestmark = pytest.mark.timeout(300)
@@ -77,10 +77,7 @@ def logged(node: CohortServer, message: str) -> bool:
 def test_a_user_and_an_acl_added_through_one_node_are_in_force_on_the_others(secured_nodes, ca, tmp_path):
     one, two, three = secured_nodes
     config = admin_properties(tmp_path, ca)
-    secret = tmp_path / "dave.password"
-    secret.write_text("dave-secret\n")
-    cohort_ok("users", "add", "dave", "--mechanism", "SCRAM-SHA-512", "--password-file", str(secret),
-              "--bootstrap-server", one.bootstrap, "--command-config", str(config))
+    add_user_online(one.bootstrap, config, tmp_path, "dave", "dave-secret")
     assert logged(one, "SCRAM credential set")
     topic, group = f"t-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
     create_topic(kp(two, ca, *ADMIN), topic)

@@ -85,9 +85,10 @@ def kp(node, make_token) -> dict:
                 sasl_mechanism="OAUTHBEARER", sasl_oauth_token_provider=TokenProvider(make_token))
 
 
-def ck(node, make_token, lifetime_s: float = 300) -> dict:
-    def oauth_cb(_config):
-        return make_token(), time.time() + lifetime_s
+def ck(node, make_token) -> dict:
+    def oauth_cb(_config):  # the token and its expiry, which the client refreshes at 80 % of its lifetime
+        token = make_token()
+        return token, jwt.decode(token, options={"verify_signature": False})["exp"]
     return {"bootstrap.servers": f"127.0.0.1:{node.server.port}", "security.protocol": "SASL_PLAINTEXT",
             "sasl.mechanism": "OAUTHBEARER", "sasl.oauthbearer.method": "default", "oauth_cb": oauth_cb}
 
@@ -130,7 +131,7 @@ def test_sessions_end_with_their_token_and_confluent_kafka_reauthenticates(oauth
     create_topic(kp(node, lambda: rsa_key.token()), topic)
     import confluent_kafka
 
-    consumer = confluent_kafka.Consumer({**ck(node, lambda: rsa_key.token(lifetime_s=4), lifetime_s=4),
+    consumer = confluent_kafka.Consumer({**ck(node, lambda: rsa_key.token(lifetime_s=6)),
                                          "group.id": f"g-{uuid.uuid4().hex[:8]}", "enable.auto.commit": False,
                                          "session.timeout.ms": 6000})
     try:
@@ -142,6 +143,28 @@ def test_sessions_end_with_their_token_and_confluent_kafka_reauthenticates(oauth
         wait_until(reauthenticated, 60, "two re-authentications with fresh tokens")
         consumer.commit(offsets=[confluent_kafka.TopicPartition(topic, 0, 5)], asynchronous=False)
         assert consumer.committed([confluent_kafka.TopicPartition(topic, 0)], timeout=10)[0].offset == 5
+    finally:
+        consumer.close()
+    assert not any("session expired" in r.getMessage() for r in caplog.records)
+
+
+def test_kafka_python_reauthenticates_with_fresh_tokens_from_its_provider(oauth_node, keys, caplog):
+    node = oauth_node(connections_max_reauth_ms=600000)
+    caplog.set_level(logging.DEBUG, logger="cohort.coordinator.connection")
+    rsa_key = keys[0]
+    topic = f"t-{uuid.uuid4().hex[:8]}"
+    security = kp(node, lambda: rsa_key.token(lifetime_s=4))
+    create_topic(security, topic)
+    consumer = kafka.KafkaConsumer(topic, group_id=f"g-{uuid.uuid4().hex[:8]}", enable_auto_commit=False,
+                                   session_timeout_ms=6000, heartbeat_interval_ms=300, **security)
+    try:
+        def reauthenticated():
+            consumer.poll(timeout_ms=200)
+            return sum(r.getMessage() == "re-authenticated" for r in caplog.records) >= 2
+        wait_until(reauthenticated, 60, "two re-authentications with fresh tokens")
+        tp = kafka.TopicPartition(topic, 0)
+        consumer.commit({tp: kafka.structs.OffsetAndMetadata(9, "", -1)})
+        assert consumer.committed(tp) == 9
     finally:
         consumer.close()
     assert not any("session expired" in r.getMessage() for r in caplog.records)

@@ -135,6 +135,14 @@ def cohort_ok(*args: str) -> None:
     assert result.returncode == 0, result.stderr
 
 
+def add_user_online(bootstrap: str, config: Path, tmp_path, user: str, password: str) -> None:
+    """`cohort users add` through a running server (AlterUserScramCredentials), as the super user."""
+    secret = tmp_path / f"{user}.password"
+    secret.write_text(password + "\n")
+    cohort_ok("users", "add", user, "--mechanism", "SCRAM-SHA-512", "--password-file", str(secret),
+              "--bootstrap-server", bootstrap, "--command-config", str(config))
+
+
 def assert_group_refused(security: dict, topic: str, group: str) -> None:
     """A kafka-python consumer of `group` gets GroupAuthorizationFailedError (within 20 s of polling)."""
     consumer = KafkaConsumer(topic, group_id=group, enable_auto_commit=False, **security)

@@ -13,7 +13,6 @@ import uuid
 import pytest
 
 from bounded_wait import wait_until
-from cohort_process import run_cohort
 from tls_ca import make_ca
 from workers_harness import WorkersServer, group_on_worker
 
@@ -21,8 +20,8 @@ from kafka import KafkaAdminClient
 from kafka.admin import ACL, ACLOperation, ACLPermissionType, ACLResourcePatternType, ResourcePattern, ResourceType
 
 from test_secured_clients import (  # the single-node suite's scenarios, run here against two workers
-    ADMIN, ALICE, add_user, admin_properties, assert_group_refused, cohort_ok, confluent_group_round, create_topic,
-    kafka_python_group_round,
+    ADMIN, ALICE, add_user, add_user_online, admin_properties, assert_group_refused, cohort_ok,
+    confluent_group_round, create_topic, kafka_python_group_round,
 )
 
 pytestmark = pytest.mark.timeout(240)
@@ -111,11 +110,7 @@ def test_a_group_without_an_acl_is_refused_on_every_worker(workers, ca):
 def test_a_user_added_through_worker_1_authenticates_on_worker_0_and_after_a_restart(workers, ca, tmp_path):
     server = workers()
     config = admin_properties(tmp_path, ca)
-    secret = tmp_path / "dave.password"
-    secret.write_text("dave-secret\n")
-    result = run_cohort("users", "add", "dave", "--mechanism", "SCRAM-SHA-512", "--password-file", str(secret),
-                        "--bootstrap-server", server.bootstrap_of(1), "--command-config", str(config))
-    assert result.returncode == 0, result.stderr
+    add_user_online(server.bootstrap_of(1), config, tmp_path, "dave", "dave-secret")
     assert audited_on(server, "SCRAM credential set", worker=1)
     topic = f"t-{uuid.uuid4().hex[:8]}"
     create_topic(kp(server, 0, ca, *ADMIN), topic)
@@ -136,11 +131,7 @@ def test_after_worker_0_is_killed_and_restarted_changes_through_worker_1_still_r
     wait_until(lambda: "restarting" in server.health()[1], 10, "the supervisor to notice worker 0 died")
     wait_until(lambda: server.health()[0] == 200, 60, "worker 0 back")
     config = admin_properties(tmp_path, ca)
-    secret = tmp_path / "erin.password"
-    secret.write_text("erin-secret\n")
-    result = run_cohort("users", "add", "erin", "--mechanism", "SCRAM-SHA-512", "--password-file", str(secret),
-                        "--bootstrap-server", server.bootstrap_of(1), "--command-config", str(config))
-    assert result.returncode == 0, result.stderr
+    add_user_online(server.bootstrap_of(1), config, tmp_path, "erin", "erin-secret")
     topic, group = f"t-{uuid.uuid4().hex[:8]}", group_on_worker("erin", 1, 2)
     create_topic(kp(server, 1, ca, *ADMIN), topic)
     grant(server, 1, config, "User:erin", topic, group)
