@@ -49,7 +49,10 @@ def stable_consumers(bootstrap: str, topic: str, group: str, count: int, partiti
     """`count` kafka-python consumers of `group` that together own all `partitions` of `topic`."""
     consumers = [KafkaConsumer(topic, group_id=group, bootstrap_servers=bootstrap, enable_auto_commit=False,
                                session_timeout_ms=6000, heartbeat_interval_ms=300, fetch_max_wait_ms=100,
-                               client_id=f"{group}-c{i}", **settings) for i in range(count)]
+                               # a leader that joined before it saw the topic's partitions assigned none; a
+                               # quick metadata refresh makes it notice them and rejoin
+                               metadata_max_age_ms=1000, client_id=f"{group}-c{i}", **settings)
+                 for i in range(count)]
     deadline = time.monotonic() + 40
     while time.monotonic() < deadline:
         for c in consumers:
