@@ -544,8 +544,8 @@ class GroupCoordinator:
         partition = self.partition_for(effect.group_id)
 
         async def write() -> None:
-            if await self._append(partition, [record]) == E.NONE:
-                self.journal.apply(record)
+            if await self._append(partition, [record]) == E.NONE and partition in self._loaded:
+                self.journal.apply(record)  # (not when the partition was lost meanwhile)
 
         task = asyncio.get_running_loop().create_task(write())
         self._journal_writes.add(task)

@@ -3,24 +3,14 @@ the offset history, which etcd does not keep, is refused in one line."""
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
+from bounded_wait import wait_until
 from cohort_process import CohortServer, run_cohort
 from kafka import KafkaAdminClient, KafkaConsumer
 from kafka.admin import NewTopic
 
 pytestmark = pytest.mark.timeout(180)
-
-
-def wait_until(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        result = predicate()
-        if result:
-            return result
-        time.sleep(0.2)
-    raise AssertionError(f"not within {timeout}s: {what}")
 
 
 def journal(node: CohortServer, group: str) -> list[dict]:
