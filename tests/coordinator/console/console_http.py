@@ -49,7 +49,17 @@ def stable_consumers(bootstrap: str, topic: str, group: str, count: int, partiti
     """`count` kafka-python consumers of `group` that together own all `partitions` of `topic`."""
     consumers = [KafkaConsumer(group_id=group, bootstrap_servers=bootstrap, enable_auto_commit=False,
                                session_timeout_ms=6000, heartbeat_interval_ms=300, fetch_max_wait_ms=100,
-                               client_id=f"{group}-c{i}", **settings) for i in range(count)]
+                               metadata_max_age_ms=1000, client_id=f"{group}-c{i}", **settings)
+                 for i in range(count)]
+    for c in consumers:
+        # Each knows the topic's partitions before it joins: a leader that assigns without them assigns
+        # nothing and only rejoins once its metadata changes.
+        deadline = time.monotonic() + 20
+        while len(c.partitions_for_topic(topic) or ()) < partitions:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{topic} has not {partitions} partitions in the metadata within 20 s")
+            time.sleep(0.1)
+        c.subscribe([topic])
     deadline = time.monotonic() + 40
     # Each consumer knows the topic's partitions before it joins: kafka-python 3.0.12 may otherwise stall
     # in the rebalance that follows a leader's join without them (tests/coordinator/test_clients_kafka_python.py).
