@@ -247,6 +247,10 @@ class Admin:
             return None
         if entry.error_code != ErrorCode.NONE:
             raise kafka_error(entry.error_code, f"ConsumerGroupDescribe for {group_id!r}")
+        if entry.group_epoch < 0:
+            # No consumer group has a negative epoch (they start at 1): a server that answers for its
+            # classic groups this way (Tansu: no members, epoch -1) is asked with DescribeGroups.
+            return None
 
         def partitions(assignment) -> tuple[TopicPartition, ...]:
             return tuple(sorted(flatten_partitions((t.topic_name, t.partitions) for t in assignment.topic_partitions)))

@@ -28,6 +28,8 @@ _TYPES = {
     "topic": ("TopicRecord", "TopicTombstone"),
     "scram-credential": ("ScramCredentialRecord", "ScramCredentialTombstone"),
     "acl": ("AclRecord", "AclTombstone"),
+    "journal": ("GroupJournalRecord", "GroupJournalTombstone"),  # type 103: rebalances and admin actions
+    "commit-source": ("OffsetCommitSourceRecord", "OffsetCommitSourceTombstone"),  # type 104: who committed
     # KIP-848 consumer groups (key types 3, 5-8): group and target epochs, members, target and current assignments
     "consumer-group": tuple(f"ConsumerGroup{kind}{suffix}" for kind in (
         "Metadata", "MemberMetadata", "TargetAssignmentMetadata", "TargetAssignmentMember", "CurrentMemberAssignment")

@@ -31,7 +31,8 @@ LOG_SCHEMA = (
     "metadata string, commit_timestamp timestamp, expire_timestamp timestamp, "
     "generation int, protocol string, members int, topic_partitions int, error string"
 )
-"""One row per record.  record_type is offset-commit, group-metadata, consumer-group or topic (the names
+"""One row per record.  record_type is offset-commit, group-metadata, consumer-group, topic, journal,
+commit-source, scram-credential or acl (the names
 `cohort log dump` uses), or undecodable with the reason in `error`; columns that do not
 apply to a record type are null.  Timestamps are null when the record has none (-1 on
 disk); for group metadata, commit_timestamp holds the group's state timestamp."""
@@ -78,6 +79,18 @@ def record_columns(rec) -> dict:
     if isinstance(rec, TopicTombstone):
         return dict(record_type="topic", is_tombstone=True, topic=rec.name)
     name = type(rec).__name__
+    if name == "GroupJournalRecord":  # a rebalance or admin action; generation = the generation/epoch after it
+        return dict(record_type="journal", is_tombstone=False, group=rec.group,
+                    commit_timestamp=_timestamp(rec.ended_ms), generation=rec.epoch_after)
+    if name == "OffsetCommitSourceRecord":  # who made the commits that follow it (the offset history)
+        return dict(record_type="commit-source", is_tombstone=False, group=rec.group,
+                    commit_timestamp=_timestamp(rec.commit_timestamp), generation=rec.generation)
+    if name in ("GroupJournalTombstone", "OffsetCommitSourceTombstone"):
+        return dict(record_type="journal" if name.startswith("GroupJournal") else "commit-source",
+                    is_tombstone=True, group=rec.group)
+    if name.startswith(("ScramCredential", "Acl")):  # present, never their contents (salts, keys, principals)
+        return dict(record_type="scram-credential" if name.startswith("Scram") else "acl",
+                    is_tombstone=name.endswith("Tombstone"))
     if name.startswith("ConsumerGroup"):  # KIP-848 records; generation = the epoch the record carries, if any
         epoch = next((getattr(rec, f) for f in ("epoch", "assignment_epoch", "member_epoch") if hasattr(rec, f)), None)
         return dict(record_type="consumer-group", is_tombstone=name.endswith("Tombstone"), group=rec.group,

@@ -27,7 +27,8 @@ def dump_records(data_dir) -> list[tuple]:
             row["log_partition"], row["log_offset"], row["type"], row["tombstone"], rec.get("group"),
             rec.get("name") if is_topic else rec.get("topic"),
             None if is_topic else rec.get("partition"),
-            rec.get("offset"), rec.get("metadata"), rec.get("generation"),
+            rec.get("offset"), rec.get("metadata"),
+            rec.get("epoch_after") if row["type"] == "journal" else rec.get("generation"),  # a journal entry's generation after
             rec.get("partitions") if is_topic and not row["tombstone"] else None,
         ))
     return sorted(rows, key=lambda r: (r[0], r[1]))
