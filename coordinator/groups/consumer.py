@@ -23,7 +23,9 @@ sends the member epoch it was last told. The coordinator assigns, not a leader: 
 The group's state is derived: **Empty** (no members), **Assigning** (group epoch ahead of the target),
 **Reconciling** (some member not STABLE at the target epoch), **Stable**; **Dead** once deleted
 (or converted back to a classic group).
-Every change goes through `_transition(step)`, checked against TRANSITIONS and journaled.
+Every change goes through `_transition(step)`, checked against TRANSITIONS and journaled. For the operator
+journal a rebalance runs from the epoch bump that starts it (its `EpochCause`) until the group is Stable or
+Empty again; it then becomes one `RebalanceJournaled` whose moves diff the target assignments.
 
 Every change of state is a record, applied through `_replay` both live (the heartbeat's records are
 applied, then appended; the answer waits for `RecordsAppended`) and at load (`RecordReplayed`), so
