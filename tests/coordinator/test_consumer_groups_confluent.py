@@ -189,6 +189,18 @@ def test_joins_a_leave_and_a_topic_change_are_journaled_with_the_consumer_groups
     assert all(after > before for before, after in epochs) and all(
         epochs[i][1] <= epochs[i + 1][0] for i in range(3)), epochs
     assert all(e["ended_ms"] >= e["started_ms"] > 0 for e in entries)
+    # j0 closed too: the group is Empty, and an admin reset is journaled with the consumer group's epoch
+    emptied = wait_for(lambda: (lambda es: es[4] if len(es) >= 5 else None)(rebalances(consumer_server, group)), 30,
+                       "j0's leave journaled")
+    assert (emptied["trigger"], emptied["state_after"]) == ("member_left", "Empty")
+    reset = run_cohort("groups", "reset-offsets", "--group", group, "--topic", "cg-journal", "--to-earliest",
+                       "--execute", "--bootstrap-server", consumer_server.bootstrap)
+    assert reset.returncode == 0, reset.stderr
+    admin_entries = wait_for(lambda: [e for e in json.loads(run_cohort(
+        "groups", "rebalances", group, "--bootstrap-server", consumer_server.bootstrap, "--output", "json").stdout)
+        if e["kind"] == "admin"], 30, "the reset journaled")
+    assert [(e["trigger"], e["group_type"], e["epoch_after"], e["state_after"]) for e in admin_entries] == [
+        ("reset_offsets", "consumer", emptied["epoch_after"], "Empty")]
     server = restarted(consumer_server)
     consumer_server.process, consumer_server._stderr = server.process, server._stderr  # the fixture stops it
     assert rebalances(server, group)[:4] == entries[:4]  # persisted through the Store: a restart keeps them
