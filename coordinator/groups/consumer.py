@@ -345,6 +345,7 @@ class _JournaledRebalance:
     members: dict[str, tuple]  # member id -> (member_id, instance_id, client_id, client_host, role)
     target_before: dict[str, list[tuple[str, int]]]
     bumps: int = 0
+    upgraded_at: int | None = None  # the classic generation, when it starts right after an online upgrade
 
 
 class HeartbeatError(Exception):
@@ -628,6 +629,7 @@ class ConsumerGroup:
         self._unreconciled: set[str] = set()  # members not STABLE at the target epoch (O(1) state)
         self._converted: GroupMetadataRecord | None = None  # set once a downgrade's records are written
         self._rebalance: _JournaledRebalance | None = None  # the rebalance the journal will get, once it ends
+        self._upgraded_at: int | None = None  # the classic generation it was converted from, until a rebalance
         self._topic_names: dict[uuid.UUID, str] = {meta.topic_id: name for name, meta in self._image.items()}
         self._loading = False
         self._now = Now(0, 0.0)
@@ -1089,6 +1091,7 @@ class ConsumerGroup:
                 session_timeout=self._session_timeout(m.member_id),
                 subscription=dict(m.classic_protocols)[protocol], assignment=self._classic_assignment(m))
                 for m in self.members.values()])
+        held = {m.member_id: m.assigned for m in self.members.values()}  # what the classic group gets
         for member_id in list(self.members):
             self._remove_records(member_id, records)
         for tombstone in self.tombstones():
@@ -1099,6 +1102,8 @@ class ConsumerGroup:
         self._revocations.clear()
         self._effects.append(CancelAllTimers())
         self._transition(Step.CONVERTED, ConsumerGroupState.DEAD)
+        if self._rebalance is not None:
+            self._journal_rebalance((classic.generation, held))
         log.info("consumer group %s: only classic members are left; it becomes a classic group", self.group_id)
 
     def _on_converted_from_classic(self, event: ConvertedFromClassic, now: Now) -> None:
@@ -1111,6 +1116,7 @@ class ConsumerGroup:
                 self._replay(record)
             records.append(record)
         self._loading = False
+        self._upgraded_at = self.group_epoch
         for member_id in self.members:
             self._start_session(member_id, now)
         self._transition(Step.LOADED)
@@ -1456,24 +1462,30 @@ class ConsumerGroup:
         rebalance = self._rebalance
         if rebalance is None:
             rebalance = self._rebalance = _JournaledRebalance(
-                self._now.wall_ms, self.group_epoch, cause, {}, self._named_target())
+                self._now.wall_ms, self.group_epoch, cause, {}, self._named(self.target_assignment),
+                upgraded_at=self._upgraded_at)
+            self._upgraded_at = None
         rebalance.bumps += 1
         if cause.member is not None:
             rebalance.members.setdefault(cause.member.member_id, _journal_member(cause.member, cause.role))
 
-    def _journal_rebalance(self) -> None:
-        """The journal's entry for the rebalance that ends now: the group is Stable, Empty or converted."""
+    def _journal_rebalance(self, converted: tuple[int, Mapping[str, Assignment]] | None = None) -> None:
+        """The journal's entry for the rebalance that ends now: the group is Stable or Empty, or
+        `converted` to a classic group (the generation it gets, what its members take along)."""
         rebalance, self._rebalance = self._rebalance, None
         cause = rebalance.cause
         detail = cause.detail
+        if rebalance.upgraded_at is not None:
+            detail += f"; the group had just been converted from a classic group at generation {rebalance.upgraded_at}"
         if rebalance.bumps > 1:
             detail += f"; {rebalance.bumps - 1} more epoch bump(s) before the group settled"
         if self.state is ConsumerGroupState.DEAD:
-            detail += "; converted to a classic group"
+            detail += "; only classic members were left: converted to a classic group"
         self._effects.append(RebalanceJournaled(
             self.group_id, "consumer", rebalance.started_ms, self._now.wall_ms, rebalance.epoch_before,
-            self.group_epoch, cause.trigger, cause.client_reason, detail, self.state.value,
-            tuple(rebalance.members.values()), rebalance.target_before, self._named_target()))
+            self.group_epoch if converted is None else converted[0], cause.trigger, cause.client_reason, detail,
+            self.state.value, tuple(rebalance.members.values()), rebalance.target_before,
+            self._named(self.target_assignment if converted is None else converted[1])))
 
     def _journal_static_replacement(self, old: ConsumerGroupMember, new_member_id: str) -> None:
         """A static member back under a new member id takes over its place: no epoch bump (KIP-345), but
@@ -1492,11 +1504,11 @@ class ConsumerGroup:
             f"static member {old.instance_id} rejoined as {new_member_id}; nothing the assignment depends on "
             f"changed, so no new group epoch (KIP-345)", self.state.value, (removed, joined), {}, {}))
 
-    def _named_target(self) -> dict[str, list[tuple[str, int]]]:
-        """The target assignment with topic names (the journal's partition moves name topics)."""
+    def _named(self, assignments: Mapping[str, Assignment]) -> dict[str, list[tuple[str, int]]]:
+        """Assignments with topic names (the journal's partition moves name topics)."""
         names = self._topic_names
         return {member_id: [(names.get(t, str(t)), p) for t, ps in assignment.items() for p in ps]
-                for member_id, assignment in self.target_assignment.items()}
+                for member_id, assignment in assignments.items()}
 
     # ---- state ---------------------------------------------------------------------------------------
     def _derived_state(self) -> ConsumerGroupState:
@@ -1521,7 +1533,7 @@ class ConsumerGroup:
                 self._journal_rebalance()
 
 
-_SETTLED = frozenset({ConsumerGroupState.STABLE, ConsumerGroupState.EMPTY, ConsumerGroupState.DEAD})
+_SETTLED = frozenset({ConsumerGroupState.STABLE, ConsumerGroupState.EMPTY})
 
 _HANDLERS: dict[type, Callable[[ConsumerGroup, object, Now], None]] = {
     ConsumerGroupHeartbeat: ConsumerGroup._on_heartbeat,

@@ -8,6 +8,7 @@ from cohort.coordinator.groups.consumer import ConsumerGroupState, TopicsChanged
 from cohort.coordinator.groups.effects import RebalanceJournaled
 from cohort.coordinator.groups.classic import LeaveGroup
 from tests.coordinator.consumer_group_driver import Driver, tid, topic
+from tests.coordinator.test_consumer_group_migration import upgraded
 
 IMAGE = dict([topic("orders", 4), topic("payments", 2)])
 ORDERS = tid("orders")
@@ -186,3 +187,19 @@ def test_replaying_the_log_journals_nothing_and_the_entries_become_journal_recor
     assert (stored.kind, stored.group_type, stored.trigger, stored.epoch_after) == (
         "rebalance", "consumer", "member_joined", 1)
     assert stored.moves == tuple(PartitionMove("orders", p, None, "a") for p in range(4))
+
+
+def test_an_upgraded_group_going_back_to_classic_is_one_entry_ending_dead_with_what_the_classic_members_keep():
+    d = upgraded()  # a classic group at generation 7 (c1: orders 0-1, c2: 2-3) converted online
+    assert journaled(d) == []  # the conversion itself moves nothing
+    d.clock = 2_000
+    join(d, "k1")
+    d.clock = 2_500
+    d.heartbeat("k1", -1)  # the last consumer-protocol member leaves: a classic group again
+    [entry] = journaled(d)
+    assert (entry.trigger, entry.epoch_before, entry.epoch_after, entry.state_after) == ("member_joined", 7, 9, "Dead")
+    assert (entry.started_ms, entry.ended_ms) == (2_000, 2_500)
+    assert "converted from a classic group at generation 7" in entry.detail
+    assert "converted to a classic group" in entry.detail.split("generation 7")[1]
+    assert roles(entry) == {"k1": "joined"}
+    assert moves(entry) == set()  # k1 never got anything; c1 and c2 keep what they held
