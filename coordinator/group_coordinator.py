@@ -663,10 +663,16 @@ class GroupCoordinator:
                       ) -> GroupJournalRecord:
         """The journal entry of an admin action, written in the same append as the action's records."""
         group = self._groups.get(group_id)
+        consumer_group = self._consumer_groups.get(group_id) if group is None else None
+        if group is not None:
+            group_type, epoch, state = "classic", group.generation_id, group.state.value
+        elif consumer_group is not None:
+            group_type, epoch, state = "consumer", consumer_group.group_epoch, consumer_group.state.value
+        else:
+            group_type, epoch, state = "classic", -1, GroupState.DEAD.value
         return self.journal.admin_record(
             group_id, action, now_ms=self.scheduler.now_ms(), principal=ctx.principal, client_id=ctx.client_id,
-            client_host=ctx.client_host, epoch=group.generation_id if group is not None else -1,
-            state=group.state.value if group is not None else GroupState.DEAD.value, changes=changes)
+            client_host=ctx.client_host, group_type=group_type, epoch=epoch, state=state, changes=changes)
 
     def rebalance_journal(self, group_id: str, since_ms: int | None = None) -> list[JournalEntry]:
         """The group's journal (rebalances and admin actions) ending at or after `since_ms`, oldest first.

@@ -167,7 +167,8 @@ class GroupJournal:
             [PartitionMoveRecord(mv.topic, mv.partition, mv.from_member, mv.to_member) for mv in moves], total)
 
     def admin_record(self, group: str, action: str, *, now_ms: int, principal: str, client_id: str,
-                     client_host: str, epoch: int, state: str, changes: Iterable[str]) -> GroupJournalRecord:
+                     client_host: str, group_type: str, epoch: int, state: str,
+                     changes: Iterable[str]) -> GroupJournalRecord:
         """An admin action: who (principal, client), from where (host), when, and what it changed."""
         changes = list(changes)
         detail = ", ".join(changes[:_DETAIL_PARTITIONS])
@@ -175,7 +176,7 @@ class GroupJournal:
             detail += f", … ({len(changes)} partitions)"
         sequence, slot = self._claim(group)
         return GroupJournalRecord(
-            group, slot, sequence, "admin", "classic", now_ms, now_ms, epoch, epoch, action, None, detail, state,
+            group, slot, sequence, "admin", group_type, now_ms, now_ms, epoch, epoch, action, None, detail, state,
             principal, [JournalMemberRecord("", None, client_id, client_host, "admin")], [], 0)
 
     def tombstones(self, group: str) -> list[GroupJournalTombstone]:

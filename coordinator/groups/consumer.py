@@ -23,7 +23,9 @@ sends the member epoch it was last told. The coordinator assigns, not a leader: 
 The group's state is derived: **Empty** (no members), **Assigning** (group epoch ahead of the target),
 **Reconciling** (some member not STABLE at the target epoch), **Stable**; **Dead** once deleted
 (or converted back to a classic group).
-Every change goes through `_transition(step)`, checked against TRANSITIONS and journaled.
+Every change goes through `_transition(step)`, checked against TRANSITIONS and journaled. For the operator
+journal a rebalance runs from the epoch bump that starts it (its `EpochCause`) until the group is Stable or
+Empty again; it then becomes one `RebalanceJournaled` whose moves diff the target assignments.
 
 Every change of state is a record, applied through `_replay` both live (the heartbeat's records are
 applied, then appended; the answer waits for `RecordsAppended`) and at load (`RecordReplayed`), so
@@ -62,6 +64,7 @@ from cohort.coordinator.groups.effects import (
     LoadCompleted,
     MemberExpired,
     Now,
+    RebalanceJournaled,
     RecordsAppended,
     Reply,
     SetTimer,
@@ -317,6 +320,32 @@ class GroupChangeWrite:
     """Records of a change nobody waits for (a member fenced or expired, a topic metadata change)."""
 
     reason: str
+
+
+@dataclass(slots=True, frozen=True)
+class EpochCause:
+    """Why the group epoch is bumped, for the operator journal: a `group_journal.TRIGGERS` word, the member
+    it is about (if any) and its role there (`group_journal.MEMBER_ROLES`), and what the log says."""
+
+    trigger: str
+    detail: str
+    member: ConsumerGroupMember | None = None
+    role: str = "cause"
+    client_reason: str | None = None
+
+
+@dataclass(slots=True)
+class _JournaledRebalance:
+    """A rebalance under way: from its first epoch bump until the group is Stable or Empty again; bumps
+    meanwhile join it (a join storm is one rebalance, as a classic group's join phase is)."""
+
+    started_ms: int
+    epoch_before: int
+    cause: EpochCause
+    members: dict[str, tuple]  # member id -> (member_id, instance_id, client_id, client_host, role)
+    target_before: dict[str, list[tuple[str, int]]]
+    bumps: int = 0
+    upgraded_at: int | None = None  # the classic generation, when it starts right after an online upgrade
 
 
 class HeartbeatError(Exception):
@@ -599,7 +628,11 @@ class ConsumerGroup:
         self._subscribers: Counter[str] = Counter()  # topic name -> members subscribing (names or regex)
         self._unreconciled: set[str] = set()  # members not STABLE at the target epoch (O(1) state)
         self._converted: GroupMetadataRecord | None = None  # set once a downgrade's records are written
+        self._rebalance: _JournaledRebalance | None = None  # the rebalance the journal will get, once it ends
+        self._upgraded_at: int | None = None  # the classic generation it was converted from, until a rebalance
+        self._topic_names: dict[uuid.UUID, str] = {meta.topic_id: name for name, meta in self._image.items()}
         self._loading = False
+        self._now = Now(0, 0.0)
         self._effects: list = []
 
     # ---- views ----------------------------------------------------------------------------
@@ -666,6 +699,7 @@ class ConsumerGroup:
         if self.state is ConsumerGroupState.DEAD and not isinstance(event, (RecordsAppended, Unloaded)):
             return _dead_group_answer(event)
         self._effects = effects = []
+        self._now = now
         handler = _HANDLERS.get(type(event))
         if handler is None:
             raise TypeError(f"consumer group engine got an unknown event {event!r}")
@@ -753,8 +787,14 @@ class ConsumerGroup:
             self._start_session(updated.member_id, now)
         else:
             self._refresh_session(updated.member_id, now)
-        if is_new or subscription_changed or self._subscription_hash() != self.metadata_hash:
-            self._bump_epoch(records)
+        if is_new:
+            self._bump_epoch(records, EpochCause("member_joined", f"member {updated.member_id} joined", updated,
+                                                 "joined"))
+        elif subscription_changed:
+            self._bump_epoch(records, EpochCause("metadata_changed", f"member {updated.member_id} changed its "
+                                                 "subscription or assignor", updated))
+        elif self._subscription_hash() != self.metadata_hash:
+            self._bump_epoch(records, EpochCause("topic_change", "subscribed topic metadata changed"))
         if self.group_epoch > self.target_assignment_epoch:
             self._maybe_compute_target(records, now)
 
@@ -830,6 +870,7 @@ class ConsumerGroup:
 
     def _replace_static_member(self, old: ConsumerGroupMember, member_id: str, records: list) -> ConsumerGroupMember:
         """A static member rejoins under a new member id: it takes over the old one's place and partitions."""
+        self._journal_static_replacement(old, member_id)
         target = self.target_assignment.get(old.member_id, {})
         new = replace(old, member_id=member_id, member_epoch=0, previous_member_epoch=0)
         self._remove_records(old.member_id, records)
@@ -851,7 +892,8 @@ class ConsumerGroup:
         if member is None:
             raise HeartbeatError(ErrorCode.UNKNOWN_MEMBER_ID,
                                  f"Member {request.member_id} is not a member of group {self.group_id}.")
-        self._remove_member(member.member_id, records, f"member {member.member_id} left", now)
+        self._remove_member(member.member_id, records, EpochCause(
+            "member_left", f"member {member.member_id} left", member, "removed"), now)
         return HeartbeatResult(member_id=request.member_id, member_epoch=LEAVE_GROUP_MEMBER_EPOCH,
                                heartbeat_interval_ms=0)
 
@@ -1019,8 +1061,8 @@ class ConsumerGroup:
             if instance_id is not None and member.instance_id != instance_id:
                 errors.append(ErrorCode.FENCED_INSTANCE_ID)
                 continue
-            self._remove_member(member_id, records, f"member {member_id} left with LeaveGroup "
-                                                    f"({reason or 'no reason given'})", now)
+            self._remove_member(member_id, records, EpochCause(
+                "member_left", f"member {member_id} left with LeaveGroup", member, "removed", reason or None), now)
             errors.append(ErrorCode.NONE)
         self._effects.append(Reply(errors))
         if records:
@@ -1049,6 +1091,7 @@ class ConsumerGroup:
                 session_timeout=self._session_timeout(m.member_id),
                 subscription=dict(m.classic_protocols)[protocol], assignment=self._classic_assignment(m))
                 for m in self.members.values()])
+        held = {m.member_id: m.assigned for m in self.members.values()}  # what the classic group gets
         for member_id in list(self.members):
             self._remove_records(member_id, records)
         for tombstone in self.tombstones():
@@ -1059,6 +1102,8 @@ class ConsumerGroup:
         self._revocations.clear()
         self._effects.append(CancelAllTimers())
         self._transition(Step.CONVERTED, ConsumerGroupState.DEAD)
+        if self._rebalance is not None:
+            self._journal_rebalance((classic.generation, held))
         log.info("consumer group %s: only classic members are left; it becomes a classic group", self.group_id)
 
     def _on_converted_from_classic(self, event: ConvertedFromClassic, now: Now) -> None:
@@ -1071,19 +1116,21 @@ class ConsumerGroup:
                 self._replay(record)
             records.append(record)
         self._loading = False
+        self._upgraded_at = self.group_epoch
         for member_id in self.members:
             self._start_session(member_id, now)
         self._transition(Step.LOADED)
         self._effects.append(AppendRecords(records, GroupChangeWrite("converted from a classic group")))
 
     # ---- group changes -------------------------------------------------------------------------
-    def _remove_member(self, member_id: str, records: list, reason: str, now: Now) -> None:
+    def _remove_member(self, member_id: str, records: list, cause: EpochCause, now: Now) -> None:
+        self._journal_bump(cause)  # before its records go: the journal names who it was
         self._remove_records(member_id, records)
         self._effects.append(CancelTimer(SessionTimeout(member_id)))
         self._sessions.pop(member_id, None)
         self._cancel_revocation(member_id)
-        self._bump_epoch(records, Step.MEMBER_REMOVED)
-        log.info("consumer group %s: %s (group epoch %d)", self.group_id, reason, self.group_epoch)
+        self._bump_epoch(records, None, Step.MEMBER_REMOVED)
+        log.info("consumer group %s: %s (group epoch %d)", self.group_id, cause.detail, self.group_epoch)
         self._maybe_downgrade(records, now)
 
     def _remove_records(self, member_id: str, records: list) -> None:
@@ -1091,7 +1138,10 @@ class ConsumerGroup:
         self._write(records, ConsumerGroupTargetAssignmentMemberTombstone(self.group_id, member_id))
         self._write(records, ConsumerGroupMemberMetadataTombstone(self.group_id, member_id))
 
-    def _bump_epoch(self, records: list, step: Step = Step.EPOCH_BUMPED) -> None:
+    def _bump_epoch(self, records: list, cause: EpochCause | None, step: Step = Step.EPOCH_BUMPED) -> None:
+        """A new group epoch (`cause` None: the caller journaled it already)."""
+        if cause is not None:
+            self._journal_bump(cause)
         self.metadata_hash = self._subscription_hash()
         self._write(records, ConsumerGroupMetadataRecord(self.group_id, self.group_epoch + 1, self.metadata_hash))
         self._transition(step)
@@ -1216,6 +1266,7 @@ class ConsumerGroup:
 
     def _on_topics_changed(self, event: TopicsChanged, now: Now) -> None:
         self._image = dict(event.image)
+        self._topic_names.update((meta.topic_id, name) for name, meta in self._image.items())
         self._regexes.clear()
         self._hash = None
         self._topic_ids.clear()
@@ -1223,7 +1274,8 @@ class ConsumerGroup:
         if self._loading or not self.members or self._subscription_hash() == self.metadata_hash:
             return
         records: list = []
-        self._bump_epoch(records)
+        self._bump_epoch(records, EpochCause("topic_change", "subscribed topic metadata changed (topics created, "
+                                             "deleted or given partitions)"))
         self._effects.append(AppendRecords(records, GroupChangeWrite("subscribed topic metadata changed")))
 
     # ---- timers -------------------------------------------------------------------------------------
@@ -1236,7 +1288,8 @@ class ConsumerGroup:
             if now.monotonic_ms < deadline:
                 self._effects.append(SetTimer(key, deadline - now.monotonic_ms))
                 return
-            self._fence(key.member_id, f"member {key.member_id} session expired", now)
+            self._fence(key.member_id, EpochCause("session_expired", f"member {key.member_id} session expired",
+                                                  self.members[key.member_id], "expired"), now)
             self._effects.append(MemberExpired(self.group_id, key.member_id))
         elif isinstance(key, AssignmentDue):
             self._assignment_timer = False
@@ -1250,13 +1303,15 @@ class ConsumerGroup:
             if (member is None or epoch is None or member.state is not MemberState.UNREVOKED_PARTITIONS
                     or member.member_epoch != epoch):
                 return
-            self._fence(key.member_id, f"member {key.member_id} did not revoke its partitions within its "
-                                       f"rebalance timeout of {member.rebalance_timeout_ms} ms", now)
+            self._fence(key.member_id, EpochCause(
+                "rebalance_timeout", f"member {key.member_id} did not revoke its partitions within its "
+                                     f"rebalance timeout of {member.rebalance_timeout_ms} ms",
+                member, "rebalance_timeout"), now)
 
-    def _fence(self, member_id: str, reason: str, now: Now) -> None:
+    def _fence(self, member_id: str, cause: EpochCause, now: Now) -> None:
         records: list = []
-        self._remove_member(member_id, records, reason, now)
-        self._effects.append(AppendRecords(records, GroupChangeWrite(reason)))
+        self._remove_member(member_id, records, cause, now)
+        self._effects.append(AppendRecords(records, GroupChangeWrite(cause.detail)))
 
     # ---- writes, loading, lifecycle -----------------------------------------------------------
     def _on_appended(self, event: RecordsAppended, now: Now) -> None:
@@ -1285,12 +1340,14 @@ class ConsumerGroup:
         self._transition(Step.LOADED)
         if self.members and self._subscription_hash() != self.metadata_hash:
             records: list = []
-            self._bump_epoch(records)
+            self._bump_epoch(records, EpochCause("topic_change", "subscribed topic metadata changed while the "
+                                                 "group was not loaded"))
             self._effects.append(AppendRecords(records, GroupChangeWrite("subscribed topic metadata changed")))
 
     def _on_unloaded(self, event: Unloaded, now: Now) -> None:
         self._effects.append(CancelAllTimers())
         self._assignment_timer = False
+        self._rebalance = None  # the next owner starts from the records; no rebalance is under way there
         self._sessions.clear()
         self._revocations.clear()
 
@@ -1397,6 +1454,62 @@ class ConsumerGroup:
             if self._owners.get(tp) == member.member_id:
                 del self._owners[tp]
 
+    # ---- the operator journal -----------------------------------------------------------------------
+    def _journal_bump(self, cause: EpochCause) -> None:
+        """An epoch bump starts a rebalance, or joins the one under way (its member is named either way)."""
+        if self._loading:
+            return
+        rebalance = self._rebalance
+        if rebalance is None:
+            rebalance = self._rebalance = _JournaledRebalance(
+                self._now.wall_ms, self.group_epoch, cause, {}, self._named(self.target_assignment),
+                upgraded_at=self._upgraded_at)
+            self._upgraded_at = None
+        rebalance.bumps += 1
+        if cause.member is not None:
+            rebalance.members.setdefault(cause.member.member_id, _journal_member(cause.member, cause.role))
+
+    def _journal_rebalance(self, converted: tuple[int, Mapping[str, Assignment]] | None = None) -> None:
+        """The journal's entry for the rebalance that ends now: the group is Stable or Empty, or
+        `converted` to a classic group (the generation it gets, what its members take along)."""
+        rebalance, self._rebalance = self._rebalance, None
+        cause = rebalance.cause
+        detail = cause.detail
+        if rebalance.upgraded_at is not None:
+            detail += f"; the group had just been converted from a classic group at generation {rebalance.upgraded_at}"
+        if rebalance.bumps > 1:
+            detail += f"; {rebalance.bumps - 1} more epoch bump(s) before the group settled"
+        if self.state is ConsumerGroupState.DEAD:
+            detail += "; only classic members were left: converted to a classic group"
+        self._effects.append(RebalanceJournaled(
+            self.group_id, "consumer", rebalance.started_ms, self._now.wall_ms, rebalance.epoch_before,
+            self.group_epoch if converted is None else converted[0], cause.trigger, cause.client_reason, detail,
+            self.state.value, tuple(rebalance.members.values()), rebalance.target_before,
+            self._named(self.target_assignment if converted is None else converted[1])))
+
+    def _journal_static_replacement(self, old: ConsumerGroupMember, new_member_id: str) -> None:
+        """A static member back under a new member id takes over its place: no epoch bump (KIP-345), but
+        the journal says who replaced whom (in the rebalance under way, or as an entry of its own)."""
+        if self._loading:
+            return
+        removed = _journal_member(old, "removed")
+        joined = (new_member_id,) + removed[1:4] + ("joined",)
+        if self._rebalance is not None:
+            self._rebalance.members.setdefault(old.member_id, removed)
+            self._rebalance.members.setdefault(new_member_id, joined)
+            return
+        now = self._now.wall_ms
+        self._effects.append(RebalanceJournaled(
+            self.group_id, "consumer", now, now, self.group_epoch, self.group_epoch, "static_member_replaced", None,
+            f"static member {old.instance_id} rejoined as {new_member_id}; nothing the assignment depends on "
+            f"changed, so no new group epoch (KIP-345)", self.state.value, (removed, joined), {}, {}))
+
+    def _named(self, assignments: Mapping[str, Assignment]) -> dict[str, list[tuple[str, int]]]:
+        """Assignments with topic names (the journal's partition moves name topics)."""
+        names = self._topic_names
+        return {member_id: [(names.get(t, str(t)), p) for t, ps in assignment.items() for p in ps]
+                for member_id, assignment in assignments.items()}
+
     # ---- state ---------------------------------------------------------------------------------------
     def _derived_state(self) -> ConsumerGroupState:
         if not self.members:
@@ -1416,7 +1529,11 @@ class ConsumerGroup:
         if target is not source:
             self.state = target
             self._effects.append(StateChanged(self.group_id, source, step, target))
+            if target in _SETTLED and self._rebalance is not None:
+                self._journal_rebalance()
 
+
+_SETTLED = frozenset({ConsumerGroupState.STABLE, ConsumerGroupState.EMPTY})
 
 _HANDLERS: dict[type, Callable[[ConsumerGroup, object, Now], None]] = {
     ConsumerGroupHeartbeat: ConsumerGroup._on_heartbeat,
@@ -1433,6 +1550,10 @@ _HANDLERS: dict[type, Callable[[ConsumerGroup, object, Now], None]] = {
     Unloaded: ConsumerGroup._on_unloaded,
     Deleted: ConsumerGroup._on_deleted,
 }
+
+
+def _journal_member(member: ConsumerGroupMember, role: str) -> tuple:
+    return (member.member_id, member.instance_id, member.client_id, member.client_host, role)
 
 
 def _dead_group_answer(event: object) -> list:

@@ -147,8 +147,9 @@ class MemberExpired:
 
 @dataclass(slots=True, frozen=True)
 class RebalanceJournaled:
-    """An entry for the group's operator journal: one rebalance, from its first prepare until the group
-    is Stable or Empty again (or a static member's replacement that needed none).
+    """An entry for the group's operator journal: one rebalance, from its first prepare (classic) or group
+    epoch bump (consumer) until the group is Stable or Empty again (or a static member's replacement that
+    needed none).
 
     Engine-neutral: `epoch_before`/`epoch_after` are the classic generation or a consumer group's epoch;
     `trigger` is one of `group_journal.TRIGGERS`; `members` are the members involved, each

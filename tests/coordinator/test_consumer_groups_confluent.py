@@ -5,6 +5,7 @@ commits carry the member epoch. Short consumer-group session and heartbeat setti
 """
 from __future__ import annotations
 
+import json
 import logging
 import select
 import signal
@@ -16,7 +17,7 @@ import time
 import pytest
 
 from clients_scenario import _NotYet as NotYet, wait_for
-from cohort_process import CohortServer, clean_env, metric_value
+from cohort_process import CohortServer, clean_env, metric_value, run_cohort
 
 import confluent_kafka  # the test command installs every real client: a missing one fails, never skips
 from confluent_kafka import Consumer, ConsumerGroupState, ConsumerGroupType, KafkaException, TopicPartition
@@ -135,6 +136,74 @@ def test_join_scale_one_to_four_to_one_with_server_side_assignment(consumer_serv
     finally:
         for c in members:
             c.close()
+
+
+def rebalances(server: CohortServer, group: str) -> list[dict]:
+    """The group's rebalance journal as `cohort groups rebalances G --output json` prints it."""
+    result = run_cohort("groups", "rebalances", group, "--bootstrap-server", server.bootstrap, "--output", "json")
+    assert result.returncode == 0, result.stderr
+    return [e for e in json.loads(result.stdout) if e["kind"] == "rebalance"]
+
+
+def test_joins_a_leave_and_a_topic_change_are_journaled_with_the_consumer_groups_epochs(consumer_server):
+    create_topic(consumer_server, "cg-journal", 4)
+    group = "cg-journal-group"
+    everything = {("cg-journal", p) for p in range(4)}
+    first = consumer(consumer_server, group, "j0", ["cg-journal"])
+    members = [first]
+    try:
+        poll_until(members, spread_over(members, everything), 30, "j0 owns all 4 partitions")
+        second = consumer(consumer_server, group, "j1", ["cg-journal"])
+        members.append(second)
+        poll_until(members, spread_over(members, everything), 30, "j0 and j1 own 2 partitions each")
+        poll_until(members, lambda: len(rebalances(consumer_server, group)) >= 2 or NotYet(
+            rebalances(consumer_server, group)), 30, "j1's join is journaled once the group is Stable")
+        second.close()
+        members = [first]
+        poll_until(members, spread_over(members, everything), 30, "j0 owns all 4 again")
+        client = admin(consumer_server)  # kept alive until the result is in
+        client.create_partitions([NewPartitions("cg-journal", 6)])["cg-journal"].result(10)
+        everything |= {("cg-journal", 4), ("cg-journal", 5)}
+        poll_until(members, spread_over(members, everything), 30, "j0 is given the 2 new partitions")
+        entries = poll_until(members, lambda: (lambda es: es if len(es) >= 4 else NotYet(es))(
+            rebalances(consumer_server, group)), 30, "four rebalances journaled")
+    finally:
+        for c in members:
+            c.close()
+    assert all(e["group_type"] == "consumer" for e in entries), entries
+    first_join, second_join, leave, grown = entries[:4]
+    j0 = [m["member_id"] for m in first_join["members"] if m["client_id"] == "j0"][0]
+
+    def summary(e):
+        return (e["trigger"], {m["client_id"]: m["role"] for m in e["members"]}, e["state_after"])
+    assert summary(first_join) == ("member_joined", {"j0": "joined"}, "Stable")
+    assert {(mv["partition"], mv["from"], mv["to"]) for mv in first_join["moves"]} == {(p, None, j0) for p in range(4)}
+    assert summary(second_join) == ("member_joined", {"j1": "joined"}, "Stable")
+    j1 = second_join["members"][0]["member_id"]
+    assert sorted((mv["from"], mv["to"]) for mv in second_join["moves"]) == [(j0, j1)] * 2
+    assert summary(leave) == ("member_left", {"j1": "removed"}, "Stable")
+    assert sorted((mv["from"], mv["to"]) for mv in leave["moves"]) == [(j1, j0)] * 2
+    assert summary(grown)[0] == "topic_change"
+    assert {(mv["partition"], mv["from"], mv["to"]) for mv in grown["moves"]} == {(4, None, j0), (5, None, j0)}
+    epochs = [(e["epoch_before"], e["epoch_after"]) for e in entries[:4]]
+    assert all(after > before for before, after in epochs) and all(
+        epochs[i][1] <= epochs[i + 1][0] for i in range(3)), epochs
+    assert all(e["ended_ms"] >= e["started_ms"] > 0 for e in entries)
+    # j0 closed too: the group is Empty, and an admin reset is journaled with the consumer group's epoch
+    emptied = wait_for(lambda: (lambda es: es[4] if len(es) >= 5 else None)(rebalances(consumer_server, group)), 30,
+                       "j0's leave journaled")
+    assert (emptied["trigger"], emptied["state_after"]) == ("member_left", "Empty")
+    reset = run_cohort("groups", "reset-offsets", "--group", group, "--topic", "cg-journal", "--to-earliest",
+                       "--execute", "--bootstrap-server", consumer_server.bootstrap)
+    assert reset.returncode == 0, reset.stderr
+    admin_entries = wait_for(lambda: [e for e in json.loads(run_cohort(
+        "groups", "rebalances", group, "--bootstrap-server", consumer_server.bootstrap, "--output", "json").stdout)
+        if e["kind"] == "admin"], 30, "the reset journaled")
+    assert [(e["trigger"], e["group_type"], e["epoch_after"], e["state_after"]) for e in admin_entries] == [
+        ("reset_offsets", "consumer", emptied["epoch_after"], "Empty")]
+    server = restarted(consumer_server)
+    consumer_server.process, consumer_server._stderr = server.process, server._stderr  # the fixture stops it
+    assert rebalances(server, group)[:4] == entries[:4]  # persisted through the Store: a restart keeps them
 
 
 def test_a_killed_member_expires_and_its_partitions_move(consumer_server, tmp_path):

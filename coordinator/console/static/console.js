@@ -209,7 +209,8 @@ function timeline(entries) {
   return el("ol", { class: "timeline", reversed: true }, entries.slice().reverse().map((e) => {
     const who = e.members.map((m) => `${m.client_id || m.member_id}${m.client_host ? ` @ ${m.client_host}` : ""}${m.role ? ` (${m.role})` : ""}`).join(", ");
     const moved = e.moves_total ? ` · ${e.moves_total} partition(s) moved` : "";
-    const epochs = e.kind === "admin" ? "admin action" : `generation ${e.epoch_before} → ${e.epoch_after}`;
+    const epochWord = e.group_type === "consumer" ? "group epoch" : "generation";
+    const epochs = e.kind === "admin" ? "admin action" : `${epochWord} ${e.epoch_before} → ${e.epoch_after}`;
     return el("li", { class: "entry", "data-trigger": e.trigger },
       el("strong", {}, when(e.started_ms)), ` · ${epochs} · `, el("span", { class: "trigger" }, e.trigger.replaceAll("_", " ")),
       e.client_reason ? ` (“${e.client_reason}”)` : "", e.principal ? ` by ${e.principal}` : "",
