@@ -62,12 +62,11 @@ def commit_events(group: str, records: Iterable[tuple[int, bytes, bytes | None]]
     """(append time, key, value) of the group's keys, oldest first -> its commit events, oldest first."""
     events: list[CommitEvent] = []
     source: OffsetCommitSourceRecord | None = None
-    source_time = None
     for time_ms, key, value in records:
         rec = decode_record(key, value)
         kind = type(rec)
         if kind is OffsetCommitSourceRecord:
-            source, source_time = rec, time_ms
+            source = rec
             continue
         if kind not in (OffsetCommitRecord, OffsetCommitTombstone) or rec.group != group:
             continue
@@ -79,9 +78,9 @@ def commit_events(group: str, records: Iterable[tuple[int, bytes, bytes | None]]
         if kind is OffsetCommitTombstone:
             events.append(CommitEvent(at, rec.topic, rec.partition, None, "", None, None, None, None))
             continue
-        # The source written in the same append as this commit: same batch time, same commit timestamp.
-        by = source if source is not None and source_time == time_ms \
-            and source.commit_timestamp == rec.commit_timestamp else None
+        # The group's last source record before this commit: the coordinator writes one when the committer
+        # changes (and after every load), so it names who made every commit up to the next one.
+        by = source
         events.append(CommitEvent(
             at, rec.topic, rec.partition, rec.offset, rec.metadata,
             by.member_id if by else None, by.client_id if by else None, by.client_host if by else None,
