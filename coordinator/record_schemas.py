@@ -209,7 +209,8 @@ GroupJournalValue = message("GroupJournalValue", None, "0", "none", [
 ])
 
 # Who made the offset commits that follow it in the same append (the offset history's member, client and
-# generation): type 104, one per OffsetCommit request while `offsets.history.retention.ms` > 0.  Keyed by
+# generation): type 104, written with a group's commit when its committer changed, while
+# `offsets.history.retention.ms` > 0 (a commit belongs to the last source before it).  Keyed by
 # group, so compaction keeps only the latest once it is older than the history window.
 OffsetCommitSourceKey = message("OffsetCommitSourceKey", None, "104", "none", [
     F("group", STRING),
