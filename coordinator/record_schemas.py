@@ -208,7 +208,7 @@ GroupJournalValue = message("GroupJournalValue", None, "0", "none", [
     F("moves_total", INT32),       # all moves; `moves` holds at most the first 1000
 ])
 
-# Who made the offset commits that follow it in the same append (the offset history's member, client and
+# Who made the offset commits that follow it (the offset history's member, client and
 # generation): type 104, written with a group's commit when its committer changed, while
 # `offsets.history.retention.ms` > 0 (a commit belongs to the last source before it).  Keyed by
 # group, so compaction keeps only the latest once it is older than the history window.
