@@ -45,6 +45,17 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def free_ports(count: int, taken: "list[int] | tuple[int, ...]" = ()) -> list[int]:
+    """`count` free ports, distinct from each other and from `taken` (the kernel may hand the same
+    ephemeral port out twice once it is closed)."""
+    ports: list[int] = []
+    while len(ports) < count:
+        port = free_port()
+        if port not in ports and port not in taken:
+            ports.append(port)
+    return ports
+
+
 def http_get(url: str, timeout: float = 2.0) -> tuple[int, str]:
     try:
         with urllib.request.urlopen(url, timeout=timeout) as response:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import signal
 from pathlib import Path
 
-from cohort_process import CohortServer, free_port, http_get
+from cohort_process import CohortServer, free_ports, http_get
 
 from cohort.protocol.partitioning import partition_for
 
@@ -36,7 +36,7 @@ class WorkersServer(CohortServer):
                  metrics_port: int | None = None) -> None:
         super().__init__(data_dir, *extra)
         self.workers = workers
-        self.ports = ports or [self.port] + [free_port() for _ in range(workers - 1)]
+        self.ports = ports or [self.port] + free_ports(workers - 1, taken=[self.port, self.metrics_port])
         self.port = self.ports[0]
         if metrics_port is not None:
             self.metrics_port = metrics_port
@@ -59,7 +59,7 @@ class WorkersServer(CohortServer):
 
     def restarted(self, workers: int) -> "WorkersServer":
         """The same data dir, ports and metrics port with `workers` workers (not started)."""
-        ports = self.ports + [free_port() for _ in range(workers - len(self.ports))]
+        ports = self.ports + free_ports(workers - len(self.ports), taken=[*self.ports, self.metrics_port])
         return WorkersServer(self.data_dir, workers, *self.extra, ports=ports, metrics_port=self.metrics_port)
 
     def health(self) -> tuple[int, str]:
