@@ -374,6 +374,7 @@ class GroupCoordinator:
         """Wait until every load and release started so far has finished."""
         while self._loads or self._releases:
             await asyncio.gather(*self._loads.values(), *self._releases, return_exceptions=True)
+            await asyncio.sleep(0)  # let their done callbacks forget them (gather may not yield)
 
     async def _load_partition(self, partition: int, epoch: int) -> None:
         # One at a time: replay is CPU-bound, so loading 50 partitions at once would only hold 50 of

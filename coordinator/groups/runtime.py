@@ -247,6 +247,7 @@ class GroupRuntime:
             if not writes:
                 return
             await asyncio.gather(*writes, return_exceptions=True)
+            await asyncio.sleep(0)  # let their done callbacks forget them (gather may not yield)
 
     def writes_in_flight(self) -> int:
         return sum(len(host.writes) for host in self._hosts.values())

@@ -461,6 +461,9 @@ class OffsetsLog(CommitRounds, Checkpoints):
             if not running:
                 break
             await asyncio.gather(*running, return_exceptions=True)
+            # Python 3.12's gather answers at once when all are done: yield, so their done callbacks
+            # (which forget them) run before we look again; else this loop spins forever.
+            await asyncio.sleep(0)
         for helper in self._fsyncs:
             helper.close()
         loop = asyncio.get_running_loop()

@@ -2,9 +2,12 @@
 partition (records, ms) and a total."""
 from __future__ import annotations
 
+import asyncio
 import logging
 
-from log_helpers import commit, open_log
+import pytest
+
+from log_helpers import commit, open_log, wait_for
 
 from cohort.coordinator.log import OffsetsLog, PartitionState
 
@@ -35,3 +38,32 @@ async def test_partitions_load_one_by_one_with_a_line_each_and_a_total(tmp_path,
     assert any(line.startswith("offsets partition 2 loaded: 3 records, 2 live keys in ") for line in debug)
     assert sum(line.startswith("offsets partition ") for line in debug) == 3
     await log.close()
+
+
+
+@pytest.mark.timeout(20)
+async def test_close_finishes_when_a_background_write_is_done_but_not_yet_forgotten(tmp_path):
+    """A background write that finishes while close() waits is forgotten by its done callback, queued
+    behind close's own wake-up; close must let that callback run.  (Python 3.12's gather over done
+    futures returns without yielding: close spun forever.)"""
+    log, _ = await open_log(tmp_path, num_partitions=2)
+    await wait_for(lambda: not log._inflight)  # the first marks are written
+    loop = asyncio.get_running_loop()
+    first, late = loop.create_future(), loop.create_future()
+
+    def in_flight(fut: asyncio.Future) -> None:
+        log._inflight.add(fut)
+        fut.add_done_callback(log._inflight.discard)
+
+    def finish_late() -> None:  # runs after close's wake-up was queued, before close runs
+        in_flight(late)
+        late.set_result(None)
+
+    def finish_first() -> None:
+        first.set_result(None)
+        loop.call_soon(finish_late)
+
+    in_flight(first)
+    loop.call_later(0.2, finish_first)
+    await log.close()  # a spin never yields, so only the test timeout can stop it
+    assert not log._inflight
