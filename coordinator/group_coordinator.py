@@ -44,7 +44,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from cohort.coordinator.group_health import GroupHealth, HealthMonitor
-from cohort.coordinator.group_journal import GroupJournal, JournalEntry
+from cohort.coordinator.group_journal import GroupJournal, JournalEntry, entry_from_record, rebalance_record_of
 from cohort.coordinator.groups.classic import ClassicGroup, GroupState, JoinRequest, JoinResult, SyncResult
 from cohort.coordinator.groups.consumer import (
     ConvertedFromClassic,
@@ -190,6 +190,8 @@ LARGE_REQUEST_PARTITIONS = 20_000
 # answer listing more is encoded on a worker thread.
 MEMBERS_ENCODED_ON_LOOP = 1_000
 _PARTITIONS_PER_SLICE = 5_000
+# A rebalance journal entry naming this many members (or assignments) is built on a worker thread.
+JOURNAL_BUILD_OFF_LOOP = 1_000
 
 
 class _Commit:
@@ -250,6 +252,7 @@ class GroupCoordinator:
         self._keeps_history = config.offsets_history_retention_ms > 0 and hasattr(store, "history")
         self._health_timer = None
         self._journal_writes: set[asyncio.Task] = set()
+        self._journal_tails: dict[str, asyncio.Task] = {}  # each group's last journal write
         # group -> the (member, generation, client, host) of its last commit-source record in the log
         self._commit_sources: dict[str, tuple[str, int, str, str]] = {}
         self.runtime = GroupRuntime(self.scheduler, self._store_record, metrics, journal=self._journal_rebalance)
@@ -652,17 +655,41 @@ class GroupCoordinator:
     # The operator journal (rebalances, admin actions)
     # =========================================================================================
     def _journal_rebalance(self, effect: RebalanceJournaled) -> None:
-        """Persist a finished rebalance's entry; the rebalance itself never waits for it."""
-        record = self.journal.rebalance_record(effect)
-        partition = self.partition_for(effect.group_id)
+        """Persist a finished rebalance's entry; the rebalance itself never waits for it.
+
+        A big group's entry (10 000 members: every assignment decoded twice for the partition moves, then
+        encoded) is built on a worker thread, so other clients' requests go on meanwhile; a group's entries
+        are still appended in the order they were claimed."""
+        group_id = effect.group_id
+        sequence, slot = self.journal.claim(group_id)
+        partition = self.partition_for(group_id)
+        previous = self._journal_tails.get(group_id)
+        loop = asyncio.get_running_loop()
 
         async def write() -> None:
-            if await self._append(partition, [record]) == E.NONE and partition in self._loaded:
-                self.journal.apply(record)  # (not when the partition was lost meanwhile)
+            try:
+                if len(effect.members) + len(effect.assignments_after) < JOURNAL_BUILD_OFF_LOOP:
+                    built = _built_journal_entry(effect, sequence, slot)
+                else:
+                    built = await loop.run_in_executor(None, _built_journal_entry, effect, sequence, slot)
+            except (ValueError, TypeError) as exc:
+                log.error("group %s: cannot encode its journal entry: %s", group_id, exc)
+                return
+            record, encoded, entry = built
+            if previous is not None and not previous.done():
+                await asyncio.wait([previous])
+            if await self._append_encoded(partition, [encoded]) == E.NONE and partition in self._loaded:
+                self.journal.apply(record, entry)  # (not when the partition was lost meanwhile)
 
-        task = asyncio.get_running_loop().create_task(write())
+        task = loop.create_task(write())
         self._journal_writes.add(task)
-        task.add_done_callback(self._journal_writes.discard)
+        self._journal_tails[group_id] = task
+        task.add_done_callback(functools.partial(self._journal_write_done, group_id))
+
+    def _journal_write_done(self, group_id: str, task: asyncio.Task) -> None:
+        self._journal_writes.discard(task)
+        if self._journal_tails.get(group_id) is task:
+            del self._journal_tails[group_id]
 
     def _admin_record(self, group_id: str, action: str, ctx: RequestContext, changes: Iterable[str]
                       ) -> GroupJournalRecord:
@@ -1831,3 +1858,10 @@ def _heartbeat_response(result: HeartbeatResult):
 
 async def _heartbeat_answer_when_durable(future: asyncio.Future):
     return _heartbeat_response(await future)
+
+
+def _built_journal_entry(effect: RebalanceJournaled, sequence: int, slot: int
+                         ) -> tuple[GroupJournalRecord, tuple[bytes, bytes | None], JournalEntry]:
+    """A claimed journal entry as its record, that record encoded, and the entry the journal serves."""
+    record = rebalance_record_of(effect, sequence, slot)
+    return record, encode_record(record), entry_from_record(record)

@@ -133,6 +133,10 @@ def _owners(assignments: Mapping[str, object]) -> dict[tuple[str, int], str]:
     return owners
 
 
+# Free text kept per entry (a reason or detail): far below a record string's 32 767 UTF-8 bytes.
+MAX_TEXT_CHARS = 4_000
+
+
 class GroupJournal:
     """Every group's last `max_entries` journal entries, oldest first."""
 
@@ -156,15 +160,12 @@ class GroupJournal:
         self._next[group] = sequence + 1
         return sequence, sequence % self.max_entries
 
+    def claim(self, group: str) -> tuple[int, int]:
+        """The next entry's (sequence, slot) of `group`: claimed in order, built later (`rebalance_record_of`)."""
+        return self._claim(group)
+
     def rebalance_record(self, effect: RebalanceJournaled) -> GroupJournalRecord:
-        moves, total = partition_moves(effect.assignments_before, effect.assignments_after)
-        sequence, slot = self._claim(effect.group_id)
-        return GroupJournalRecord(
-            effect.group_id, slot, sequence, "rebalance", effect.group_type, effect.started_ms, effect.ended_ms,
-            effect.epoch_before, effect.epoch_after, effect.trigger, effect.client_reason, effect.detail,
-            effect.state_after, None,
-            [JournalMemberRecord(*m) for m in effect.members],
-            [PartitionMoveRecord(mv.topic, mv.partition, mv.from_member, mv.to_member) for mv in moves], total)
+        return rebalance_record_of(effect, *self._claim(effect.group_id))
 
     def admin_record(self, group: str, action: str, *, now_ms: int, principal: str, client_id: str,
                      client_host: str, group_type: str, epoch: int, state: str,
@@ -185,9 +186,11 @@ class GroupJournal:
         return [GroupJournalTombstone(group, slot) for slot in range(used)]
 
     # -- taking records in -----------------------------------------------------------------------
-    def apply(self, record: GroupJournalRecord) -> None:
-        """A durable (or replayed) entry; only the latest `max_entries` of a group are kept."""
-        entry = entry_from_record(record)
+    def apply(self, record: GroupJournalRecord, entry: JournalEntry | None = None) -> None:
+        """A durable (or replayed) entry (`entry`: the record's, if already made); only the latest
+        `max_entries` of a group are kept."""
+        if entry is None:
+            entry = entry_from_record(record)
         entries = self._entries.setdefault(record.group, [])
         sequences = [e.sequence for e in entries]
         at = bisect.bisect_left(sequences, entry.sequence)
@@ -204,3 +207,23 @@ class GroupJournal:
         for group in groups:
             self._entries.pop(group, None)
             self._next.pop(group, None)
+
+
+def rebalance_record_of(effect: RebalanceJournaled, sequence: int, slot: int) -> GroupJournalRecord:
+    """The record of a claimed rebalance entry. Pure (no journal state), so a 10 000-member group's entry,
+    whose partition moves decode every assignment twice, can be built off the event loop."""
+    moves, total = partition_moves(effect.assignments_before, effect.assignments_after)
+    return GroupJournalRecord(
+        effect.group_id, slot, sequence, "rebalance", effect.group_type, effect.started_ms, effect.ended_ms,
+        effect.epoch_before, effect.epoch_after, effect.trigger, _fitting(effect.client_reason),
+        _fitting(effect.detail),
+        effect.state_after, None,
+        [JournalMemberRecord(*m) for m in effect.members],
+        [PartitionMoveRecord(mv.topic, mv.partition, mv.from_member, mv.to_member) for mv in moves], total)
+
+
+def _fitting(text: str | None) -> str | None:
+    """`text`, cut to what a record's string field holds (an int16 length of UTF-8 bytes), marked as cut."""
+    if text is None or len(text) <= MAX_TEXT_CHARS:
+        return text
+    return text[:MAX_TEXT_CHARS] + "…"

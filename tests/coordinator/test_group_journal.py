@@ -4,6 +4,10 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from bounded_wait import wait_until_async
+from group_harness import Harness
+
+from cohort.coordinator.group_coordinator import JOURNAL_BUILD_OFF_LOOP
 from cohort.coordinator.group_journal import GroupJournal, partition_moves
 from cohort.coordinator.groups.effects import RebalanceJournaled
 from cohort.coordinator.records import decode_record, encode_record
@@ -136,3 +140,23 @@ def test_the_journal_keeps_the_last_entries_in_a_ring_of_record_keys_and_survive
     assert replayed.rebalance_record(_effect("g", 7)).sequence == 7
     assert journal.entries("g", since_ms=10) == journal.entries("g")[1:]  # entry 4 ended at 9
     assert journal.entries("g")[0].moves[0].to_member == "m"
+
+
+async def test_a_big_groups_entries_are_built_off_the_loop_complete_and_in_order(tmp_path):
+    """A 10 000-member entry is too much work for one loop turn: from JOURNAL_BUILD_OFF_LOOP members on it
+    is built on a worker thread; nothing is lost and a group's entries still land in the order they ended."""
+    h = await Harness(tmp_path).start()
+    try:
+        n = JOURNAL_BUILD_OFF_LOOP
+        ids = await h.stable_group("big", n)
+        await h.leave("big", [(mid, None) for mid in ids])  # everyone leaves in one request: Empty
+        await wait_until_async(lambda: len(h.coordinator.rebalance_journal("big")) == 2, 30, "two journal entries")
+        first, second = h.coordinator.rebalance_journal("big")
+        assert (first.sequence, first.epoch_after, second.sequence, second.state_after) == (0, 1, 1, "Empty")
+        assert sorted(m.member_id for m in first.members) == sorted(ids)
+        assert {m.role for m in first.members} == {"cause", "joined"} and len(second.members) == n
+        assert f"and {n - 10} more" in second.detail  # the reason names 10 of the members who left
+        await h.restart()  # what was written replays the same, in the same order
+        assert [(e.sequence, len(e.members)) for e in h.coordinator.rebalance_journal("big")] == [(0, n), (1, n)]
+    finally:
+        await h.close()
