@@ -26,7 +26,6 @@ from __future__ import annotations
 import asyncio
 import errno
 import fcntl
-import gc
 import logging
 import os
 import signal
@@ -38,6 +37,7 @@ from typing import Any, Iterator
 
 from cohort.coordinator import __version__
 from cohort.coordinator.config import ConfigError, CoordinatorConfig, EffectiveConfig, HostPort
+from cohort.coordinator.heap import HeapKeeper
 
 log = logging.getLogger("cohort.coordinator.daemon")
 
@@ -177,6 +177,7 @@ class Daemon:
         self._log_setup: Any = None
         self._unclean_stop = False
         self._lock: DataDirLock | None = None
+        self._heap = HeapKeeper()
 
     def run(self) -> int:
         from cohort.coordinator.logs import configure_logging
@@ -268,7 +269,7 @@ class Daemon:
             from cohort.coordinator.console.access import CoordinatorAccess
 
             await self.console.start(CoordinatorAccess.for_node(config, getattr(self.server, "ports", {})))
-        settle_heap()
+        self._heap.start()  # from here on, full collections only walk what came after
         log.info(
             "cohort started",
             extra={
@@ -345,6 +346,7 @@ class Daemon:
         budget = self.config.shutdown_timeout_ms / 1000
         begun = time.monotonic()
         log.info("cohort stopping", extra={"signal": _signal_name(self._stop_signal)})
+        self._heap.stop()
         if self.console is not None:
             await self.console.stop()
         try:
@@ -385,27 +387,6 @@ class Daemon:
     def _on_hangup(self) -> None:
         if self._log_setup is not None and self._log_setup.reopen():
             log.info("log file reopened")
-
-
-# CPython's young and middle thresholds (short pauses: a larger young generation made middle
-# collections of a forming 5 000-member fleet take 30-60 ms instead of 10-25 ms); a full
-# collection only every 100 middle ones instead of 10 (and, CPython's own rule, only once the
-# old generation grew by a quarter), so a forming fleet triggers none.
-GC_THRESHOLDS = (700, 10, 100)
-
-
-def settle_heap() -> None:
-    """Keep the cyclic GC's pauses short once the server runs (issue: heartbeat p99).
-
-    What start-up built and the log load read (modules, the offsets table, loaded groups)
-    lives as long as the process: it is collected once and frozen, so no later collection
-    walks it again. A full collection's pause grows with every object it walks (70-250 ms
-    on a shared 2-core box once 5 000 members are connected), so full ones are made rarer.
-    Refcounting still frees all acyclic garbage at once; only cycles wait for a collection.
-    """
-    gc.collect()
-    gc.freeze()
-    gc.set_threshold(*GC_THRESHOLDS)
 
 
 def offsets_log_stats(offsets_log: Any) -> list[Any]:

@@ -1,0 +1,85 @@
+"""Short pauses from CPython's cyclic garbage collector in a server whose heap is mostly long-lived.
+
+A collection walks every tracked object of the generations it collects. A full one in a server
+holding 10 000 connections and members walks about 1.5 M objects: 140 ms in which no request is
+served (measured: a 10 000-member group's join delayed an unrelated commit by that much). Nearly
+everything that survives a full collection stays alive (connections, members, offsets, the log's
+tables), so walking it again and again finds nothing. Hence:
+
+* what start-up built is collected once and frozen (moved to the permanent generation, which no
+  collection walks);
+* after every full collection its survivors are frozen too: the next full collection walks only
+  what was allocated since, so its pause follows the heap's recent growth, not its size;
+* frozen objects that later die are freed by reference counting at once, except those in cycles:
+  every `refreeze_interval_s` the whole heap is collected once and frozen again (one full pause at
+  a known rhythm rather than whenever the heap happens to grow).
+"""
+from __future__ import annotations
+
+import asyncio
+import gc
+import logging
+import time
+
+log = logging.getLogger("cohort.heap")
+
+# CPython's young and middle thresholds (short pauses: a larger young generation made middle
+# collections of a forming 5 000-member fleet take 30-60 ms instead of 10-25 ms), and its full
+# threshold: with survivors frozen, a full collection walks only recent survivors, so frequent
+# ones are short ones.
+GC_THRESHOLDS = (700, 10, 10)
+REFREEZE_INTERVAL_S = 600.0
+
+
+class HeapKeeper:
+    """Freezes the survivors of every full collection; collects everything every `refreeze_interval_s`."""
+
+    def __init__(self, refreeze_interval_s: float = REFREEZE_INTERVAL_S) -> None:
+        self.refreeze_interval_s = refreeze_interval_s
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._freeze_pending = False
+        self._refreezer: asyncio.Task | None = None
+
+    def start(self) -> None:
+        """(on the event loop, once start-up is done) Collect and freeze what start-up built."""
+        self._loop = asyncio.get_running_loop()
+        gc.collect()
+        gc.freeze()
+        gc.set_threshold(*GC_THRESHOLDS)
+        gc.callbacks.append(self._on_collection)
+        self._refreezer = self._loop.create_task(self._refreeze_periodically(), name="heap-refreeze")
+
+    def stop(self) -> None:
+        if self._on_collection in gc.callbacks:
+            gc.callbacks.remove(self._on_collection)
+        if self._refreezer is not None:
+            self._refreezer.cancel()
+            self._refreezer = None
+
+    def refreeze(self) -> float:
+        """Collect the whole heap (frozen objects included) and freeze what survives; returns seconds paused."""
+        started = time.perf_counter()
+        gc.unfreeze()
+        gc.collect()  # its callback freezes the survivors
+        gc.freeze()
+        return time.perf_counter() - started
+
+    def _on_collection(self, phase: str, info: dict) -> None:
+        # Any thread may run a collection; the freeze happens on the loop, right after it.
+        if phase != "stop" or info["generation"] != 2 or self._freeze_pending or self._loop is None:
+            return
+        self._freeze_pending = True
+        try:
+            self._loop.call_soon_threadsafe(self._freeze)
+        except RuntimeError:  # the loop is closed: nothing runs any more
+            self._freeze_pending = False
+
+    def _freeze(self) -> None:
+        self._freeze_pending = False
+        gc.freeze()
+
+    async def _refreeze_periodically(self) -> None:
+        while True:
+            await asyncio.sleep(self.refreeze_interval_s)
+            paused = self.refreeze()
+            log.debug("heap: collected and refrozen in %.1f ms", paused * 1000)
