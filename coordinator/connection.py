@@ -98,6 +98,10 @@ OVERLAPPING_APIS = frozenset(request.API_KEY for request in (FetchRequest, Offse
 PACED_APIS = frozenset(request.API_KEY for request in (JoinGroupRequest, SyncGroupRequest))
 # How long, per loop turn, paced requests may start before the rest wait for the next turn.
 REBALANCE_SLICE_S = 0.002
+# A request frame this large is decoded on a worker thread (a 10 000-member group leader's SyncGroup,
+# 600 KB, took 25-40 ms to decode: a stall for every other client); the connection's later requests
+# wait for it, in order.
+DECODE_OFF_LOOP_BYTES = 256 * 1024
 _SIZE_AND_CORRELATION = struct.Struct(">ii")
 # Response class -> whether it has a top-level error code (a failed getattr costs an exception).
 _HAS_ERROR_CODE: dict[type, bool] = {}
@@ -327,6 +331,7 @@ class Connection(asyncio.Protocol):
         self.reading_paused = False
         self.writing_paused = False
         self.budget_paused = False  # waiting for queued.max.request.bytes
+        self._decoding: deque[bytes] | None = None  # a big frame decodes off the loop; the frames after it
         self.held_bytes = 0  # bytes of a partial request counted against that budget
         self.request_started: float | None = None  # when the partial request's first byte arrived
         self.last_active = 0.0
@@ -413,13 +418,49 @@ class Connection(asyncio.Protocol):
     def _dispatch(self, frame: bytes) -> None:
         if self.closing:
             return
+        if self._decoding is not None:
+            self._decoding.append(frame)  # behind a big frame being decoded: served after it, in order
+            return
         sasl = self.sasl
         if sasl is not None and sasl.expects_raw_token:
             self._sasl_step(sasl.on_raw_token(frame), None)
             return
         started = time.perf_counter()
+        if len(frame) >= DECODE_OFF_LOOP_BYTES:
+            self._decode_off_loop(frame, started)
+            return
         try:
-            header, request = decode_request(frame)
+            decoded = decode_request(frame)
+        except ProtocolError as exc:
+            decoded = exc
+        self._serve_decoded(frame, started, decoded)
+
+    def _decode_off_loop(self, frame: bytes, started: float) -> None:
+        self._decoding = deque()
+        self._update_reading()  # nothing more is read until it is served
+        decoding = self._loop.run_in_executor(None, _decoded_or_error, frame)
+        decoding.add_done_callback(functools.partial(self._decoded_off_loop, frame, started))
+
+    def _decoded_off_loop(self, frame: bytes, started: float, decoding: asyncio.Future) -> None:
+        held, self._decoding = self._decoding, None
+        if self.closed or decoding.cancelled():  # cancelled: the executor shut down with the server
+            return
+        self._serve_decoded(frame, started, decoding.result())
+        for later in held or ():
+            if self.closed:
+                return
+            self._dispatch(later)  # (another big one holds the rest again)
+        if self._out:
+            self._write_out()
+        self._update_reading()
+
+    def _serve_decoded(self, frame: bytes, started: float, decoded: tuple | ProtocolError) -> None:
+        """Route a decoded request to its handler (or answer/close for what could not be decoded)."""
+        sasl = self.sasl
+        try:
+            if isinstance(decoded, ProtocolError):
+                raise decoded
+            header, request = decoded
         except UnsupportedVersion as exc:
             if exc.header.api_key == API_VERSIONS_KEY:
                 # Kafka's rule: answer with the versions we do speak, keep the connection.
@@ -661,7 +702,7 @@ class Connection(asyncio.Protocol):
         if self.closed or self.transport is None:
             return
         should_pause = (self.writing_paused or self.budget_paused or self.closing
-                        or len(self.pending) >= self.max_pending)
+                        or len(self.pending) >= self.max_pending or self._decoding is not None)
         if should_pause and not self.reading_paused:
             self.reading_paused = True
             self.transport.pause_reading()
@@ -701,3 +742,11 @@ class Connection(asyncio.Protocol):
                 self.transport.write(b"".join(self._out))
             self._out.clear()
             self.transport.close()
+
+
+def _decoded_or_error(frame: bytes) -> tuple | ProtocolError:
+    """(worker thread) `decode_request`, its ProtocolError returned rather than raised."""
+    try:
+        return decode_request(frame)
+    except ProtocolError as exc:
+        return exc

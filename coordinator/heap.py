@@ -2,47 +2,50 @@
 
 A collection walks every tracked object of the generations it collects. A full one in a server
 holding 10 000 connections and members walks about 1.5 M objects: 140 ms in which no request is
-served (measured: a 10 000-member group's join delayed an unrelated commit by that much). Nearly
-everything that survives a full collection stays alive (connections, members, offsets, the log's
+served (measured: a 10 000-member group's join delayed an unrelated commit by that much). What
+survives two collections nearly always stays alive (connections, members, offsets, the log's
 tables), so walking it again and again finds nothing. Hence:
 
 * what start-up built is collected once and frozen (moved to the permanent generation, which no
   collection walks);
-* after every full collection its survivors are frozen too: the next full collection walks only
-  what was allocated since, so its pause follows the heap's recent growth, not its size;
+* after every collection of the middle or the old generation, its survivors are frozen too: the old
+  generation stays nearly empty, so no collection walks more than what was allocated lately
+  (measured during a 10 000-member join: full passes of 14-41 ms when only full collections froze
+  their survivors; see `bench/reports/`);
 * frozen objects that later die are freed by reference counting at once, except those in cycles:
   every `refreeze_interval_s` the whole heap is collected once and frozen again (one full pause at
-  a known rhythm rather than whenever the heap happens to grow).
+  a known rhythm, bounding what such cycles can hold).
 """
 from __future__ import annotations
 
 import asyncio
 import gc
 import logging
+import threading
 import time
 
 log = logging.getLogger("cohort.heap")
 
-# CPython's young and middle thresholds (short pauses: a larger young generation made middle
-# collections of a forming 5 000-member fleet take 30-60 ms instead of 10-25 ms), and its full
-# threshold: with survivors frozen, a full collection walks only recent survivors, so frequent
-# ones are short ones.
+# CPython's own thresholds (a larger young generation made middle collections of a forming 5 000-member
+# fleet take 30-60 ms instead of 10-25 ms).
 GC_THRESHOLDS = (700, 10, 10)
 REFREEZE_INTERVAL_S = 600.0
 
 
 class HeapKeeper:
-    """Freezes the survivors of every full collection; collects everything every `refreeze_interval_s`."""
+    """Freezes the survivors of every middle or full collection; collects everything every `refreeze_interval_s`."""
 
     def __init__(self, refreeze_interval_s: float = REFREEZE_INTERVAL_S) -> None:
         self.refreeze_interval_s = refreeze_interval_s
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread = 0
         self._freeze_pending = False
         self._refreezer: asyncio.Task | None = None
 
     def start(self) -> None:
         """(on the event loop, once start-up is done) Collect and freeze what start-up built."""
         self._loop = asyncio.get_running_loop()
+        self._loop_thread = threading.get_ident()
         gc.collect()
         gc.freeze()
         gc.set_threshold(*GC_THRESHOLDS)
@@ -66,9 +69,12 @@ class HeapKeeper:
 
     def _on_collection(self, phase: str, info: dict) -> None:
         # Any thread may run a collection; the freeze happens on the loop, right after it.
-        if phase != "stop" or info["generation"] != 2 or self._freeze_pending or self._loop is None:
+        if phase != "stop" or info["generation"] == 0 or self._freeze_pending or self._loop is None:
             return
         self._freeze_pending = True
+        if threading.get_ident() == self._loop_thread:
+            self._loop.call_soon(self._freeze)
+            return
         try:
             self._loop.call_soon_threadsafe(self._freeze)
         except RuntimeError:  # the loop is closed: nothing runs any more

@@ -135,3 +135,46 @@ def test_stop_answers_parked_requests_and_closes(server_factory, raw_client):
     assert client.is_closed_by_server()
     with pytest.raises(OSError):
         socket.create_connection(("127.0.0.1", server.port), timeout=1).recv(1)
+
+
+def wide_commit(group: str, partitions: int, offset: int) -> OffsetCommitRequest:
+    T = OffsetCommitRequest.OffsetCommitRequestTopic
+    return OffsetCommitRequest(group_id=group, generation_id_or_member_epoch=-1, member_id="", topics=[
+        T(name="wide", partitions=[T.OffsetCommitRequestPartition(partition_index=p, committed_offset=offset,
+                                                                  committed_metadata="") for p in range(partitions)])])
+
+
+def test_a_frame_decoded_off_the_loop_is_served_in_order_with_the_requests_behind_it(server, raw_client):
+    """A request frame of DECODE_OFF_LOOP_BYTES or more is decoded on a worker thread; the requests sent
+    after it on the same connection wait for it, so they are served, and answered, after it."""
+    from cohort.coordinator.connection import DECODE_OFF_LOOP_BYTES
+
+    client = raw_client(server.port)
+    big = wide_commit("wide", 40_000, 7)
+    frames = [encode_request(big, 8, correlation_id=1, client_id="wide")]
+    assert len(frames[0]) > DECODE_OFF_LOOP_BYTES
+    small = [(OffsetFetchRequest(group_id="wide", topics=None), 7), (commit("wide-too", 3), 8),
+             (ApiVersionsRequest(), 2)]
+    frames += [encode_request(m, v, correlation_id=2 + i, client_id="wide") for i, (m, v) in enumerate(small)]
+    client.send_bytes(b"".join(frames))  # all at once: the small ones arrive while the big one decodes
+    answers = [decode_response(m.API_KEY, v, client.receive_frame())
+               for m, v in [(big, 8)] + small]
+    assert [correlation_id for correlation_id, _ in answers] == [1, 2, 3, 4]
+    assert all(p.error_code == 0 for t in answers[0][1].topics for p in t.partitions)
+    fetched = answers[1][1]  # the fetch sent after the big commit sees all of it
+    assert sum(len(t.partitions) for t in fetched.topics) == 40_000
+    assert {p.committed_offset for t in fetched.topics for p in t.partitions} == {7}
+    assert committed(client, "wide-too") == 3
+
+
+def test_a_malformed_frame_decoded_off_the_loop_closes_only_its_connection(server, raw_client):
+    from cohort.coordinator.connection import DECODE_OFF_LOOP_BYTES
+
+    bystander = raw_client(server.port)
+    client = raw_client(server.port)
+    frame = encode_request(wide_commit("broken", 40_000, 1), 8, correlation_id=1, client_id="broken")
+    assert len(frame) > DECODE_OFF_LOOP_BYTES
+    client.send_bytes(frame[:-200] + b"\xff" * 200)  # same size prefix, garbage where the last partitions were
+    assert client.is_closed_by_server(timeout=10)
+    bystander.request(commit("after", 1), 8)
+    assert committed(bystander, "after") == 1
