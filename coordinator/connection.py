@@ -415,52 +415,29 @@ class Connection(asyncio.Protocol):
         return False  # close our side too; in-flight responses cannot be delivered anyway
 
     # -- requests -------------------------------------------------------------------
-    def _dispatch(self, frame: bytes) -> None:
+    def _dispatch(self, frame: bytes, decoded: tuple | ProtocolError | None = None, started: float = 0.0) -> None:
+        """Serve one request frame (`decoded`: what a worker thread made of a big one, `_decode_off_loop`)."""
         if self.closing:
             return
-        if self._decoding is not None:
-            self._decoding.append(frame)  # behind a big frame being decoded: served after it, in order
-            return
         sasl = self.sasl
-        if sasl is not None and sasl.expects_raw_token:
-            self._sasl_step(sasl.on_raw_token(frame), None)
-            return
-        started = time.perf_counter()
-        if len(frame) >= DECODE_OFF_LOOP_BYTES:
-            self._decode_off_loop(frame, started)
-            return
-        try:
-            decoded = decode_request(frame)
-        except ProtocolError as exc:
-            decoded = exc
-        self._serve_decoded(frame, started, decoded)
-
-    def _decode_off_loop(self, frame: bytes, started: float) -> None:
-        self._decoding = deque()
-        self._update_reading()  # nothing more is read until it is served
-        decoding = self._loop.run_in_executor(None, _decoded_or_error, frame)
-        decoding.add_done_callback(functools.partial(self._decoded_off_loop, frame, started))
-
-    def _decoded_off_loop(self, frame: bytes, started: float, decoding: asyncio.Future) -> None:
-        held, self._decoding = self._decoding, None
-        if self.closed or decoding.cancelled():  # cancelled: the executor shut down with the server
-            return
-        self._serve_decoded(frame, started, decoding.result())
-        for later in held or ():
-            if self.closed:
+        if decoded is None:
+            if self._decoding is not None:
+                self._decoding.append(frame)  # behind a big frame being decoded: served after it, in order
                 return
-            self._dispatch(later)  # (another big one holds the rest again)
-        if self._out:
-            self._write_out()
-        self._update_reading()
-
-    def _serve_decoded(self, frame: bytes, started: float, decoded: tuple | ProtocolError) -> None:
-        """Route a decoded request to its handler (or answer/close for what could not be decoded)."""
-        sasl = self.sasl
+            if sasl is not None and sasl.expects_raw_token:
+                self._sasl_step(sasl.on_raw_token(frame), None)
+                return
+            started = time.perf_counter()
+            if len(frame) >= DECODE_OFF_LOOP_BYTES:
+                self._decode_off_loop(frame, started)
+                return
         try:
-            if isinstance(decoded, ProtocolError):
+            if decoded is None:
+                header, request = decode_request(frame)
+            elif type(decoded) is tuple:
+                header, request = decoded
+            else:
                 raise decoded
-            header, request = decoded
         except UnsupportedVersion as exc:
             if exc.header.api_key == API_VERSIONS_KEY:
                 # Kafka's rule: answer with the versions we do speak, keep the connection.
@@ -501,6 +478,25 @@ class Connection(asyncio.Protocol):
         self.pending.append(req)
         self._queued.append(req)
         self._run_queued()
+
+    def _decode_off_loop(self, frame: bytes, started: float) -> None:
+        self._decoding = deque()
+        self._update_reading()  # nothing more is read until it is served
+        decoding = self._loop.run_in_executor(None, _decoded_or_error, frame)
+        decoding.add_done_callback(functools.partial(self._decoded_off_loop, frame, started))
+
+    def _decoded_off_loop(self, frame: bytes, started: float, decoding: asyncio.Future) -> None:
+        held, self._decoding = self._decoding, None
+        if self.closed or decoding.cancelled():  # cancelled: the executor shut down with the server
+            return
+        self._dispatch(frame, decoding.result(), started)
+        for later in held or ():
+            if self.closed:
+                return
+            self._dispatch(later)  # (another big one holds the rest again)
+        if self._out:
+            self._write_out()
+        self._update_reading()
 
     def _sasl_step(self, step: SaslStep, header: RequestHeader | None) -> None:
         """Carry out what the SASL state machine decided: answer, note the principal, close."""
