@@ -178,6 +178,7 @@ class GroupRuntime:
         self._journal = journal
         self._metrics = metrics  # cohort.coordinator.metrics.CoordinatorMetrics, or None
         self._parked: dict[int, asyncio.Future] = {}
+        self._answering = 0  # batches of answers going out a slice per turn
         self._request_ids = itertools.count(1)
         self._hosts: dict[ClassicGroup, _Host] = {}
         self._reconciling_since: dict[str, float] = {}
@@ -253,6 +254,10 @@ class GroupRuntime:
 
     def writes_in_flight(self) -> int:
         return sum(len(host.writes) for host in self._hosts.values())
+
+    def answers_in_flight(self) -> int:
+        """Batches of answers still going out a slice per loop turn (tests wait for them)."""
+        return self._answering
 
     # -- the loop ----------------------------------------------------------------------------
     def submit(self, group: ClassicGroup, event) -> object:
@@ -369,7 +374,10 @@ class GroupRuntime:
                     break
             if end < len(answers):
                 asyncio.get_running_loop().call_soon(answer_from, end)
+            else:
+                self._answering -= 1
 
+        self._answering += 1
         answer_from(0)
 
     def _set_timer(self, group: ClassicGroup, key: Hashable, delay_ms: float) -> None:

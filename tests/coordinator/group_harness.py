@@ -74,20 +74,21 @@ class Harness:
         return self
 
     async def settle(self) -> None:
-        """Let every runnable task and in-flight write finish (bounded)."""
+        """Let every runnable task, in-flight write and batch of answers finish (bounded)."""
         async def drain() -> None:
             runtime = self.coordinator.runtime
-            for _ in range(200):
+            for _ in range(2000):
                 for _ in range(5):
                     await asyncio.sleep(0)
                 if runtime.writes_in_flight():
                     await asyncio.wait_for(runtime.settle(), timeout=1)
                 elif self.coordinator.writes_in_flight():
                     await self.coordinator.wait_for_writes()
-                else:
+                elif not runtime.answers_in_flight():
                     for _ in range(5):
                         await asyncio.sleep(0)
-                    if not self.coordinator.writes_in_flight() and not runtime.writes_in_flight():
+                    if (not self.coordinator.writes_in_flight() and not runtime.writes_in_flight()
+                            and not runtime.answers_in_flight()):
                         return
         await asyncio.wait_for(drain(), timeout=10)
 
