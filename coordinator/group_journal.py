@@ -155,17 +155,14 @@ class GroupJournal:
         return list(self._entries)
 
     # -- building records ------------------------------------------------------------------------
-    def _claim(self, group: str) -> tuple[int, int]:
+    def claim(self, group: str) -> tuple[int, int]:
+        """The next entry's (sequence, slot) of `group`: claimed in order, built later (`rebalance_record_of`)."""
         sequence = self._next.get(group, 0)
         self._next[group] = sequence + 1
         return sequence, sequence % self.max_entries
 
-    def claim(self, group: str) -> tuple[int, int]:
-        """The next entry's (sequence, slot) of `group`: claimed in order, built later (`rebalance_record_of`)."""
-        return self._claim(group)
-
     def rebalance_record(self, effect: RebalanceJournaled) -> GroupJournalRecord:
-        return rebalance_record_of(effect, *self._claim(effect.group_id))
+        return rebalance_record_of(effect, *self.claim(effect.group_id))
 
     def admin_record(self, group: str, action: str, *, now_ms: int, principal: str, client_id: str,
                      client_host: str, group_type: str, epoch: int, state: str,
@@ -175,7 +172,7 @@ class GroupJournal:
         detail = ", ".join(changes[:_DETAIL_PARTITIONS])
         if len(changes) > _DETAIL_PARTITIONS:
             detail += f", … ({len(changes)} partitions)"
-        sequence, slot = self._claim(group)
+        sequence, slot = self.claim(group)
         return GroupJournalRecord(
             group, slot, sequence, "admin", group_type, now_ms, now_ms, epoch, epoch, action, None, detail, state,
             principal, [JournalMemberRecord("", None, client_id, client_host, "admin")], [], 0)
