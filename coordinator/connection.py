@@ -741,8 +741,10 @@ class Connection(asyncio.Protocol):
 
 
 def _decoded_or_error(frame: bytes) -> tuple | ProtocolError:
-    """(worker thread) `decode_request`, its ProtocolError returned rather than raised."""
+    """(worker thread) `decode_request`; what it raises is returned, as a ProtocolError (the frame is refused)."""
     try:
         return decode_request(frame)
     except ProtocolError as exc:
         return exc
+    except Exception as exc:  # noqa: BLE001 - never leave the connection waiting for this frame
+        return ProtocolError(f"cannot decode: {exc!r}")
