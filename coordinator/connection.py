@@ -13,7 +13,8 @@ so most requests are answered in the turn that read them, and
 ``asyncio.timeout``, ``wait_for`` and ``current_task`` work in handlers); the
 task answers in the step the handler returns in. A handler that only waits for
 one future (OffsetCommit, for its append) hands back an `AnswerWhenDone`
-instead: the answer is made in that future's done-callback, with no task. The answers made while
+instead: the answer is made in that future's done-callback, with no task (for the local log's
+`DurableFuture`, in the very turn the append settles). The answers made while
 processing one read leave in one write at its end; a later answer leaves at
 once when nothing before it is outstanding, else with the others of its loop
 turn. No request has to come first: some clients send
@@ -54,6 +55,7 @@ from typing import TYPE_CHECKING, Any
 from cohort.coordinator.eager_tasks import start_eager_task
 from cohort.coordinator.group_coordinator import AnswerWhenDone, EncodeInThread, RequestContext
 from cohort.coordinator.listener import peer_name
+from cohort.coordinator.log.durable_future import DurableFuture
 from cohort.coordinator.security.sasl import SaslAuthenticator, SaslStep
 from cohort.coordinator.security.tls import ANONYMOUS, certificate_principal
 from cohort.protocol.errors import ProtocolError
@@ -219,6 +221,11 @@ class RebalancePacer:
         self._waiting: deque[Connection] = deque()
         self._in_turn = False  # a paced request started in this loop turn
         self._slice_end = 0.0
+
+    @property
+    def busy(self) -> bool:
+        """Requests are held back: a rebalance flood is being served."""
+        return bool(self._waiting)
 
     def may_start(self, conn: "Connection") -> bool:
         """Whether `conn`'s next (paced) request may start now; if not, `conn` is resumed in a later turn."""
@@ -578,7 +585,13 @@ class Connection(asyncio.Protocol):
             return
         req.task = future
         self.server.handler_started(future)
-        future.add_done_callback(functools.partial(self._answered_later, req, answer))
+        answered = functools.partial(self._answered_later, req, answer)
+        if type(future) is DurableFuture:
+            future.continuation = answered  # answered in the turn the append settles, not one later
+            if self.pacer.busy:
+                self.server.hurry_appends()  # a rebalance flood makes this turn long: sync without waiting it out
+        else:
+            future.add_done_callback(answered)
 
     def _answered_later(self, req: "_Request", answer: AnswerWhenDone, future: asyncio.Future) -> None:
         self.server.handler_ended(future)

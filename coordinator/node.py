@@ -436,6 +436,12 @@ class CoordinatorServer:
         if self._inflight and timeout > 0:
             await asyncio.wait(list(self._inflight), timeout=timeout)
 
+    def hurry_appends(self) -> None:
+        """Start syncing queued appends now, if the store can (the local log's `hurry`)."""
+        hurry = getattr(self.store, "hurry", None)
+        if hurry is not None:
+            hurry()
+
     def handler_started(self, task: asyncio.Task) -> None:
         """A request handler suspended: `stop` lets it finish (or cancels it)."""
         self._inflight.add(task)

@@ -27,13 +27,16 @@ import asyncio
 import errno as errno_mod
 import logging
 import os
+import time
 from collections.abc import Sequence
 
 from cohort.coordinator.log.batch import encode_batch
+from cohort.coordinator.log.durable_future import DurableFuture
 from cohort.coordinator.log.fsync_process import fdatasync_timed
 from cohort.coordinator.log.journal import encode_entry
 from cohort.coordinator.log.state import (
     EARLY_ROUND_APPENDS,
+    IDLE_LOG_S,
     JOURNAL_PREALLOCATE,
     ROUNDS_IN_FLIGHT,
     OpenJournal,
@@ -64,7 +67,7 @@ class CommitRounds:
         are either all there or none is.  The future fails with StorageError (with the Kafka error
         to map) if they could not be written; then none of them is.
         """
-        fut = (self._loop or asyncio.get_running_loop()).create_future()
+        fut = DurableFuture(loop=self._loop or asyncio.get_running_loop())
         records = list(records)
         try:
             p = self._appendable(partition, records)
@@ -82,9 +85,11 @@ class CommitRounds:
             if not self._flush_scheduled:
                 self._flush_scheduled = True
                 self._loop.call_soon(self._flush)
-        if self._queued >= EARLY_ROUND_APPENDS and self._round_may_start():
-            self._write_due()
-            self._start_round()
+        if self._queued >= EARLY_ROUND_APPENDS:
+            if self._round_may_start():
+                self._write_due()
+                self._start_round()
+                self._run_continuations()
         return fut
 
     def _appendable(self, partition: int, records: Sequence[tuple[bytes, bytes | None]]) -> Partition:
@@ -108,10 +113,34 @@ class CommitRounds:
                                 f"not {item!r:.80}")
         return p
 
+    def hurry(self) -> None:
+        """Write what is queued and start its round now, not at the end of this loop turn (if a round may
+        start): while a flood of other requests makes turns long, a commit need not wait out its turn."""
+        if self._queued and self._round_may_start():
+            self._write_due()
+            self._start_round()
+            self._run_continuations()
+
     def _flush(self) -> None:
         """(once per loop turn) Write every due partition's queue, then start a sync round if none runs."""
         self._flush_scheduled = False
         self._write_and_sync()
+        self._run_continuations()
+
+    def _settled(self, fut: DurableFuture) -> None:
+        """`fut` was just settled: its continuation runs once the log's bookkeeping is consistent."""
+        if fut.continuation is not None:
+            self._continuations.append(fut)
+
+    def _run_continuations(self) -> None:
+        """Run the continuations of the appends settled so far (they may append again)."""
+        while self._continuations:
+            ready, self._continuations = self._continuations, []
+            for fut in ready:
+                try:
+                    fut.run_continuation()
+                except Exception:  # noqa: BLE001 - the others must still run
+                    log.exception("an append's continuation failed")
 
     def _write_and_sync(self) -> None:
         """Write what is queued; start a round for it if one may start, else a due checkpoint."""
@@ -162,9 +191,7 @@ class CommitRounds:
                 p.unsynced.append(w)
         else:
             for _, w in written:
-                for fut, last in w.acks:
-                    if not fut.done():
-                        fut.set_result(last)
+                self._ack_writes([w])
 
     def _write_pending(self, p: Partition, ts_ms: int) -> PendingWrite | None:
         """Write a partition's queued appends as one batch into its active segment (no fsync)."""
@@ -192,6 +219,7 @@ class CommitRounds:
             for _, fut in appends:
                 if not fut.done():
                     fut.set_exception(exc)
+                    self._settled(fut)
             return None
         offset = base
         acks = []
@@ -292,6 +320,7 @@ class CommitRounds:
     def _round_done(self, sync: asyncio.Future) -> None:
         """Answer the rounds that are done, oldest first: a round is good only if every earlier one was."""
         self._syncs_in_flight -= 1
+        self._idle_since = time.perf_counter()
         while self._rounds and self._rounds[0].sync.done():
             head = self._rounds.popleft()
             error = OSError(errno_mod.EIO, "fsync cancelled") if head.sync.cancelled() else head.sync.exception()
@@ -299,7 +328,9 @@ class CommitRounds:
                 self._round_synced(head)
             else:
                 self._rounds_failed(head, error)
+        self._run_continuations()  # answers leave now; what they append joins the writes below
         self._write_and_sync()
+        self._run_continuations()
 
     def _round_synced(self, round_: SyncRound) -> None:
         round_.journal.synced = round_.upto
@@ -345,12 +376,14 @@ class CommitRounds:
                 p.due = True
                 self._due.append(p)
 
-    @staticmethod
-    def _ack_writes(writes: list[PendingWrite]) -> None:
+    def _ack_writes(self, writes: list[PendingWrite]) -> None:
+        continuations = self._continuations
         for w in writes:
             for fut, last in w.acks:
                 if not fut.done():
                     fut.set_result(last)
+                    if fut.continuation is not None:
+                        continuations.append(fut)
 
     def _fail_writes(self, p: Partition, writes: list[PendingWrite], exc: StorageError) -> None:
         """Cut the partition back to before the first of `writes` and fail their appends."""
@@ -368,6 +401,7 @@ class CommitRounds:
             for fut, _ in w.acks:
                 if not fut.done():
                     fut.set_exception(exc)
+                    self._settled(fut)
 
     def _storage_error(self, p: Partition, what: str, exc: OSError) -> StorageError:
         return disk_error(f"offsets partition {p.index}", what, exc)

@@ -2,7 +2,8 @@
 commit journal (a turn of many appends, two: one started mid-turn); a write made while a round runs is
 acknowledged only by a later round, and never before an earlier one; a failed journal fsync fails every
 append of its round and of the rounds after it, and keeps none of them; a partition that must roll waits
-for its unacknowledged writes.
+for its unacknowledged writes. An append's continuation runs in the turn its round returns (before any
+done-callback), and `hurry` starts a round before the turn ends.
 
 The journal fsync runs on a writer thread here (`fsync_process=False`) so the spy sees every call; that
 the helper process does the same fsyncs is test_log_fsync_process.py's business."""
@@ -195,3 +196,62 @@ async def test_a_partition_that_must_roll_while_its_writes_are_unacknowledged_wa
 
     segments = [path for _, path in list_segments(tmp_path)]
     assert [[o for o, _, _ in read_segment(s)] for s in segments] == [[0], [1]]
+
+
+async def test_an_appends_continuation_runs_in_the_turn_its_round_returns_before_any_done_callback(tmp_path):
+    # A done-callback runs a loop turn after the future settles; the continuation runs in the round's own
+    # callback, so a commit is answered in the turn its fsync came back (issue 15: turns are long in a flood).
+    log, _ = await open_log(tmp_path, fsync_process=False)
+    seen: list[str] = []
+    fut = log.append(0, [commit("g", "t", 0, 1)])
+    fut.add_done_callback(lambda f: seen.append("done-callback"))
+    fut.continuation = lambda f: seen.append(f"continuation {f.result()}")
+    await wait_for(fut.done)
+    assert seen[:1] == ["continuation 0"]
+    await wait_for(lambda: len(seen) == 2)
+    assert seen == ["continuation 0", "done-callback"]
+    await log.close()
+
+
+async def test_a_continuation_may_append_again_and_that_append_becomes_durable_in_the_next_round(tmp_path, monkeypatch):
+    log, _ = await open_log(tmp_path, num_partitions=2, fsync_process=False)
+    journal = _journal_inode(tmp_path)
+    spy = FdatasyncSpy(os.fdatasync)
+    monkeypatch.setattr(os, "fdatasync", spy)
+    second: list[asyncio.Future] = []
+    first = log.append(0, [commit("g", "t", 0, 1)])
+    first.continuation = lambda f: second.append(log.append(1, [commit("h", "t", 0, 2)]))
+    await wait_for(lambda: second and second[0].done())
+    monkeypatch.setattr(os, "fdatasync", spy.real)
+    assert second[0].result() == 0 and spy.calls == {journal: 2}
+    await log.close()
+    assert await reopen(tmp_path, num_partitions=2) == dict([commit("g", "t", 0, 1), commit("h", "t", 0, 2)])
+
+
+async def test_hurry_starts_the_round_of_what_is_queued_before_the_turn_ends(tmp_path, monkeypatch):
+    log, _ = await open_log(tmp_path, fsync_process=False)
+    spy = FdatasyncSpy(os.fdatasync)
+    spy.hold_first = True
+    monkeypatch.setattr(os, "fdatasync", spy)
+    fut = log.append(0, [commit("g", "t", 0, 1)])
+    log.hurry()
+    # Without yielding to the loop: the round is already with the writer thread.
+    assert spy.held.wait(10)
+    spy.release.set()
+    assert await fut == 0
+    monkeypatch.setattr(os, "fdatasync", spy.real)
+    await log.close()
+
+
+async def test_without_hurry_the_round_starts_only_when_the_turn_ends(tmp_path, monkeypatch):
+    log, _ = await open_log(tmp_path, fsync_process=False)
+    spy = FdatasyncSpy(os.fdatasync)
+    spy.hold_first = True
+    monkeypatch.setattr(os, "fdatasync", spy)
+    fut = log.append(0, [commit("g", "t", 0, 1)])
+    assert not spy.held.wait(0.2)  # (the loop is not yielded to: nothing can start the round)
+    await wait_for(spy.held.is_set)
+    spy.release.set()
+    assert await fut == 0
+    monkeypatch.setattr(os, "fdatasync", spy.real)
+    await log.close()
