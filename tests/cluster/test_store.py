@@ -121,6 +121,17 @@ async def test_a_round_over_128_operations_is_split_into_several_transactions(cl
     assert await load_all(EtcdStore(client), 1, epoch) == dict(records)
 
 
+async def test_a_store_told_etcds_larger_limits_writes_a_big_round_in_one_transaction(client):
+    # the fixture's etcd runs with --max-txn-ops 1024 (cluster.etcd.max.txn.ops on a node)
+    epoch, _ = await claim(client, 6, node_id=1)
+    store = EtcdStore(client, max_txn_ops=1024)
+    await load_all(store, 6, epoch)
+    records = [commit("bigger", i, i) for i in range(1000)]
+    await store.append(6, records)
+    assert store.stats.transactions == 1
+    assert await load_all(EtcdStore(client), 6, epoch) == dict(records)
+
+
 async def test_a_round_over_the_request_size_limit_is_split_by_bytes(client):
     epoch, _ = await claim(client, 2, node_id=1)
     store = EtcdStore(client)
