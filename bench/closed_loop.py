@@ -49,7 +49,7 @@ async def run_closed_loop(target: Target, templates: list[RequestTemplate], *, c
         own = routes[(host, port)]
         conn = await open_pipelined(host, port, lambda: PipelinedConnection(run, own, depth), target.security)
         run.connections.append(conn)
-    sampler = ProcessSampler(target.pid)
+    sampler = ProcessSampler(target.sampled_pids)
     with generator_gc_paused():
         clock = GeneratorClock()
         run.begin()

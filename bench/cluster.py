@@ -33,6 +33,10 @@ from bench.targets import (
 
 ETCD = shutil.which("etcd") or "/usr/bin/etcd"
 ETCD_MEMBERS = 3
+# etcd's request limits for the bench (its defaults: 128 operations, 1.5 MiB), and the nodes told the same
+# (`cluster.etcd.max.txn.ops`, `cluster.etcd.max.request.bytes`), as the README advises a deployment.
+ETCD_MAX_TXN_OPS = 1024
+ETCD_MAX_REQUEST_BYTES = 4 * 1024 * 1024
 
 
 @dataclass
@@ -82,7 +86,8 @@ class ClusterTarget(Target):
         try:
             self._start_etcd()
             merged = {"group.initial.rebalance.delay.ms": 0, "log-level": "WARNING",
-                      "cluster.lease.ttl.ms": lease_ttl_ms, **(settings or {})}
+                      "cluster.lease.ttl.ms": lease_ttl_ms, "cluster.etcd.max.txn.ops": ETCD_MAX_TXN_OPS,
+                      "cluster.etcd.max.request.bytes": ETCD_MAX_REQUEST_BYTES, **(settings or {})}
             for node_id in range(1, nodes + 1):
                 port = free_port()
                 command = [*cohort_executable(), "serve", "--cluster", self.cluster_url, "--node-id", str(node_id),
@@ -122,6 +127,7 @@ class ClusterTarget(Target):
                 "--initial-cluster-state", "new",
                 *(["--auto-compaction-mode", "periodic", "--auto-compaction-retention", "5m"]
                   if self.etcd_compaction else []),
+                "--max-txn-ops", str(ETCD_MAX_TXN_OPS), "--max-request-bytes", str(ETCD_MAX_REQUEST_BYTES),
                 "--logger", "zap", "--log-level", "warn",
             ]
             member = _Process(f"etcd{i}", command, self.workdir / f"etcd-{i}.log")
@@ -213,9 +219,15 @@ class ClusterTarget(Target):
             shutil.rmtree(self.workdir, ignore_errors=True)
             self.workdir = None
 
+    @property
+    def sampled_pids(self) -> list[int]:
+        """Every etcd member and node: the CPU a run reports as the server's is the whole cluster's."""
+        return [p.process.pid for p in (*self.etcd, *self.nodes) if p.running()]
+
     def describe(self) -> dict:
         return {**super().describe(), "nodes": len(self.nodes), "etcd_members": len(self.etcd),
-                "lease_ttl_ms": self.lease_ttl_ms, "etcd_compaction": self.etcd_compaction}
+                "lease_ttl_ms": self.lease_ttl_ms, "etcd_compaction": self.etcd_compaction,
+                "etcd_max_txn_ops": ETCD_MAX_TXN_OPS, "etcd_max_request_bytes": ETCD_MAX_REQUEST_BYTES}
 
 
 def etcd_version() -> str:

@@ -115,6 +115,14 @@ def read_rss_bytes(pid: int) -> int:
     return int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * _PAGE_SIZE
 
 
+def _cpu_of(pids: int | tuple[int, ...]) -> float:
+    return sum(read_cpu_seconds(p) for p in pids) if isinstance(pids, tuple) else read_cpu_seconds(pids)
+
+
+def _rss_of(pids: int | tuple[int, ...]) -> int:
+    return sum(read_rss_bytes(p) for p in pids) if isinstance(pids, tuple) else read_rss_bytes(pids)
+
+
 class ProcessSampler:
     """Samples a server's CPU and RSS while a measurement runs.
 
@@ -123,8 +131,9 @@ class ProcessSampler:
     the workload reports the failure, not the sampler.
     """
 
-    def __init__(self, pid: int | None, interval_s: float = 0.25) -> None:
-        self.pid = pid
+    def __init__(self, pid: int | list[int] | None, interval_s: float = 0.25) -> None:
+        # several pids (a cluster: etcd members and nodes) are summed: CPU and RSS of them all
+        self.pid = pid if not isinstance(pid, list) else (tuple(pid) or None)
         self.interval_s = interval_s
         self._rss: list[int] = []
         self._cpu_start = 0.0
@@ -138,8 +147,8 @@ class ProcessSampler:
         if self.pid is None:
             return
         try:
-            self._cpu_start = read_cpu_seconds(self.pid)
-            self._rss.append(read_rss_bytes(self.pid))
+            self._cpu_start = _cpu_of(self.pid)
+            self._rss.append(_rss_of(self.pid))
         except OSError:
             self.pid = None
             return
@@ -149,7 +158,7 @@ class ProcessSampler:
         while True:
             await asyncio.sleep(self.interval_s)
             try:
-                self._rss.append(read_rss_bytes(self.pid))
+                self._rss.append(_rss_of(self.pid))
             except OSError:
                 return
 
@@ -164,8 +173,8 @@ class ProcessSampler:
         if self.pid is None:
             return ProcessUsage()
         try:
-            self._cpu_end = read_cpu_seconds(self.pid)
-            self._rss.append(read_rss_bytes(self.pid))
+            self._cpu_end = _cpu_of(self.pid)
+            self._rss.append(_rss_of(self.pid))
         except OSError:
             return ProcessUsage()
         wall = max(self._t_end - self._t_start, 1e-9)

@@ -112,6 +112,11 @@ class Target:
     security: Any = None  # a `cohort.client.security.ClientSecurity` for a TLS/SASL listener; None = plaintext
 
     @property
+    def sampled_pids(self) -> list[int]:
+        """The processes whose CPU and memory a run reports as the server's."""
+        return [self.pid] if self.pid is not None else []
+
+    @property
     def address(self) -> str:
         return f"{self.host}:{self.port}"
 

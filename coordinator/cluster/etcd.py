@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import grpc
 from etcd3aio import Etcd3Client, EtcdError
+from etcd3aio._protobuf import PutRequest, RequestOp, TxnRequest
 from etcd3aio.kv import KVService
 
 log = logging.getLogger("cohort.cluster")
@@ -138,12 +139,30 @@ class EtcdClient:
             start = page[-1].key + b"\0"
 
     async def txn(self, compare: Sequence, success: Sequence, failure: Sequence = ()) -> tuple[bool, int, list]:
-        """(compare held, revision of the transaction, the branch's responses)."""
+        """(compare held, revision of the transaction, the branch's responses).
+
+        The hot call of cluster mode (every commit round is one), so it goes straight to the generated
+        gRPC stub with gRPC's own deadline: etcd3aio's wrapper would add an `asyncio.timeout`, a retry
+        loop (off here anyway) and, with `_call`'s `wait_for`, a task per call. Same semantics: one
+        attempt, bounded by `timeout_s`, every failure `EtcdUnavailable` (or `EtcdRequestTooLarge`).
+        """
         self._check_leader()
         leader = self._leader
         client = leader[1] if leader is not None else self._client
+        request = TxnRequest(compare=compare, success=success, failure=failure)
         try:
-            response = await self._call("txn", client.kv.txn(compare, success, failure))
+            try:
+                # etcd3aio 0.3.0's KVService keeps the stub as `_stub` (pinned in pyproject.toml)
+                response = await client.kv._stub.Txn(request, timeout=self.timeout_s)
+            except grpc.aio.AioRpcError as exc:
+                if exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
+                    raise EtcdUnavailable(f"etcd txn: no answer within {self.timeout_s:g}s") from exc
+                details = exc.details() or ""
+                if exc.code() == grpc.StatusCode.INVALID_ARGUMENT and "too large" in details:
+                    raise EtcdRequestTooLarge(f"etcd txn: {details}") from exc
+                raise EtcdUnavailable(f"etcd txn: {exc.code().name} {details}".rstrip()) from exc
+            except (grpc.RpcError, grpc.aio.BaseError) as exc:  # e.g. the channel closed under the call
+                raise EtcdUnavailable(f"etcd txn: {exc!r}") from exc
         except EtcdUnavailable:
             if leader is not None and self._leader is leader:
                 self._retire_leader()  # the leader died or moved: round-robin until the next lookup
@@ -244,6 +263,11 @@ class EtcdClient:
 compare_create_revision = KVService.txn_compare_create_revision
 op_put = KVService.txn_op_put
 op_delete = KVService.txn_op_delete
+
+
+def op_put_bytes(key: bytes, value: bytes) -> RequestOp:
+    """`op_put` for a key and value that are bytes already, without its conversions (one per commit)."""
+    return RequestOp(request_put=PutRequest(key=key, value=value))
 op_range = KVService.txn_op_get
 
 

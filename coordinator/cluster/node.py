@@ -22,7 +22,6 @@ import uuid
 
 from cohort.coordinator.cluster import keys
 from cohort.coordinator.cluster.etcd import (
-    ETCD_MAX_TXN_OPS,
     EtcdClient,
     EtcdUnavailable,
     compare_create_revision,
@@ -47,7 +46,9 @@ CLUSTER_ID_KEY = b"cluster/id"
 class ClusterNode:
     def __init__(self, config: CoordinatorConfig, local: Node, metrics=None) -> None:
         self.etcd = EtcdClient(parse_cluster_url(config.cluster))
-        self.store = EtcdStore(self.etcd, config.offsets_topic_num_partitions)
+        self.store = EtcdStore(self.etcd, config.offsets_topic_num_partitions,
+                               max_txn_ops=config.cluster_etcd_max_txn_ops,
+                               max_request_bytes=config.cluster_etcd_max_request_bytes)
         self.ownership = EtcdOwnership(self.etcd, local, store=self.store,
                                        num_partitions=config.offsets_topic_num_partitions,
                                        lease_ttl_ms=config.cluster_lease_ttl_ms)
@@ -133,8 +134,9 @@ class ClusterNode:
             key = keys.etcd_key(0, record_key)
             ops.append(op_delete(key) if value is None else op_put(key, value))
         try:
-            for start in range(0, len(ops), ETCD_MAX_TXN_OPS):
-                await self.etcd.txn([], ops[start:start + ETCD_MAX_TXN_OPS])
+            step = self.store.max_txn_ops
+            for start in range(0, len(ops), step):
+                await self.etcd.txn([], ops[start:start + step])
         except EtcdUnavailable as exc:
             raise StorageError(f"credentials and ACLs: {exc}", ErrorCode.REQUEST_TIMED_OUT) from exc
 

@@ -35,7 +35,7 @@ from cohort.coordinator.cluster.etcd import (
     compare_create_revision,
     prefix_end,
     op_delete,
-    op_put,
+    op_put_bytes,
 )
 from cohort.coordinator.log import StorageError
 from cohort.protocol.errors import ErrorCode
@@ -321,4 +321,4 @@ def _guard(partition: int, epoch: int):
 
 def _op(partition: int, record_key: bytes, value: bytes | None):
     key = keys.etcd_key(partition, record_key)
-    return op_put(key, value) if value is not None else op_delete(key)
+    return op_put_bytes(key, value) if value is not None else op_delete(key)

@@ -20,6 +20,8 @@ from pathlib import Path
 from cohort_process import free_port
 
 ETCD = shutil.which("etcd") or "/usr/bin/etcd"
+MAX_TXN_OPS = 1024
+MAX_REQUEST_BYTES = 4 * 1024 * 1024
 
 
 @dataclass
@@ -85,6 +87,9 @@ class EtcdCluster:
             "--initial-cluster-state", "new",
             # Short timings so elections finish quickly on a busy 2-core machine.
             "--heartbeat-interval", "100", "--election-timeout", "1000",
+            # Larger request limits than etcd's defaults, as bench/cluster.py and scripts/cluster run it
+            # (nodes that keep the default `cluster.etcd.max.txn.ops` 128 stay within them).
+            "--max-txn-ops", str(MAX_TXN_OPS), "--max-request-bytes", str(MAX_REQUEST_BYTES),
             "--logger", "zap", "--log-level", "warn",
         ]
 

@@ -8,7 +8,10 @@ import pytest
 
 from cohort.coordinator.cluster import keys
 from cohort.coordinator.cluster.etcd import EtcdClient, compare_create_revision, op_delete, op_put
+from cohort.coordinator.cluster.node import ClusterNode
 from cohort.coordinator.cluster.store import EtcdStore
+from cohort.coordinator.config import CoordinatorConfig
+from cohort.coordinator.ownership import Node
 from cohort.coordinator.log import StorageError
 from cohort.coordinator.records import OffsetCommitRecord, encode_record
 from cohort.protocol.errors import ErrorCode
@@ -119,6 +122,25 @@ async def test_a_round_over_128_operations_is_split_into_several_transactions(cl
     await store.append(1, records)
     assert store.stats.transactions == 8  # ceil(1000 / 128)
     assert await load_all(EtcdStore(client), 1, epoch) == dict(records)
+
+
+async def test_a_store_told_etcds_larger_limits_writes_a_big_round_in_one_transaction(client):
+    # the fixture's etcd runs with --max-txn-ops 1024 (cluster.etcd.max.txn.ops on a node)
+    epoch, _ = await claim(client, 6, node_id=1)
+    store = EtcdStore(client, max_txn_ops=1024)
+    await load_all(store, 6, epoch)
+    records = [commit("bigger", i, i) for i in range(1000)]
+    await store.append(6, records)
+    assert store.stats.transactions == 1
+    assert await load_all(EtcdStore(client), 6, epoch) == dict(records)
+
+
+def test_a_node_writes_within_the_etcd_limits_its_settings_name():
+    config = CoordinatorConfig(cluster="etcd://127.0.0.1:1", cluster_etcd_max_txn_ops=1024,
+                               cluster_etcd_max_request_bytes=4 * 1024 * 1024)
+    store = ClusterNode(config, Node(1, "127.0.0.1", 9092)).store
+    assert store.max_txn_ops == 1024
+    assert 1536 * 1024 < store.max_txn_bytes < 4 * 1024 * 1024  # room left for the framing
 
 
 async def test_a_round_over_the_request_size_limit_is_split_by_bytes(client):
