@@ -263,12 +263,12 @@ class EtcdClient:
 compare_create_revision = KVService.txn_compare_create_revision
 op_put = KVService.txn_op_put
 op_delete = KVService.txn_op_delete
+op_range = KVService.txn_op_get
 
 
 def op_put_bytes(key: bytes, value: bytes) -> RequestOp:
     """`op_put` for a key and value that are bytes already, without its conversions (one per commit)."""
     return RequestOp(request_put=PutRequest(key=key, value=value))
-op_range = KVService.txn_op_get
 
 
 def op_count(prefix: bytes, revision: int = 0):
