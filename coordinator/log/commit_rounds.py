@@ -27,7 +27,6 @@ import asyncio
 import errno as errno_mod
 import logging
 import os
-import time
 from collections.abc import Sequence
 
 from cohort.coordinator.log.batch import encode_batch
@@ -36,7 +35,6 @@ from cohort.coordinator.log.fsync_process import fdatasync_timed
 from cohort.coordinator.log.journal import encode_entry
 from cohort.coordinator.log.state import (
     EARLY_ROUND_APPENDS,
-    IDLE_LOG_S,
     JOURNAL_PREALLOCATE,
     ROUNDS_IN_FLIGHT,
     OpenJournal,
@@ -320,7 +318,6 @@ class CommitRounds:
     def _round_done(self, sync: asyncio.Future) -> None:
         """Answer the rounds that are done, oldest first: a round is good only if every earlier one was."""
         self._syncs_in_flight -= 1
-        self._idle_since = time.perf_counter()
         while self._rounds and self._rounds[0].sync.done():
             head = self._rounds.popleft()
             error = OSError(errno_mod.EIO, "fsync cancelled") if head.sync.cancelled() else head.sync.exception()

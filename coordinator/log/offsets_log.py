@@ -128,7 +128,6 @@ class OffsetsLog(CommitRounds, Checkpoints):
         self._to_sync: list[Partition] = []  # partitions with unsynced writes, not in the round
         self._rounds: collections.deque[SyncRound] = collections.deque()  # in flight, oldest first (policy always)
         self._continuations: list = []  # settled appends whose continuations run next (CommitRounds)
-        self._idle_since = 0.0  # perf_counter() when the last sync round ended (CommitRounds)
         self._syncs_in_flight = 0  # also counts the fsyncs of rounds a failure abandoned
         self._queued = 0  # appends queued since the last write
         self._use_fsync_process = fsync_process

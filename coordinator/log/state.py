@@ -77,8 +77,6 @@ ROUNDS_IN_FLIGHT = 2  # a round may start while the previous one syncs: the loop
 # that arrive together (answered by one round) then split over two rounds, one syncing while the other is
 # written, instead of all waiting for one fsync with the loop idle.
 EARLY_ROUND_APPENDS = 32
-# A log whose last round ended this long ago is idle: an append to it starts its round at once.
-IDLE_LOG_S = 0.002
 SYNC_LANES = 8  # threads a checkpoint fans its fsyncs out to (measured: 8 beat 4 and 16 for 16-64 files)
 JOURNAL_CHECKPOINT_BYTES = 32 * 1024 * 1024  # bounds what a restart after a crash replays from the journal
 JOURNAL_PREALLOCATE = 1024 * 1024
