@@ -14,6 +14,7 @@ import errno
 import os
 import threading
 
+import pytest
 from log_helpers import reopen, commit, open_log, wait_for
 
 from cohort.coordinator.log import StorageError, list_segments, read_segment
@@ -228,29 +229,19 @@ async def test_a_continuation_may_append_again_and_that_append_becomes_durable_i
     assert await reopen(tmp_path, num_partitions=2) == dict([commit("g", "t", 0, 1), commit("h", "t", 0, 2)])
 
 
-async def test_hurry_starts_the_round_of_what_is_queued_before_the_turn_ends(tmp_path, monkeypatch):
+@pytest.mark.parametrize("hurry", [True, False])
+async def test_hurry_starts_the_round_of_what_is_queued_before_the_turn_ends(tmp_path, monkeypatch, hurry):
     log, _ = await open_log(tmp_path, fsync_process=False)
     spy = FdatasyncSpy(os.fdatasync)
     spy.hold_first = True
     monkeypatch.setattr(os, "fdatasync", spy)
     fut = log.append(0, [commit("g", "t", 0, 1)])
-    log.hurry()
-    # Without yielding to the loop: the round is already with the writer thread.
-    assert spy.held.wait(10)
-    spy.release.set()
-    assert await fut == 0
-    monkeypatch.setattr(os, "fdatasync", spy.real)
-    await log.close()
-
-
-async def test_without_hurry_the_round_starts_only_when_the_turn_ends(tmp_path, monkeypatch):
-    log, _ = await open_log(tmp_path, fsync_process=False)
-    spy = FdatasyncSpy(os.fdatasync)
-    spy.hold_first = True
-    monkeypatch.setattr(os, "fdatasync", spy)
-    fut = log.append(0, [commit("g", "t", 0, 1)])
-    assert not spy.held.wait(0.2)  # (the loop is not yielded to: nothing can start the round)
-    await wait_for(spy.held.is_set)
+    if hurry:
+        log.hurry()
+        assert spy.held.wait(10)  # without yielding to the loop: the round is already with the writer thread
+    else:
+        assert not spy.held.wait(0.2)  # (the loop is not yielded to: nothing else can start the round)
+        await wait_for(spy.held.is_set)  # the end of the turn does
     spy.release.set()
     assert await fut == 0
     monkeypatch.setattr(os, "fdatasync", spy.real)
