@@ -5,7 +5,9 @@ Handlers may use what needs a task (``asyncio.timeout``, ``wait_for``,
 cancellation at shutdown behave as in any task, and pipelined answers keep
 request order. Each scenario swaps one API's handler in a real server and
 talks to it over a real socket. The core subset runs this file on 3.12 and
-3.13 too (scripts/test), where the first step is eager (inline).
+3.13 too (scripts/test), where the first step is eager (inline). A commit that
+arrives while the rebalance pacer holds a burst back starts its fsync round
+at once (the store's `hurry`).
 """
 from __future__ import annotations
 
@@ -147,3 +149,33 @@ def test_stop_cancels_a_handler_that_never_finishes_and_the_server_stops(server_
     assert seen == ["cancelled"] and time.monotonic() - started < 3
     assert server.run(lambda: len(server.server._inflight)) == 0
     assert client.is_closed_by_server()  # never answered: the client retries elsewhere
+
+
+class _Waiting:
+    """Stands in the rebalance pacer's queue, as a connection whose JoinGroup waits for a later turn."""
+
+    closed = True  # (never served: the pacer skips closed connections)
+
+
+@pytest.mark.parametrize("flood", [True, False])
+def test_a_commit_made_while_the_pacer_holds_a_rebalance_burst_back_starts_its_fsync_round_at_once(
+        server, raw_client, flood):
+    hurried: list[int] = []
+
+    def setup() -> None:
+        node = server.server
+        hurry = node.store.hurry
+        node.store.hurry = lambda: (hurried.append(1), hurry())
+        if flood:
+            node.rebalance_pacer._waiting.append(_Waiting())
+
+    server.run(setup)
+    T = m.OffsetCommitRequest.OffsetCommitRequestTopic
+    commit = m.OffsetCommitRequest(group_id="bystander", generation_id_or_member_epoch=-1, member_id="",
+                                   retention_time_ms=-1, topics=[T(name="t", partitions=[
+                                       T.OffsetCommitRequestPartition(partition_index=0, committed_offset=5,
+                                                                      committed_metadata="")])])
+    response = raw_client(server.port).request(commit, 2)
+    assert response.topics[0].partitions[0].error_code == 0
+    assert bool(hurried) is flood
+    server.run(lambda: server.server.rebalance_pacer._waiting.clear())
