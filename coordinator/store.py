@@ -22,6 +22,10 @@ Offset history (optional): a store that keeps superseded records for a while (th
 key, value) of every record it still holds of those keys, oldest first. The etcd store has none: it
 keeps the latest value per key only, and the coordinator says so when asked for a history.
 
+Hurry (optional): a store that syncs appends in rounds (the local log) also has ``hurry()``: start the
+round of what is queued now rather than at the end of the loop turn. The node calls it for a commit made
+while a rebalance burst makes that turn long.
+
 Fencing: `load` is given the ownership epoch the node won `p` with (always 0 on the local log).
 Every `append` is guarded by it: when another node has taken `p` since, the append fails with
 `StorageError` with ``error_code=NOT_COORDINATOR`` and nothing of it is kept; the coordinator then

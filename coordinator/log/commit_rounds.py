@@ -84,10 +84,7 @@ class CommitRounds:
                 self._flush_scheduled = True
                 self._loop.call_soon(self._flush)
         if self._queued >= EARLY_ROUND_APPENDS:
-            if self._round_may_start():
-                self._write_due()
-                self._start_round()
-                self._run_continuations()
+            self.hurry()
         return fut
 
     def _appendable(self, partition: int, records: Sequence[tuple[bytes, bytes | None]]) -> Partition:
