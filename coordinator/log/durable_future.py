@@ -14,13 +14,13 @@ from collections.abc import Callable
 
 
 class DurableFuture(asyncio.Future):
-    """An `asyncio.Future` with one `continuation`, run by whoever settles it (`run_continuation`)."""
+    """An `asyncio.Future` with one `continuation`, run by whoever settles it (`run_continuation`).
 
-    __slots__ = ("continuation",)
+    No `__init__` of its own: one per commit, it costs what a plain future costs until a continuation is
+    set (the class attribute below is the default).
+    """
 
-    def __init__(self, *, loop: asyncio.AbstractEventLoop | None = None) -> None:
-        super().__init__(loop=loop)
-        self.continuation: Callable[[asyncio.Future], object] | None = None
+    continuation: Callable[[asyncio.Future], object] | None = None
 
     def run_continuation(self) -> None:
         """Run the continuation once (the future is done); a later call does nothing."""
