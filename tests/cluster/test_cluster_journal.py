@@ -30,10 +30,14 @@ def test_the_journal_is_kept_in_etcd_across_a_restart_and_history_is_refused(etc
             admin.create_topics([NewTopic("cj-topic", 2, 1)])
         finally:
             admin.close()
-        consumer = KafkaConsumer("cj-topic", bootstrap_servers=node.bootstrap, group_id="cj-group",
+        consumer = KafkaConsumer(bootstrap_servers=node.bootstrap, group_id="cj-group",
                                  client_id="cj-consumer", enable_auto_commit=False, session_timeout_ms=6000,
                                  heartbeat_interval_ms=300)
         try:
+            # Know the topic's partitions before joining: kafka-python 3.0.12 can stall in the rebalance that
+            # follows a leader's join made without them (as in tests/coordinator/test_daemon_serve.py).
+            wait_until(lambda: consumer.partitions_for_topic("cj-topic"), 30, "the topic's partitions")
+            consumer.subscribe(["cj-topic"])
             wait_until(lambda: consumer.poll(timeout_ms=200) is not None and consumer.assignment(), 60, "an assignment")
         finally:
             consumer.close()  # LeaveGroup
