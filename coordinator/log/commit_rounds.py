@@ -324,7 +324,7 @@ class CommitRounds:
                 self._rounds_failed(head, error)
         self._run_continuations()  # answers leave now; what they append joins the writes below
         self._write_and_sync()
-        self._run_continuations()
+        self._run_continuations()  # (appends that write refused)
 
     def _round_synced(self, round_: SyncRound) -> None:
         round_.journal.synced = round_.upto
