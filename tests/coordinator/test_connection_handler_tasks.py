@@ -17,6 +17,7 @@ import time
 import pytest
 
 from cohort.coordinator.handlers import Route
+from cohort.protocol.framing import encode_request
 from cohort.protocol import messages as m
 
 pytestmark = pytest.mark.timeout(60)
@@ -179,3 +180,65 @@ def test_a_commit_made_while_the_pacer_holds_a_rebalance_burst_back_starts_its_f
     assert response.topics[0].partitions[0].error_code == 0
     assert bool(hurried) is flood
     server.run(lambda: server.server.rebalance_pacer._waiting.clear())
+
+
+
+class _RecordingTransport:
+    """A connection's real transport, noting each write in `events`."""
+
+    def __init__(self, transport, index: int, events: list) -> None:
+        self._transport, self._index, self._events = transport, index, events
+
+    def write(self, data: bytes) -> None:
+        self._events.append(("write", self._index))
+        self._transport.write(data)
+
+    def __getattr__(self, name: str):
+        return getattr(self._transport, name)
+
+
+@pytest.mark.parametrize("flood", [False, True])
+def test_answers_made_in_one_loop_turn_leave_together_at_its_end_unless_a_rebalance_flood_is_served(
+        server, raw_client, flood):
+    """Two connections read in one turn: each gets one write, and only after both were read (a client is
+    woken once per turn); while the pacer holds a rebalance burst back, answers leave at once."""
+    clients = [raw_client(server.port) for _ in range(2)]
+    for client in clients:  # both connections are set up and served
+        client.request(heartbeat("warm-up"), 4)
+    by_port = {}
+    for client in clients:
+        pipelined = []
+        for _ in range(2):
+            client.correlation_id += 1
+            pipelined.append(encode_request(heartbeat("g"), 4, client.correlation_id, "raw-client"))
+        by_port[client.sock.getsockname()[1]] = b"".join(pipelined)
+
+    async def one_turn() -> list:
+        node = server.server
+        connections = list(node._connections)
+        assert len(connections) == 2
+        if flood:
+            node.rebalance_pacer._waiting.append(_Waiting())
+        events: list = []
+        real = [conn.transport for conn in connections]
+        for index, conn in enumerate(connections):
+            conn.transport = _RecordingTransport(conn.transport, index, events)
+        try:
+            for index, conn in enumerate(connections):
+                conn.data_received(by_port[int(conn.peer.rpartition(":")[2])])  # as one poll's reads would
+                events.append(("read", index))
+            await asyncio.sleep(0)  # the next loop turn
+        finally:
+            node.rebalance_pacer._waiting.clear()
+            for conn, transport in zip(connections, real):
+                conn.transport = transport
+        return events
+
+    events = server.call(one_turn())
+    if flood:
+        assert events == [("write", 0), ("read", 0), ("write", 1), ("read", 1)]
+    else:
+        assert events == [("read", 0), ("read", 1), ("write", 0), ("write", 1)]
+    for client in clients:  # both answers, in order
+        first, second = client.receive(HEARTBEAT, 4), client.receive(HEARTBEAT, 4)
+        assert second[0] == first[0] + 1
