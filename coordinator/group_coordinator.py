@@ -1057,63 +1057,70 @@ class GroupCoordinator:
         managed = consumer_group is not None or (group is not None and group.protocol_type is not None)
         commit = _Commit(req, version, group_id, partition, created, self.scheduler.now_ms(), member_id, generation,
                          ctx, managed)
-        building = self._build_commit(commit)
+        version = commit.version
+        retention = req.retention_time_ms if 2 <= version <= 4 else -1
+        # A retention of "forever" (up to 2^63-1 ms) must not overflow the record's int64.
+        commit.expire = max(min(commit.now + retention, _INT64_MAX), _INT64_MIN) if retention != -1 else -1
+        # An admin tool's reset: a commit outside group management to a consumer group (Kafka lets only an
+        # inactive group take one). Simple groups (no protocol type) commit this way as their normal work.
+        commit.admin_reset = generation < 0 and not member_id and managed
         topics = req.topics
         if (len(topics[0].partitions) if len(topics) == 1 else _request_partitions(topics, "partitions")) \
                 > _PARTITIONS_PER_SLICE:
-            return self._offset_commit_in_slices(commit, building)
-        for _ in building:
-            pass
+            return self._offset_commit_in_slices(commit)
+        build = self._build_partitions
+        answers = commit.answers
+        try:
+            for topic in topics:
+                parts: list = []
+                build(commit, topic.name, topic.partitions, parts)
+                answers.append(_CommitTopicAnswer(topic.name, parts))  # name, partitions
+        except (ValueError, TypeError) as exc:
+            self._unencodable(commit, exc)
         return self._append_commit(commit)
 
-    async def _offset_commit_in_slices(self, commit: "_Commit", building) -> object:
-        for _ in building:
-            await asyncio.sleep(0)
+    async def _offset_commit_in_slices(self, commit: "_Commit") -> object:
+        """`offset_commit` for a huge commit: its records built a slice at a time, other connections served between."""
+        try:
+            for topic in commit.req.topics:
+                parts: list = []
+                partitions = topic.partitions
+                for start in range(0, len(partitions), _PARTITIONS_PER_SLICE):
+                    self._build_partitions(commit, topic.name, partitions[start:start + _PARTITIONS_PER_SLICE], parts)
+                    await asyncio.sleep(0)
+                commit.answers.append(_CommitTopicAnswer(topic.name, parts))
+        except (ValueError, TypeError) as exc:
+            self._unencodable(commit, exc)
         answer = self._append_commit(commit)
         return await answer if type(answer) is AnswerWhenDone else answer
 
-    def _build_commit(self, commit: "_Commit"):
-        """(a generator: it pauses between slices) The commit's log records, what to apply once they
-        are durable, and its answer (accepted partitions answer NONE unless the write fails)."""
-        req, version, group_id, now = commit.req, commit.version, commit.group_id, commit.now
-        retention = req.retention_time_ms if 2 <= version <= 4 else -1
-        # A retention of "forever" (up to 2^63-1 ms) must not overflow the record's int64.
-        expire = commit.expire = max(min(now + retention, _INT64_MAX), _INT64_MIN) if retention != -1 else -1
+    def _build_partitions(self, commit: "_Commit", name: str, partitions, parts: list) -> None:
+        """Add the log records of `partitions` (of topic `name`) to `commit`, what to apply once they are
+        durable, and their answers to `parts` (accepted ones answer NONE unless the write fails)."""
+        version, group_id, now, expire = commit.version, commit.group_id, commit.now, commit.expire
         max_metadata = self.config.offset_metadata_max_bytes
         with_epoch = version >= 6
-        encoded, commits, answers = commit.encoded, commit.commits, commit.answers
-        until_yield = _PARTITIONS_PER_SLICE
-        # An admin tool's reset: a commit outside group management to a consumer group (Kafka lets only an
-        # inactive group take one). Simple groups (no protocol type) commit this way as their normal work.
-        commit.admin_reset = commit.generation < 0 and not commit.member_id and commit.managed
-        try:
-            for topic in req.topics:
-                name = topic.name
-                parts = []
-                for p in topic.partitions:
-                    until_yield -= 1
-                    if not until_yield:
-                        until_yield = _PARTITIONS_PER_SLICE
-                        yield
-                    metadata = p.committed_metadata
-                    if metadata is None:
-                        metadata = ""
-                    elif _metadata_too_large(metadata, max_metadata):
-                        parts.append(_CommitAnswer(partition_index=p.partition_index,
-                                                   error_code=_METADATA_TOO_LARGE))
-                        continue
-                    commit_ts = p.commit_timestamp if version == 1 and p.commit_timestamp != -1 else now
-                    leader_epoch = p.committed_leader_epoch if with_epoch else -1
-                    offset = p.committed_offset
-                    index = p.partition_index
-                    encoded.append(encode_offset_commit(group_id, name, index, offset, leader_epoch, metadata,
-                                                        commit_ts, expire))
-                    commits.append((name, index, offset, leader_epoch, metadata, commit_ts))
-                    parts.append(_CommitAnswer(index, 0))  # partition_index, error_code (see _CommitAnswer)
-                answers.append(_CommitTopicAnswer(name, parts))  # name, partitions
-        except (ValueError, TypeError) as exc:
-            log.error("cannot encode records for offsets partition %d: %s", commit.partition, exc)
-            commit.error = E.UNKNOWN_SERVER_ERROR
+        encoded, commits = commit.encoded, commit.commits
+        for p in partitions:
+            metadata = p.committed_metadata
+            if metadata is None:
+                metadata = ""
+            elif _metadata_too_large(metadata, max_metadata):
+                parts.append(_CommitAnswer(partition_index=p.partition_index, error_code=_METADATA_TOO_LARGE))
+                continue
+            commit_ts = p.commit_timestamp if version == 1 and p.commit_timestamp != -1 else now
+            leader_epoch = p.committed_leader_epoch if with_epoch else -1
+            offset = p.committed_offset
+            index = p.partition_index
+            encoded.append(encode_offset_commit(group_id, name, index, offset, leader_epoch, metadata, commit_ts,
+                                                expire))
+            commits.append((name, index, offset, leader_epoch, metadata, commit_ts))
+            parts.append(_CommitAnswer(index, 0))  # partition_index, error_code (see _CommitAnswer)
+
+    @staticmethod
+    def _unencodable(commit: "_Commit", exc: Exception) -> None:
+        log.error("cannot encode records for offsets partition %d: %s", commit.partition, exc)
+        commit.error = E.UNKNOWN_SERVER_ERROR
 
     def _append_commit(self, commit: "_Commit"):
         """The answer once the commit's records are durable (at once if there are none to write)."""
@@ -1213,6 +1220,14 @@ class GroupCoordinator:
         Nearly every fetch answers at once, and an answer made without a coroutine costs the
         server no task: that is most of a fetch's cost on Python 3.11.
         """
+        if version < 8:  # one group (every client before Kafka 3.0's): its checks made once, in one frame
+            group_id = req.group_id
+            error = self._fetch_error(group_id)
+            if not error and ((version >= 7 and req.require_stable
+                               and self._writes_pending(self.partition_for(group_id)))
+                              or self._is_large_fetch(group_id, req.topics)):
+                return self._offset_fetch_waiting(req, version)
+            return self._group_fetch_response(req, version, error, None)
         if self._fetch_must_wait(req, version):
             return self._offset_fetch_waiting(req, version)
         return self._offset_fetch_response(req, version, {})
@@ -1270,9 +1285,12 @@ class GroupCoordinator:
                     topics = self._fetch_answers(g.group_id, g.topics, Topic, Topic.OffsetFetchResponsePartitions)
                 groups.append(Group(group_id=g.group_id, error_code=int(error), topics=topics))
             return m.OffsetFetchResponse(throttle_time_ms=0, groups=groups)
-        error = self._fetch_error(req.group_id)
-        if not error and req.group_id in sliced:
-            return m.OffsetFetchResponse(throttle_time_ms=0, error_code=0, topics=sliced[req.group_id])
+        return self._group_fetch_response(req, version, self._fetch_error(req.group_id), sliced.get(req.group_id))
+
+    def _group_fetch_response(self, req, version: int, error: int, sliced: list | None):
+        """The answer of a one-group fetch (v0-7) whose group error is `error` (`sliced`: a huge one's topics)."""
+        if sliced is not None and not error:
+            return m.OffsetFetchResponse(throttle_time_ms=0, error_code=0, topics=sliced)
         if not error:
             topics = self._fetch_answers(req.group_id, req.topics, _FetchTopicAnswer, _FetchAnswer)
         elif version <= 1:
@@ -1288,7 +1306,10 @@ class GroupCoordinator:
     def _is_large_fetch(self, group_id: str, topics) -> bool:
         if topics is None:
             return self.offsets.group_offset_count(group_id) > LARGE_REQUEST_PARTITIONS
-        return _request_partitions(topics, "partition_indexes") > LARGE_REQUEST_PARTITIONS
+        count = 0
+        for t in topics:
+            count += len(t.partition_indexes)
+        return count > LARGE_REQUEST_PARTITIONS
 
     async def _fetch_answers_in_slices(self, group_id: str, topics, topic_cls, partition_cls) -> list:
         """`_fetch_answers` for a huge request: the same answers, built a slice at a time."""
