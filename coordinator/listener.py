@@ -18,8 +18,8 @@ from collections.abc import Callable
 log = logging.getLogger("cohort.coordinator.listener")
 
 _ACCEPTS_PER_WAKEUP = 64
-_ACCEPT_RETRY_S = 0.1
-_TLS_HANDSHAKE_TIMEOUT_S = 10.0  # a client that opens TCP and never completes TLS is dropped  # after EMFILE/ENFILE/ENOBUFS: try again shortly, don't spin
+_ACCEPT_RETRY_S = 0.1  # after EMFILE/ENFILE/ENOBUFS: try again shortly, don't spin
+_TLS_HANDSHAKE_TIMEOUT_S = 10.0  # a client that opens TCP and never completes TLS is dropped
 
 
 def peer_name(address) -> str:
