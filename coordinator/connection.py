@@ -14,10 +14,10 @@ so most requests are answered in the turn that read them, and
 task answers in the step the handler returns in. A handler that only waits for
 one future (OffsetCommit, for its append) hands back an `AnswerWhenDone`
 instead: the answer is made in that future's done-callback, with no task (for the local log's
-`DurableFuture`, in the very turn the append settles). The answers made while
-processing one read leave in one write at its end; a later answer leaves at
-once when nothing before it is outstanding, else with the others of its loop
-turn. No request has to come first: some clients send
+`DurableFuture`, in the very turn the append settles). Every answer made in a
+loop turn leaves at the start of the next one, one write per connection
+(`Connection._write_soon`; at once while the rebalance pacer holds a burst
+back). No request has to come first: some clients send
 ApiVersions only on their first connection. `Connection._dispatch` is the one
 place every request passes through, from its frame to its handler.
 
@@ -332,7 +332,7 @@ class Connection(asyncio.Protocol):
         self._running_exclusive = 0
         self._out: list[bytes] = []
         self._write_scheduled = False
-        self._reading = False  # in data_received: its answers leave in one write at its end
+        self._reading = False  # in data_received: what it answers is handed to `_write_soon` at its end
         self.peer = peer  # host:port as accept() returned it (the socket may be reset already)
         self.closed = False
         self.reading_paused = False
