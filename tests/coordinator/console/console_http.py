@@ -91,11 +91,18 @@ def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
 
 def commit(consumer: KafkaConsumer, offsets: dict) -> None:
     """A member's commit, retried (polling, so the member rejoins) while its group finishes a rebalance:
-    kafka-python rejoins once more when it first sees its topic's metadata."""
+    kafka-python rejoins once more when it first sees its topic's metadata.
+
+    Returns once the wall clock has left the millisecond the commit was answered in, so commits made one
+    after the other carry distinct timestamps (on a fast disk a durable commit takes less than a
+    millisecond), and "the offsets at time T" picks exactly one of them."""
     deadline = time.monotonic() + 30
     while True:
         try:
             consumer.commit(offsets)
+            answered_ms = int(time.time() * 1000)
+            while int(time.time() * 1000) <= answered_ms and time.monotonic() < deadline:
+                pass  # at most a millisecond
             return
         except (RebalanceInProgressError, CommitFailedError):
             if time.monotonic() > deadline:
