@@ -221,6 +221,11 @@ class _Commit:
         self.error = E.NONE
 
 
+# The answers a heartbeat usually gets, made once (answers are only read: encoded and counted).
+_HEARTBEAT_ANSWERS = {code: m.HeartbeatResponse(throttle_time_ms=0, error_code=int(code)) for code in (
+    E.NONE, E.REBALANCE_IN_PROGRESS, E.UNKNOWN_MEMBER_ID, E.ILLEGAL_GENERATION, E.FENCED_INSTANCE_ID)}
+
+
 def _request_partitions(topics, field: str) -> int:
     """How many partitions a request's topic list names (0 for None: "all of them")."""
     return sum(len(getattr(t, field)) for t in topics) if topics else 0
@@ -243,6 +248,7 @@ class GroupCoordinator:
         `metrics` (coordinator.metrics.CoordinatorMetrics) counts rebalances, expiries and loads."""
         self.config = config
         self.metrics = metrics
+        self._classic_heartbeats = metrics.group_heartbeats("classic") if metrics is not None else None
         self._store = store
         self.offsets = offsets if offsets is not None else OffsetsTable()
         self.scheduler: Scheduler = scheduler or LoopScheduler()
@@ -978,12 +984,12 @@ class GroupCoordinator:
             return m.HeartbeatResponse(throttle_time_ms=0, error_code=error)
         group = self._groups.get(group_id) or self._consumer_groups.get(group_id)
         if group is None:
-            return m.HeartbeatResponse(throttle_time_ms=0, error_code=E.UNKNOWN_MEMBER_ID)
+            return _HEARTBEAT_ANSWERS[E.UNKNOWN_MEMBER_ID]
         error = self.runtime.heartbeat(group, req.member_id, req.group_instance_id if version >= 3 else None,
                                        req.generation_id)
-        if self.metrics is not None:
-            self.metrics.group_heartbeat("classic")
-        return m.HeartbeatResponse(throttle_time_ms=0, error_code=int(error))
+        if self._classic_heartbeats is not None:
+            self._classic_heartbeats.inc()
+        return _HEARTBEAT_ANSWERS.get(error) or m.HeartbeatResponse(throttle_time_ms=0, error_code=int(error))
 
     async def leave_group(self, req, version: int, ctx: RequestContext):
         if version <= 2:

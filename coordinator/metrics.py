@@ -350,6 +350,10 @@ class CoordinatorMetrics:
     def group_heartbeat(self, group_type: str) -> None:
         self._by_group_type[group_type][0].value += 1
 
+    def group_heartbeats(self, group_type: str) -> CounterChild:
+        """The heartbeat counter of one group type, for a caller on the hot path to `inc()` itself."""
+        return self._by_group_type[group_type][0]
+
     def group_epoch_bumped(self, group_type: str) -> None:
         self._by_group_type[group_type][1].value += 1
 

@@ -1347,10 +1347,17 @@ class ClassicGroup:
     # Heartbeat, LeaveGroup, offset commits
     # =========================================================================================
     def _on_heartbeat(self, event: Heartbeat) -> list | tuple:
-        code = self._heartbeat_error(event)
-        if code is not None:
-            return _REPLIES.get(code) or (Reply(code),)
+        # The checks a heartbeat passes before it counts, in the order Kafka makes them.
         member_id = event.member_id
+        if self.state is GroupState.DEAD:
+            return _REPLIES[ErrorCode.COORDINATOR_NOT_AVAILABLE]
+        code = self.validate_member(member_id, event.group_instance_id)
+        if code:
+            return _REPLIES.get(code) or (Reply(code),)
+        if event.generation_id != self.generation_id:
+            return _REPLIES[ErrorCode.ILLEGAL_GENERATION]
+        if self.state is GroupState.EMPTY:
+            return _REPLIES[ErrorCode.UNKNOWN_MEMBER_ID]
         code = ErrorCode.REBALANCE_IN_PROGRESS if self.state is GroupState.PREPARING_REBALANCE else ErrorCode.NONE
         session = self._sessions.get(member_id)
         deadline = self._now.monotonic_ms + self.members[member_id].session_timeout_ms
@@ -1361,19 +1368,6 @@ class ClassicGroup:
         self._schedule_session(member_id)
         out.append(Reply(code))
         return out
-
-    def _heartbeat_error(self, event: Heartbeat) -> int | None:
-        """The error a heartbeat gets without touching the session, or None when it counts."""
-        if self.state is GroupState.DEAD:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        error = self.validate_member(event.member_id, event.group_instance_id)
-        if error:
-            return error
-        if event.generation_id != self.generation_id:
-            return ErrorCode.ILLEGAL_GENERATION
-        if self.state is GroupState.EMPTY:
-            return ErrorCode.UNKNOWN_MEMBER_ID
-        return None
 
     def _on_leave(self, event: LeaveGroup) -> None:
         """Remove each (member_id, group_instance_id, reason); replies one error code per entry."""

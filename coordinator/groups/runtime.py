@@ -84,6 +84,10 @@ class Scheduler(Protocol):
         """The clock deadlines count on: a clock step must not move them."""
         ...
 
+    def now(self) -> Now:
+        """Both clocks at once, as the engine takes them (one call per event)."""
+        ...
+
     def call_later(self, delay_ms: float, callback: Callable[[], None]) -> TimerHandle: ...
 
 
@@ -95,6 +99,9 @@ class LoopScheduler:
 
     def monotonic_ms(self) -> float:
         return time.monotonic() * 1000.0
+
+    def now(self) -> Now:
+        return _now(Now, (int(time.time() * 1000), time.monotonic() * 1000.0))
 
     def call_later(self, delay_ms: float, callback: Callable[[], None]) -> TimerHandle:
         return asyncio.get_running_loop().call_later(max(delay_ms, 0) / 1000.0, callback)
@@ -128,6 +135,9 @@ class ManualScheduler:
 
     def monotonic_ms(self) -> float:
         return self._now
+
+    def now(self) -> Now:
+        return _now(Now, (int(self._now), self._now))
 
     def call_later(self, delay_ms: float, callback: Callable[[], None]) -> _ManualTimer:
         timer = _ManualTimer(self._now + max(delay_ms, 0), callback)
@@ -198,9 +208,7 @@ class GroupRuntime:
 
     def heartbeat(self, group: ClassicGroup, member_id: str, group_instance_id: str | None,
                   generation_id: int) -> int:
-        scheduler = self.scheduler
-        effects = group.handle(Heartbeat(member_id, group_instance_id, generation_id),
-                               _now(Now, (scheduler.now_ms(), scheduler.monotonic_ms())))
+        effects = group.handle(Heartbeat(member_id, group_instance_id, generation_id), self.scheduler.now())
         if len(effects) == 1 and type(effects[0]) is Reply:  # the usual heartbeat: nothing to execute
             return effects[0].result
         return self._execute(group, effects)
@@ -262,8 +270,7 @@ class GroupRuntime:
     # -- the loop ----------------------------------------------------------------------------
     def submit(self, group: ClassicGroup, event) -> object:
         """Hand one event to the group and execute its effects; returns its `Reply`, if any."""
-        scheduler = self.scheduler
-        return self._execute(group, group.handle(event, _now(Now, (scheduler.now_ms(), scheduler.monotonic_ms()))))
+        return self._execute(group, group.handle(event, self.scheduler.now()))
 
     def _execute(self, group: ClassicGroup, effects) -> object:
         reply = None
