@@ -1058,7 +1058,7 @@ class GroupCoordinator:
             error = group.validate_offset_commit(member_id, instance_id, generation)
             if error:
                 return self._commit_error_response(req, error)
-        if group is not None:
+        if group is not None and member_id:  # (a standalone consumer's or admin tool's commit keeps no session)
             self.runtime.offset_committed(group, member_id)
         managed = consumer_group is not None or (group is not None and group.protocol_type is not None)
         commit = _Commit(req, version, group_id, partition, created, self.scheduler.now_ms(), member_id, generation,
@@ -1181,7 +1181,8 @@ class GroupCoordinator:
             expire = commit.expire
             for name, index, offset, leader_epoch, metadata, commit_ts in commits:
                 apply(group_id, name, index, offset, leader_epoch, metadata, commit_ts, expire)
-            self.health.member_committed(group_id, commit.member_id, commit.now)
+            if commit.member_id:
+                self.health.member_committed(group_id, commit.member_id, commit.now)
             if self.metrics is not None:
                 self.metrics.offsets_committed(len(commits))
         if len(commits) > LARGE_REQUEST_PARTITIONS:
