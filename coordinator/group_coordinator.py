@@ -1063,7 +1063,6 @@ class GroupCoordinator:
         managed = consumer_group is not None or (group is not None and group.protocol_type is not None)
         commit = _Commit(req, version, group_id, partition, created, self.scheduler.now_ms(), member_id, generation,
                          ctx, managed)
-        version = commit.version
         retention = req.retention_time_ms if 2 <= version <= 4 else -1
         # A retention of "forever" (up to 2^63-1 ms) must not overflow the record's int64.
         commit.expire = max(min(commit.now + retention, _INT64_MAX), _INT64_MIN) if retention != -1 else -1
