@@ -63,6 +63,7 @@ from cohort.coordinator.groups.effects import RebalanceJournaled
 from cohort.coordinator.groups.migration import UpgradeRefused, check_upgrade, upgrade_records
 from cohort.coordinator.groups.runtime import GroupRuntime, LoopScheduler, Scheduler
 from cohort.coordinator.log import LogLoadError, StorageError
+from cohort.coordinator.metrics import GROUP_TYPES
 from cohort.coordinator.offset_history import CommitEvent, commit_events, group_key_prefixes, offsets_at
 from cohort.coordinator.offsets import OffsetsTable
 from cohort.coordinator.records import (
@@ -228,7 +229,10 @@ _HEARTBEAT_ANSWERS = {code: m.HeartbeatResponse(throttle_time_ms=0, error_code=i
 
 def _request_partitions(topics, field: str) -> int:
     """How many partitions a request's topic list names (0 for None: "all of them")."""
-    return sum(len(getattr(t, field)) for t in topics) if topics else 0
+    count = 0  # (a loop: a generator expression costs a frame of its own on every fetch and commit)
+    for t in topics or ():
+        count += len(getattr(t, field))
+    return count
 
 
 class GroupCoordinator:
@@ -248,7 +252,7 @@ class GroupCoordinator:
         `metrics` (coordinator.metrics.CoordinatorMetrics) counts rebalances, expiries and loads."""
         self.config = config
         self.metrics = metrics
-        self._classic_heartbeats = metrics.group_heartbeats("classic") if metrics is not None else None
+        self._heartbeats = {t: metrics.group_heartbeats(t) for t in GROUP_TYPES} if metrics is not None else None
         self._store = store
         self.offsets = offsets if offsets is not None else OffsetsTable()
         self.scheduler: Scheduler = scheduler or LoopScheduler()
@@ -987,8 +991,8 @@ class GroupCoordinator:
             return _HEARTBEAT_ANSWERS[E.UNKNOWN_MEMBER_ID]
         error = self.runtime.heartbeat(group, req.member_id, req.group_instance_id if version >= 3 else None,
                                        req.generation_id)
-        if self._classic_heartbeats is not None:
-            self._classic_heartbeats.inc()
+        if self._heartbeats is not None:
+            self._heartbeats["classic"].inc()
         return _HEARTBEAT_ANSWERS.get(error) or m.HeartbeatResponse(throttle_time_ms=0, error_code=int(error))
 
     async def leave_group(self, req, version: int, ctx: RequestContext):
@@ -1058,7 +1062,7 @@ class GroupCoordinator:
             error = group.validate_offset_commit(member_id, instance_id, generation)
             if error:
                 return self._commit_error_response(req, error)
-        if group is not None and member_id:  # (a standalone consumer's or admin tool's commit keeps no session)
+        if group is not None:
             self.runtime.offset_committed(group, member_id)
         managed = consumer_group is not None or (group is not None and group.protocol_type is not None)
         commit = _Commit(req, version, group_id, partition, created, self.scheduler.now_ms(), member_id, generation,
@@ -1070,8 +1074,7 @@ class GroupCoordinator:
         # inactive group take one). Simple groups (no protocol type) commit this way as their normal work.
         commit.admin_reset = generation < 0 and not member_id and managed
         topics = req.topics
-        if (len(topics[0].partitions) if len(topics) == 1 else _request_partitions(topics, "partitions")) \
-                > _PARTITIONS_PER_SLICE:
+        if _request_partitions(topics, "partitions") > _PARTITIONS_PER_SLICE:
             return self._offset_commit_in_slices(commit)
         build = self._build_partitions
         answers = commit.answers
@@ -1180,8 +1183,7 @@ class GroupCoordinator:
             expire = commit.expire
             for name, index, offset, leader_epoch, metadata, commit_ts in commits:
                 apply(group_id, name, index, offset, leader_epoch, metadata, commit_ts, expire)
-            if commit.member_id:
-                self.health.member_committed(group_id, commit.member_id, commit.now)
+            self.health.member_committed(group_id, commit.member_id, commit.now)
             if self.metrics is not None:
                 self.metrics.offsets_committed(len(commits))
         if len(commits) > LARGE_REQUEST_PARTITIONS:
@@ -1229,9 +1231,7 @@ class GroupCoordinator:
         if version < 8:  # one group (every client before Kafka 3.0's): its checks made once, in one frame
             group_id = req.group_id
             error = self._fetch_error(group_id)
-            if not error and ((version >= 7 and req.require_stable
-                               and self._writes_pending(self.partition_for(group_id)))
-                              or self._is_large_fetch(group_id, req.topics)):
+            if not error and self._group_fetch_must_wait(group_id, req.topics, version >= 7 and req.require_stable):
                 return self._offset_fetch_waiting(req, version)
             return self._group_fetch_response(req, version, error, None)
         if self._fetch_must_wait(req, version):
@@ -1243,14 +1243,14 @@ class GroupCoordinator:
 
     def _fetch_must_wait(self, req, version: int) -> bool:
         require_stable = version >= 7 and req.require_stable
-        for group_id, topics in self._fetched_groups(req, version):
-            if self._fetch_error(group_id):
-                continue
-            if require_stable and self._writes_pending(self.partition_for(group_id)):
-                return True
-            if self._is_large_fetch(group_id, topics):
-                return True
-        return False
+        return any(self._group_fetch_must_wait(group_id, topics, require_stable)
+                   for group_id, topics in self._fetched_groups(req, version) if not self._fetch_error(group_id))
+
+    def _group_fetch_must_wait(self, group_id: str, topics, require_stable: bool) -> bool:
+        """A readable group's fetch waits: with RequireStable behind its partition's writes in flight, or when
+        it is huge (built in slices)."""
+        return ((require_stable and self._writes_pending(self.partition_for(group_id)))
+                or self._is_large_fetch(group_id, topics))
 
     async def _offset_fetch_waiting(self, req, version: int):
         """`offset_fetch` for a fetch that waits for writes in flight or is built in slices."""
@@ -1312,10 +1312,7 @@ class GroupCoordinator:
     def _is_large_fetch(self, group_id: str, topics) -> bool:
         if topics is None:
             return self.offsets.group_offset_count(group_id) > LARGE_REQUEST_PARTITIONS
-        count = 0
-        for t in topics:
-            count += len(t.partition_indexes)
-        return count > LARGE_REQUEST_PARTITIONS
+        return _request_partitions(topics, "partition_indexes") > LARGE_REQUEST_PARTITIONS
 
     async def _fetch_answers_in_slices(self, group_id: str, topics, topic_cls, partition_cls) -> list:
         """`_fetch_answers` for a huge request: the same answers, built a slice at a time."""
@@ -1642,8 +1639,8 @@ class GroupCoordinator:
             group = self._consumer_groups[group_id] = self._new_consumer_group(group_id)
             log.info("group %s: consumer group created by member %s (client %s)", group_id, req.member_id,
                      ctx.client_id)
-        if self.metrics is not None:
-            self.metrics.group_heartbeat("consumer")
+        if self._heartbeats is not None:
+            self._heartbeats["consumer"].inc()
         answer = self.runtime.ask(group, lambda request_id: _with_request_id(event, request_id))
         if isinstance(answer, HeartbeatResult):
             return _heartbeat_response(answer)

@@ -347,11 +347,8 @@ class CoordinatorMetrics:
         (self._rebalance_children.get(reason) or self._rebalance_children["other"]).value += 1
         self._rebalance_duration.observe(seconds)
 
-    def group_heartbeat(self, group_type: str) -> None:
-        self._by_group_type[group_type][0].value += 1
-
     def group_heartbeats(self, group_type: str) -> CounterChild:
-        """The heartbeat counter of one group type, for a caller on the hot path to `inc()` itself."""
+        """The heartbeat counter of one group type: the caller keeps it and `inc()`s it (a hot path)."""
         return self._by_group_type[group_type][0]
 
     def group_epoch_bumped(self, group_type: str) -> None:
