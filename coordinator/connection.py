@@ -218,25 +218,22 @@ class RebalancePacer:
 
     def __init__(self, slice_s: float = REBALANCE_SLICE_S) -> None:
         self.slice_s = slice_s
-        self._waiting: deque[Connection] = deque()
+        # Connections whose next request is held back; not empty while a rebalance flood is served
+        # (an attribute, not a property: commits and answers look at it on every request).
+        self.waiting: deque[Connection] = deque()
         self._in_turn = False  # a paced request started in this loop turn
         self._slice_end = 0.0
 
-    @property
-    def busy(self) -> bool:
-        """Requests are held back: a rebalance flood is being served."""
-        return bool(self._waiting)
-
     def may_start(self, conn: "Connection") -> bool:
         """Whether `conn`'s next (paced) request may start now; if not, `conn` is resumed in a later turn."""
-        if not self._waiting:
+        if not self.waiting:
             if not self._in_turn:
                 self._start_turn()
                 return True
             if time.perf_counter() < self._slice_end:
                 return True
         conn.paced_waiting = True
-        self._waiting.append(conn)
+        self.waiting.append(conn)
         return False
 
     def _start_turn(self) -> None:
@@ -247,7 +244,7 @@ class RebalancePacer:
     def _next_turn(self) -> None:
         """(on the next loop turn) Start waiting requests, oldest first, for one slice."""
         self._in_turn = False
-        waiting = self._waiting
+        waiting = self.waiting
         if not waiting:
             return
         self._start_turn()
@@ -575,46 +572,47 @@ class Connection(asyncio.Protocol):
         task = start_eager_task(self._loop, self._serve(req, work))
         if not req.ended:  # suspended (a commit waiting for its append): it answers when it ends
             req.task = task
-            self.server.handler_started(task)
+            self.server.inflight.add(task)
 
     def _answer_when_done(self, req: "_Request", answer: AnswerWhenDone) -> None:
         """Answer once `answer`'s future is done (a commit's append): a done-callback, no task."""
         future = answer.future
         if future.done():
-            self._answer_now(req, answer, future)
+            self._answer_done(req, answer, future)
             return
         req.task = future
-        self.server.handler_started(future)
-        answered = functools.partial(self._answered_later, req, answer)
+        self.server.inflight.add(future)
+        answered = functools.partial(self._answer_done, req, answer)
         if type(future) is DurableFuture:
             future.continuation = answered  # answered in the turn the append settles, not one later
-            if self.pacer.busy:
+            if self.pacer.waiting:
                 self.server.hurry_appends()  # a rebalance flood makes this turn long: sync without waiting it out
         else:
             future.add_done_callback(answered)
 
-    def _answered_later(self, req: "_Request", answer: AnswerWhenDone, future: asyncio.Future) -> None:
-        self.server.handler_ended(future)
-        self._answer_now(req, answer, future)
-        self._run_queued()  # the queue behind it may be waiting for it
-
-    def _answer_now(self, req: "_Request", answer: AnswerWhenDone, future: asyncio.Future) -> None:
+    def _answer_done(self, req: "_Request", answer: AnswerWhenDone, future: asyncio.Future) -> None:
+        """Answer `req` from its done future; if it had to wait (`req.task`), the queue behind it goes on."""
         header = req.header
         req.ended = True
+        waited = req.task is not None
+        if waited:
+            self.server.inflight.discard(future)
         try:
             response = answer.then(future)  # always: it applies what became durable
-            if type(response) is EncodeInThread:
-                if not self.closed:
-                    self._encode_in_thread(req, response.response)
-                return
-            payload = req.encode(header, response)
+            in_thread = type(response) is EncodeInThread
+            if not in_thread:
+                payload = req.encode(header, response)
         except asyncio.CancelledError:
-            return  # cancelled at shutdown: never answered
+            pass  # cancelled at shutdown: never answered
         except Exception:
             self._fail(header)
-            return
-        if not self.closed:
-            self._finish(req, response, payload)
+        else:
+            if in_thread and not self.closed:
+                self._encode_in_thread(req, response.response)
+            elif not self.closed:
+                self._finish(req, response, payload)
+        if waited:
+            self._run_queued()
 
     async def _serve(self, req: "_Request", work: Coroutine) -> None:
         """A request's task: await the handler's coroutine and answer, within the same step that it returns."""
@@ -631,7 +629,7 @@ class Connection(asyncio.Protocol):
         finally:
             req.ended = True
             if req.task is not None:
-                self.server.handler_ended(req.task)
+                self.server.inflight.discard(req.task)
         # (a handler cancelled at shutdown raises CancelledError through here: never answered)
         if self.closed:
             return
@@ -686,7 +684,7 @@ class Connection(asyncio.Protocol):
         fewer requests of a trivial API (bench/reports/2026-11-27-session28). During a rebalance flood
         every turn is long, so answers leave at once instead: a commit then waits for no turn but its own.
         """
-        if self.pacer.busy:
+        if self.pacer.waiting:
             self._write_out()
         elif not self._write_scheduled:
             self._write_scheduled = True

@@ -199,23 +199,22 @@ class _Commit:
     """One OffsetCommit on its way: its records, what to apply once they are durable, its answer."""
 
     __slots__ = ("req", "version", "group_id", "partition", "created", "now", "expire", "encoded", "commits",
-                 "answers", "error", "member_id", "generation", "ctx", "managed", "admin_reset", "journaled")
+                 "answers", "error", "member_id", "generation", "ctx", "admin_reset", "journaled")
 
-    def __init__(self, req, version: int, group_id: str, partition: int, created, now: int, member_id: str,
-                 generation: int, ctx: RequestContext, managed: bool) -> None:
+    def __init__(self, req, version: int, group_id: str, partition: int, created, now: int, expire: int,
+                 member_id: str, generation: int, ctx: RequestContext, admin_reset: bool) -> None:
         self.req = req
         self.version = version
         self.group_id = group_id
         self.partition = partition
         self.created = created  # the simple group this commit created (dropped again if it fails)
         self.now = now
+        self.expire = expire
         self.member_id = member_id
         self.generation = generation  # or member epoch
         self.ctx = ctx
-        self.managed = managed  # the group has a protocol type (a consumer or classic group, not a simple one)
-        self.admin_reset = False
+        self.admin_reset = admin_reset
         self.journaled = None  # the journal entry of an admin reset, applied once durable
-        self.expire = -1
         self.encoded: list[tuple[bytes, bytes]] = []
         self.commits: list[tuple] = []
         self.answers: list = []
@@ -577,7 +576,7 @@ class GroupCoordinator:
     def _write_finished(self, partition: int) -> None:
         """An append ended (durable or failed): RequireStable fetches waiting for it may go on."""
         finished = self._writes_finished[partition] = self._writes_finished.get(partition, 0) + 1
-        waiters = self._write_waiters.get(partition)
+        waiters = self._write_waiters.get(partition) if self._write_waiters else None
         if waiters:
             still = []
             for target, waiter in waiters:
@@ -586,7 +585,10 @@ class GroupCoordinator:
                         waiter.set_result(None)
                 else:
                     still.append((target, waiter))
-            self._write_waiters[partition] = still
+            if still:
+                self._write_waiters[partition] = still
+            else:
+                del self._write_waiters[partition]  # (an empty map: appends skip this look-up)
 
     def writes_in_flight(self) -> int:
         """Appends started and not yet finished, over all partitions."""
@@ -1064,15 +1066,16 @@ class GroupCoordinator:
                 return self._commit_error_response(req, error)
         if group is not None:
             self.runtime.offset_committed(group, member_id)
-        managed = consumer_group is not None or (group is not None and group.protocol_type is not None)
-        commit = _Commit(req, version, group_id, partition, created, self.scheduler.now_ms(), member_id, generation,
-                         ctx, managed)
+        now = self.scheduler.now_ms()
         retention = req.retention_time_ms if 2 <= version <= 4 else -1
         # A retention of "forever" (up to 2^63-1 ms) must not overflow the record's int64.
-        commit.expire = max(min(commit.now + retention, _INT64_MAX), _INT64_MIN) if retention != -1 else -1
+        expire = max(min(now + retention, _INT64_MAX), _INT64_MIN) if retention != -1 else -1
         # An admin tool's reset: a commit outside group management to a consumer group (Kafka lets only an
         # inactive group take one). Simple groups (no protocol type) commit this way as their normal work.
-        commit.admin_reset = generation < 0 and not member_id and managed
+        admin_reset = generation < 0 and not member_id and (
+            consumer_group is not None or (group is not None and group.protocol_type is not None))
+        commit = _Commit(req, version, group_id, partition, created, now, expire, member_id, generation, ctx,
+                         admin_reset)
         topics = req.topics
         if _request_partitions(topics, "partitions") > _PARTITIONS_PER_SLICE:
             return self._offset_commit_in_slices(commit)
@@ -1133,7 +1136,7 @@ class GroupCoordinator:
     def _append_commit(self, commit: "_Commit"):
         """The answer once the commit's records are durable (at once if there are none to write)."""
         if commit.error or not commit.encoded:
-            return self._commit_answer(commit, commit.error)
+            return self._commit_answer(commit, None)
         if commit.admin_reset:
             commit.journaled = self._admin_record(commit.group_id, "reset_offsets", commit.ctx,
                                                   self._reset_changes(commit.group_id, commit.commits))
@@ -1148,24 +1151,24 @@ class GroupCoordinator:
                 commit.encoded.insert(0, encode_record(OffsetCommitSourceRecord(
                     commit.group_id, *source, commit.now)))
         durable = self._start_append(commit.partition, commit.encoded)
-        return AnswerWhenDone(durable, functools.partial(self._commit_durable, commit))
+        return AnswerWhenDone(durable, functools.partial(self._commit_answer, commit))
 
-    def _commit_durable(self, commit: "_Commit", durable: asyncio.Future):
-        self._write_finished(commit.partition)
-        if durable.cancelled():
-            raise asyncio.CancelledError
-        exc = durable.exception()
-        if exc is None:
-            return self._commit_answer(commit, E.NONE)
-        if not isinstance(exc, StorageError):
-            raise exc
-        log.warning("offsets partition %d: append failed: %s", commit.partition, exc)
-        self._commit_sources.pop(commit.group_id, None)  # its source record may not be in the log
-        return self._commit_answer(commit, map_write_error(exc.error_code))
-
-    def _commit_answer(self, commit: "_Commit", error: int):
-        """Apply a durable commit and answer it, or answer why it failed."""
+    def _commit_answer(self, commit: "_Commit", durable: asyncio.Future | None):
+        """Apply a durable commit and answer it, or answer why it failed (`durable`: its append, done; None
+        if it wrote nothing)."""
         group_id = commit.group_id
+        error = commit.error
+        if durable is not None:
+            self._write_finished(commit.partition)
+            if durable.cancelled():
+                raise asyncio.CancelledError
+            exc = durable.exception()
+            if exc is not None:
+                if not isinstance(exc, StorageError):
+                    raise exc
+                log.warning("offsets partition %d: append failed: %s", commit.partition, exc)
+                self._commit_sources.pop(group_id, None)  # its source record may not be in the log
+                error = map_write_error(exc.error_code)
         if not error and commit.journaled is not None:
             self.journal.apply(commit.journaled)
         if error:

@@ -104,7 +104,9 @@ class CoordinatorServer:
             worker_security.attach(self.security)
         self.oauthbearer = None  # checks OAUTHBEARER tokens, when a SASL listener offers that mechanism
         self._connections: set[Connection] = set()
-        self._inflight: set[asyncio.Task] = set()  # suspended request handlers (a commit awaiting its append)
+        # Suspended request handlers (a task, or the future a commit waits on): connections add and discard
+        # them (a set, not methods: a commit does both), `stop` lets them finish or cancels them.
+        self.inflight: set[asyncio.Future] = set()
         self._idle_task: asyncio.Task | None = None
         self._last_refusal_log = 0.0
         self.request_budget = RequestBytesBudget(config.queued_max_request_bytes)
@@ -295,10 +297,10 @@ class CoordinatorServer:
         # In-flight requests finish (queued ones start as those before them
         # end), within half the shutdown budget; whatever is left is cancelled.
         deadline = time.monotonic() + max(0.1, self.config.shutdown_timeout_ms / 2000)
-        while self._inflight and time.monotonic() < deadline:
+        while self.inflight and time.monotonic() < deadline:
             await self._wait_inflight(deadline - time.monotonic())
-        if self._inflight:
-            for task in list(self._inflight):
+        if self.inflight:
+            for task in list(self.inflight):
                 task.cancel()
             await self._wait_inflight(1.0)
         for conn in list(self._connections):
@@ -433,21 +435,14 @@ class CoordinatorServer:
 
     async def _wait_inflight(self, timeout: float) -> None:
         """Wait (at most `timeout` s) until the request handlers suspended now have ended."""
-        if self._inflight and timeout > 0:
-            await asyncio.wait(list(self._inflight), timeout=timeout)
+        if self.inflight and timeout > 0:
+            await asyncio.wait(list(self.inflight), timeout=timeout)
 
     def hurry_appends(self) -> None:
         """Start syncing queued appends now, if the store can (the local log's `hurry`)."""
         hurry = getattr(self.store, "hurry", None)
         if hurry is not None:
             hurry()
-
-    def handler_started(self, task: asyncio.Task) -> None:
-        """A request handler suspended: `stop` lets it finish (or cancels it)."""
-        self._inflight.add(task)
-
-    def handler_ended(self, task: asyncio.Task) -> None:
-        self._inflight.discard(task)
 
     async def _close_idle_connections(self) -> None:
         idle_s = self.config.connections_max_idle_ms / 1000

@@ -143,12 +143,12 @@ def test_stop_cancels_a_handler_that_never_finishes_and_the_server_stops(server_
     client = raw_client(server.port)
     client.send(heartbeat(), 4)
     deadline = time.monotonic() + 5
-    while not server.run(lambda: len(server.server._inflight)) and time.monotonic() < deadline:
+    while not server.run(lambda: len(server.server.inflight)) and time.monotonic() < deadline:
         time.sleep(0.01)
     started = time.monotonic()
     server.call(server.server.stop())
     assert seen == ["cancelled"] and time.monotonic() - started < 3
-    assert server.run(lambda: len(server.server._inflight)) == 0
+    assert server.run(lambda: len(server.server.inflight)) == 0
     assert client.is_closed_by_server()  # never answered: the client retries elsewhere
 
 
@@ -168,7 +168,7 @@ def test_a_commit_made_while_the_pacer_holds_a_rebalance_burst_back_starts_its_f
         hurry = node.store.hurry
         node.store.hurry = lambda: (hurried.append(1), hurry())
         if flood:
-            node.rebalance_pacer._waiting.append(_Waiting())
+            node.rebalance_pacer.waiting.append(_Waiting())
 
     server.run(setup)
     T = m.OffsetCommitRequest.OffsetCommitRequestTopic
@@ -179,7 +179,7 @@ def test_a_commit_made_while_the_pacer_holds_a_rebalance_burst_back_starts_its_f
     response = raw_client(server.port).request(commit, 2)
     assert response.topics[0].partitions[0].error_code == 0
     assert bool(hurried) is flood
-    server.run(lambda: server.server.rebalance_pacer._waiting.clear())
+    server.run(lambda: server.server.rebalance_pacer.waiting.clear())
 
 
 
@@ -218,7 +218,7 @@ def test_answers_made_in_one_loop_turn_leave_together_at_its_end_unless_a_rebala
         connections = list(node._connections)
         assert len(connections) == 2
         if flood:
-            node.rebalance_pacer._waiting.append(_Waiting())
+            node.rebalance_pacer.waiting.append(_Waiting())
         events: list = []
         real = [conn.transport for conn in connections]
         for index, conn in enumerate(connections):
@@ -229,7 +229,7 @@ def test_answers_made_in_one_loop_turn_leave_together_at_its_end_unless_a_rebala
                 events.append(("read", index))
             await asyncio.sleep(0)  # the next loop turn
         finally:
-            node.rebalance_pacer._waiting.clear()
+            node.rebalance_pacer.waiting.clear()
             for conn, transport in zip(connections, real):
                 conn.transport = transport
         return events

@@ -109,4 +109,4 @@ def test_a_connection_closed_while_its_join_waits_is_skipped_and_the_others_are_
     release()
     survivors = members[:5] + members[6:]
     assert all(member.receive(JOIN, 5)[1].error_code == MEMBER_ID_REQUIRED for member in survivors)
-    assert server.run(lambda: len(server.server.rebalance_pacer._waiting)) == 0
+    assert server.run(lambda: len(server.server.rebalance_pacer.waiting)) == 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 from log_helpers import reopen, commit, open_log
 
 from cohort.coordinator.log import list_segments, read_segment
@@ -25,6 +26,27 @@ async def test_concurrent_appends_share_batches_and_get_their_own_offsets(tmp_pa
         # An append's records are contiguous and end at the offset it was given.
         assert [offset_of[r] for r in recs] == list(range(last - len(recs) + 1, last + 1))
     assert [o for o, _, _ in records] == list(range(sum(map(len, appends))))
+
+
+@pytest.mark.parametrize("bad", [
+    (b"k", b"v", b"extra"),  # not a pair
+    42,  # not a sequence
+    ("k", b"v"),  # a str key
+    (b"", b"v"),  # an empty key
+    (b"k", b""),  # an empty value (a tombstone is None)
+    (b"k", bytearray(b"v")),  # bytes-like, not bytes
+    b"kv",  # two items, but ints
+])
+async def test_a_malformed_record_fails_its_append_naming_it_and_writes_nothing(tmp_path, bad):
+    log, _ = await open_log(tmp_path)
+    try:
+        good = commit("g", "t", 0, 1)
+        with pytest.raises(TypeError, match="a record is .key: non-empty bytes") as refused:
+            await log.append(0, [good, bad])
+        assert repr(bad)[:20] in str(refused.value)
+        assert await log.append(0, [good, (good[0], None)]) == 1  # nothing of the refused append was written
+    finally:
+        await log.close()
 
 
 async def test_flush_policies_all_persist_on_close(tmp_path):
