@@ -53,16 +53,17 @@ from cohort.protocol.errors import ErrorCode
 log = logging.getLogger("cohort.log")
 
 
-def _first_malformed(records) -> object | None:
-    """The first of `records` that is not (key: non-empty bytes, value: non-empty bytes | None), or None."""
-    for item in records:
+def _first_malformed(records) -> int:
+    """The index of the first of `records` that is not (key: non-empty bytes, value: non-empty bytes | None),
+    or -1."""
+    for i, item in enumerate(records):
         try:
             key, value = item
         except (TypeError, ValueError):
-            return item
+            return i
         if type(key) is not bytes or not key or (value is not None and (type(value) is not bytes or not value)):
-            return item
-    return None
+            return i
+    return -1
 
 
 class CommitRounds:
@@ -114,8 +115,9 @@ class CommitRounds:
                 raise StorageError(f"offsets partition {partition} is loading", ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
             raise StorageError(f"offsets partition {partition} failed to load: {p.error}", ErrorCode.NOT_COORDINATOR)
         bad = _first_malformed(records)
-        if bad is not None:
-            raise TypeError(f"a record is (key: non-empty bytes, value: non-empty bytes | None), not {bad!r:.80}")
+        if bad >= 0:
+            raise TypeError(f"a record is (key: non-empty bytes, value: non-empty bytes | None), "
+                            f"not {records[bad]!r:.80}")
         return p
 
     def hurry(self) -> None:

@@ -31,6 +31,7 @@ async def test_concurrent_appends_share_batches_and_get_their_own_offsets(tmp_pa
 @pytest.mark.parametrize("bad", [
     (b"k", b"v", b"extra"),  # not a pair
     42,  # not a sequence
+    None,  # nothing
     ("k", b"v"),  # a str key
     (b"", b"v"),  # an empty key
     (b"k", b""),  # an empty value (a tombstone is None)
