@@ -4,7 +4,7 @@ transport instead of sockets, a closed loop of pipelined requests.
     python inproc.py main|base commit|fetch|heartbeat [--seconds 4]
 
 `main` needs a venv of the current core (cohort.coordinator.node), `base` one of the pre-redesign core
-(cohort.coordinator.server). Prints CPU microseconds per request (process time, fsync thread included),
+(cohort.coordinator.server). INPROC_SET=name=int,... sets config fields. Prints CPU microseconds per request (process time, fsync thread included),
 three times. No sockets, no load generator sharing the CPU: differences are the server's own code.
 """
 import asyncio, os, struct, sys, tempfile, time
@@ -90,7 +90,9 @@ async def roundtrip(conn, t, frames):
 
 async def main():
     d = tempfile.mkdtemp(dir=os.environ.get("INPROC_DIR", "/tmp"))
-    cfg = CoordinatorConfig(data_dir=d, listeners="127.0.0.1:0", group_initial_rebalance_delay_ms=0)
+    extra = dict(kv.split("=", 1) for kv in os.environ.get("INPROC_SET", "").split(",") if kv)  # e.g. offsets_history_retention_ms=0
+    cfg = CoordinatorConfig(data_dir=d, listeners="127.0.0.1:0", group_initial_rebalance_delay_ms=0,
+                            **{k: int(v) for k, v in extra.items()})
     server = CoordinatorServer(cfg, metrics=CoordinatorMetrics())
     await server.start()
     make = factory(server)
@@ -154,10 +156,12 @@ async def main():
             await roundtrip(conn, t, batches[c])
             n += DEPTH
         return n
+    total = 0
     for rep in range(4):
         t0, c0 = time.monotonic(), time.process_time()
         counts = await asyncio.gather(*(driver(c, time.monotonic() + SECONDS) for c in range(CONNECTIONS)))
         n = sum(counts)
+        total += n
         cpu = time.process_time() - c0
         wall = time.monotonic() - t0
         if rep:
@@ -165,6 +169,7 @@ async def main():
         Transport.pauses = 0
         Transport.writes = 0
     print("LAST", [f.hex() for f in conns[0][1].last[-2:]])
+    print("TOTAL", total, flush=True)
     await server.stop()
 
 import uvloop

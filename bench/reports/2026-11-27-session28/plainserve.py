@@ -1,4 +1,4 @@
-"""plainserve.py main|base PORT [--heap] [--metrics]: the node alone on a real port (no Daemon, no logging set-up)."""
+"""plainserve.py main|base PORT [--heap] [--metrics] [--stub] [--time-handler] [--gcstats] [--gcsites] [--nogc] [--calls]: the node alone on a real port (no Daemon, no logging set-up); --calls counts Python and C calls per request (sys.setprofile), printed on SIGTERM."""
 import asyncio, sys, tempfile, os
 which, port = sys.argv[1], int(sys.argv[2])
 from cohort.coordinator.config import CoordinatorConfig
@@ -102,6 +102,25 @@ async def main():
             print("gc collections", st["n"], "ms", [round(x * 1000, 1) for x in st["t"]], "collected", st["c"], flush=True)
             os._exit(0)
         asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, report)
+    if "--calls" in sys.argv:
+        # Python calls per request (sys.setprofile counts every call; slow, but exact): printed on SIGTERM.
+        import signal, collections
+        calls = collections.Counter()
+        def prof(frame, event, arg):
+            if event == "call":
+                c = frame.f_code
+                calls[f"{c.co_name} ({c.co_filename.rsplit('/', 1)[-1]})"] += 1
+            elif event == "c_call":
+                calls[f"[c] {getattr(arg, '__qualname__', arg)}"] += 1
+        sys.setprofile(prof)
+        def report_calls(*_):
+            sys.setprofile(None)
+            n = max(v for k, v in calls.items() if k.startswith("decode_request ("))
+            print(f"requests {n}; Python calls per request {sum(v for k, v in calls.items() if not k.startswith('[c]')) / n:.1f}, C calls {sum(v for k, v in calls.items() if k.startswith('[c]')) / n:.1f}", flush=True)
+            for k, v in calls.most_common(400):
+                print(f"{v / n:7.3f} {k}", flush=True)
+            os._exit(0)
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, report_calls)
     await asyncio.Event().wait()
 import uvloop
 uvloop.install()
