@@ -235,6 +235,7 @@ class CohortServer(_ManagedProcess):
             merged["worker-ports"] = ",".join(map(str, [self.port, *(free_port() for _ in
                                                                      range(int(merged["workers"]) - 1))]))
         self.settings = merged
+        self.executable = executable  # None: this checkout's; workloads that start servers of their own reuse it
         self.version = f"cohort {_cohort_version()} ({_git_revision() or 'no git'})"
         command = [*(executable or cohort_executable()), "serve", "--listen", self.address, "--data-dir", str(self.data_dir)]
         for name, value in merged.items():

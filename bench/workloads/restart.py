@@ -58,16 +58,18 @@ def fill_request(group: str, topics: int) -> OffsetCommitRequest:
 async def run_restart(target: Target, profile: Profile) -> list[Result]:
     if not isinstance(target, CohortServer):
         raise TargetError("the restart workload needs a Cohort the suite starts itself (it owns the data dir)")
-    # The server the suite started is only used for its settings; this workload runs its own.
+    # The server the suite started is only used for its settings and executable; this workload runs its own
+    # (of the same executable: `compare --b cohort=PATH` measures that checkout).
     settings = {k: v for k, v in target.settings.items() if k not in ("offsets.flush.policy", "metrics")}
     results = []
     for records in profile.restart_records:
         results += await _one_size(records, min(profile.restart_offsets, records), settings,
-                                   max(1, profile.restart_repeats))
+                                   max(1, profile.restart_repeats), target.executable)
     return results
 
 
-async def _one_size(records: int, distinct: int, settings: dict, repeats: int) -> list[Result]:
+async def _one_size(records: int, distinct: int, settings: dict, repeats: int,
+                    executable: list[str] | None) -> list[Result]:
     groups, topics = layout(distinct)
     distinct = groups * topics * PARTITIONS_PER_TOPIC
     passes = max(1, round(records / distinct))
@@ -75,12 +77,13 @@ async def _one_size(records: int, distinct: int, settings: dict, repeats: int) -
     workdir = Path(tempfile.mkdtemp(prefix="cohort-restart-"))
     data_dir = workdir / "data"
     try:
-        with CohortServer(data_dir=workdir / "empty", settings=settings) as empty:
+        with CohortServer(data_dir=workdir / "empty", settings=settings, executable=executable) as empty:
             await asyncio.sleep(SETTLE_S)
             baseline_rss = read_rss_bytes(empty.pid)
 
         fill_started = time.perf_counter()
-        with CohortServer(data_dir=data_dir, settings={**settings, "offsets.flush.policy": "never"}) as filler:
+        with CohortServer(data_dir=data_dir, settings={**settings, "offsets.flush.policy": "never"},
+                          executable=executable) as filler:
             group_ids = [f"bench-restart-{g}" for g in range(groups)]
             session = await KafkaSession.open(filler.host, filler.port)
             version = session.pick_version(OffsetCommitRequest.API_KEY, 2)
@@ -96,7 +99,7 @@ async def _one_size(records: int, distinct: int, settings: dict, repeats: int) -
 
         runs = []
         for repeat in range(repeats):
-            runs.append(await _restart(data_dir, settings, group_ids, topics) + (repeat + 1,))
+            runs.append(await _restart(data_dir, settings, group_ids, topics, executable) + (repeat + 1,))
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     params = dict(records=records, distinct=distinct, groups=groups, topics=topics, baseline_rss=baseline_rss,
@@ -104,11 +107,12 @@ async def _one_size(records: int, distinct: int, settings: dict, repeats: int) -
     return [_result(*run, **params) for run in runs]
 
 
-async def _restart(data_dir: Path, settings: dict, group_ids: list[str], topics: int) -> tuple:
+async def _restart(data_dir: Path, settings: dict, group_ids: list[str], topics: int,
+                   executable: list[str] | None) -> tuple:
     """Start a server on the filled log; (listening s, serving s, RSS, its load log lines, command, info)."""
     spawned = time.perf_counter()
-    with CohortServer(data_dir=data_dir, settings={**settings, "log-level": "INFO"},
-                      ready_timeout_s=600) as restarted:
+    with CohortServer(data_dir=data_dir, settings={**settings, "log-level": "INFO"}, ready_timeout_s=600,
+                      executable=executable) as restarted:
         listening_s = time.perf_counter() - spawned
         await _verify_all_groups(restarted, group_ids, topics)
         serving_s = time.perf_counter() - spawned

@@ -4,9 +4,12 @@ Smoke-sized (seconds); no timing assertions: speed is measured by `python -m ben
 """
 from __future__ import annotations
 
+import stat
+
 import pytest
 from result_checks import assert_well_formed
 
+from bench.targets import CohortServer, cohort_executable
 from bench.workloads import workload_function
 
 
@@ -73,3 +76,18 @@ async def test_restart_loads_the_log_and_measures_rss_per_offset(cohort, smoke_p
     assert e["log_bytes"] > 0
     assert e["server_reported_load_ms"] is not None  # parsed from the server's own load line
     assert isinstance(e["rss_bytes_per_offset"], float)
+
+
+async def test_restart_runs_the_executable_of_the_target_it_is_given(tmp_path, smoke_profile):
+    """`compare --b cohort=PATH --workload restart` must measure PATH, not this checkout, in every server it starts."""
+    calls = tmp_path / "calls"
+    wrapper = tmp_path / "other-cohort"
+    wrapper.write_text(f"#!/bin/sh\necho \"$@\" >> {calls}\nexec {' '.join(cohort_executable())} \"$@\"\n")
+    wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR)
+    with CohortServer(executable=[str(wrapper)]) as target:
+        (result,) = await workload_function("restart")(target, smoke_profile)
+    assert_well_formed(result, closed_loop=False)
+    started = calls.read_text().splitlines()
+    # the target itself, then the restart workload's empty, filling and restarted servers
+    assert len(started) == 1 + 2 + smoke_profile.restart_repeats, started
+    assert all(line.startswith("serve ") for line in started)
