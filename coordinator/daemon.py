@@ -37,7 +37,7 @@ from typing import Any, Iterator
 
 from cohort.coordinator import __version__
 from cohort.coordinator.config import ConfigError, CoordinatorConfig, EffectiveConfig, HostPort
-from cohort.coordinator.heap import HeapKeeper
+from cohort.coordinator.heap import HeapKeeper, limit_malloc_arenas
 
 log = logging.getLogger("cohort.coordinator.daemon")
 
@@ -182,6 +182,7 @@ class Daemon:
     def run(self) -> int:
         from cohort.coordinator.logs import configure_logging
 
+        limit_malloc_arenas()  # before the loop's and the log's threads exist
         try:
             self._log_setup = configure_logging(self.config.log_format, self.config.log_level, self.config.log_file)
         except OSError as exc:
