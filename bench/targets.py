@@ -241,7 +241,10 @@ class CohortServer(_ManagedProcess):
         for name, value in merged.items():
             command += [f"--{name}", str(value)]
         self.ready_timeout_s = ready_timeout_s
-        self._spawn(command, ready_timeout_s=ready_timeout_s)
+        # Start-up as from an installed package: compiled modules are cached (an environment that turns the
+        # cache off would make every start, and the restart workload's load figures, compile them anew).
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        self._spawn(command, env=env, ready_timeout_s=ready_timeout_s)
 
 
 def _cohort_version() -> str:
