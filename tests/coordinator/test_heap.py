@@ -1,7 +1,9 @@
 """The heap keeper: survivors of a full collection are frozen (later full collections skip them), and a
-refreeze reclaims cycles among frozen objects. Run in a child interpreter: freezing is process-wide."""
+refreeze reclaims cycles among frozen objects; a process keeps few malloc arenas. Run in child interpreters:
+freezing and the allocator's settings are process-wide."""
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -45,3 +47,43 @@ SCRIPT = textwrap.dedent("""
 def test_full_collections_freeze_their_survivors_and_a_refreeze_reclaims_frozen_cycles():
     done = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
+
+
+ARENAS_SCRIPT = textwrap.dedent("""
+    import ctypes, sys, tempfile, threading
+    from cohort.coordinator import heap
+
+    if sys.argv[1] == "limit":
+        heap.limit_malloc_arenas()
+    barrier = threading.Barrier(6)
+
+    def work():
+        blobs = [bytearray(100_000) for _ in range(20)]  # big enough for malloc itself, not pymalloc
+        barrier.wait()  # all six threads alive at once: none takes over an arena another left behind
+
+    threads = [threading.Thread(target=work) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    libc = ctypes.CDLL("libc.so.6")
+    libc.fopen.restype = ctypes.c_void_p
+    path = tempfile.mktemp()
+    out = libc.fopen(path.encode(), b"w")
+    libc.malloc_info(0, ctypes.c_void_p(out))  # glibc's XML report: one <heap> per arena
+    libc.fclose(ctypes.c_void_p(out))
+    print(open(path).read().count("<heap nr="))
+""")
+
+
+def _arenas(mode: str, **env: str) -> int:
+    done = subprocess.run([sys.executable, "-c", ARENAS_SCRIPT, mode], capture_output=True, text=True, timeout=60,
+                          env={**{k: v for k, v in os.environ.items() if k != "MALLOC_ARENA_MAX"}, **env})
+    assert done.returncode == 0, done.stderr
+    return int(done.stdout)
+
+
+def test_a_process_keeps_at_most_two_malloc_arenas_unless_malloc_arena_max_says_otherwise():
+    assert _arenas("none") > 2  # glibc's default: an arena per thread (what left loaded logs' garbage resident)
+    assert _arenas("limit") == 2
+    assert _arenas("limit", MALLOC_ARENA_MAX="4") == 4  # the operator's setting wins
