@@ -18,7 +18,7 @@ tables), so walking it again and again finds nothing. Hence:
 
 And memory the C allocator keeps (glibc): a thread that allocates gets a malloc arena of its own,
 and what is freed in an arena stays in the process. The log recovers partitions on writer threads,
-so a start-up over 100 000 offsets left ~50 bytes per offset more resident than the old
+so a start-up over 300 000 offsets left ~65 bytes per offset more resident than the old
 single-threaded loader. Hence at most `MALLOC_ARENAS` arenas per process (`limit_malloc_arenas`, before
 any thread starts; the GIL serialises nearly every allocation anyway), and what start-up and each
 refreeze freed is handed back to the OS (`malloc_trim`).
