@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import ctypes
 import ctypes.util
+import functools
 import gc
 import logging
 import os
@@ -48,6 +49,7 @@ MALLOC_ARENAS = 2
 _M_ARENA_MAX = -8  # glibc's mallopt parameter number
 
 
+@functools.cache
 def _glibc():
     """glibc's handle, or None elsewhere (musl, macOS): the allocator settings are then left alone."""
     name = ctypes.util.find_library("c")

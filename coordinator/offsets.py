@@ -197,8 +197,7 @@ class OffsetsTable:
         """`put` from the fields: the commit path stores without building an OffsetAndMetadata."""
         t = self._topic(group, topic)
         before = t.count
-        # (the first test is `_dense`'s commonest case, without its call: a slot that exists, no sparse map)
-        if t.sparse is None and 0 <= partition < len(t.slots) >> 2 or t._dense(partition):
+        if t._dense(partition):
             t.put_dense(partition, offset, leader_epoch, metadata, commit_timestamp, expire_timestamp)
         else:
             t.put(partition, OffsetAndMetadata(offset, leader_epoch, metadata, commit_timestamp, expire_timestamp))
