@@ -67,10 +67,11 @@ def http_get(url: str, timeout: float = 2.0) -> tuple[int, str]:
 class CohortServer:
     """A ``cohort serve`` subprocess on ephemeral ports with its own data dir."""
 
+    reserved_ports: tuple[int, ...] = ()  # ports a subclass took for itself before this runs
+
     def __init__(self, data_dir: Path, *extra: str, env: dict[str, str] | None = None) -> None:
         self.data_dir = data_dir
-        self.port = free_port()
-        self.metrics_port = free_port()
+        self.port, self.metrics_port = free_ports(2, taken=self.reserved_ports)
         self.args = [
             "serve", "--listen", f"127.0.0.1:{self.port}", "--metrics", f"127.0.0.1:{self.metrics_port}",
             "--data-dir", str(data_dir), "--group.initial.rebalance.delay.ms", "0", *extra,
@@ -82,6 +83,11 @@ class CohortServer:
     @property
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    @property
+    def given_ports(self) -> tuple[int, ...]:
+        """Every port this server was given (a test adding a listener picks one outside them)."""
+        return (self.port, self.metrics_port, *self.reserved_ports)
 
     def start(self, timeout: float = 30) -> "CohortServer":
         self.launch()

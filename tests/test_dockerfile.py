@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from cohort_process import free_ports
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCKERFILE = ROOT / "Dockerfile"
@@ -201,17 +202,11 @@ def test_copied_context_builds_the_wheel_with_the_cohort_script(dockerfile, tmp_
         assert "cohort = cohort.coordinator.cli:main" in archive.read(entry_points).decode()
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_entrypoint_serves_health_and_stops_cleanly_outside_a_container(dockerfile, tmp_path):
     final = dockerfile[-1]
     entry = exec_form([ins for ins in final if ins.keyword == "ENTRYPOINT"][-1].args)
     health = exec_form([ins for ins in final if ins.keyword == "HEALTHCHECK"][-1].args.split(" CMD ", 1)[1])
-    port, metrics_port = free_port(), free_port()
+    port, metrics_port = free_ports(2)
     data_dir = tmp_path / "data"
 
     def localise(word: str) -> str:

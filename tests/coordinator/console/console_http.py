@@ -39,6 +39,7 @@ class ConsoleServer(CohortServer):
 
     def __init__(self, data_dir, *extra: str, **kwargs) -> None:
         self.console_port = free_port()
+        self.reserved_ports = (self.console_port,)
         super().__init__(data_dir, "--console.listen", f"127.0.0.1:{self.console_port}", *extra, **kwargs)
 
     def api(self, path: str, **kwargs) -> tuple[int, dict, dict]:

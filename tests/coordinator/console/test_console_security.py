@@ -6,7 +6,7 @@ from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 from kafka.admin import NewTopic
 from kafka.structs import OffsetAndMetadata
 
-from cohort_process import free_port, run_cohort
+from cohort_process import free_ports, run_cohort
 from console_http import ConsoleServer, call
 
 pytestmark = pytest.mark.timeout(180)
@@ -31,7 +31,7 @@ def secured(tmp_path):
     add_user(data, tmp_path, *ALICE, "SCRAM-SHA-256")
     add_user(data, tmp_path, *BOB, "SCRAM-SHA-512")
     server = ConsoleServer(data, "--listeners", "PLACEHOLDER")
-    server.sasl_port = free_port()
+    server.sasl_port = free_ports(1, taken=server.given_ports)[0]
     server.args[server.args.index("PLACEHOLDER")] = (
         f"PLAINTEXT://127.0.0.1:{server.port},SASL_PLAINTEXT://127.0.0.1:{server.sasl_port}")
     server.args += ["--sasl.enabled.mechanisms", "SCRAM-SHA-256,SCRAM-SHA-512",

@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from cohort_process import CohortServer, free_port
+from cohort_process import CohortServer, free_ports
 from test_secured_clients import add_user, create_topic
 
 import kafka
@@ -22,8 +22,8 @@ def metric(text: str, name: str, **labels: str) -> float:
 def test_serve_with_kafka_security_flags_counts_authentications_and_denials(tmp_path):
     data = tmp_path / "data"
     add_user(data, tmp_path, "alice", "alice-secret")
-    sasl_port = free_port()
     server = CohortServer(data, "--listeners", "PLACEHOLDER")
+    sasl_port = free_ports(1, taken=server.given_ports)[0]
     server.args[server.args.index("PLACEHOLDER")] = (
         f"PLAINTEXT://127.0.0.1:{server.port},SASL_PLAINTEXT://127.0.0.1:{sasl_port}")
     server.args += ["--sasl.enabled.mechanisms", "PLAIN,SCRAM-SHA-512",
