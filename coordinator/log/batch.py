@@ -127,6 +127,35 @@ def encode_batch(
     return struct.pack(">qiI", base_offset, len(body) + 4, crc) + body
 
 
+class KeyRuns:
+    """The key runs of the batches merged into one `latest` so far (`BatchView.merge_older_into`).
+
+    A batch's key run is its key lengths and its keys, as they lie in the batch.
+    Once a batch is merged, every key of it is in `latest`, so a later batch
+    with the same run has nothing to add: replaying a consumer's commits of the
+    same partitions, newest first, costs one lookup per batch instead of one
+    per key.  Runs are kept up to `budget_bytes`, so a log of all-distinct keys
+    holds no second copy of them.
+    """
+
+    __slots__ = ("_runs", "_room")
+
+    def __init__(self, budget_bytes: int = 32 << 20) -> None:
+        self._runs: set[tuple[bytes, bytes]] = set()
+        self._room = budget_bytes
+
+    def seen(self, key_lengths: bytes, keys: bytes) -> bool:
+        """Whether this run was merged before; if not, it counts as merged from now on (the caller merges it)."""
+        run = (key_lengths, keys)
+        if run in self._runs:
+            return True
+        size = len(key_lengths) + len(keys)
+        if size <= self._room:
+            self._room -= size
+            self._runs.add(run)
+        return False
+
+
 @dataclass(slots=True)
 class BatchView:
     """A validated batch inside a buffer: positions only, nothing decoded yet."""
@@ -161,21 +190,28 @@ class BatchView:
                     values[i] = None
         return keys, values
 
-    def merge_older_into(self, buf: bytes, latest: dict[bytes, bytes | None]) -> None:
+    def merge_older_into(self, buf: bytes, latest: dict[bytes, bytes | None],
+                         merged_key_runs: KeyRuns | None = None) -> None:
         """Add this batch's records to `latest` for the keys it doesn't hold yet (replay newest first).
 
         Replaying newest-first, a record only matters if no newer record has
         its key, so values are cut out only for those keys: on a log that
         rewrites the same keys over and over, most records never get past
         their key.  Within the batch the last record of a key wins.
+
+        `merged_key_runs`, shared by the batches merged into one `latest`,
+        passes over a batch whose keys repeat an earlier batch's (see `KeyRuns`).
         """
         n = self.record_count
         pos = self.position + HEADER_SIZE
-        lens = _ints(2 * n).unpack_from(buf, pos)
-        pos += 8 * n
+        klens = _ints(n).unpack_from(buf, pos)
+        keys_start = pos + 8 * n
         if self.attributes & ATTR_OFFSET_DELTAS:
-            pos += 4 * n
-        kpos = list(accumulate(lens[:n], initial=pos))
+            keys_start += 4 * n
+        if merged_key_runs is not None and merged_key_runs.seen(buf[pos : pos + 4 * n],
+                                                                buf[keys_start : keys_start + sum(klens)]):
+            return
+        kpos = list(accumulate(klens, initial=keys_start))
         keys = list(map(buf.__getitem__, map(slice, kpos, kpos[1:])))
         if latest and all(map(latest.__contains__, keys)):
             return  # the common case on a log that rewrites the same keys: nothing new here
@@ -188,7 +224,7 @@ class BatchView:
             _, values = self.keys_values(buf)
             latest.update(zip(fresh, map(values.__getitem__, rows)))
             return
-        vpos = list(accumulate(lens[n:], initial=kpos[-1]))
+        vpos = list(accumulate(_ints(n).unpack_from(buf, pos + 4 * n), initial=kpos[-1]))
         starts = map(vpos.__getitem__, rows)
         ends = map(vpos.__getitem__, map(_NEXT, rows))
         latest.update(zip(fresh, map(buf.__getitem__, map(slice, starts, ends))))
@@ -236,9 +272,10 @@ def read_batch(buf: bytes, pos: int, min_offset: int) -> BatchView:
     arrays = 12 * n if attrs & ATTR_OFFSET_DELTAS else 8 * n
     if HEADER_SIZE + arrays > end - pos:
         raise BatchError(pos, f"record count {n} does not fit the batch", torn=False)
-    lens = _ints(2 * n).unpack_from(buf, pos + HEADER_SIZE)
+    lens_at = pos + HEADER_SIZE
+    lens = _ints(2 * n).unpack_from(buf, lens_at)
     data_size = end - pos - HEADER_SIZE - arrays
-    if min(lens) >= 0:  # no tombstones: one C-level pass
+    if bytes(buf[lens_at : lens_at + 8 * n : 4]).isascii():  # no length has its sign bit set: no tombstones
         if sum(lens) != data_size:
             raise BatchError(pos, "record lengths do not add up to the batch length", torn=False)
     elif not attrs & ATTR_TOMBSTONES:

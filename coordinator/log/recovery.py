@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from operator import itemgetter
 from pathlib import Path
 
-from cohort.coordinator.log.batch import BatchError, read_batch
+from cohort.coordinator.log.batch import BatchError, KeyRuns, read_batch
 from cohort.coordinator.log.journal import (
     LEGACY_OWNER,
     JournalBatch,
@@ -168,6 +168,7 @@ def _recover(p: _Target, mark: PartitionMark | None, journaled: list[JournalBatc
     # Newest first: the replay keeps the first record it meets per key (see
     # BatchView.merge_older_into), and the last segment is where a torn tail is cut.
     latest: dict[bytes, bytes | None] = {}
+    key_runs = KeyRuns()
     last = segs[-1]
     durable = mark.size if mark is not None and segment_base(last) == mark.segment else 0
     scan, buf, views = recover_segment(last, is_last=True, min_offset=segment_base(last), durable_size=durable)
@@ -175,10 +176,10 @@ def _recover(p: _Target, mark: PartitionMark | None, journaled: list[JournalBatc
     plan = _replay_plan(p, scan.next_offset, journaled, salvage, damage)
     replayed, segs, size, next_offset = _replay_journal(p, segs, scan.size, scan.next_offset, plan)
     for batch in reversed(replayed):
-        batch.view.merge_older_into(batch.buf, latest)
+        batch.view.merge_older_into(batch.buf, latest, key_runs)
     records = sum(b.view.record_count for b in replayed) + scan.records
     for v in reversed(views):
-        v.merge_older_into(buf, latest)
+        v.merge_older_into(buf, latest, key_runs)
     del buf, views
     following_base = segment_base(last)
     older = segs.index(last)
@@ -191,7 +192,7 @@ def _recover(p: _Target, mark: PartitionMark | None, journaled: list[JournalBatc
                                   f"start of the next segment ({following_base})")
         following_base = base
         for v in reversed(views):
-            v.merge_older_into(buf, latest)
+            v.merge_older_into(buf, latest, key_runs)
         records += scan.records
         del buf, views
     # Values are never empty (append refuses them), so "truthy" means "not a tombstone".
