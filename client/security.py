@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import scramp
 
 from cohort.client.errors import kafka_error
 from cohort.protocol.errors import ErrorCode
@@ -92,6 +91,8 @@ class ClientSecurity:
         if self.mechanism == "PLAIN":
             await step(b"\x00" + self.username.encode() + b"\x00" + self.password.encode())
             return
+        import scramp  # here, not at the top: scramp and asn1crypto take ~13 ms to import, PLAIN never needs them
+
         client = scramp.ScramClient([self.mechanism], self.username, self.password)
         server_first = await step(client.get_client_first().encode())
         client.set_server_first(server_first.decode())

@@ -19,7 +19,6 @@ import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-import scramp
 
 from cohort.coordinator.records import ScramCredentialRecord, ScramCredentialTombstone
 
@@ -89,6 +88,8 @@ def credential_from_password(user: str, mechanism: ScramMechanism, password: str
     if problem:
         raise ValueError(problem)
     salt = secrets.token_bytes(SALT_BYTES) if salt is None else salt
+    import scramp  # here, not at the top: scramp and asn1crypto take ~13 ms to import (`cohort serve` rarely needs it)
+
     salt, stored_key, server_key, iterations = scramp.ScramMechanism(mechanism.mechanism_name).make_auth_info(
         password, iteration_count=iterations, salt=salt)
     return ScramCredential(user, mechanism, bytes(salt), bytes(stored_key), bytes(server_key), iterations)

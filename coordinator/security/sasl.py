@@ -37,7 +37,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import scramp
 
 from cohort.coordinator.security.credentials import CredentialStore, ScramMechanism
 from cohort.coordinator.security.oauthbearer import InvalidToken, JwtValidator, parse_client_response
@@ -138,6 +137,9 @@ class _Scram:
     """RFC 5802 (run by `scramp`): client-first -> server-first, client-final -> server-final."""
 
     def __init__(self, name: str, credentials: CredentialStore) -> None:
+        # Imported here: scramp and asn1crypto take ~13 ms to import, and most nodes never run SCRAM.
+        import scramp
+
         self._name = name
         self._mechanism = ScramMechanism.from_name(name)
         self._credentials = credentials
@@ -146,6 +148,8 @@ class _Scram:
         self.user: str | None = None
 
     def _lookup(self, user: str):
+        import scramp
+
         credential = self._credentials.get(user, self._mechanism)
         if credential is None:
             raise scramp.ScramException("unknown user")
@@ -153,6 +157,8 @@ class _Scram:
         return credential.salt, credential.stored_key, credential.server_key, credential.iterations
 
     def step(self, token: bytes) -> tuple[bytes, bool]:
+        import scramp
+
         failed = AuthenticationFailed(
             f"Authentication failed during authentication due to invalid credentials with SASL mechanism "
             f"{self._name}")
