@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-
 from cohort.client.errors import kafka_error
 from cohort.protocol.errors import ErrorCode
 from cohort.protocol.messages import SaslAuthenticateRequest, SaslHandshakeRequest

@@ -19,7 +19,6 @@ import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-
 from cohort.coordinator.records import ScramCredentialRecord, ScramCredentialTombstone
 
 MIN_ITERATIONS = 4096  # Kafka's minimum for SCRAM-SHA-256/512

@@ -37,7 +37,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-
 from cohort.coordinator.security.credentials import CredentialStore, ScramMechanism
 from cohort.coordinator.security.oauthbearer import InvalidToken, JwtValidator, parse_client_response
 from cohort.protocol.errors import ErrorCode
