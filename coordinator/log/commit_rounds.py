@@ -144,12 +144,8 @@ class CommitRounds:
         while self._continuations:
             ready, self._continuations = self._continuations, []
             for fut in ready:
-                then = fut.continuation  # (`fut.run_continuation()`, one call fewer per commit)
-                if then is None:
-                    continue
-                fut.continuation = None
                 try:
-                    then(fut)
+                    fut.run_continuation()
                 except Exception:  # noqa: BLE001 - the others must still run
                     log.exception("an append's continuation failed")
 
