@@ -179,12 +179,15 @@ async def cmd_run(args) -> int:
 
 async def compare(a: str, b: str, workload: str, profile: Profile, rounds: int, meta: dict,
                   label: str = "") -> tuple[list[Result], list[dict]]:
-    """Run `workload` against A and B alternately (A B A B …), fresh servers each round."""
+    """Run `workload` against A and B alternately, fresh servers each round, the first alternating too
+    (A B, B A, A B …): whichever runs first in a round was measured ~4 % slower on the project's VM
+    (bench/reports/2026-11-27-session30), so a fixed order would hand that to A in every round."""
     results: list[Result] = []
     by_round: list[tuple[list[Result], list[Result]]] = []
     for i in range(rounds):
-        pair = []
-        for spec in (a, b):
+        pair: list[list[Result]] = [[], []]
+        for side in ((0, 1) if i % 2 == 0 else (1, 0)):
+            spec = (a, b)[side]
             print(f"round {i + 1}/{rounds}: {workload} → {spec}", flush=True)
             try:
                 batch = await run_workload(spec, workload, profile)
@@ -201,7 +204,7 @@ async def compare(a: str, b: str, workload: str, profile: Profile, rounds: int, 
                     r.extra["comparison"] = label
                 _print_result(r)
             results += batch
-            pair.append(batch)
+            pair[side] = batch
         by_round.append((pair[0], pair[1]))
     comparisons = []
     for variant in [r.variant for r in by_round[0][0]]:
@@ -313,7 +316,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--target", action="append",
                      help="cohort (default), cohort-never, cohort=PATH (another cohort executable), cohort-never=PATH, canned (the uvloop ceiling), tansu, zookeeper or HOST:PORT (loopback); repeatable")
     common(run)
-    compare = sub.add_parser("compare", help="run one workload against two targets alternately, A B A B …")
+    compare = sub.add_parser("compare", help="run one workload against two targets alternately, A B, B A, A B …")
     compare.add_argument("--a", default="cohort")
     compare.add_argument("--b", default="tansu")
     compare.add_argument("--workload", default="commit", choices=WORKLOADS)

@@ -113,7 +113,7 @@ def workload_details(results: list[Result]) -> list[str]:
 def comparison_table(comparisons: list[dict]) -> list[str]:
     if not comparisons:
         return []
-    out = ["", "## Side by side (A B A B …, fresh servers each round)", "",
+    out = ["", "## Side by side (A B, B A, A B …, fresh servers each round)", "",
            "| comparison | workload | variant | metric | A | B | A median | B median | ratio per round | median ratio |",
            "|---|---|---|---|---|---|---:|---:|---|---:|"]
     for c in comparisons:
@@ -128,7 +128,7 @@ def comparison_table(comparisons: list[dict]) -> list[str]:
 
 def summarize_comparison(workload: str, variant: str, a: str, b: str,
                          pairs: list[tuple[Result, Result]]) -> dict:
-    """Medians and per-round ratios of one variant measured A B A B …."""
+    """Medians and per-round ratios of one variant measured in alternating rounds (A B, B A, …)."""
     metric, _, higher = headline(pairs[0][0])
     a_values = [headline(x)[1] for x, _ in pairs]
     b_values = [headline(y)[1] for _, y in pairs]

@@ -25,7 +25,7 @@ def test_compare_runs_a_b_rounds_and_writes_the_report(tmp_path):
 
     data = json.loads((out / "results.json").read_text())
     assert [(r["target"], r["extra"]["round"]) for r in data["results"]] == [
-        ("cohort", 1), ("cohort-never", 1), ("cohort", 2), ("cohort-never", 2)]
+        ("cohort", 1), ("cohort-never", 1), ("cohort-never", 2), ("cohort", 2)]  # who goes first alternates
     assert all(r["errors"] == {} for r in data["results"])
     (comparison,) = data["comparisons"]
     assert comparison["variant"] == "fetch-1p" and len(comparison["ratios"]) == 2
