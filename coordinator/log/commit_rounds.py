@@ -79,6 +79,7 @@ class CommitRounds:
         to map) if they could not be written; then none of them is.
         """
         fut = DurableFuture(loop=self._loop or asyncio.get_running_loop())
+        fut.continuation = None  # (a slot: see DurableFuture)
         records = list(records)
         try:
             p = self._appendable(partition, records)
@@ -340,13 +341,13 @@ class CommitRounds:
 
     def _round_synced(self, round_: SyncRound) -> None:
         round_.journal.synced = round_.upto
-        if self._metrics is not None:
-            records = sum(w.acks[-1][1] - w.base + 1 for _, writes in round_.writes for w in writes)
-            self._metrics.log_flushed(records, round_.sync.result())
+        records = 0
         for p, writes in round_.writes:
             del p.in_round[:len(writes)]
-            self._ack_writes(writes)
+            records += self._ack_writes(writes)
             self._unhold(p)
+        if self._metrics is not None:
+            self._metrics.log_flushed(records, round_.sync.result())
         if round_.plan is not None:
             self._run_checkpoint(round_.plan)
 
@@ -382,14 +383,18 @@ class CommitRounds:
                 p.due = True
                 self._due.append(p)
 
-    def _ack_writes(self, writes: list[PendingWrite]) -> None:
+    def _ack_writes(self, writes: list[PendingWrite]) -> int:
+        """Settle the appends of `writes` (their continuations run next); returns how many records they hold."""
         continuations = self._continuations
+        records = 0
         for w in writes:
             for fut, last in w.acks:
                 if not fut.done():
                     fut.set_result(last)
                     if fut.continuation is not None:
                         continuations.append(fut)
+            records += w.acks[-1][1] - w.base + 1
+        return records
 
     def _fail_writes(self, p: Partition, writes: list[PendingWrite], exc: StorageError) -> None:
         """Cut the partition back to before the first of `writes` and fail their appends."""
