@@ -480,8 +480,11 @@ class Connection(asyncio.Protocol):
         req = _Request(header, request, ctx, handler, is_async, encode, started, key in OVERLAPPING_APIS,
                        key in PACED_APIS)
         self.pending.append(req)
-        self._queued.append(req)
-        self._run_queued()
+        if self._queued or req.paced or (self._running and (self._running_exclusive or not req.overlaps)):
+            self._queued.append(req)
+            self._run_queued()
+        else:
+            self._start(req)  # (what `_run_queued` would do, without the queue: most requests start at once)
 
     def _decode_off_loop(self, frame: bytes, started: float) -> None:
         self._decoding = deque()
@@ -598,7 +601,7 @@ class Connection(asyncio.Protocol):
         if waited:
             self.server.inflight.discard(future)
         try:
-            response = answer.then(future)  # always: it applies what became durable
+            response = answer.then(answer.state, future)  # always: it applies what became durable
             in_thread = type(response) is EncodeInThread
             if not in_thread:
                 payload = req.encode(header, response)
@@ -611,7 +614,7 @@ class Connection(asyncio.Protocol):
                 self._encode_in_thread(req, response.response)
             elif not self.closed:
                 self._finish(req, response, payload)
-        if waited:
+        if waited and self._queued:
             self._run_queued()
 
     async def _serve(self, req: "_Request", work: Coroutine) -> None:
@@ -663,6 +666,7 @@ class Connection(asyncio.Protocol):
     def _answer(self, slot: _Slot) -> None:
         self.pending.append(slot)
         self._flush()
+        self._update_reading()  # (one more pending answer may make reading pause)
 
     def _flush(self) -> None:
         """Move every answered response at the head of the queue to the output, in order."""
@@ -672,7 +676,8 @@ class Connection(asyncio.Protocol):
             out.append(pending.popleft().payload)  # type: ignore[arg-type]
         if out and not self._reading:  # (data_received writes what its chunk answered when it is done)
             self._write_soon()
-        self._update_reading()
+        if self.reading_paused:  # fewer pending answers may let reading go on (nothing here makes it pause)
+            self._update_reading()
 
     def _write_soon(self) -> None:
         """Send the answers in `_out` at the start of the next loop turn, with whatever else this turn answers.

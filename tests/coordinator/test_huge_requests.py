@@ -64,3 +64,23 @@ def test_a_small_request_is_answered_while_a_huge_commit_is_built(server, raw_cl
     assert first_answered(huge, small) == "small"
     _, committed = decode_response(8, 2, huge.receive_frame())
     assert sum(1 for t in committed.topics for p in t.partitions if p.error_code == 0) == PARTITIONS
+
+
+def test_a_commit_built_in_slices_answers_every_topic_in_request_order(server, raw_client):
+    """Over 5 000 partitions a commit is built a slice at a time: its answer still lists every topic of the
+    request in order, an empty one included, each with its partitions in order."""
+    T = OffsetCommitRequest.OffsetCommitRequestTopic
+    P = T.OffsetCommitRequestPartition
+    wide = [P(partition_index=p, committed_offset=p + 7, committed_metadata="") for p in range(12_001)]
+    request = OffsetCommitRequest(group_id="sliced", generation_id_or_member_epoch=-1, member_id="", topics=[
+        T(name="wide", partitions=wide), T(name="none", partitions=[]),
+        T(name="few", partitions=[P(partition_index=p, committed_offset=1, committed_metadata="") for p in (5, 2)])])
+    client = raw_client(server.port)
+
+    committed = client.request(request, 2)
+
+    assert [(t.name, [(p.partition_index, p.error_code) for p in t.partitions]) for t in committed.topics] == [
+        ("wide", [(p, 0) for p in range(12_001)]), ("none", []), ("few", [(5, 0), (2, 0)])]
+    fetched = client.request(OffsetFetchRequest(group_id="sliced", topics=[
+        OffsetFetchRequest.OffsetFetchRequestTopic(name="wide", partition_indexes=[0, 12_000])]), 1)
+    assert [p.committed_offset for p in fetched.topics[0].partitions] == [7, 12_007]
