@@ -197,7 +197,8 @@ class OffsetsTable:
         """`put` from the fields: the commit path stores without building an OffsetAndMetadata."""
         t = self._topic(group, topic)
         before = t.count
-        if t._dense(partition):
+        # (`_dense`'s usual answer inline: a partition already in `slots` of a topic with no sparse ones)
+        if (t.sparse is None and 0 <= partition < len(t.slots) // 4) or t._dense(partition):
             t.put_dense(partition, offset, leader_epoch, metadata, commit_timestamp, expire_timestamp)
         else:
             t.put(partition, OffsetAndMetadata(offset, leader_epoch, metadata, commit_timestamp, expire_timestamp))
