@@ -49,6 +49,8 @@ sys.path[:0] = [str(REPO), str(REPO / "examples")]
 
 from pyspark.sql.datasource import DataSource, DataSourceStreamWriter, WriterCommitMessage  # noqa: E402
 
+from bench.targets import free_port  # noqa: E402
+
 
 class _NoopWriter(DataSourceStreamWriter):
     def write(self, iterator):
@@ -72,18 +74,12 @@ class NoopPythonSink(DataSource):
         return _NoopWriter()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def start_server(data_dir: Path) -> tuple[subprocess.Popen, str]:
-    port = _free_port()
+    port = free_port()
     bootstrap = f"127.0.0.1:{port}"
     process = subprocess.Popen(
         [sys.executable, "-m", "cohort.coordinator.cli", "serve", "--listen", bootstrap,
-         "--metrics", f"127.0.0.1:{_free_port()}", "--data-dir", str(data_dir),
+         "--metrics", f"127.0.0.1:{free_port()}", "--data-dir", str(data_dir),
          "--group.initial.rebalance.delay.ms", "0"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=REPO,
     )

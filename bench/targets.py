@@ -40,10 +40,24 @@ class TargetError(RuntimeError):
     """A server could not be started or reached; the message says why."""
 
 
+_HANDED_OUT: set[int] = set()
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free loopback port, never one this process was given before.
+
+    The kernel may offer a port again as soon as the probing socket closes: a server's listener and its
+    metrics port, picked one after the other, once came out equal and the server refused to start.
+    """
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in _HANDED_OUT:
+            if len(_HANDED_OUT) >= 10_000:  # (a long-lived process: forget the oldest choices wholesale)
+                _HANDED_OUT.clear()
+            _HANDED_OUT.add(port)
+            return port
 
 
 def parse_address(text: str) -> tuple[str, int]:
