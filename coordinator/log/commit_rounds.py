@@ -28,6 +28,7 @@ import errno as errno_mod
 import logging
 import os
 from collections.abc import Sequence
+from itertools import accumulate, chain
 
 from cohort.coordinator.log.batch import encode_batch
 from cohort.coordinator.log.durable_future import DurableFuture
@@ -210,12 +211,9 @@ class CommitRounds:
             p.held = True  # a cut-back must find its writes in the file it wrote: roll once they are acknowledged
             return None
         appends, p.pending = p.pending, []
-        keys: list[bytes] = []
-        values: list[bytes | None] = []
-        for recs, _ in appends:
-            for k, v in recs:
-                keys.append(k)
-                values.append(v)
+        # (zips and chains, not Python loops: this runs once per commit in the batch)
+        batches, futures = zip(*appends)
+        keys, values = zip(*chain.from_iterable(batches))
         base = p.next_offset
         try:
             data = encode_batch(base, ts_ms, keys, values)
@@ -224,17 +222,15 @@ class CommitRounds:
             if not isinstance(exc, StorageError):
                 log.exception("offsets partition %d: write failed", p.index)
                 exc = StorageError(f"offsets partition {p.index}: write failed: {exc!r}")
-            for _, fut in appends:
+            for fut in futures:
                 if not fut.done():
                     fut.set_exception(exc)
                     self._settled(fut)
             return None
-        offset = base
-        acks = []
-        for recs, fut in appends:
-            offset += len(recs)
-            acks.append((fut, offset - 1))
-        p.next_offset = offset
+        lasts = accumulate(map(len, batches), initial=base - 1)  # each append's last offset, after base - 1
+        next(lasts)
+        acks = list(zip(futures, lasts))  # [(future, offset of its last record)]
+        p.next_offset = base + len(keys)
         p.written_since_checkpoint = True
         return PendingWrite(start, base, acks, data)
 
