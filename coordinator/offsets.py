@@ -195,7 +195,10 @@ class OffsetsTable:
     def put_fields(self, group: str, topic: str, partition: int, offset: int, leader_epoch: int, metadata: str,
                    commit_timestamp: int, expire_timestamp: int) -> None:
         """`put` from the fields: the commit path stores without building an OffsetAndMetadata."""
-        t = self._topic(group, topic)
+        topics = self._groups.get(group)
+        t = topics.get(topic) if topics is not None else None
+        if t is None:
+            t = self._topic(group, topic)
         before = t.count
         # (`_dense`'s usual answer inline: a partition already in `slots` of a topic with no sparse ones)
         if (t.sparse is None and 0 <= partition < len(t.slots) // 4) or t._dense(partition):

@@ -106,21 +106,27 @@ def encode_batch(
     n = len(keys)
     if n == 0 or n != len(values):
         raise ValueError("a batch holds at least one record, with one value per key")
-    vlens = [-1 if v is None else len(v) for v in values]
-    attributes = ATTR_TOMBSTONES if -1 in vlens else 0
-    arrays = [_ints(n).pack(*map(len, keys)), _ints(n).pack(*vlens)]
+    # (map and filter, not comprehensions: a batch is encoded per partition per commit round, often of one record)
+    if None in values:
+        attributes = ATTR_TOMBSTONES
+        vlens = [-1 if v is None else len(v) for v in values]
+    else:
+        attributes = 0
+        vlens = map(len, values)
+    ints = _ints(n)
+    arrays = [ints.pack(*map(len, keys)), ints.pack(*vlens)]
     if offset_deltas is None:
         last_delta = n - 1
     else:
         attributes |= ATTR_OFFSET_DELTAS
         last_delta = offset_deltas[-1]
-        arrays.append(_ints(n).pack(*offset_deltas))
+        arrays.append(ints.pack(*offset_deltas))
     body = b"".join(
         (
             struct.pack(">bbiqi", MAGIC, attributes, last_delta, timestamp_ms, n),
             *arrays,
             *keys,
-            *[v for v in values if v],
+            *filter(None, values),  # (tombstones have no bytes)
         )
     )
     crc = crc32c.crc32c(body)
