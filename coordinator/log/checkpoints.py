@@ -104,6 +104,8 @@ def delete_unneeded_journals(data_dir: Path, owner: str, current_seq: int | None
 class Checkpoints:
     """Journal switches, checkpoints, segment rolls and compaction (a part of `OffsetsLog`)."""
 
+    __slots__ = ()  # (`OffsetsLog` declares the attributes)
+
     def _create_journal(self, seq: int) -> OpenJournal:
         """A new journal of this owner, locked as in use until the process closes it (or dies)."""
         path = self.data_dir / journal_name(seq, self.owner)

@@ -70,6 +70,8 @@ def _first_malformed(records) -> int:
 class CommitRounds:
     """Appends, their writes, and the journal fsync rounds that acknowledge them (a part of `OffsetsLog`)."""
 
+    __slots__ = ()  # (`OffsetsLog` declares the attributes)
+
     # ------------------------------------------------------------------ append
     def append(self, partition: int, records: Sequence[tuple[bytes, bytes | None]]) -> asyncio.Future:
         """Append records to a partition: a future of the offset of the last one, done once durable per the policy.

@@ -71,6 +71,17 @@ class OffsetsLog(CommitRounds, Checkpoints):
     data dir with disjoint partitions.
     """
 
+    # Slots: see GroupCoordinator (an instance dict past 30 attributes slows every self.x on the request path).
+    __slots__ = (
+        "_checkpoint", "_checkpoint_due", "_checkpoint_retry_at", "_cleaner_pool", "_clock", "_closed",
+        "_continuations", "_due", "_flush_scheduled", "_fsyncs", "_inflight", "_journal", "_loads_running",
+        "_loop", "_marks", "_metrics", "_open_loads", "_opened", "_parts", "_queued", "_rounds", "_scans",
+        "_sync_lanes", "_syncs_in_flight", "_tasks", "_to_sync", "_use_fsync_process", "_write_ms", "_writers",
+        "cleaner_backoff_ms", "data_dir", "delete_retention_ms", "flush_policy", "history_key_prefixes",
+        "history_retention_ms", "journal_checkpoint_bytes", "num_partitions", "owner", "segment_bytes",
+        "segment_ms",
+    )
+
     def __init__(
         self,
         data_dir: str | os.PathLike,
