@@ -8,6 +8,7 @@ import urllib.request
 
 import pytest
 from kafka import KafkaAdminClient, TopicPartition
+from kafka.errors import NoError
 from kafka.structs import OffsetAndMetadata
 
 from bounded_wait import wait_until
@@ -43,12 +44,17 @@ def test_each_nodes_console_shows_the_groups_of_the_whole_cluster(etcd, tmp_path
             for i, group in enumerate(groups):
                 while True:  # ownership may still be moving to the second node: retry as a client would
                     try:
-                        admin.alter_group_offsets(group, {TopicPartition("work", 0): OffsetAndMetadata(i, "", -1)})
-                        break
-                    except Exception:
-                        if time.monotonic() > deadline:
-                            raise
-                        time.sleep(0.2)
+                        # (kafka-python answers a partition's error, e.g. NOT_COORDINATOR, instead of raising it)
+                        errors = admin.alter_group_offsets(group, {TopicPartition("work", 0):
+                                                                   OffsetAndMetadata(i, "", -1)})
+                        if all(error is NoError for error in errors.values()):
+                            break
+                        failure: Exception = AssertionError(f"committing {group}: {errors}")
+                    except Exception as exc:
+                        failure = exc
+                    if time.monotonic() > deadline:
+                        raise failure
+                    time.sleep(0.2)
         finally:
             admin.close()
         coordinators = set()
