@@ -43,6 +43,13 @@ class TargetError(RuntimeError):
 _HANDED_OUT: set[int] = set()
 
 
+def _probe_port() -> int:
+    """The port the kernel picks for a loopback socket bound to port 0 (free once the socket closes)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def free_port() -> int:
     """A free loopback port, never one this process was given before.
 
@@ -50,9 +57,7 @@ def free_port() -> int:
     metrics port, picked one after the other, once came out equal and the server refused to start.
     """
     while True:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
+        port = _probe_port()
         if port not in _HANDED_OUT:
             if len(_HANDED_OUT) >= 10_000:  # (a long-lived process: forget the oldest choices wholesale)
                 _HANDED_OUT.clear()

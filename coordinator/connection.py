@@ -489,7 +489,7 @@ class Connection(asyncio.Protocol):
         req = _Request(header, request, ctx, handler, is_async, encode, started, key in OVERLAPPING_APIS,
                        key in PACED_APIS)
         self.pending.append(req)
-        if self._queued or req.paced or (self._running and (self._running_exclusive or not req.overlaps)):
+        if self._queued or req.paced or self._must_wait(req):
             self._queued.append(req)
             self._run_queued()
         else:
@@ -550,13 +550,17 @@ class Connection(asyncio.Protocol):
         queued = self._queued
         while queued and not self.closed:
             head = queued[0]
-            if self._running and (self._running_exclusive or not head.overlaps):
+            if self._must_wait(head):
                 return
             if head.paced and not paced_ok:
                 if self.paced_waiting or not self.pacer.may_start(self):
                     return  # the pacer calls again in a later turn
             paced_ok = False
             self._start(queued.popleft())
+
+    def _must_wait(self, req: "_Request") -> bool:
+        """The ordering rule: a request waits while one that does not commute with it runs."""
+        return self._running > 0 and (self._running_exclusive > 0 or not req.overlaps)
 
     def _start(self, req: "_Request") -> None:
         self._running += 1

@@ -1092,10 +1092,7 @@ class GroupCoordinator:
         commit = _Commit(req, version, group_id, partition, created, now, expire, member_id, generation, ctx,
                          admin_reset)
         topics = req.topics
-        count = 0  # (inline: this runs for every commit)
-        for topic in topics:
-            count += len(topic.partitions)
-        if count > _PARTITIONS_PER_SLICE:
+        if _request_partitions(topics, "partitions") > _PARTITIONS_PER_SLICE:
             return self._offset_commit_in_slices(commit)
         try:
             for topic in topics:
@@ -1169,9 +1166,7 @@ class GroupCoordinator:
                 self._commit_sources[commit.group_id] = source
                 commit.encoded.insert(0, encode_record(OffsetCommitSourceRecord(
                     commit.group_id, *source, commit.now)))
-        partition = commit.partition  # (`_start_append`, inline: this runs for every commit)
-        self._writes_started[partition] = self._writes_started.get(partition, 0) + 1
-        return AnswerWhenDone(self._store.append(partition, commit.encoded), self._commit_answer, commit)
+        return AnswerWhenDone(self._start_append(commit.partition, commit.encoded), self._commit_answer, commit)
 
     def _commit_answer(self, commit: "_Commit", durable: asyncio.Future | None):
         """Apply a durable commit and answer it, or answer why it failed (`durable`: its append, done; None

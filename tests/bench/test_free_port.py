@@ -8,28 +8,10 @@ import socket
 from bench import targets
 
 
-class _Probe:
-    """A socket whose bind(0) lands on the next port of a script (the kernel's choice, made repeatable)."""
-
-    offered = iter(())
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc) -> None:
-        pass
-
-    def bind(self, address) -> None:
-        self.port = next(_Probe.offered)
-
-    def getsockname(self):
-        return ("127.0.0.1", self.port)
-
-
 def test_a_port_offered_again_by_the_kernel_is_not_handed_out_twice(monkeypatch):
+    offered = iter([41_000, 41_000, 41_000, 41_001])  # the kernel's choices, made repeatable
     monkeypatch.setattr(targets, "_HANDED_OUT", set())
-    monkeypatch.setattr(targets.socket, "socket", _Probe)
-    _Probe.offered = iter([41_000, 41_000, 41_000, 41_001])
+    monkeypatch.setattr(targets, "_probe_port", lambda: next(offered))
 
     assert [targets.free_port(), targets.free_port()] == [41_000, 41_001]
 
