@@ -172,6 +172,7 @@ class Checkpoints:
 
     def _roll(self, p: Partition, base: int) -> None:
         """Start a new active segment at `base`; the closed one is fsynced by the next checkpoint."""
+        self._catch_up_segment(p)  # the closed segment holds all its batches (raises OSError if it cannot)
         path = p.path / segment_name(base)
         # Under the lock from the file's creation on: the cleaner lists the directory under it.
         with p.lock:
@@ -209,6 +210,14 @@ class Checkpoints:
     def _switch_journal(self) -> CheckpointPlan | None:
         """(loop) Start the next journal; every write so far is then before the marks taken now."""
         old = self._journal
+        try:
+            for p in self._parts:  # the marks taken below vouch for every batch: all in the files first
+                if p.unwritten and p.state is PartitionState.LOADED and p.fd >= 0:
+                    self._catch_up_segment(p)
+        except OSError as exc:
+            self._storage_error(p, "writing the segment, checkpoint postponed", exc)
+            self._checkpoint_retry_at = time.monotonic() + CHECKPOINT_RETRY_S
+            return None
         try:
             new = self._create_journal(old.seq + 1)
         except OSError as exc:

@@ -5,9 +5,14 @@ fsync among every append that arrives meanwhile is what makes `flush.policy=alwa
 
 * The event loop owns all bookkeeping and does the writes itself.  `append` queues its records on
   the partition and marks it due; one flush per loop turn (call_soon, never a timer) encodes each
-  due partition's queue as one batch, pwrites it into the partition's active segment and appends
-  the same batches to the commit journal in one more pwrite: a few KB into the page cache cost
-  microseconds, far less than a thread handoff per append.
+  due partition's queue as one batch and appends the batches to the commit journal in one pwrite:
+  a few KB into the page cache cost microseconds, far less than a thread handoff per append.
+* Segments are written behind the journal: a batch joins its partition's unwritten batches, which
+  reach the active segment in one pwrite once they add up to CATCH_UP_BYTES, at most CATCH_UP_S
+  later, and before anything reads or vouches for the segment (a roll, a checkpoint, a release, a
+  close, a history read).  The journal alone makes a batch durable (a restart replays it into the
+  segment past the checkpoint mark), so no segment write is on a commit's way; one pwrite per due
+  partition per turn had cost a fifth of the loop's time at 40 000 commits a second.
 * Policy `always`: ONE fdatasync of the journal, in a helper process (`fsync_process`: no GIL shared
   with the loop), makes everything written since the last round durable, whatever partitions it
   went to.  Writes made while a round runs go into the next round, which starts at once if fewer
@@ -35,6 +40,8 @@ from cohort.coordinator.log.durable_future import DurableFuture
 from cohort.coordinator.log.fsync_process import fdatasync_timed
 from cohort.coordinator.log.journal import encode_entry
 from cohort.coordinator.log.state import (
+    CATCH_UP_BYTES,
+    CATCH_UP_S,
     EARLY_ROUND_APPENDS,
     JOURNAL_PREALLOCATE,
     ROUNDS_IN_FLIGHT,
@@ -237,7 +244,8 @@ class CommitRounds:
         return PendingWrite(start, base, acks, data)
 
     def _write(self, p: Partition, base: int, data: bytes) -> int:
-        """Write one batch at the end of the active segment (no fsync); returns where it starts."""
+        """Add one batch at the end of the active segment (written behind, see `_catch_up_segment`);
+        returns where it starts."""
         if p.fd < 0:
             raise StorageError("the offsets log is closed", ErrorCode.NOT_COORDINATOR)
         try:
@@ -252,18 +260,74 @@ class CommitRounds:
         start = p.active_size
         if start == 0:
             p.active_first_ms = self._write_ms
-        try:
-            write_all(p.fd, data, start)
-        except OSError as exc:
-            # Cut the partial batch off so nothing half-written stays readable.
-            try:
-                os.ftruncate(p.fd, start)
-                os.fsync(p.fd)
-            except OSError:
-                p.broken_tail = start
-            raise self._storage_error(p, "appending", exc) from None
+        p.unwritten.append(data)
+        p.unwritten_bytes += len(data)
         p.active_size = start + len(data)
+        if p.unwritten_bytes >= CATCH_UP_BYTES:
+            self._catch_up_or_later(p)
+        elif len(p.unwritten) == 1:
+            self._catch_up_later(p)
         return start
+
+    # ------------------------------------------------------------------ segment write-behind
+    @staticmethod
+    def _catch_up_segment(p: Partition) -> None:
+        """Write p's unwritten batches to its active segment in one pwrite (no fsync).
+
+        Raises OSError if that fails, keeping them: the journal holds every one of them, and the retry
+        writes at the same place, over whatever part of them the failed write left.
+        """
+        if not p.unwritten:
+            return
+        data = p.unwritten[0] if len(p.unwritten) == 1 else b"".join(p.unwritten)
+        write_all(p.fd, data, p.active_size - p.unwritten_bytes)
+        p.unwritten = []
+        p.unwritten_bytes = 0
+
+    def _catch_up_or_later(self, p: Partition) -> None:
+        """(loop) Catch p's segment up now; if the disk refuses, log it and leave it to the next catch-up.
+
+        Only while p is loaded: a release catches it up on a writer thread, which must be the only writer."""
+        if not p.unwritten or p.state is not PartitionState.LOADED or p.fd < 0:
+            return
+        try:
+            self._catch_up_segment(p)
+        except OSError as exc:
+            self._storage_error(p, "writing the segment", exc)
+            self._catch_up_later(p)
+
+    def _catch_up_later(self, p: Partition) -> None:
+        """Catch p's segment up at the next catch-up, at most CATCH_UP_S from now."""
+        self._behind[p.index] = p
+        if self._catch_up_timer is None:
+            self._catch_up_timer = self._loop.call_later(CATCH_UP_S, self._catch_up_due)
+
+    def _catch_up_due(self) -> None:
+        """(timer) Catch up the segments of the partitions listed since the last catch-up."""
+        self._catch_up_timer = None
+        behind, self._behind = self._behind, {}
+        for index, p in behind.items():
+            if self._parts[index] is p:
+                self._catch_up_or_later(p)
+
+    def _cut_back(self, p: Partition, size: int) -> None:
+        """Cut the active segment back to `size`, where a batch starts: unwritten batches past it are
+        dropped, bytes written past it truncated durably (a cut batch must not come back after a crash)."""
+        written = p.active_size - p.unwritten_bytes
+        if size >= written:
+            while p.active_size > size:
+                data = p.unwritten.pop()
+                p.unwritten_bytes -= len(data)
+                p.active_size -= len(data)
+            return
+        p.unwritten = []
+        p.unwritten_bytes = 0
+        try:
+            os.ftruncate(p.fd, size)
+            os.fsync(p.fd)
+        except OSError:
+            p.broken_tail = size
+        p.active_size = size
 
     def _journal_write(self, journal: OpenJournal, data: bytes) -> None:
         """Append to the journal; on failure cut the partial write off (or remember to) and raise OSError."""
@@ -399,12 +463,7 @@ class CommitRounds:
         if not writes:
             return
         first = writes[0]
-        try:
-            os.ftruncate(p.fd, first.start)
-            os.fsync(p.fd)
-        except OSError:
-            p.broken_tail = first.start
-        p.active_size = first.start
+        self._cut_back(p, first.start)
         p.next_offset = first.base
         for w in writes:
             for fut, _ in w.acks:

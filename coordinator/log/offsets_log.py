@@ -73,10 +73,11 @@ class OffsetsLog(CommitRounds, Checkpoints):
 
     # Slots: see GroupCoordinator (an instance dict past 30 attributes slows every self.x on the request path).
     __slots__ = (
-        "_checkpoint", "_checkpoint_due", "_checkpoint_retry_at", "_cleaner_pool", "_clock", "_closed",
-        "_continuations", "_due", "_flush_scheduled", "_fsyncs", "_inflight", "_journal", "_loads_running",
-        "_loop", "_marks", "_metrics", "_open_loads", "_opened", "_parts", "_queued", "_rounds", "_scans",
-        "_sync_lanes", "_syncs_in_flight", "_tasks", "_to_sync", "_use_fsync_process", "_write_ms", "_writers",
+        "_behind", "_catch_up_timer", "_checkpoint", "_checkpoint_due", "_checkpoint_retry_at", "_cleaner_pool",
+        "_clock", "_closed", "_continuations", "_due", "_flush_scheduled", "_fsyncs", "_inflight", "_journal",
+        "_loads_running", "_loop", "_marks", "_metrics", "_open_loads", "_opened", "_parts", "_queued", "_rounds",
+        "_scans", "_sync_lanes", "_syncs_in_flight", "_tasks", "_to_sync", "_use_fsync_process", "_write_ms",
+        "_writers",
         "cleaner_backoff_ms", "data_dir", "delete_retention_ms", "flush_policy", "history_key_prefixes",
         "history_retention_ms", "journal_checkpoint_bytes", "num_partitions", "owner", "segment_bytes",
         "segment_ms",
@@ -136,6 +137,8 @@ class OffsetsLog(CommitRounds, Checkpoints):
         self._loop: asyncio.AbstractEventLoop | None = None
         self._due: list[Partition] = []
         self._flush_scheduled = False
+        self._behind: dict[int, Partition] = {}  # partitions with unwritten batches, for the next catch-up
+        self._catch_up_timer: asyncio.TimerHandle | None = None
         self._to_sync: list[Partition] = []  # partitions with unsynced writes, not in the round
         self._rounds: collections.deque[SyncRound] = collections.deque()  # in flight, oldest first (policy always)
         self._continuations: list = []  # settled appends whose continuations run next (CommitRounds)
@@ -166,9 +169,16 @@ class OffsetsLog(CommitRounds, Checkpoints):
     async def history(self, partition: int, key_prefixes: tuple[bytes, ...]) -> list[tuple[int, bytes, bytes | None]]:
         """(append time ms, key, value) of every record kept of the keys starting with `key_prefixes`,
         oldest first: all of them within `history_retention_ms`, then the latest per key."""
+        self.catch_up(partition)  # the reader sees every batch journaled so far
         data_dir = self.data_dir
         return await asyncio.get_running_loop().run_in_executor(
             None, lambda: list(read_partition_history(data_dir, partition, key_prefixes)))
+
+    def catch_up(self, partition: int | None = None) -> None:
+        """(loop) Write the batches journaled so far to their segments now, for `partition` or all; they
+        otherwise follow within CATCH_UP_S (see commit_rounds). A disk error is logged and retried later."""
+        for p in self._parts if partition is None else [self._parts[partition]]:
+            self._catch_up_or_later(p)
 
     def segments(self, partition: int) -> list[Path]:
         with self._parts[partition].lock:
@@ -435,8 +445,14 @@ class OffsetsLog(CommitRounds, Checkpoints):
         try:
             with p.lock:
                 fds = [fd for fd in [p.fd, *p.closed_fds] if fd >= 0]
+                try:
+                    if p.fd >= 0:
+                        self._catch_up_segment(p)
+                    catch_up_error = None
+                except OSError as exc:
+                    catch_up_error = exc
                 errors, _ = self._sync_fds(fds)
-                failed = next((e for e in errors if e is not None), None)
+                failed = catch_up_error or next((e for e in errors if e is not None), None)
                 if failed is None and p.fd >= 0 and p.segments:
                     write_partition_mark(p.path, PartitionMark(segment_base(p.segments[-1]), p.active_size,
                                                                p.next_offset, -1, self.owner))
@@ -480,6 +496,9 @@ class OffsetsLog(CommitRounds, Checkpoints):
             await asyncio.sleep(0)
         for helper in self._fsyncs:
             helper.close()
+        if self._catch_up_timer is not None:
+            self._catch_up_timer.cancel()  # (_close_files catches every segment up)
+            self._catch_up_timer = None
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(self._writers, self._close_files)
         self._writers.shutdown(wait=True)
@@ -488,13 +507,21 @@ class OffsetsLog(CommitRounds, Checkpoints):
     def _close_files(self) -> None:
         """(writer thread) The last checkpoint: every partition file durable, so the journal can go."""
         journal = self._journal
+        unwritten = False
+        for p in self._parts:
+            if p.unwritten and p.fd >= 0:
+                try:
+                    self._catch_up_segment(p)
+                except OSError as exc:
+                    unwritten = True  # the journal keeps its batches: no final checkpoint
+                    self._storage_error(p, "the final write", exc)
         owned = [(p, p.fd) for p in self._parts if p.fd >= 0] + [
             (p, fd) for p in self._parts for fd in p.closed_fds]
         errors, _ = self._sync_fds([fd for _, fd in owned])
         for (p, _), err in zip(owned, errors):
             if err is not None:
                 self._storage_error(p, "the final flush", err)
-        if journal is not None and not any(errors):
+        if journal is not None and not any(errors) and not unwritten:
             marks = self._marks_now(-1)  # every partition stands on its own: no journal needed
             try:
                 self._record_checkpoint(marks, keep_current=False)

@@ -81,6 +81,10 @@ SYNC_LANES = 8  # threads a checkpoint fans its fsyncs out to (measured: 8 beat 
 JOURNAL_CHECKPOINT_BYTES = 32 * 1024 * 1024  # bounds what a restart after a crash replays from the journal
 JOURNAL_PREALLOCATE = 1024 * 1024
 CHECKPOINT_RETRY_S = 1.0
+# Segment write-behind (see commit_rounds): a partition's batches reach its active segment once they add
+# up to this many bytes, or at most this long after they were journaled.
+CATCH_UP_BYTES = 64 * 1024
+CATCH_UP_S = 0.1
 
 
 @dataclass(slots=True, eq=False)
@@ -136,7 +140,9 @@ class Partition:
     error: Exception | None = None
     segments: list[Path] = field(default_factory=list)
     fd: int = -1
-    active_size: int = 0
+    active_size: int = 0  # of the active segment, the batches not written to it yet included
+    unwritten: list[bytes] = field(default_factory=list)  # batches of the active segment not in its file yet
+    unwritten_bytes: int = 0
     next_offset: int = 0
     pending: list = field(default_factory=list)  # [(records, future)] waiting for the next flush
     due: bool = False  # queued for the next flush

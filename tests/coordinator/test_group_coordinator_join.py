@@ -19,6 +19,7 @@ async def h(tmp_path):
 
 def group_records(h: Harness, group_id: str) -> list[GroupMetadataRecord]:
     out = []
+    h.log.catch_up()  # (segments are written behind the journal)
     for _, path in list_segments(h.data_dir):
         for _, key, value in read_segment(path):
             rec = decode_record(key, value)

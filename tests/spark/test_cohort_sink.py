@@ -11,6 +11,7 @@ import pytest
 from pyspark.sql import functions as F
 
 from cohort.client.spark.commit_plan import CommitMarker
+from bounded_wait import wait_until
 from kafka_python_members import join_kafka_python_consumer
 
 pytestmark = pytest.mark.usefixtures("stop_queries")
@@ -67,6 +68,16 @@ def commit_records(data_dir: Path, group: str) -> list[tuple[str, int, int, Comm
     return out
 
 
+def commit_records_through(data_dir: Path, group: str, batch_id: int) -> list[tuple[str, int, int, CommitMarker | None]]:
+    """`commit_records` once the log shows batch `batch_id`'s commit of every partition (the server writes
+    its segments behind the commit journal, at most 100 ms later; one group's records stay in order)."""
+    def through():
+        records = commit_records(data_dir, group)
+        shown = {(t, p) for t, p, _, marker in records if marker is not None and marker.batch_id == batch_id}
+        return records if shown == set(ALL_PARTITIONS) else None
+    return wait_until(through, 10, f"the log showing batch {batch_id} of {group}")
+
+
 def failure_of(spark, server, checkpoint, group, **kwargs) -> str:
     """The message a misconfigured or failing query ends with (at start or in a batch)."""
     try:
@@ -89,7 +100,7 @@ def test_each_batch_commits_max_plus_one_per_partition(spark, cohort_server, adm
     expected_marker = CommitMarker(str(query.id), 2)
     assert committed(admin, "sink-g1") == {tp: (10, expected_marker) for tp in ALL_PARTITIONS}
     # and the log shows one commit per partition per batch, each exactly that batch's max+1.
-    records = commit_records(cohort_server.data_dir, "sink-g1")
+    records = commit_records_through(cohort_server.data_dir, "sink-g1", 2)
     by_partition = {tp: [(offset, marker.batch_id) for t, p, offset, marker in records if (t, p) == tp]
                     for tp in ALL_PARTITIONS}
     assert by_partition == {tp: [(4, 0), (8, 1), (10, 2)] for tp in ALL_PARTITIONS}
@@ -99,7 +110,7 @@ def test_replayed_batch_changes_nothing_and_restart_continues(spark, cohort_serv
     checkpoint = tmp_path / "ckpt"
     first = run_to_end(spark, cohort_server, checkpoint, "sink-g2")
     before = committed(admin, "sink-g2")
-    records_before = commit_records(cohort_server.data_dir, "sink-g2")
+    records_before = commit_records_through(cohort_server.data_dir, "sink-g2", 2)
 
     # Crash window: the sink committed batch 2 but Spark never wrote commits/2, so the
     # restarted query replays batch 2 under the same id.
@@ -108,11 +119,15 @@ def test_replayed_batch_changes_nothing_and_restart_continues(spark, cohort_serv
     replay = run_to_end(spark, cohort_server, checkpoint, "sink-g2")
     assert [p["batchId"] for p in replay.recentProgress] == [2]  # Spark did re-run batch 2
     assert committed(admin, "sink-g2") == before
-    assert commit_records(cohort_server.data_dir, "sink-g2") == records_before  # not even re-written
 
     # A restart with more input continues from the checkpoint: batches 3, 4 (offsets 14, 18).
     run_to_end(spark, cohort_server, checkpoint, "sink-g2", end_offset=18)
     assert committed(admin, "sink-g2") == {tp: (18, CommitMarker(str(first.id), 4)) for tp in ALL_PARTITIONS}
+    # In the log, batches 3 and 4 follow batch 2 directly: the replayed batch was not even re-written.
+    records = commit_records_through(cohort_server.data_dir, "sink-g2", 4)
+    assert records[:len(records_before)] == records_before
+    assert sorted((t, p, offset, marker.batch_id) for t, p, offset, marker in records[len(records_before):]) == \
+        sorted((t, p, offset, batch) for t, p in ALL_PARTITIONS for offset, batch in [(14, 3), (18, 4)])
 
 
 def test_failing_task_aborts_the_batch_and_commits_nothing(spark, cohort_server, admin, tmp_path):

@@ -1,14 +1,17 @@
-"""A write the disk refuses fails the append with Kafka's storage error, leaves nothing behind, and the
-next append works once the disk does."""
+"""A journal write or fsync the disk refuses fails the append with Kafka's storage error, leaves nothing
+behind, and the next append works once the disk does; a segment write the disk refuses loses nothing (the
+journal holds the batch) and is made again."""
 from __future__ import annotations
 
+import asyncio
 import errno
 import os
 import resource
 import signal
+import threading
 
 import pytest
-from log_helpers import reopen, commit, open_log
+from log_helpers import reopen, commit, open_log, wait_for
 
 from cohort.coordinator.log import StorageError, list_segments, read_segment
 from cohort.protocol.errors import ErrorCode
@@ -31,11 +34,11 @@ def file_size_limit():
 async def test_a_write_past_the_file_size_limit_fails_cleanly_and_the_log_recovers(tmp_path, file_size_limit):
     log, _ = await open_log(tmp_path)
     await log.append(0, [commit("g", "t", 0, 1)])
+    log.catch_up()
     [(_, segment)] = list_segments(tmp_path)
     size = segment.stat().st_size
 
-    # Room for a few bytes only: the kernel writes part of the batch, then refuses the rest.
-    file_size_limit(size + 10)
+    file_size_limit(size + 10)  # the journal (zero-filled ahead) is past it already: its write fails
     try:
         with pytest.raises(StorageError) as info:
             await log.append(0, [commit("g", "t", 0, 2), commit("g", "t", 1, 2)])
@@ -43,7 +46,8 @@ async def test_a_write_past_the_file_size_limit_fails_cleanly_and_the_log_recove
         file_size_limit(resource.RLIM_INFINITY)
     assert info.value.error_code == ErrorCode.KAFKA_STORAGE_ERROR
     assert info.value.errno == errno.EFBIG
-    assert segment.stat().st_size == size  # the partial batch was cut off
+    log.catch_up()
+    assert segment.stat().st_size == size  # the failed batch never reaches the segment
     assert [o for o, _, _ in read_segment(segment)] == [0]
 
     assert await log.append(0, [commit("g", "t", 0, 3)]) == 1
@@ -52,23 +56,61 @@ async def test_a_write_past_the_file_size_limit_fails_cleanly_and_the_log_recove
     assert live == dict([commit("g", "t", 0, 3)])
 
 
-async def test_a_failed_fsync_fails_every_waiting_append_and_keeps_none_of_them(tmp_path, monkeypatch):
+async def test_a_segment_write_past_the_file_size_limit_loses_nothing_and_is_made_again(tmp_path, file_size_limit,
+                                                                                      caplog):
+    log, _ = await open_log(tmp_path)
+    await log.append(0, [commit("g", "t", 0, 1)])
+    log.catch_up()
+    [(_, segment)] = list_segments(tmp_path)
+    size = segment.stat().st_size
+    # Durable in the journal and acknowledged; its segment write comes later.
+    assert await log.append(0, [commit("g", "t", 0, 2), commit("g", "t", 1, 2)]) == 2
+
+    # Room for a few bytes only: the kernel writes part of the batch, then refuses the rest.
+    file_size_limit(size + 10)
+    try:
+        with caplog.at_level("ERROR", logger="cohort.log"):
+            log.catch_up()
+        assert any("EFBIG" in r.getMessage() for r in caplog.records)
+        assert segment.stat().st_size == size + 10
+        assert [o for o, _, _ in read_segment(segment)] == [0]  # the part written is an unfinished tail
+    finally:
+        file_size_limit(resource.RLIM_INFINITY)
+    # The next catch-up writes the batch again, over the part written.
+    await wait_for(lambda: [o for o, _, _ in read_segment(segment)] == [0, 1, 2], timeout=5)
+
+    assert await log.append(0, [commit("g", "t", 0, 3)]) == 3
+    await log.close()
+    live = await reopen(tmp_path)
+    assert live == dict([commit("g", "t", 0, 3), commit("g", "t", 1, 2)])
+
+
+@pytest.mark.parametrize("caught_up", [False, True], ids=["segment behind", "segment caught up"])
+async def test_a_failed_fsync_fails_every_waiting_append_and_keeps_none_of_them(tmp_path, monkeypatch, caught_up):
     log, _ = await open_log(tmp_path, fsync_process=False)  # the fsync on a thread, where the patch reaches it
     await log.append(0, [commit("g", "t", 0, 1)])
+    log.catch_up()
     [(_, segment)] = list_segments(tmp_path)
     size = segment.stat().st_size
 
     real_fdatasync = os.fdatasync
+    syncing, fail = threading.Event(), threading.Event()
 
     def failing_fdatasync(fd):
+        syncing.set()
+        assert fail.wait(10), "the test never let the fsync fail"
         raise OSError(errno.EIO, "Input/output error")
 
     monkeypatch.setattr(os, "fdatasync", failing_fdatasync)
-    import asyncio
-
-    results = await asyncio.gather(*[log.append(0, [commit("g", "t", i, 5)]) for i in range(5)],
-                                   return_exceptions=True)
+    appends = asyncio.gather(*[log.append(0, [commit("g", "t", i, 5)]) for i in range(5)], return_exceptions=True)
+    await wait_for(syncing.is_set)
+    if caught_up:  # the batches reach the segment while their fsync runs: the failure must cut them off again
+        log.catch_up()
+        assert segment.stat().st_size > size
+    fail.set()
+    results = await appends
     assert all(isinstance(r, StorageError) and r.errno == errno.EIO for r in results)
+    log.catch_up()
     assert segment.stat().st_size == size
     monkeypatch.setattr(os, "fdatasync", real_fdatasync)
 

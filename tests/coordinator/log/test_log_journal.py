@@ -14,6 +14,7 @@ from log_helpers import reopen, commit, crash_copy, garble_past_marks, open_log
 
 from cohort.coordinator.log import LogLoadError, OffsetsLog, list_segments
 from cohort.coordinator.log import checkpoints as checkpoints_module
+from cohort.coordinator.log import commit_rounds
 from cohort.coordinator.log.journal import list_journals, read_checkpoint, read_journal
 from cohort.coordinator.log.segments import segment_base
 
@@ -36,20 +37,30 @@ async def _commit_many(log: OffsetsLog, n: int, seed: int) -> dict[bytes, bytes]
     return model
 
 
-async def _committed_then_crashed(tmp_path, n: int, seed: int):
-    """n acknowledged appends, then a crash copy of the files; returns the copy's dir and the model."""
+async def _committed_then_crashed(tmp_path, n: int, seed: int, caught_up: bool = True):
+    """n acknowledged appends, then a crash copy of the files; returns the copy's dir and the model.
+
+    `caught_up`: the crash came after the segments caught up with the journal (else before: the
+    segments past the marks lack batches the journal holds)."""
     live_dir, crash_dir = tmp_path / "live", tmp_path / "crash"
     log, _ = await open_log(live_dir, num_partitions=PARTITIONS)
     model = await _commit_many(log, n, seed=seed)
+    if caught_up:
+        log.catch_up()
     crash_copy(live_dir, crash_dir)
     await log.close()
     return crash_dir, model
 
 
-async def test_every_acknowledged_batch_past_the_checkpoint_comes_back_from_the_journal(tmp_path, caplog):
-    crash_dir, model = await _committed_then_crashed(tmp_path, 300, seed=1)
+@pytest.mark.parametrize("caught_up", [True, False], ids=["segments caught up", "segments behind"])
+async def test_every_acknowledged_batch_past_the_checkpoint_comes_back_from_the_journal(tmp_path, caplog, monkeypatch,
+                                                                                      caught_up):
+    if not caught_up:
+        monkeypatch.setattr(commit_rounds, "CATCH_UP_S", 3600.0)  # no catch-up before the crash
+    crash_dir, model = await _committed_then_crashed(tmp_path, 300, seed=1, caught_up=caught_up)
 
-    assert garble_past_marks(crash_dir) > 0  # no checkpoint since the open: everything is past the marks
+    garbled = garble_past_marks(crash_dir)  # no checkpoint since the open: everything is past the marks
+    assert garbled > 0 if caught_up else garbled == 0
     with caplog.at_level("INFO", logger="cohort.log"):
         live = await reopen(crash_dir, num_partitions=PARTITIONS)
     assert live == model

@@ -38,6 +38,7 @@ async def commits_then_crash(tmp_path, rounds: int = 3):
             appends.append(log.append(partition_of(k), [(key, value)]))
             model[partition_of(k)][key] = value
         await asyncio.gather(*appends)
+    log.catch_up()  # the crash comes after the segments caught up with the journal
     crash_copy(live_dir, crash_dir)
     await log.close()
     return crash_dir, model
