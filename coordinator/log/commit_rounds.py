@@ -41,6 +41,7 @@ from cohort.coordinator.log.fsync_process import fdatasync_timed
 from cohort.coordinator.log.journal import encode_entry
 from cohort.coordinator.log.state import (
     CATCH_UP_BYTES,
+    CATCH_UP_PER_TURN,
     CATCH_UP_S,
     EARLY_ROUND_APPENDS,
     JOURNAL_PREALLOCATE,
@@ -305,10 +306,22 @@ class CommitRounds:
     def _catch_up_due(self) -> None:
         """(timer) Catch up the segments of the partitions listed since the last catch-up."""
         self._catch_up_timer = None
-        behind, self._behind = self._behind, {}
-        for index, p in behind.items():
-            if self._parts[index] is p:
+        behind = list(self._behind.values())
+        self._behind = {}
+        self._catch_up_from(behind, 0)
+
+    def _catch_up_from(self, behind: list[Partition], start: int) -> None:
+        """Catch up CATCH_UP_PER_TURN of `behind` from `start`, the next ones in the next loop turn: writing
+        fifty partitions' batches in one turn raised durable commits' p99 (same-run medians: 1.39 ms all
+        at once against 1.28 at eight per turn; 1.16 at eight against 1.03 at two; throughput the same)."""
+        if self._closed:
+            return  # (close catches every segment up on a writer thread, which must be the only writer)
+        end = start + CATCH_UP_PER_TURN
+        for p in behind[start:end]:
+            if self._parts[p.index] is p:
                 self._catch_up_or_later(p)
+        if end < len(behind):
+            self._loop.call_soon(self._catch_up_from, behind, end)
 
     def _cut_back(self, p: Partition, size: int) -> None:
         """Cut the active segment back to `size`, where a batch starts: unwritten batches past it are

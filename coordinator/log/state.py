@@ -85,6 +85,7 @@ CHECKPOINT_RETRY_S = 1.0
 # up to this many bytes, or at most this long after they were journaled.
 CATCH_UP_BYTES = 64 * 1024
 CATCH_UP_S = 0.1
+CATCH_UP_PER_TURN = 2  # partitions a timed catch-up writes per loop turn
 
 
 @dataclass(slots=True, eq=False)
