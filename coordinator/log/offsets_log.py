@@ -509,7 +509,9 @@ class OffsetsLog(CommitRounds, Checkpoints):
         journal = self._journal
         unwritten = False
         for p in self._parts:
-            if p.unwritten and p.fd >= 0:
+            with p.lock:  # (a release in progress catches up and closes p under it too)
+                if not p.unwritten or p.fd < 0:
+                    continue
                 try:
                     self._catch_up_segment(p)
                 except OSError as exc:
