@@ -294,8 +294,16 @@ class CommitRounds:
         try:
             self._catch_up_segment(p)
         except OSError as exc:
-            self._storage_error(p, "writing the segment", exc)
+            if p.catch_up_failing:  # (an error every retry, ten a second, would bury the first one)
+                log.debug("offsets partition %d: writing the segment failed again: %s", p.index, exc)
+            else:
+                p.catch_up_failing = True
+                self._storage_error(p, "writing the segment (retried until it succeeds)", exc)
             self._catch_up_later(p)
+            return
+        if p.catch_up_failing:
+            p.catch_up_failing = False
+            log.info("offsets partition %d: the segment caught up with the journal again", p.index)
 
     def _catch_up_later(self, p: Partition) -> None:
         """Catch p's segment up at the next catch-up, at most CATCH_UP_S from now."""

@@ -144,6 +144,7 @@ class Partition:
     active_size: int = 0  # of the active segment, the batches not written to it yet included
     unwritten: list[bytes] = field(default_factory=list)  # batches of the active segment not in its file yet
     unwritten_bytes: int = 0
+    catch_up_failing: bool = False  # its last catch-up failed (logged once until one succeeds)
     next_offset: int = 0
     pending: list = field(default_factory=list)  # [(records, future)] waiting for the next flush
     due: bool = False  # queued for the next flush
