@@ -212,7 +212,7 @@ class Checkpoints:
         old = self._journal
         try:
             for p in self._parts:  # the marks taken below vouch for every batch: all in the files first
-                if p.unwritten and p.state is PartitionState.LOADED and p.fd >= 0:
+                if p.unwritten and self._loop_may_write(p):
                     self._catch_up_segment(p)
         except OSError as exc:
             self._storage_error(p, "writing the segment, checkpoint postponed", exc)

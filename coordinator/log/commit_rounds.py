@@ -285,11 +285,15 @@ class CommitRounds:
         p.unwritten = []
         p.unwritten_bytes = 0
 
-    def _catch_up_or_later(self, p: Partition) -> None:
-        """(loop) Catch p's segment up now; if the disk refuses, log it and leave it to the next catch-up.
+    @staticmethod
+    def _loop_may_write(p: Partition) -> bool:
+        """Whether the loop may write p's segment: only while p is loaded (a release or a close catches it
+        up on a writer thread, which must then be the only writer)."""
+        return p.state is PartitionState.LOADED and p.fd >= 0
 
-        Only while p is loaded: a release catches it up on a writer thread, which must be the only writer."""
-        if not p.unwritten or p.state is not PartitionState.LOADED or p.fd < 0:
+    def _catch_up_or_later(self, p: Partition) -> None:
+        """(loop) Catch p's segment up now; if the disk refuses, log it and leave it to the next catch-up."""
+        if not p.unwritten or not self._loop_may_write(p):
             return
         try:
             self._catch_up_segment(p)
