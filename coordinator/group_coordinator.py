@@ -1,19 +1,19 @@
-"""`GroupCoordinator`: the one owner of every classic group and of the committed-offsets table.
+"""`GroupCoordinator`: the one owner of every group (classic and KIP-848 consumer) and of the
+committed-offsets table.
 
-The server decodes a request, calls the method for its API and encodes what comes back; the
-coordinator never sees bytes or sockets. Every request method has the same shape::
-
-    response = await coordinator.<api>(request, api_version, RequestContext(client_id, client_host))
-
-where `request` is the decoded `cohort.protocol.messages.<Api>Request` and `response` the matching
-`<Api>Response`, already shaped for `api_version` (JoinGroup's "" vs null protocol name, LeaveGroup
-v0-2's single error, OffsetFetch's error placement, ...). The methods:
-
-    join_group, sync_group, heartbeat, leave_group, offset_commit, offset_fetch,
-    describe_groups, list_groups, delete_groups, offset_delete
-
-JoinGroup and SyncGroup may stay parked until the group's rebalance moves on; the others return
-as soon as their records (if any) are durable. Besides the request API:
+The server decodes a request and calls the coordinator method for its API (the dispatch table in
+`cohort.coordinator.handlers`): ``join_group``, ``sync_group``, ``heartbeat``, ``leave_group``,
+``offset_commit``, ``offset_fetch``, ``describe_groups``, ``list_groups``, ``delete_groups``,
+``offset_delete``, ``consumer_group_heartbeat``, ``consumer_group_describe`` and Cohort's own
+``group_report``, each called as ``method(request, api_version, RequestContext)``. The coordinator
+never sees bytes or sockets, and what it answers is already shaped for ``api_version`` (JoinGroup's
+"" vs null protocol name, LeaveGroup v0-2's single error, OffsetFetch's error placement, ...). The
+answer is not one shape: the methods that may wait (a parked JoinGroup or SyncGroup, a write) are
+coroutines; the hot ones are plain methods: Heartbeat always answers at once, OffsetFetch and
+ConsumerGroupHeartbeat answer at once when they can and otherwise hand back a coroutine, and
+OffsetCommit hands back an `AnswerWhenDone` (answered from its append's done-callback, with no
+task); a large response comes wrapped in `EncodeInThread` so the connection encodes it off the
+loop. Besides the request API:
 
 * Partitions come and go through the `Ownership` listener: `acquired(p, epoch)` loads p from the
   `Store` (its groups answer COORDINATOR_LOAD_IN_PROGRESS meanwhile, Heartbeat NONE), `lost(p)`
@@ -22,16 +22,18 @@ as soon as their records (if any) are durable. Besides the request API:
   `await load()` does it for every partition at once (a single node without an `Ownership`).
 * `start_retention()` runs KIP-211 offset expiry every `offsets.retention.check.interval.ms`;
   `await expire_offsets()` runs one pass (tests, tools).
+* Operator reports for the CLI and the console: `rebalance_journal`, `offset_history`,
+  `reset_plan_to_commit_at`, `group_health`.
 * `high_watermark(topic, partition)`: the highest non-negative offset any group has committed for
   that partition (0 if none), O(1); what ListOffsets/Fetch report as the end of a record-less log.
 * `partition_for(group_id)`, `shutdown()` (cancel every timer, answer parked requests).
 
 Write path (one per operation): validate -> build typed records -> `store.append(partition,
-records)` (a future) -> apply to memory once it is done -> answer; OffsetCommit hands the connection
-an `AnswerWhenDone` rather than a coroutine, so a commit costs no task. A failed append (`StorageError`) answers Kafka's mapped
-error (reference §3.2) and applies nothing. The classic group engine itself is in
-`cohort.coordinator.groups.classic`; `cohort.coordinator.groups.runtime` hosts it (parked
-requests, timers, its appends through `_store_record`).
+records)` (a future) -> apply to memory once it is done -> answer. A failed append
+(`StorageError`) answers the error Kafka's group coordinator maps a failed write to
+(`map_write_error`) and applies nothing. The group engines themselves are in
+`cohort.coordinator.groups` (`classic`, `consumer`); `cohort.coordinator.groups.runtime` hosts a
+classic group (parked requests, timers, its appends through `_store_record`).
 """
 from __future__ import annotations
 
@@ -102,7 +104,8 @@ INT32_MIN = -2147483648
 # With no authorizer Kafka reports every operation a group supports: READ(3), DELETE(6), DESCRIBE(8).
 GROUP_AUTHORIZED_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
 
-# §3.2: what a failed coordinator write is reported as.
+# What a failed coordinator write is reported as: Kafka's group coordinator maps the log's
+# append errors this way (`GroupCoordinatorService`, `GroupMetadataManager.storeGroup` before it).
 _WRITE_ERROR_MAP = {
     E.UNKNOWN_TOPIC_OR_PARTITION: E.COORDINATOR_NOT_AVAILABLE,
     E.NOT_ENOUGH_REPLICAS: E.COORDINATOR_NOT_AVAILABLE,
@@ -117,7 +120,7 @@ _WRITE_ERROR_MAP = {
 
 
 def map_write_error(code: int) -> int:
-    """Kafka's mapping of a storage error to what the client is told (§3.2)."""
+    """Kafka's mapping of a storage error to what the client is told."""
     return _WRITE_ERROR_MAP.get(code, code)
 
 

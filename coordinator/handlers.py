@@ -30,13 +30,14 @@ response message. Group APIs (JoinGroup … OffsetDelete) are forwarded to the
   OFFSET_OUT_OF_RANGE. Fetch sessions (KIP-227) are declined the way Kafka
   declines them when its session cache is full: session id 0, full responses.
 
-Sync handlers return the response; async ones are coroutines. The server
-calls the sync ones inline and steps the async ones inline too; one that
-suspends (a commit waiting for its append, a parked join) is resumed by the
-futures it awaits, never inside an asyncio task, and responses are written in
-request order either way. So a handler must not need a current task (no
-``asyncio.timeout`` or ``current_task``); what it gathers or ensure_future()s
-gets a task of its own.
+A handler is a plain function or a coroutine function. A plain one answers at
+once when it can: it returns the response (an `EncodeInThread` when the
+response is large enough to encode off the loop), an `AnswerWhenDone` (a
+commit, answered from its append's done-callback) or a coroutine for what must
+wait. Every coroutine runs in an asyncio task of its own, started eagerly
+(`cohort.coordinator.eager_tasks`), so handlers may use what needs a current
+task (``asyncio.timeout``, ``wait_for``, ``current_task``). Either way the
+connection writes responses in request order.
 """
 from __future__ import annotations
 

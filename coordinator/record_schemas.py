@@ -1,7 +1,7 @@
 """The key and value layouts of the offsets log's records, each declared once.
 
 They are Kafka's ``__consumer_offsets`` shapes (group-coordinator's
-``*Key.json``/``*Value.json``, reference §4), written with the protocol
+``*Key.json``/``*Value.json`` in ``group-coordinator/src/main/resources/common/message``), written with the protocol
 layer's schema machinery, so every version's codec is generated from these
 field lists.  A key schema's versions are the record types it is written
 under (the key's int16 prefix); a value schema's versions are the value

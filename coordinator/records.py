@@ -1,6 +1,6 @@
 """The offsets log's record types, their typed records and codecs.
 
-The layouts follow Kafka's ``__consumer_offsets`` topic (reference §4): a key is
+The layouts follow Kafka's ``__consumer_offsets`` topic (group-coordinator's record schemas): a key is
 an int16 record type followed by the key struct, a value is an int16 version
 followed by the value struct, and a ``None`` value is a tombstone.  Keeping
 Kafka's layout means a record can be read by anyone who knows Kafka's format,

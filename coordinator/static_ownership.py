@@ -3,8 +3,9 @@
 The `Ownership` of `cohort.coordinator.ownership` without leases: nobody ever takes a partition from
 anybody, so `start` acquires this node's share once and `stop` gives it up. The split of `--workers N`
 is `worker_for_partition`: partition p belongs to worker ``p mod N`` -- stable for a given N, spread
-evenly, and independent of ports and node ids (the data layout never depends on it either, see
-`cohort.coordinator.log.owners`).
+evenly, and independent of ports and node ids (the data layout never depends on it either: each partition
+directory has one owner at a time and each process writes journals of its own, see
+`cohort.coordinator.log`).
 
 Metadata's broker list is every worker; the owner of offsets partition 0 also keeps the topic
 registry (its records live in that partition), so it is the controller and the leader of every topic

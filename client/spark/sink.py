@@ -6,7 +6,7 @@ Kafka tooling how far a query got.  With this sink a query whose rows carry
 for each (topic, partition) to the consumer group named by the ``group`` option,
 so lag tools see the query like any consumer.
 
-Where the code runs (measured on PySpark 4.3, see reference/pyspark.md):
+Where the code runs (measured on PySpark 4.3):
 
 * ``CohortSink.streamWriter`` runs when the query initialises (after ``.start()``
   has returned) and again, in a JVM-started Python process, before every

@@ -4,9 +4,10 @@ Why: a group-commit round typically writes a batch to dozens of the 50
 partitions.  Fsyncing each of their files costs one filesystem journal commit
 each (about 1 ms for 32 files even when fanned out over threads); appending
 the same batches to one file and fsyncing that once costs under 0.1 ms.  So
-every batch is written twice: into its partition's active segment (page cache
-only) and, as a journal entry, into the current journal file, and only the
-journal is fsynced before the round is acknowledged.
+every batch is written twice: as a journal entry into the current journal
+file, which alone is fsynced before the round is acknowledged, and, behind it,
+into its partition's active segment (page cache only; see
+`cohort.coordinator.log.commit_rounds`).
 
 A checkpoint makes the partition files durable on their own, so the journal
 can start over: fsync every partition file, then record where each partition

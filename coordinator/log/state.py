@@ -28,7 +28,7 @@ class StorageError(Exception):
     """An append (or the log) failed; `error_code` is the Kafka error to map for the client.
 
     KAFKA_STORAGE_ERROR for disk failures (the coordinator maps it to
-    NOT_COORDINATOR, reference §3.2), COORDINATOR_LOAD_IN_PROGRESS for a
+    NOT_COORDINATOR, as Kafka's group coordinator does), COORDINATOR_LOAD_IN_PROGRESS for a
     partition not loaded yet, NOT_COORDINATOR for a failed partition or a
     closed log.
     """

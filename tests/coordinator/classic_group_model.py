@@ -1,6 +1,6 @@
 """Kafka's classic-group rules, restated from scratch as a small executable model.
 
-Written from /work/shared/reference/kafka-protocol.md §3 (Kafka 3.9's `GroupMetadataManager` and
+Written from Kafka's rules (Kafka 3.9's `GroupMetadataManager` and
 `ClassicGroup`), never from Cohort's code: it imports nothing from `cohort`. One group, one clock
 (milliseconds from 0), and the requests a client can send. Each request gets a *ticket*; the model
 says which tickets are answered by each step and with what.
@@ -21,7 +21,7 @@ import copy
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
-# Kafka error codes (reference §5), spelled out here so the model depends on nothing it checks.
+# Kafka error codes (Kafka's `Errors`), spelled out here so the model depends on nothing it checks.
 NONE = 0
 ILLEGAL_GENERATION = 22
 INCONSISTENT_GROUP_PROTOCOL = 23
