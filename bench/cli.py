@@ -180,8 +180,8 @@ async def cmd_run(args) -> int:
 async def compare(a: str, b: str, workload: str, profile: Profile, rounds: int, meta: dict,
                   label: str = "") -> tuple[list[Result], list[dict]]:
     """Run `workload` against A and B alternately, fresh servers each round, the first alternating too
-    (A B, B A, A B …): whichever runs first in a round was measured ~4 % slower on the project's VM
-    (bench/reports/2026-11-27-session30), so a fixed order would hand that to A in every round."""
+    (A B, B A, A B …): whichever runs first in a round was measured ~4 % slower on the project's VM,
+    so a fixed order would hand that to A in every round."""
     results: list[Result] = []
     by_round: list[tuple[list[Result], list[Result]]] = []
     for i in range(rounds):

@@ -699,7 +699,7 @@ class Connection(asyncio.Protocol):
         with answers writes in the same moment: a client is woken once per turn, not once per
         connection or per answer. Waking a client costs the server's CPU too (on loopback a write to
         a sleeping reader takes about twice as long): writing as each read was processed served ~8 %
-        fewer requests of a trivial API (bench/reports/2026-11-27-session28). During a rebalance flood
+        fewer requests of a trivial API. During a rebalance flood
         every turn is long, so answers leave at once instead: a commit then waits for no turn but its own.
         """
         if self.pacer.waiting:

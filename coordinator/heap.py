@@ -11,7 +11,7 @@ tables), so walking it again and again finds nothing. Hence:
 * after every collection of the middle or the old generation, its survivors are frozen too: the old
   generation stays nearly empty, so no collection walks more than what was allocated lately
   (measured during a 10 000-member join: full passes of 14-41 ms when only full collections froze
-  their survivors; see `bench/reports/`);
+  their survivors; see `bench/reports/huge-groups/`);
 * frozen objects that later die are freed by reference counting at once, except those in cycles:
   every `refreeze_interval_s` the whole heap is collected once and frozen again (one full pause at
   a known rhythm, bounding what such cycles can hold).

@@ -3,7 +3,7 @@
 Built on `etcd3aio` (asyncio gRPC; one channel round-robins over every endpoint given, so a dead
 member is skipped). Transactions go to the raft leader's endpoint when it is one of ours: a follower
 would forward the proposal to the leader, which costs etcd ~15 % more CPU per transaction and a hop
-(bench/reports/2026-11-25-cluster); the leader is looked up again every few seconds, and any failure
+(measured with `bench.etcd_txn_bench`); the leader is looked up again every few seconds, and any failure
 on its channel falls back to the round-robin one. Every call has a deadline and is tried once: a
 transaction whose outcome is unknown must be answered as an error to the client, never silently
 retried here. Any failure to reach a quorum (member down, no leader, timeout) becomes

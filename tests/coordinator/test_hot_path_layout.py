@@ -3,7 +3,7 @@
 CPython 3.11 keeps up to 30 attributes of an instance beside its class's shared keys; past that the
 instance gets a plain dict, and every `self.x` and `self.method()` on it takes the unspecialized path (a
 method call measured ~18 against ~33 ns). The group coordinator had 36 attributes, the offsets log and
-the metrics 40: about 2.5 % of a durable commit's CPU (bench/reports/2026-11-27-session31). Such classes
+the metrics 40: about 2.5 % of a durable commit's CPU. Such classes
 declare `__slots__`; this test finds any object of ours with an instance dict past the limit in a server
 that is serving a connection.
 """
