@@ -18,7 +18,7 @@ from console_http import ConsoleServer, commit, create_topic, stable_consumers
 pytestmark = pytest.mark.timeout(240)
 
 # Screenshots go to a temporary folder, so a test run leaves the checkout as it was; the README's are
-# made with COHORT_SCREENSHOTS=docs/images (see the README's console section).
+# made with COHORT_SCREENSHOTS=docs/images (see docs/console.md).
 IMAGES = Path(os.environ.get("COHORT_SCREENSHOTS") or tempfile.mkdtemp(prefix="cohort-console-screenshots-"))
 
 
