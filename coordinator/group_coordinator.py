@@ -32,8 +32,8 @@ Write path (one per operation): validate -> build typed records -> `store.append
 records)` (a future) -> apply to memory once it is done -> answer. A failed append
 (`StorageError`) answers the error Kafka's group coordinator maps a failed write to
 (`map_write_error`) and applies nothing. The group engines themselves are in
-`cohort.coordinator.groups` (`classic`, `consumer`); `cohort.coordinator.groups.runtime` hosts a
-classic group (parked requests, timers, its appends through `_store_record`).
+`cohort.coordinator.groups` (`classic`, `consumer`); `cohort.coordinator.groups.runtime` hosts
+them on the loop (parked requests, timers, their appends through `_store_record`).
 """
 from __future__ import annotations
 

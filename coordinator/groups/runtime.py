@@ -1,6 +1,6 @@
 """The asyncio side of the group engines: parked requests, timers, appends, metrics.
 
-The engines (`classic.py`) are pure; `GroupRuntime` is everything they are not. It turns a request
+The engines (`classic.py`, `consumer.py`) are pure; `GroupRuntime` is everything they are not. It turns a request
 into an event (parking JoinGroup/SyncGroup as a future keyed by a request id), calls the group's
 `handle(event, now)`, and executes the effects in order: answers resolve parked futures (many at
 once go out at most ANSWERS_PER_TURN, and at most ANSWER_SLICE_S, per loop turn so other

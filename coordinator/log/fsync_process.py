@@ -3,8 +3,8 @@
 Why a process: a writer thread needs the GIL to take a request, and again to
 report the result, while the event loop holds the GIL nearly all the time
 under load.  Every round then cost several GIL hand-overs, and each of the
-loop's own syscalls (a pwrite per partition written) became one.  Measured
-here (2 cores, 32 committers, policy always): the loop spent 63 µs of CPU per
+loop's own syscalls became one.  Measured here (2 cores, 32 committers, policy
+always): the loop spent 63 µs of CPU per
 commit with the thread against 41 µs with no fsync at all, and about 25 000
 futex calls in 4 s.  The helper shares no GIL; the loop sends one message and
 later reads one reply, both non-blocking.
