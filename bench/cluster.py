@@ -34,7 +34,7 @@ from bench.targets import (
 ETCD = shutil.which("etcd") or "/usr/bin/etcd"
 ETCD_MEMBERS = 3
 # etcd's request limits for the bench (its defaults: 128 operations, 1.5 MiB), and the nodes told the same
-# (`cluster.etcd.max.txn.ops`, `cluster.etcd.max.request.bytes`), as the README advises a deployment.
+# (`cluster.etcd.max.txn.ops`, `cluster.etcd.max.request.bytes`), as docs/cluster.md advises a deployment.
 ETCD_MAX_TXN_OPS = 1024
 ETCD_MAX_REQUEST_BYTES = 4 * 1024 * 1024
 

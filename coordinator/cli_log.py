@@ -19,7 +19,7 @@ from pathlib import Path
 
 EXIT_OK = 0
 EXIT_DAMAGE = 1
-EXIT_REFUSED = 1  # the same code as the other commands' "refused" (README: exit codes)
+EXIT_REFUSED = 1  # the same code as the other commands' "refused" (docs/operations.md: exit codes)
 EXIT_ERROR = 2
 
 _TYPES = {
