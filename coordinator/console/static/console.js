@@ -34,9 +34,10 @@ async function api(path, options) {
   return body;
 }
 
+// A change carries a header no cross-site form can send (the server refuses changes without it).
 function post(path, body) {
-  return api(path, { method: "POST", headers: { "Content-Type": "application/json", "Accept": "application/json" },
-                     body: JSON.stringify(body) });
+  return api(path, { method: "POST", body: JSON.stringify(body),
+                     headers: { "Content-Type": "application/json", "Accept": "application/json", "X-Cohort-Console": "1" } });
 }
 
 const groupPath = (id) => `/api/groups/${encodeURIComponent(id)}`;
@@ -252,7 +253,10 @@ async function previewReset(group, value) {
   confirmDialog(`Reset ${group.group_id} to its commits of ${when(plan.at_ms)}?`,
     el("div", {}, table([["Topic"], ["Partition", "num"], ["Now", "num"], ["After", "num"]], rows, "Nothing to change.")),
     "Reset offsets",
-    () => post(`${groupPath(group.group_id)}/reset-offsets`, { at_ms: plan.at_ms, confirm: group.group_id }));
+    async () => {
+      const done = await post(`${groupPath(group.group_id)}/reset-offsets`, { at_ms: plan.at_ms, confirm: group.group_id });
+      if (!done.executed) throw new Error(done.reason);
+    });
 }
 
 // ------------------------------------------------------------------ confirmation dialog
@@ -293,6 +297,14 @@ function confirmDeleteOffsets(group) {
 }
 
 // ------------------------------------------------------------------ routing
+function groupIdOf(hash) {
+  try {
+    return decodeURIComponent(hash.slice("#/group/".length));
+  } catch (error) {  // a link cut short or mistyped: not a group id at all
+    throw new ApiError(400, { message: `Not a group link: ${hash}` });
+  }
+}
+
 const LIST_REFRESH_MS = 5000;  // the group list follows the groups; a group page changes only when asked
 let refreshTimer = null;
 let routeSeq = 0;
@@ -303,7 +315,7 @@ async function route() {
   clearTimeout(refreshTimer);
   statusLine.textContent = "";
   try {
-    if (hash.startsWith("#/group/")) await showGroup(decodeURIComponent(hash.slice("#/group/".length)), seq);
+    if (hash.startsWith("#/group/")) await showGroup(groupIdOf(hash), seq);
     else await showGroups(seq);
     statusLine.textContent = `updated ${new Date().toLocaleTimeString()}`;
   } catch (error) {
