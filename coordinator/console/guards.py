@@ -30,7 +30,7 @@ CSRF_HEADER = "X-Cohort-Console"
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 SECURITY_HEADERS = {
     "X-Frame-Options": "DENY",
-    "Content-Security-Policy": ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
+    "Content-Security-Policy": ("default-src 'self'; script-src 'self'; style-src 'self'; "
                                 "img-src 'self' data:; connect-src 'self'; object-src 'none'; base-uri 'none'; "
                                 "form-action 'self'; frame-ancestors 'none'"),
     "X-Content-Type-Options": "nosniff",

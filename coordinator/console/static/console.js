@@ -195,7 +195,9 @@ function historyChart(events) {
       chart.append(svg("circle", { cx: x(p.time_ms), cy: y(p.offset), r: 3, fill: color, class: "commit" },
         svg("title", {}, `${key} @ ${when(p.time_ms)}: ${p.offset} (${p.client_id || "admin"}, generation ${p.generation})`)));
     }
-    legend.push(el("span", { style: `color:${color}; margin-right:1rem` }, `■ ${key}`));
+    const swatch = el("span", { class: "legend" }, `■ ${key}`);
+    swatch.style.color = color;  // through the CSSOM: the page's CSP refuses style attributes
+    legend.push(swatch);
   });
   const rows = commits.slice(-20).reverse().map((e) => el("tr", {},
     cell(when(e.time_ms)), cell(`${e.topic}-${e.partition}`), cell(e.offset, "num"), cell(e.client_id || null),

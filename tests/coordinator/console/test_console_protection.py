@@ -237,10 +237,14 @@ def test_a_malformed_group_link_shows_an_error_instead_of_loading_forever(served
     from playwright.sync_api import expect
 
     page = browser.new_page()
+    complaints = []
+    page.on("console", lambda message: complaints.append(message.text) if message.type == "error" else None)
     page.goto(f"http://127.0.0.1:{served.console_port}/#/group/%E0%A4%A")
     expect(page.locator("main")).to_contain_text("Not a group link")
     page.goto(f"http://127.0.0.1:{served.console_port}/#/group/loaders")  # and the page still works
     expect(page.locator("h1")).to_have_text("loaders")
+    expect(page.locator("#history circle.commit")).to_have_count(1)  # the chart, drawn under the page's CSP
+    assert not [m for m in complaints if "Content Security Policy" in m]  # nothing of the page refused by its CSP
 
 
 def test_a_console_without_sign_in_on_a_non_loopback_address_is_warned_about(tmp_path, served):
