@@ -23,9 +23,10 @@ from aiohttp import web
 from cohort.client.connection import acting_client_id
 from cohort.client.errors import ClientError, KafkaConnectionError, KafkaError
 from cohort.client.topic_partition import TopicPartition
-from cohort.coordinator.config import HostPort
+from cohort.coordinator.config import INT32_MAX, INT64_MAX, HostPort
 from cohort.coordinator.console import guards, views
 from cohort.coordinator.console.access import CoordinatorAccess, Sessions, SignInRequired
+from cohort.coordinator.topics import TOPIC_NAME_MAX_LENGTH
 from cohort.protocol.errors import ErrorCode
 
 log = logging.getLogger("cohort.coordinator.console")
@@ -35,9 +36,6 @@ STATIC_FILES = {"index.html": "text/html", "console.js": "text/javascript", "con
 _FORBIDDEN = frozenset({ErrorCode.GROUP_AUTHORIZATION_FAILED, ErrorCode.TOPIC_AUTHORIZATION_FAILED,
                         ErrorCode.CLUSTER_AUTHORIZATION_FAILED})
 _NOT_FOUND = frozenset({ErrorCode.GROUP_ID_NOT_FOUND, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION})
-INT32_MAX = 2**31 - 1
-INT64_MAX = 2**63 - 1
-TOPIC_NAME_MAX = 249  # Kafka's longest legal topic name
 _CONFLICT = frozenset({ErrorCode.NON_EMPTY_GROUP, ErrorCode.REBALANCE_IN_PROGRESS, ErrorCode.UNKNOWN_MEMBER_ID,
                        ErrorCode.ILLEGAL_GENERATION, ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC})
 
@@ -302,7 +300,7 @@ class _Api:
         wanted = []
         for item in partitions:
             if not (isinstance(item, dict) and isinstance(item.get("topic"), str)
-                    and 0 < len(item["topic"]) <= TOPIC_NAME_MAX
+                    and 0 < len(item["topic"]) <= TOPIC_NAME_MAX_LENGTH
                     and isinstance(item.get("partition"), int) and not isinstance(item["partition"], bool)
                     and 0 <= item["partition"] <= INT32_MAX):
                 raise BadRequest(f'not a partition: {repr(item)[:200]} (expected {{"topic": T, "partition": P}}, '
