@@ -253,7 +253,8 @@ async function previewReset(group, value) {
     cell(p.topic), cell(p.partition, "num"), cell(p.current, "num"),
     el("td", { class: "num planned" }, p.planned === null ? "no offset (deleted)" : String(p.planned))));
   confirmDialog(`Reset ${group.group_id} to its commits of ${when(plan.at_ms)}?`,
-    el("div", {}, table([["Topic"], ["Partition", "num"], ["Now", "num"], ["After", "num"]], rows, "Nothing to change.")),
+    el("div", {}, plan.warnings.map((text) => el("p", { class: "muted warning" }, text)),
+       table([["Topic"], ["Partition", "num"], ["Now", "num"], ["After", "num"]], rows, "Nothing to change.")),
     "Reset offsets",
     async () => {
       const done = await post(`${groupPath(group.group_id)}/reset-offsets`, { at_ms: plan.at_ms, confirm: group.group_id });

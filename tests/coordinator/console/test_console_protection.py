@@ -260,3 +260,24 @@ def test_a_console_without_sign_in_on_a_non_loopback_address_is_warned_about(tmp
         assert status == 200  # a warning, not a refusal
     finally:
         assert server.stop() == 0
+
+
+def test_in_the_page_an_undo_to_before_the_history_says_why_nothing_was_done(served, browser):
+    from playwright.sync_api import expect
+
+    from test_console_browser import local_time_input
+
+    _, history, _ = served.api("/api/groups/loaders/history")
+    before = history["events"][0]["time_ms"] - 60_000
+    page = browser.new_page(viewport={"width": 1200, "height": 900})
+    page.goto(f"http://127.0.0.1:{served.console_port}/#/group/loaders")
+    expect(page.locator("h1")).to_have_text("loaders")
+    page.fill("#reset-at", local_time_input(before))
+    page.click("#preview-reset")
+    dialog = page.locator("dialog#confirm")
+    expect(dialog).to_be_visible()
+    expect(dialog.locator("td.planned")).to_have_text(["no offset (deleted)"])
+    page.click("#confirm-ok")
+    expect(page.locator("#confirm-error")).to_contain_text("nothing to restore")
+    expect(dialog).to_be_visible()  # not closed as if it had been done
+    assert offsets_of(served, "loaders") == {("events", 0): 42}
