@@ -120,6 +120,12 @@ def test_each_user_sees_and_changes_only_what_their_acls_allow(secured):
     assert status == 200 and body["partitions"] == [{"topic": "events", "partition": 0, "error": "NONE"}]
     status, body, _ = secured.api("/api/groups/visible", auth=ADMIN)
     assert body["offsets"] == []
+    status, journal, _ = secured.api("/api/groups/visible/rebalances", auth=ADMIN)
+    deleted = journal["entries"][-1]  # who did it, and from which browser
+    assert (deleted["trigger"], deleted["principal"]) == ("delete_offsets", "User:bob")
+    assert deleted["members"][0]["client_id"] == "cohort-console/bob@127.0.0.1"
+    assert any("method=POST" in line and "principal=User:bob" in line and "remote=127.0.0.1" in line
+               for line in secured.stderr().splitlines())
 
 
 def test_with_a_tls_listener_the_console_serves_https_with_the_listeners_certificate(tmp_path):
