@@ -73,23 +73,28 @@ class ClientSecurity:
         context = _ssl_context(props, where) if protocol.endswith("SSL") else None
         return cls(protocol, mechanism, username, password, context)
 
-    async def authenticate(self, conn: "BrokerConnection", timeout_ms: int) -> None:
-        """Run the SASL exchange on a freshly connected (and version-negotiated) connection."""
+    async def authenticate(self, conn: "BrokerConnection", timeout_ms: int) -> int:
+        """Run the SASL exchange on a freshly connected (and version-negotiated) connection, or again on an
+        authenticated one (KIP-368); returns the session lifetime the server gave (ms, 0 = no limit)."""
         handshake = await conn.send_raw(SaslHandshakeRequest(mechanism=self.mechanism), 1, timeout_ms)
         if handshake.error_code:
             raise kafka_error(handshake.error_code, f"the server offers {', '.join(handshake.mechanisms) or 'no'} "
                                                     f"SASL mechanism(s), not {self.mechanism}")
         version = conn.version_for(SaslAuthenticateRequest.API_KEY)
 
+        lifetime_ms = 0
+
         async def step(token: bytes) -> bytes:
+            nonlocal lifetime_ms
             response = await conn.send_raw(SaslAuthenticateRequest(auth_bytes=token), version, timeout_ms)
             if response.error_code:
                 raise kafka_error(response.error_code, response.error_message or "")
+            lifetime_ms = response.session_lifetime_ms
             return response.auth_bytes
 
         if self.mechanism == "PLAIN":
             await step(b"\x00" + self.username.encode() + b"\x00" + self.password.encode())
-            return
+            return lifetime_ms
         import scramp  # here, not at the top: scramp and asn1crypto take ~13 ms to import, PLAIN never needs them
 
         client = scramp.ScramClient([self.mechanism], self.username, self.password)
@@ -101,6 +106,7 @@ class ClientSecurity:
         except scramp.ScramException:
             raise kafka_error(ErrorCode.SASL_AUTHENTICATION_FAILED,
                               "the server could not prove it knows the credential") from None
+        return lifetime_ms
 
 
 def parse_properties(text: str) -> dict[str, str]:

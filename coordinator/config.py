@@ -622,6 +622,8 @@ class CoordinatorConfig:
     # -- operations -------------------------------------------------------------
     metrics_listen: str = _setting("127.0.0.1:9464", ListenerKind(), "Address of the Prometheus /metrics and /health HTTP server.", "--metrics")
     console_listen: str | None = _setting(None, ListenerKind(nullable=True, unset_means="no console"), "Address of the web console and its JSON API (HTTP; HTTPS with the listeners' keystore when a listener uses TLS); unset = no console.")
+    console_allowed_hosts: str = _setting("", NameListKind(","), "Host names the console answers besides its listen address, localhost and IP addresses (names a proxy or DNS gives it); other Host headers get 421 (DNS rebinding).")
+    console_allow_insecure_sign_in: bool = _setting(False, BoolKind(), "Let the console ask for passwords (HTTP Basic) over plain HTTP when no listener uses TLS; refused at start-up otherwise.")
     metrics_group_offsets_enable: bool = _setting(False, BoolKind(), "Export one committed-offset series per group/topic/partition (high cardinality).")
     log_format: str = _setting("text", ChoiceKind(("text", "json")), "Log line format.", "--log-format")
     log_level: str = _setting("INFO", ChoiceKind(("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"), aliases=(("WARN", "WARNING"),), upper=True), "Least severe level logged.", "--log-level")
@@ -801,6 +803,11 @@ def _check_together(config: CoordinatorConfig) -> None:
     if console is not None and config.authorizer_class_name and not used & {"SASL_PLAINTEXT", "SASL_SSL"}:
         raise ConfigError("console.listen with an authorizer needs a SASL_PLAINTEXT or SASL_SSL listener "
                           "(the console signs its users in over SASL, so the same credentials and ACLs apply)")
+    if (console is not None and used & {"SASL_PLAINTEXT", "SASL_SSL"} and not used & {"SSL", "SASL_SSL"}
+            and not config.console_allow_insecure_sign_in):
+        raise ConfigError("console.listen with a SASL listener would ask for passwords over plain HTTP (no listener "
+                          "uses TLS, so the console cannot serve HTTPS): add an SSL or SASL_SSL listener, or set "
+                          "console.allow.insecure.sign.in=true")
 
 
 def _check_oauthbearer(config: CoordinatorConfig) -> None:

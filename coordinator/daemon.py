@@ -139,7 +139,7 @@ def open_console(config: CoordinatorConfig) -> Any:
             context = server_context(config, "SASL_SSL")  # HTTPS with the listeners' key; no client certificate
         except ConfigError as exc:
             raise StartupError(str(exc)) from None
-    console = ConsoleServer(address, context)
+    console = ConsoleServer(address, context, tuple(h for h in config.console_allowed_hosts.split(",") if h))
     try:
         console.bind()
     except OSError as exc:

@@ -253,12 +253,12 @@ class Supervisor:
             from cohort.coordinator.console.access import CoordinatorAccess
 
             await self._console.start(CoordinatorAccess.for_workers(
-                config.listen_address.host, [w.listen.getsockname()[1] for w in self.workers]))
+                config, [w.listen.getsockname()[1] for w in self.workers]))
         log.info("cohort supervisor started", extra={
             "version": __version__, "workers": count, "data_dir": str(config.data_dir),
             "brokers": ",".join(f"{n.node.node_id}@{n.node.host}:{n.node.port}" for n in self.workers),
             "metrics": str(config.metrics_address),
-            "console": (f"http://{HostPort(config.console_address.host, self._console.port)}/"
+            "console": (f"{self._console.scheme}://{HostPort(config.console_address.host, self._console.port)}/"
                         if self._console is not None else "none")})
         await self._stop_requested.wait()
         if self._console is not None:

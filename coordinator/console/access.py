@@ -61,9 +61,11 @@ class CoordinatorAccess:
                    config.enabled_mechanisms)
 
     @classmethod
-    def for_workers(cls, host: str, ports: Sequence[int]) -> "CoordinatorAccess":
-        """The workers of ``--workers N`` (PLAINTEXT only: config refuses security with workers)."""
-        return cls(tuple(f"{_reachable(host)}:{port}" for port in ports))
+    def for_workers(cls, config, ports: Sequence[int]) -> "CoordinatorAccess":
+        """The workers of ``--workers N``: each serves the one listener, with its security protocol."""
+        listener = config.endpoints[0]
+        return cls(tuple(f"{_reachable(listener.host)}:{port}" for port in ports),
+                   config.security_protocol(listener.name), config.enabled_mechanisms)
 
     def security(self, mechanism: str | None = None, username: str | None = None,
                  password: str | None = None) -> ClientSecurity | None:

@@ -134,7 +134,8 @@ async def reset_plan(admin: Admin, group_id: str, at_ms: int) -> dict:
 
 
 async def reset_to_commit_at(admin: Admin, group_id: str, at_ms: int) -> dict:
-    """Execute `reset_plan`: Kafka's rule first (only an inactive group's offsets are reset), then one simple commit."""
+    """Execute `reset_plan`: Kafka's rule first (only an inactive group's offsets are reset), then one simple commit;
+    `"executed": false` with a reason when the plan restores nothing."""
     description = await admin.describe_group(group_id)
     if not description.is_inactive:
         raise kafka_error(ErrorCode.NON_EMPTY_GROUP, f"Assignments can only be reset if the group '{group_id}' is "
@@ -142,6 +143,10 @@ async def reset_to_commit_at(admin: Admin, group_id: str, at_ms: int) -> dict:
     planned = await reset_plan(admin, group_id, at_ms)
     offsets = {TopicPartition(p["topic"], p["partition"]): (p["planned"], "")
                for p in planned["partitions"] if p["planned"] is not None}
-    if offsets:
-        await admin.alter_offsets(group_id, offsets)
+    if not offsets:  # e.g. a time before the offset history: committing nothing is not an undo
+        reason = f"nothing to restore: the group had no committed offset at {at_ms} ms"
+        if planned["history_from_ms"] is not None and at_ms < planned["history_from_ms"]:
+            reason += f" that the offset history still holds (it reaches back to {planned['history_from_ms']} ms)"
+        return {**planned, "executed": False, "reason": reason}
+    await admin.alter_offsets(group_id, offsets)
     return {**planned, "executed": True}

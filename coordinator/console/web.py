@@ -2,7 +2,8 @@
 
 Reads are GETs. Mutations are POSTs whose JSON body must carry ``"confirm"`` equal to the group id
 (what the page's confirmation dialog sends once the user has seen the preview); anything else is
-refused with 400 before a Kafka request is sent. Kafka's refusals map onto HTTP: an ACL denial is
+refused with 400 before a Kafka request is sent. What keeps other web pages out (host names, cross-site
+requests, framing) is in `guards`. Kafka's refusals map onto HTTP: an ACL denial is
 403, an unknown group 404, a group that is not empty 409, an unreachable coordinator 503; a request
 without accepted credentials is 401 with a Basic challenge.
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import logging
 import socket
 import ssl
@@ -18,11 +20,13 @@ from typing import Any, Awaitable, Callable
 
 from aiohttp import web
 
+from cohort.client.connection import acting_client_id
 from cohort.client.errors import ClientError, KafkaConnectionError, KafkaError
 from cohort.client.topic_partition import TopicPartition
-from cohort.coordinator.config import HostPort
-from cohort.coordinator.console import views
+from cohort.coordinator.config import INT32_MAX, INT64_MAX, HostPort
+from cohort.coordinator.console import guards, views
 from cohort.coordinator.console.access import CoordinatorAccess, Sessions, SignInRequired
+from cohort.coordinator.topics import TOPIC_NAME_MAX_LENGTH
 from cohort.protocol.errors import ErrorCode
 
 log = logging.getLogger("cohort.coordinator.console")
@@ -58,9 +62,11 @@ Handler = Callable[[web.Request, Any], Awaitable[Any]]
 class ConsoleServer:
     """Binds ``console.listen`` early (a taken port stops the start), serves once the coordinator is up."""
 
-    def __init__(self, address: HostPort, ssl_context: ssl.SSLContext | None = None) -> None:
+    def __init__(self, address: HostPort, ssl_context: ssl.SSLContext | None = None,
+                 allowed_hosts: tuple[str, ...] = ()) -> None:
         self.address = address
         self.ssl_context = ssl_context
+        self.host_names = guards.own_host_names(address.host, allowed_hosts)
         self._socket: socket.socket | None = None
         self._runner: web.AppRunner | None = None
         self._sessions: Sessions | None = None
@@ -91,12 +97,21 @@ class ConsoleServer:
     async def start(self, access: CoordinatorAccess) -> None:
         assert self._socket is not None
         self._sessions = Sessions(access)
-        self._runner = web.AppRunner(console_app(self._sessions), access_log=None, handle_signals=False)
+        self._runner = web.AppRunner(console_app(self._sessions, self.host_names), handle_signals=False,
+                                     access_log=guards.access_log, access_log_class=guards.AccessLog)
         await self._runner.setup()
         await web.SockSite(self._runner, self._socket, ssl_context=self.ssl_context, shutdown_timeout=1.0).start()
-        log.info("console serving", extra={"address": f"{self.scheme}://{HostPort(self.address.host, self.port)}/",
-                                           "coordinator": ",".join(access.bootstrap),
+        url = f"{self.scheme}://{HostPort(self.address.host, self.port)}/"
+        log.info("console serving", extra={"address": url, "coordinator": ",".join(access.bootstrap),
                                            "sign_in": "http basic over sasl" if access.requires_sign_in else "none"})
+        if access.requires_sign_in and self.ssl_context is None:
+            log.warning("console asks for passwords over plain HTTP (console.allow.insecure.sign.in=true): anyone "
+                        "who can watch the network between a browser and the console can read them",
+                        extra={"address": url})
+        if not access.requires_sign_in and not guards.is_loopback(self.address.host):
+            log.warning("console serves a non-loopback address without sign-in: anyone who can reach it may read "
+                        "every group and reset or delete its offsets (give the node a SASL listener, or bind "
+                        "console.listen to 127.0.0.1)", extra={"address": url})
 
     async def stop(self) -> None:
         if self._runner is not None:
@@ -108,6 +123,20 @@ class ConsoleServer:
         if self._socket is not None:
             self._socket.close()
             self._socket = None
+
+
+def _guarded(host_names: frozenset[str]):
+    @web.middleware
+    async def guard(request: web.Request, handler) -> web.StreamResponse:
+        """Host names and cross-site requests first (before sign-in, before any Kafka request)."""
+        try:
+            guards.check_host(request, host_names)
+            guards.check_mutation(request)
+        except guards.Refusal as refused:
+            return _error(refused.status, refused.error, str(refused))
+        return await handler(request)
+
+    return guard
 
 
 @web.middleware
@@ -122,8 +151,9 @@ async def _api_errors_as_json(request: web.Request, handler) -> web.StreamRespon
                       **{k: v for k, v in exc.headers.items() if k == "Allow"})
 
 
-def console_app(sessions: Sessions) -> web.Application:
-    app = web.Application(client_max_size=1024 * 1024, middlewares=[_api_errors_as_json])
+def console_app(sessions: Sessions, host_names: frozenset[str] = frozenset({"localhost"})) -> web.Application:
+    app = web.Application(client_max_size=1024 * 1024, middlewares=[_guarded(host_names), _api_errors_as_json])
+    app.on_response_prepare.append(guards.add_security_headers)
     api = _Api(sessions)
     app.router.add_get("/", api.signed_in(_static("index.html")))
     for name in STATIC_FILES:
@@ -162,6 +192,11 @@ def _credentials(request: web.Request) -> tuple[str, str] | None:
     return (username, password) if sep and username else None
 
 
+def _principal(credentials: tuple[str, str] | None, sessions: Sessions) -> str:
+    """Whom the console acts as (Kafka's principal name): the signed-in user, else ANONYMOUS."""
+    return f"User:{credentials[0]}" if credentials and sessions.access.requires_sign_in else "User:ANONYMOUS"
+
+
 def _error(status: int, error: str, message: str, **headers: str) -> web.Response:
     return web.json_response({"error": error, "message": message}, status=status, headers=headers)
 
@@ -178,7 +213,9 @@ class _Api:
         """The page itself asks for sign-in first, so the browser sends the credentials with each API call."""
         async def serve(request: web.Request) -> web.Response:
             try:
-                await self.sessions.admin_for(_credentials(request))
+                credentials = _credentials(request)
+                await self.sessions.admin_for(credentials)
+                request["principal"] = _principal(credentials, self.sessions)
             except SignInRequired as exc:
                 return _sign_in_required(exc)
             except ClientError as exc:
@@ -190,8 +227,13 @@ class _Api:
     def wrap(self, handler: Handler):
         async def serve(request: web.Request) -> web.Response:
             try:
-                admin = await self.sessions.admin_for(_credentials(request))
-                return web.json_response(await handler(request, admin))
+                credentials = _credentials(request)
+                admin = await self.sessions.admin_for(credentials)
+                request["principal"] = _principal(credentials, self.sessions)
+                # The coordinator journals an admin action with its request's client id: it names the browser
+                user = credentials[0] if self.sessions.access.requires_sign_in else "anonymous"
+                with _acting_for(f"cohort-console/{user}@{request.remote}"):
+                    return web.json_response(await handler(request, admin))
             except SignInRequired as exc:
                 return _sign_in_required(exc)
             except BadRequest as exc:
@@ -202,6 +244,11 @@ class _Api:
                 return _error(503, "COORDINATOR_UNREACHABLE", str(exc))
             except ClientError as exc:
                 return _error(502, "CLIENT_ERROR", str(exc))
+            except web.HTTPException:
+                raise  # (an oversized body: answered in the JSON shape by _api_errors_as_json)
+            except Exception:
+                log.exception("console request failed", extra={"method": request.method, "path": request.path})
+                return _error(500, "INTERNAL_ERROR", "the console failed to answer; its log says why")
 
         return serve
 
@@ -216,7 +263,7 @@ class _Api:
 
     async def history(self, request: web.Request, admin) -> Any:
         query = request.query
-        partition = _int_param(query, "partition")
+        partition = _int_param(query, "partition", INT32_MAX)
         if partition is not None and not query.get("topic"):
             raise BadRequest("partition needs topic")
         events = await views.group_report(admin, request.match_info["group"], "history",
@@ -241,6 +288,7 @@ class _Api:
         at_ms = body.get("at_ms")
         if not isinstance(at_ms, int) or isinstance(at_ms, bool) or at_ms < 0:
             raise BadRequest('"at_ms" must be a time in milliseconds since the epoch')
+        _in_range('"at_ms"', at_ms, INT64_MAX)
         return await views.reset_to_commit_at(admin, group_id, at_ms)
 
     async def delete_offsets(self, request: web.Request, admin) -> Any:
@@ -251,24 +299,42 @@ class _Api:
             raise BadRequest('"partitions" must be a non-empty list of {"topic": T, "partition": P}')
         wanted = []
         for item in partitions:
-            if not (isinstance(item, dict) and isinstance(item.get("topic"), str) and item["topic"]
+            if not (isinstance(item, dict) and isinstance(item.get("topic"), str)
+                    and 0 < len(item["topic"]) <= TOPIC_NAME_MAX_LENGTH
                     and isinstance(item.get("partition"), int) and not isinstance(item["partition"], bool)
-                    and item["partition"] >= 0):
-                raise BadRequest(f'not a partition: {item!r} (expected {{"topic": T, "partition": P}})')
+                    and 0 <= item["partition"] <= INT32_MAX):
+                raise BadRequest(f'not a partition: {repr(item)[:200]} (expected {{"topic": T, "partition": P}}, '
+                                 f'P from 0 to {INT32_MAX})')
             wanted.append(TopicPartition(item["topic"], item["partition"]))
         return await views.delete_offsets(admin, group_id, wanted)
 
 
-def _int_param(query, name: str) -> int | None:
+@contextlib.contextmanager
+def _acting_for(client_id: str):
+    token = acting_client_id.set(client_id)
+    try:
+        yield
+    finally:
+        acting_client_id.reset(token)
+
+
+def _int_param(query, name: str, maximum: int = INT64_MAX) -> int | None:
     text = query.get(name)
     if text is None or text == "":
         return None
     try:
         value = int(text)
     except ValueError:
-        raise BadRequest(f"{name} must be a whole number, not {text!r}") from None
+        raise BadRequest(f"{name} must be a whole number, not {text[:40]!r}") from None
+    return _in_range(name, value, maximum)
+
+
+def _in_range(name: str, value: int, maximum: int) -> int:
+    """Kafka's fields are int32/int64: a number beyond them is bad input, not an encoding failure."""
     if value < 0:
         raise BadRequest(f"{name} must not be negative")
+    if value > maximum:
+        raise BadRequest(f"{name} must be at most {maximum}")
     return value
 
 
@@ -278,6 +344,8 @@ async def _confirmed_body(request: web.Request, group_id: str) -> dict:
         body = await request.json()
     except ValueError:
         raise BadRequest("the body must be a JSON object") from None
+    except RecursionError:
+        raise BadRequest("the body must be a JSON object (this one is nested too deeply)") from None
     if not isinstance(body, dict):
         raise BadRequest("the body must be a JSON object")
     if body.get("confirm") != group_id:

@@ -34,9 +34,10 @@ async function api(path, options) {
   return body;
 }
 
+// A change carries a header no cross-site form can send (the server refuses changes without it).
 function post(path, body) {
-  return api(path, { method: "POST", headers: { "Content-Type": "application/json", "Accept": "application/json" },
-                     body: JSON.stringify(body) });
+  return api(path, { method: "POST", body: JSON.stringify(body),
+                     headers: { "Content-Type": "application/json", "Accept": "application/json", "X-Cohort-Console": "1" } });
 }
 
 const groupPath = (id) => `/api/groups/${encodeURIComponent(id)}`;
@@ -194,7 +195,9 @@ function historyChart(events) {
       chart.append(svg("circle", { cx: x(p.time_ms), cy: y(p.offset), r: 3, fill: color, class: "commit" },
         svg("title", {}, `${key} @ ${when(p.time_ms)}: ${p.offset} (${p.client_id || "admin"}, generation ${p.generation})`)));
     }
-    legend.push(el("span", { style: `color:${color}; margin-right:1rem` }, `■ ${key}`));
+    const swatch = el("span", { class: "legend" }, `■ ${key}`);
+    swatch.style.color = color;  // through the CSSOM: the page's CSP refuses style attributes
+    legend.push(swatch);
   });
   const rows = commits.slice(-20).reverse().map((e) => el("tr", {},
     cell(when(e.time_ms)), cell(`${e.topic}-${e.partition}`), cell(e.offset, "num"), cell(e.client_id || null),
@@ -250,9 +253,13 @@ async function previewReset(group, value) {
     cell(p.topic), cell(p.partition, "num"), cell(p.current, "num"),
     el("td", { class: "num planned" }, p.planned === null ? "no offset (deleted)" : String(p.planned))));
   confirmDialog(`Reset ${group.group_id} to its commits of ${when(plan.at_ms)}?`,
-    el("div", {}, table([["Topic"], ["Partition", "num"], ["Now", "num"], ["After", "num"]], rows, "Nothing to change.")),
+    el("div", {}, plan.warnings.map((text) => el("p", { class: "muted warning" }, text)),
+       table([["Topic"], ["Partition", "num"], ["Now", "num"], ["After", "num"]], rows, "Nothing to change.")),
     "Reset offsets",
-    () => post(`${groupPath(group.group_id)}/reset-offsets`, { at_ms: plan.at_ms, confirm: group.group_id }));
+    async () => {
+      const done = await post(`${groupPath(group.group_id)}/reset-offsets`, { at_ms: plan.at_ms, confirm: group.group_id });
+      if (!done.executed) throw new Error(done.reason);
+    });
 }
 
 // ------------------------------------------------------------------ confirmation dialog
@@ -293,6 +300,14 @@ function confirmDeleteOffsets(group) {
 }
 
 // ------------------------------------------------------------------ routing
+function groupIdOf(hash) {
+  try {
+    return decodeURIComponent(hash.slice("#/group/".length));
+  } catch (error) {  // a link cut short or mistyped: not a group id at all
+    throw new ApiError(400, { message: `Not a group link: ${hash}` });
+  }
+}
+
 const LIST_REFRESH_MS = 5000;  // the group list follows the groups; a group page changes only when asked
 let refreshTimer = null;
 let routeSeq = 0;
@@ -303,7 +318,7 @@ async function route() {
   clearTimeout(refreshTimer);
   statusLine.textContent = "";
   try {
-    if (hash.startsWith("#/group/")) await showGroup(decodeURIComponent(hash.slice("#/group/".length)), seq);
+    if (hash.startsWith("#/group/")) await showGroup(groupIdOf(hash), seq);
     else await showGroups(seq);
     statusLine.textContent = `updated ${new Date().toLocaleTimeString()}`;
   } catch (error) {

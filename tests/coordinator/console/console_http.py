@@ -13,11 +13,17 @@ from kafka.errors import CommitFailedError, RebalanceInProgressError
 from kafka.admin import NewTopic
 
 
+# What a script sends with a change (the console refuses changes a cross-site form could make)
+SCRIPT_HEADERS = {"Content-Type": "application/json", "X-Cohort-Console": "1"}
+
+
 def call(url: str, method: str = "GET", body=None, auth: tuple[str, str] | None = None,
-         raw: bytes | None = None, timeout: float = 15.0, context=None) -> tuple[int, dict, dict]:
-    """(status, JSON body, headers) of one request."""
+         raw: bytes | None = None, timeout: float = 15.0, context=None,
+         headers: dict[str, str] | None = None) -> tuple[int, dict, dict]:
+    """(status, JSON body, headers) of one request; `headers` replace the script's usual ones."""
     data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
-    request = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
+    request = urllib.request.Request(url, data=data, method=method,
+                                     headers=SCRIPT_HEADERS if headers is None else headers)
     if auth is not None:
         token = base64.b64encode(f"{auth[0]}:{auth[1]}".encode()).decode()
         request.add_header("Authorization", f"Basic {token}")

@@ -1,6 +1,8 @@
 """With SASL and ACLs configured the console signs users in (HTTP Basic checked over SASL) and applies the ACLs."""
 from __future__ import annotations
 
+import subprocess
+
 import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 from kafka.admin import NewTopic
@@ -36,7 +38,8 @@ def secured(tmp_path):
         f"PLAINTEXT://127.0.0.1:{server.port},SASL_PLAINTEXT://127.0.0.1:{server.sasl_port}")
     server.args += ["--sasl.enabled.mechanisms", "SCRAM-SHA-256,SCRAM-SHA-512",
                     "--authorizer.class.name", "acl", "--super.users", "User:admin",
-                    "--connection.failed.authentication.delay.ms", "20"]
+                    "--connection.failed.authentication.delay.ms", "20",
+                    "--console.allow.insecure.sign.in", "true"]  # no TLS listener: the console is plain HTTP
     server.start()
     sasl = dict(bootstrap_servers=f"127.0.0.1:{server.sasl_port}", security_protocol="SASL_PLAINTEXT",
                 sasl_mechanism="SCRAM-SHA-512", sasl_plain_username=ADMIN[0], sasl_plain_password=ADMIN[1])
@@ -79,6 +82,23 @@ def test_without_accepted_credentials_the_page_and_the_api_answer_401_with_a_bas
     assert "alice-secret" not in secured.stderr() and "wrong" not in secured.stderr()
 
 
+def test_sign_in_over_plain_http_is_refused_at_start_up_unless_the_operator_allows_it(secured, tmp_path):
+    from cohort_process import clean_env, cohort_command, free_ports
+
+    warning = [line for line in secured.stderr().splitlines() if "passwords over plain HTTP" in line]
+    assert len(warning) == 1 and "WARNING" in warning[0] and "console.allow.insecure.sign.in=true" in warning[0]
+    port, console, metrics = free_ports(3)
+    done = subprocess.run(cohort_command(
+        "serve", "--listeners", f"SASL_PLAINTEXT://127.0.0.1:{port}", "--metrics", f"127.0.0.1:{metrics}",
+        "--data-dir", str(tmp_path / "refused"), "--console.listen", f"127.0.0.1:{console}"),
+        env=clean_env(), capture_output=True, text=True, timeout=30)
+    assert done.returncode != 0
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "would ask for passwords over plain HTTP" in lines[0], done.stderr
+    assert "console.allow.insecure.sign.in=true" in lines[0]
+    assert not (tmp_path / "refused").exists()
+
+
 def test_each_user_sees_and_changes_only_what_their_acls_allow(secured):
     status, body, _ = secured.api("/api/groups", auth=ALICE)
     assert status == 200 and [g["group_id"] for g in body["groups"]] == ["visible"]
@@ -100,6 +120,12 @@ def test_each_user_sees_and_changes_only_what_their_acls_allow(secured):
     assert status == 200 and body["partitions"] == [{"topic": "events", "partition": 0, "error": "NONE"}]
     status, body, _ = secured.api("/api/groups/visible", auth=ADMIN)
     assert body["offsets"] == []
+    status, journal, _ = secured.api("/api/groups/visible/rebalances", auth=ADMIN)
+    deleted = journal["entries"][-1]  # who did it, and from which browser
+    assert (deleted["trigger"], deleted["principal"]) == ("delete_offsets", "User:bob")
+    assert deleted["members"][0]["client_id"] == "cohort-console/bob@127.0.0.1"
+    assert any("method=POST" in line and "principal=User:bob" in line and "remote=127.0.0.1" in line
+               for line in secured.stderr().splitlines())
 
 
 def test_with_a_tls_listener_the_console_serves_https_with_the_listeners_certificate(tmp_path):
@@ -125,6 +151,8 @@ def test_with_a_tls_listener_the_console_serves_https_with_the_listeners_certifi
         assert status == 200 and body == {"groups": []}
         status, _, headers = call(f"{url}/api/groups", context=trusted)
         assert status == 401 and headers["WWW-Authenticate"].startswith("Basic")
+        assert headers["Strict-Transport-Security"] == "max-age=31536000"  # HTTPS answers pin HTTPS
+        assert "passwords over plain HTTP" not in server.stderr()
         try:  # plain HTTP is not answered
             urllib.request.urlopen(f"http://127.0.0.1:{server.console_port}/api/groups", timeout=5)
             answered = True
@@ -195,3 +223,60 @@ def test_in_a_browser_a_signed_in_user_sees_only_the_groups_their_acls_allow(sec
         expect(page.locator("main")).to_contain_text("not allowed")
     finally:
         context.close()
+
+
+def test_the_consoles_kafka_client_re_authenticates_before_its_sasl_session_ends(tmp_path):
+    import time
+
+    data = tmp_path / "data"
+    add_user(data, tmp_path, *ADMIN, "SCRAM-SHA-512")
+    server = ConsoleServer(data, "--listeners", "PLACEHOLDER", "--sasl.enabled.mechanisms", "SCRAM-SHA-512",
+                           "--connections.max.reauth.ms", "1500", "--console.allow.insecure.sign.in", "true")
+    server.args[server.args.index("PLACEHOLDER")] = f"SASL_PLAINTEXT://127.0.0.1:{server.port}"
+    server.start()
+    try:
+        deadline = time.monotonic() + 5  # three session lifetimes, on the same signed-in client
+        while time.monotonic() < deadline:
+            status, body, _ = server.api("/api/groups", auth=ADMIN)
+            assert status == 200, body
+            time.sleep(0.3)
+        stderr = server.stderr()
+        assert "session expired" not in stderr and "Traceback" not in stderr, stderr
+    finally:
+        assert server.stop() == 0
+
+
+def test_with_workers_and_a_sasl_listener_the_console_signs_users_in(tmp_path):
+    import time
+
+    from workers_harness import WorkersServer, group_on_worker
+
+    data = tmp_path / "data"
+    add_user(data, tmp_path, *ADMIN, "SCRAM-SHA-512")
+    console_port = free_ports(1)[0]
+    server = WorkersServer(data, 2, "--sasl.enabled.mechanisms", "SCRAM-SHA-512", "--console.listen",
+                           f"127.0.0.1:{console_port}", "--console.allow.insecure.sign.in", "true")
+    server.args += ["--listeners", f"SASL_PLAINTEXT://127.0.0.1:{server.port}"]
+    server.start()
+    try:
+        group = group_on_worker("signed", 1, 2)
+        admin = KafkaAdminClient(bootstrap_servers=server.bootstrap_of(0), security_protocol="SASL_PLAINTEXT",
+                                 sasl_mechanism="SCRAM-SHA-512", sasl_plain_username=ADMIN[0],
+                                 sasl_plain_password=ADMIN[1], request_timeout_ms=10000)
+        try:
+            admin.alter_group_offsets(group, {TopicPartition("t", 0): OffsetAndMetadata(5, "", -1)})
+        finally:
+            admin.close()
+        url = f"http://127.0.0.1:{console_port}"
+        started = time.monotonic()
+        status, body, headers = call(f"{url}/api/groups")
+        assert status == 401 and headers["WWW-Authenticate"].startswith("Basic"), body
+        assert time.monotonic() - started < 5  # answered, not a request left to time out
+        status, body, _ = call(f"{url}/api/groups", auth=ADMIN)
+        assert status == 200 and [g["group_id"] for g in body["groups"]] == [group]
+        status, body, _ = call(f"{url}/api/groups/{group}", auth=ADMIN)
+        assert status == 200 and [o["offset"] for o in body["offsets"]] == [5]
+        status, _, _ = call(f"{url}/api/groups", auth=(ADMIN[0], "wrong"))
+        assert status == 401
+    finally:
+        assert server.stop() == 0

@@ -391,3 +391,35 @@ def test_confluent_kafka_reauthenticates_before_its_session_ends(secured, ca, ca
     messages = [r.getMessage() for r in caplog.records if r.name == "cohort.coordinator.connection"]
     assert messages.count("re-authenticated") >= 2
     assert not any("expired" in m for m in messages)
+
+
+def test_cohorts_own_client_reauthenticates_on_the_same_connection(secured, ca, caplog):
+    import asyncio
+    import ssl
+
+    from cohort.client.connection import BrokerConnection
+    from cohort.client.security import ClientSecurity
+    from cohort.protocol.messages import ApiVersionsRequest
+
+    caplog.set_level(logging.DEBUG, logger="cohort.coordinator.connection")
+    node = secured(connections_max_reauth_ms=1500)
+    host, port = bootstrap(node, "SASL_SSL").split(":")
+
+    async def scenario() -> None:
+        context = ssl.create_default_context(cafile=str(ca.ca))
+        conn = BrokerConnection(host, int(port), security=ClientSecurity("SASL_SSL", "SCRAM-SHA-512", *ALICE, context))
+        try:
+            await conn.request(ApiVersionsRequest(client_software_name="t", client_software_version="1"))
+            socket_before = conn._writer
+            until = time.monotonic() + 4  # more than two session lifetimes
+            while time.monotonic() < until:
+                await conn.request(ApiVersionsRequest(client_software_name="t", client_software_version="1"))
+                await asyncio.sleep(0.2)
+            assert conn._writer is socket_before  # never reconnected
+        finally:
+            await conn.close()
+
+    asyncio.run(scenario())
+    messages = [r.getMessage() for r in caplog.records if r.name == "cohort.coordinator.connection"]
+    assert messages.count("authenticated") == 1 and messages.count("re-authenticated") >= 2
+    assert not any("expired" in m for m in messages)
