@@ -140,6 +140,9 @@ class RequestContext:
     client_host: str = ""
     principal: str = "User:ANONYMOUS"
     listener: str = ""
+    # Which topics the principal may see in a GroupReport (the authorizer's topic DESCRIBE; None: all),
+    # so the reports hide what OffsetFetch hides.
+    topic_visible: Callable[[str], bool] | None = None
 
 
 class GroupReportError(Exception):
@@ -778,15 +781,18 @@ class GroupCoordinator:
         response = response.response if isinstance(response, EncodeInThread) else response
         return {(t.name, p.partition_index): p.error_code for t in response.topics for p in t.partitions}
 
-    def group_health(self, group_id: str) -> GroupHealth:
-        """The group's health now (see `group_health`); raises `GroupReportError`."""
+    def group_health(self, group_id: str, topic_visible: Callable[[str], bool] | None = None) -> GroupHealth:
+        """The group's health now (see `group_health`), judged over the partitions of the topics
+        `topic_visible` admits (None: all); raises `GroupReportError`."""
         self._check_served(group_id)
         group = self._groups.get(group_id)
         if (group is None or group.state is GroupState.DEAD) and not self.offsets.has_offsets(group_id):
             raise GroupReportError(E.GROUP_ID_NOT_FOUND, f"group {group_id!r} does not exist")
         offsets = self._health_offsets(group_id)
         now = self.scheduler.now_ms()
-        self._sample_health(group_id, offsets, now)
+        self._sample_health(group_id, offsets, now)  # every partition: the samples are the group's, not the asker's
+        if topic_visible is not None:
+            offsets = [o for o in offsets if topic_visible(o[0])]
         members = []
         if group is not None and group.state is not GroupState.DEAD:
             monotonic = self.scheduler.monotonic_ms()
@@ -840,7 +846,10 @@ class GroupCoordinator:
     async def group_report(self, req, version: int, ctx: RequestContext):
         """GroupReport (Cohort's private API 10000): the read API above as JSON, for `cohort groups …`."""
         group_id = req.group_id
+        visible = ctx.topic_visible
         try:
+            if visible is not None and req.topic is not None and not visible(req.topic):
+                raise GroupReportError(E.TOPIC_AUTHORIZATION_FAILED, "not authorized to describe that topic")
             if req.report == "rebalances":
                 self._check_served(group_id)
                 entries = self.journal.entries(group_id, req.since_ms if req.since_ms >= 0 else None)
@@ -850,13 +859,15 @@ class GroupCoordinator:
             elif req.report == "history":
                 events = await self.offset_history(group_id, req.topic, req.partition if req.partition >= 0 else None,
                                                    req.since_ms if req.since_ms >= 0 else None)
-                document = [e.to_json() for e in events]
+                document = [e.to_json() for e in events if visible is None or visible(e.topic)]
             elif req.report == "health":
-                document = self.group_health(group_id).to_json()
+                document = self.group_health(group_id, visible).to_json()
             elif req.report == "offsets-at":
                 if req.at_ms < 0:
                     raise GroupReportError(E.INVALID_REQUEST, "offsets-at needs at_ms")
                 events = await self.offset_history(group_id)
+                if visible is not None:
+                    events = [e for e in events if visible(e.topic)]
                 plan = offsets_at(events, req.at_ms)
                 document = {"at_ms": req.at_ms, "history_from_ms": events[0].time_ms if events else None,
                             "history_retention_ms": self.config.offsets_history_retention_ms,

@@ -11,6 +11,8 @@ Kafka does:
   READ per topic (its partitions TOPIC_AUTHORIZATION_FAILED; the rest is committed);
 * OffsetFetch: group DESCRIBE; requested topics without DESCRIBE answer
   TOPIC_AUTHORIZATION_FAILED, and "all topics" leaves them out;
+* GroupReport (Cohort's own): group DESCRIBE; its offsets, commits and health cover only topics
+  with DESCRIBE, as OffsetFetch's "all topics";
 * DescribeGroups: DESCRIBE per group; ListGroups: every group with CLUSTER DESCRIBE,
   else only groups with DESCRIBE; DeleteGroups: DELETE per group;
 * OffsetDelete: group DELETE, then topic READ per topic;
@@ -32,6 +34,7 @@ out of a listing are not (Kafka does not log those either).
 from __future__ import annotations
 
 import copy
+import dataclasses
 import functools
 import inspect
 import logging
@@ -262,9 +265,16 @@ class RequestAuthorization:
         return response
 
     async def _group_report(self, handler, request, version, ctx):
-        # Cohort's own report on a group (journal, history, health): what DescribeGroups needs.
+        # Cohort's own report on a group (journal, history, health, offsets at a time): group DESCRIBE as
+        # DescribeGroups, and only the topics OffsetFetch would show (topic DESCRIBE, silently left out).
         if self.allowed(ctx, DESCRIBE, GROUP, request.group_id):
-            return await handler(request, version, ctx)
+            decided: dict[str, bool] = {}
+
+            def visible(topic: str) -> bool:
+                if topic not in decided:
+                    decided[topic] = self.allowed(ctx, DESCRIBE, TOPIC, topic, audit_denial=False)
+                return decided[topic]
+            return await handler(request, version, dataclasses.replace(ctx, topic_visible=visible))
         return GroupReportResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED,
                                    error_message="not authorized to describe the group", report=b"")
 
