@@ -1563,7 +1563,8 @@ class GroupCoordinator:
                              assignment_interval_ms=config.group_consumer_assignment_interval_ms,
                              migration_policy=config.group_consumer_migration_policy,
                              classic_max_size=config.group_max_size,
-                             assignors=config.group_consumer_assignors.split(","), image=self._topic_image())
+                             assignors=config.group_consumer_assignors.split(","), image=self._topic_image(),
+                             topic_access_checked=bool(config.authorizer_class_name))
 
     def _replay_consumer_group_record(self, record: Record) -> None:
         group = self._consumer_groups.get(record.group)
@@ -1626,7 +1627,7 @@ class GroupCoordinator:
             0, req.member_id, req.member_epoch, version, req.instance_id, req.rack_id, req.rebalance_timeout_ms,
             req.subscribed_topic_names, req.subscribed_topic_regex if version >= 1 else None, req.server_assignor,
             None if owned is None else [(tp.topic_id, list(tp.partitions)) for tp in owned],
-            ctx.client_id, ctx.client_host)
+            ctx.client_id, ctx.client_host, self._describable_topics(req, ctx))
         try:
             validate_heartbeat(group_id, event, self.config.group_consumer_assignors.split(","))
         except HeartbeatError as exc:
@@ -1673,6 +1674,18 @@ class GroupCoordinator:
         if isinstance(answer, HeartbeatResult):
             return _heartbeat_response(answer)
         return _heartbeat_answer_when_durable(answer)
+
+    def _describable_topics(self, req, ctx: RequestContext) -> frozenset[str] | None:
+        """The topics a regex member's principal may DESCRIBE (None: no authorizer, or no regex to resolve)."""
+        visible = ctx.topic_visible
+        if visible is None or self._topics is None or req.subscribed_topic_regex == "":
+            return None
+        if not req.subscribed_topic_regex:
+            group = self._consumer_groups.get(req.group_id)
+            member = group.members.get(req.member_id) if group is not None else None
+            if member is None or not member.subscribed_topic_regex:
+                return None
+        return frozenset(t.name for t in self._topics if visible(t.name))
 
     # -- ConsumerGroupDescribe ---------------------------------------------------------------------
     async def consumer_group_describe(self, req, version: int, ctx: RequestContext):

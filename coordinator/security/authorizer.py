@@ -229,6 +229,7 @@ class Authorizer:
         self._literal: dict[tuple[ResourceType, str], set[AclBinding]] = {}
         self._prefixed: dict[ResourceType, dict[str, set[AclBinding]]] = {}
         self._count = 0
+        self.generation = 0  # bumped by every change: decisions cached elsewhere are good while it stays
         for b in bindings:
             self.add(b)
 
@@ -260,6 +261,7 @@ class Authorizer:
             return False
         bucket.add(binding)
         self._count += 1
+        self.generation += 1
         return True
 
     def remove(self, binding: AclBinding) -> bool:
@@ -269,6 +271,7 @@ class Authorizer:
             return False
         bucket.discard(binding)
         self._count -= 1
+        self.generation += 1
         return True
 
     def matching(self, acl_filter: AclBindingFilter) -> list[AclBinding]:
