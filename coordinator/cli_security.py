@@ -8,7 +8,9 @@ AlterUserScramCredentials, salted and hashed here, so the password never
 leaves this process). ``cohort acls`` follows ``kafka-acls.sh`` (``--add``,
 ``--remove``, ``--list`` as ``add``/``remove``/``list``; ``--allow-principal``,
 ``--deny-principal``, ``--operation``, ``--group``, ``--topic``,
-``--cluster``, ``--resource-pattern-type``, ``--allow-host``, ``--deny-host``).
+``--cluster``, ``--resource-pattern-type``, ``--allow-host``, ``--deny-host``): ``remove``
+needs a resource, asks y/N unless ``--force`` (no stdin: nothing removed), and a principal's host is
+part of its filter; an ACL host is an IP address or ``*``.
 Both take ``--command-config FILE`` (Kafka client properties) for secured servers.
 
 Errors are one line on stderr; exit codes as the other admin commands: 0 ok,
@@ -28,6 +30,7 @@ from cohort.client.cli.runner import (
 )
 from cohort.coordinator.security.authorizer import (
     CLUSTER_NAME, AclBinding, AclOperation, AclPermissionType, PatternType, ResourceType, binding_problem,
+    host_problem,
 )
 from cohort.coordinator.security.credentials import (
     DEFAULT_ITERATIONS, ScramMechanism, credential_from_password, iterations_problem, salted_password,
@@ -74,7 +77,7 @@ def register(subparsers) -> None:
     acls.set_defaults(func=lambda args: (acls.print_help(sys.stderr), EXIT_USAGE)[1])
     commands = acls.add_subparsers(dest="acls_command", metavar="COMMAND", parser_class=OneLineArgumentParser)
     for name, help_text, func, prepare in (("add", "add ACLs", acls_add, _bindings),
-                                           ("remove", "remove matching ACLs", acls_remove, _filters),
+                                           ("remove", "remove matching ACLs", acls_remove, _confirmed_filters),
                                            ("list", "list ACLs", acls_list, _filters)):
         p = commands.add_parser(name, help=help_text)
         add_connection_options(p)
@@ -111,6 +114,8 @@ def _acl_options(p: argparse.ArgumentParser, command: str) -> None:
                    help="literal or prefixed (add); also any or match (remove, list)")
     if command == "list":
         p.add_argument("--principal", default=None, help="only ACLs of this principal")
+    if command == "remove":
+        p.add_argument("--force", action="store_true", help="remove without asking for confirmation")
 
 
 # ------------------------------------------------------------------ users
@@ -356,16 +361,61 @@ async def acls_add(args, admin) -> int:
 
 
 def _filters(args) -> list[DeleteAclsRequest.DeleteAclsFilter]:
+    """What `list` and `remove` select. As kafka-acls.sh: a principal's host is part of the filter (the
+    hosts given, else *), and `remove` needs a resource."""
     pattern = _pattern(args.resource_pattern_type, allow_filters=True)
-    resources = _resources(args) or [(ResourceType.ANY, None)]
-    principals = [(p, AclPermissionType.ALLOW) for p in args.allow_principal]
-    principals += [(p, AclPermissionType.DENY) for p in args.deny_principal]
-    principals = principals or [(getattr(args, "principal", None), AclPermissionType.ANY)]
+    resources = _resources(args)
+    if not resources and args.acls_command == "remove":
+        raise CommandError("name the ACLs' resource: --group, --topic or --cluster (with --resource-pattern-type "
+                           "any and --topic '*' for every topic)", EXIT_USAGE)
+    for hosts, principals, option in ((args.allow_host, args.allow_principal, "--allow-host"),
+                                      (args.deny_host, args.deny_principal, "--deny-host")):
+        if hosts and not principals:
+            raise CommandError(f"{option} needs --{option[2:].split('-')[0]}-principal", EXIT_USAGE)
+        for host in hosts:
+            problem = host_problem(host)
+            if problem:
+                raise CommandError(problem, EXIT_USAGE)
+    principals = [(p, AclPermissionType.ALLOW, h) for p in args.allow_principal for h in args.allow_host or ["*"]]
+    principals += [(p, AclPermissionType.DENY, h) for p in args.deny_principal for h in args.deny_host or ["*"]]
+    principals = principals or [(getattr(args, "principal", None), AclPermissionType.ANY, None)]
     operations = [_operation(o) for o in args.operation] or [AclOperation.ANY]
     return [DeleteAclsRequest.DeleteAclsFilter(
         resource_type_filter=rtype, resource_name_filter=name, pattern_type_filter=pattern,
-        principal_filter=principal, host_filter=None, operation=op, permission_type=permission)
-        for rtype, name in resources for principal, permission in principals for op in operations]
+        principal_filter=principal, host_filter=host, operation=op, permission_type=permission)
+        for rtype, name in resources or [(ResourceType.ANY, None)] for principal, permission, host in principals
+        for op in operations]
+
+
+def _confirmed_filters(args) -> list[DeleteAclsRequest.DeleteAclsFilter]:
+    """The filters of `remove`, once confirmed. kafka-acls.sh asks before removing: y removes; anything
+    else, or no stdin to ask on, removes nothing (exit 1)."""
+    filters = _filters(args)
+    if args.force:
+        return filters
+    what = "; ".join(
+        f"{ResourceType(f.resource_type_filter).name} {f.resource_name_filter} "
+        f"({PatternType(f.pattern_type_filter).name.lower()})"
+        + ("" if f.principal_filter is None else f", {f.principal_filter} from {f.host_filter}")
+        + ("" if f.operation == AclOperation.ANY else f", {AclOperation(f.operation).name}")
+        for f in filters)
+    stdin = sys.stdin
+    if stdin is None or stdin.closed:
+        raise CommandError("nothing removed: no stdin to confirm on (pass --force to remove without asking)",
+                           EXIT_REFUSED)
+    if stdin.isatty():  # piped answers ("echo y |") are read without the question
+        print(f"Are you sure you want to remove the ACLs matching: {what}? (y/N) ", end="", file=sys.stderr,
+              flush=True)
+    try:
+        answer = stdin.readline()
+    except OSError:
+        answer = ""
+    if not answer:
+        raise CommandError("nothing removed: no answer on stdin (pass --force to remove without asking)",
+                           EXIT_REFUSED)
+    if answer.strip().lower() not in ("y", "yes"):
+        raise CommandError("nothing removed", EXIT_REFUSED)
+    return filters
 
 
 async def acls_remove(args, admin) -> int:

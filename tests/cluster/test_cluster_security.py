@@ -90,7 +90,7 @@ def test_a_user_and_an_acl_added_through_one_node_are_in_force_on_the_others(sec
     assert logged(one, f"name={group}")
     kafka_python_group_round(kp(three, ca, "dave", "dave-secret"), topic, group)
     # removed through node 2: refused again on node 3
-    cohort_ok("acls", "remove", "--allow-principal", "User:dave", "--operation", "Read", "--group", group,
+    cohort_ok("acls", "remove", "--allow-principal", "User:dave", "--operation", "Read", "--group", group, "--force",
               "--bootstrap-server", two.bootstrap, "--command-config", str(config))
     assert_group_refused(kp(three, ca, "dave", "dave-secret"), topic, group)
 
