@@ -244,11 +244,12 @@ async def _offline(data_dir: Path, records):
     from cohort.coordinator.config import CoordinatorConfig
     from cohort.coordinator.daemon import DataDirLock, StartupError
     from cohort.coordinator.log import OffsetsLog
+    from cohort.coordinator.log.file_modes import make_private_dir
     from cohort.coordinator.node import SECURITY_PARTITION
     from cohort.coordinator.records import ScramCredentialRecord, ScramCredentialTombstone, decode_record, encode_record
     from cohort.coordinator.security.credentials import CredentialStore
 
-    data_dir.mkdir(parents=True, exist_ok=True)
+    make_private_dir(data_dir, tighten=True)
     lock = DataDirLock(data_dir)
     try:
         lock.acquire()

@@ -59,6 +59,7 @@ from cohort.protocol.messages import (
     AlterUserScramCredentialsRequest, CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest,
     DescribeUserScramCredentialsRequest, SaslAuthenticateRequest, SaslHandshakeRequest,
 )
+from cohort.coordinator.log.file_modes import make_private_dir, private_opener
 
 log = logging.getLogger("cohort.coordinator.node")
 
@@ -255,7 +256,7 @@ class CoordinatorServer:
     def _open_local_log(self) -> None:
         config = self.config
         data_dir = Path(config.data_dir)
-        data_dir.mkdir(parents=True, exist_ok=True)
+        make_private_dir(data_dir, tighten=True)
         self.cluster_id = load_cluster_id(data_dir)
         if self.store is None:
             self.store = OffsetsLog(
@@ -487,7 +488,7 @@ def load_cluster_id(data_dir: Path) -> str:
         raise ValueError(f"{path} has no cluster.id line; remove the file to generate a new cluster id")
     cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode("ascii").rstrip("=")
     tmp = path.with_suffix(".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
+    with open(tmp, "w", encoding="utf-8", opener=private_opener) as f:
         f.write(f"# Written by Cohort on first start; the cluster id must not change.\nversion=1\ncluster.id={cluster_id}\n")
         f.flush()
         os.fsync(f.fileno())
