@@ -3,7 +3,8 @@
 ``cohort users add NAME --mechanism SCRAM-SHA-512 --password-file FILE`` either
 writes the credential straight into a data dir no server is running on
 (``--data-dir``: the first credential, Kafka's ``kafka-storage format
---add-scram`` idea) or asks a running server (``--bootstrap-server``:
+--add-scram`` idea), or into a cluster's etcd (``--cluster etcd://…``, where
+every node follows it, running or not), or asks a running server (``--bootstrap-server``:
 AlterUserScramCredentials, salted and hashed here, so the password never
 leaves this process). ``cohort acls`` follows ``kafka-acls.sh`` (``--add``,
 ``--remove``, ``--list`` as ``add``/``remove``/``list``; ``--allow-principal``,
@@ -26,14 +27,16 @@ from pathlib import Path
 
 from cohort.client.cli.output import error, print_json
 from cohort.client.cli.runner import (
-    EXIT_FAILED, EXIT_OK, EXIT_USAGE, CommandError, OneLineArgumentParser, add_connection_options, run_admin_command,
+    EXIT_FAILED, EXIT_OK, EXIT_UNREACHABLE, EXIT_USAGE, CommandError, OneLineArgumentParser, add_connection_options,
+    run_admin_command,
 )
 from cohort.coordinator.security.authorizer import (
     CLUSTER_NAME, AclBinding, AclOperation, AclPermissionType, PatternType, ResourceType, binding_problem,
     host_problem,
 )
 from cohort.coordinator.security.credentials import (
-    DEFAULT_ITERATIONS, ScramMechanism, credential_from_password, iterations_problem, salted_password,
+    DEFAULT_ITERATIONS, CredentialStore, ScramMechanism, credential_from_password, iterations_problem,
+    salted_password,
 )
 from cohort.protocol.errors import error_name
 from cohort.protocol.messages import (
@@ -98,6 +101,8 @@ def _target_options(p: argparse.ArgumentParser) -> None:
     add_connection_options(p)
     p.add_argument("--data-dir", type=Path, default=None,
                    help="write into this data dir directly (no server may be running on it)")
+    p.add_argument("--cluster", default=None, metavar="etcd://HOST:PORT[,...]",
+                   help="a cluster's credentials, in its etcd (its nodes follow them at once)")
 
 
 def _acl_options(p: argparse.ArgumentParser, command: str) -> None:
@@ -155,6 +160,11 @@ def users_add(args) -> int:
     if problem:
         raise CommandError(problem, EXIT_USAGE)
     password = _read_password(args.password_file)
+    if _in_cluster(args):
+        credential = credential_from_password(args.name, mechanism, password, args.iterations)
+        _in_etcd(args, put=[credential.record()])
+        print(f"Added {mechanism.mechanism_name} credential for user {args.name} to the cluster.")
+        return EXIT_OK
     if args.data_dir is not None:
         credential = credential_from_password(args.name, mechanism, password, args.iterations)
         _write_offline(args.data_dir, [credential.record()])
@@ -176,6 +186,13 @@ def users_add(args) -> int:
 @_one_line
 def users_delete(args) -> int:
     mechanism = _mechanism(args.mechanism)
+    if _in_cluster(args):
+        from cohort.coordinator.records import ScramCredentialTombstone
+
+        if not _in_etcd(args, delete=[ScramCredentialTombstone(args.name, int(mechanism))]):
+            raise CommandError(f"user {args.name} has no {mechanism.mechanism_name} credential in the cluster")
+        print(f"Deleted {mechanism.mechanism_name} credential of user {args.name} from the cluster.")
+        return EXIT_OK
     if args.data_dir is not None:
         from cohort.coordinator.records import ScramCredentialTombstone
 
@@ -196,6 +213,9 @@ def users_delete(args) -> int:
 
 @_one_line
 def users_list(args) -> int:
+    if _in_cluster(args):
+        rows = [(c.user, c.mechanism.mechanism_name, c.iterations) for c in _in_etcd(args)]
+        return _print_users(args, rows)
     if args.data_dir is not None:
         rows = [(c.user, c.mechanism.mechanism_name, c.iterations) for c in _read_offline(args.data_dir)]
         return _print_users(args, rows)
@@ -227,6 +247,57 @@ async def _alter(admin, request) -> None:
     for r in response.results:
         if r.error_code:
             raise CommandError(f"user {r.user}: {error_name(r.error_code)}: {r.error_message}")
+
+
+def _in_cluster(args) -> bool:
+    if args.cluster is None:
+        return False
+    if args.data_dir is not None:
+        raise CommandError("give --cluster or --data-dir, not both", EXIT_USAGE)
+    return True
+
+
+def _in_etcd(args, put=(), delete=()):
+    """A cluster's credentials, straight in etcd (`s/`, where every node watches them): write `put`, delete
+    `delete` (True if each existed), or read them all (a list of credentials) when given neither."""
+    from cohort.coordinator.config import ConfigError, parse_cluster_url
+    try:
+        from cohort.coordinator.cluster.etcd import EtcdClient, EtcdUnavailable, op_delete, op_put
+        from cohort.coordinator.cluster import keys
+    except ImportError:
+        raise CommandError("cluster mode needs the etcd client: pip install 'cohort[cluster]'", EXIT_USAGE) from None
+    from cohort.coordinator.records import ScramCredentialRecord, decode_record, encode_record
+
+    try:
+        endpoints = parse_cluster_url(args.cluster)
+    except (ConfigError, ValueError) as exc:
+        raise CommandError(f"--cluster: {exc}", EXIT_USAGE) from None
+
+    async def run():
+        client = EtcdClient(endpoints, timeout_s=float(getattr(args, "timeout", 5.0) or 5.0))
+        await client.connect()
+        try:
+            if put or delete:
+                ops = []
+                for record in (*put, *delete):
+                    record_key, value = encode_record(record)
+                    key = keys.etcd_key(0, record_key)
+                    ops.append(op_delete(key) if value is None else op_put(key, value))
+                _, _, responses = await client.txn([], ops)
+                return all(r.response_delete_range.deleted for r in responses[len(put):])
+            store = CredentialStore()
+            async for page in client.range_prefix(keys.SECURITY):
+                for kv in page:
+                    record = decode_record(keys.record_key(kv.key), kv.value)
+                    if isinstance(record, ScramCredentialRecord):
+                        store.apply(record)
+            return list(store)
+        finally:
+            await client.close()
+    try:
+        return asyncio.run(run())
+    except EtcdUnavailable as exc:
+        raise CommandError(f"cannot reach the cluster's etcd: {exc}", EXIT_UNREACHABLE) from None
 
 
 def _write_offline(data_dir: Path, records) -> None:

@@ -812,8 +812,9 @@ def _check_worker_listener_ports(config: CoordinatorConfig) -> None:
             if address.port > 65535:
                 raise ConfigError(f"invalid workers: listener {e.name}'s ports go past 65535")
             if address.port in taken:
-                raise ConfigError(f"invalid listeners: with {config.worker_count} workers, listeners {taken[address.port]} "
-                                  f"and {e.name} both need port {address.port} (each takes a port per worker)")
+                raise ConfigError(f"invalid listeners: with {config.worker_count} workers, listeners "
+                                  f"{taken[address.port]} and {e.name} both need port {address.port} (each takes a "
+                                  "port per worker)")
             taken[address.port] = e.name
 
 
