@@ -274,7 +274,7 @@ def _in_etcd(args, put=(), delete=()):
         raise CommandError(f"--cluster: {exc}", EXIT_USAGE) from None
 
     async def run():
-        client = EtcdClient(endpoints, timeout_s=float(getattr(args, "timeout", 5.0) or 5.0))
+        client = EtcdClient(endpoints, timeout_s=args.timeout / 1000)  # --timeout is in ms
         await client.connect()
         try:
             if put or delete:

@@ -147,6 +147,11 @@ def test_an_acl_host_that_is_not_an_ip_address_is_refused_by_the_cli_and_by_crea
     (("users", "add", "x", "--password-file", "/nonexistent/pw", "--data-dir", "/tmp"), "cannot read --password-file"),
     (("users", "add", "x", "--mechanism", "MD5", "--password-file", "/dev/null", "--data-dir", "/tmp"),
      "unknown SCRAM mechanism"),
+    (("users", "list", "--cluster", "http://127.0.0.1:2379"), "must look like etcd://"),
+    (("users", "list", "--cluster", "etcd://127.0.0.1:1", "--data-dir", "/tmp"), "--cluster or --data-dir"),
+    (("acls", "remove", "--allow-principal", "User:a", "--allow-host", "10.0.0.0/8", "--group", "g"),
+     "IP address or *"),
+    (("acls", "remove", "--allow-host", "10.0.0.1", "--group", "g"), "--allow-host needs --allow-principal"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, fragment):
     result = run_cohort(*args, "--bootstrap-server", "127.0.0.1:1") if args[0] == "acls" else run_cohort(*args)
