@@ -135,16 +135,28 @@ def _ssl_context(props: dict[str, str], where: str) -> ssl.SSLContext:
     for name in ("ssl.truststore.type", "ssl.keystore.type"):
         if props.get(name, "PEM").upper() != "PEM":
             raise ValueError(f"{where}: only {name}=PEM is supported")
+    asked = []
+
+    def key_password() -> str:
+        # Always a callback: given no password, OpenSSL would ask for one on the terminal and wait.
+        asked.append(True)
+        if not props.get("ssl.key.password"):
+            raise ValueError(f"{where}: the private key is encrypted; set ssl.key.password")
+        return props["ssl.key.password"]
     try:
         if ca:
             context.load_verify_locations(cafile=ca)
         keystore = props.get("ssl.keystore.location")
         certificate = props.get("ssl.certificate.location")
         if keystore:
-            context.load_cert_chain(keystore, password=props.get("ssl.key.password"))
+            context.load_cert_chain(keystore, password=key_password)
         elif certificate:
-            context.load_cert_chain(certificate, props.get("ssl.key.location"), password=props.get("ssl.key.password"))
-    except (OSError, ssl.SSLError) as exc:
+            context.load_cert_chain(certificate, props.get("ssl.key.location"), password=key_password)
+    except ssl.SSLError as exc:
+        if asked:
+            raise ValueError(f"{where}: ssl.key.password does not decrypt the private key (wrong password)") from None
+        raise ValueError(f"{where}: cannot load TLS files: {exc}") from None
+    except OSError as exc:
         raise ValueError(f"{where}: cannot load TLS files: {getattr(exc, 'strerror', None) or exc}") from None
     if props.get("ssl.endpoint.identification.algorithm", "https").strip() == "":
         context.check_hostname = False

@@ -119,7 +119,8 @@ async def _status(client) -> dict:
         loads, _, _ = await client.range(keys.LOADS, prefix_end(keys.LOADS), revision=revision)
         node_rows = []
         for kv in nodes:
-            node_rows.append({"node_id": keys.id_of(kv.key, keys.NODES), "address": kv.value.decode(errors="replace"),
+            node_rows.append({"node_id": keys.id_of(kv.key, keys.NODES),
+                              "address": kv.value.decode(errors="replace").split("\n", 1)[0],
                               "lease_ttl_s": await client.time_to_live(kv.lease) if kv.lease else None})
         owner_of = {keys.id_of(kv.key, keys.OWNERS): kv for kv in owners}
         load_of = {keys.id_of(kv.key, keys.LOADS): kv for kv in loads}

@@ -3,12 +3,15 @@
 ``cohort users add NAME --mechanism SCRAM-SHA-512 --password-file FILE`` either
 writes the credential straight into a data dir no server is running on
 (``--data-dir``: the first credential, Kafka's ``kafka-storage format
---add-scram`` idea) or asks a running server (``--bootstrap-server``:
+--add-scram`` idea), or into a cluster's etcd (``--cluster etcd://…``, where
+every node follows it, running or not), or asks a running server (``--bootstrap-server``:
 AlterUserScramCredentials, salted and hashed here, so the password never
 leaves this process). ``cohort acls`` follows ``kafka-acls.sh`` (``--add``,
 ``--remove``, ``--list`` as ``add``/``remove``/``list``; ``--allow-principal``,
 ``--deny-principal``, ``--operation``, ``--group``, ``--topic``,
-``--cluster``, ``--resource-pattern-type``, ``--allow-host``, ``--deny-host``).
+``--cluster``, ``--resource-pattern-type``, ``--allow-host``, ``--deny-host``): ``remove``
+needs a resource, asks y/N unless ``--force`` (no stdin: nothing removed), and a principal's host is
+part of its filter; an ACL host is an IP address or ``*``.
 Both take ``--command-config FILE`` (Kafka client properties) for secured servers.
 
 Errors are one line on stderr; exit codes as the other admin commands: 0 ok,
@@ -24,13 +27,16 @@ from pathlib import Path
 
 from cohort.client.cli.output import error, print_json
 from cohort.client.cli.runner import (
-    EXIT_FAILED, EXIT_OK, EXIT_USAGE, CommandError, OneLineArgumentParser, add_connection_options, run_admin_command,
+    EXIT_FAILED, EXIT_OK, EXIT_UNREACHABLE, EXIT_USAGE, CommandError, OneLineArgumentParser, add_connection_options,
+    run_admin_command,
 )
 from cohort.coordinator.security.authorizer import (
     CLUSTER_NAME, AclBinding, AclOperation, AclPermissionType, PatternType, ResourceType, binding_problem,
+    host_problem,
 )
 from cohort.coordinator.security.credentials import (
-    DEFAULT_ITERATIONS, ScramMechanism, credential_from_password, iterations_problem, salted_password,
+    DEFAULT_ITERATIONS, CredentialStore, ScramMechanism, credential_from_password, iterations_problem,
+    salted_password,
 )
 from cohort.protocol.errors import error_name
 from cohort.protocol.messages import (
@@ -74,7 +80,7 @@ def register(subparsers) -> None:
     acls.set_defaults(func=lambda args: (acls.print_help(sys.stderr), EXIT_USAGE)[1])
     commands = acls.add_subparsers(dest="acls_command", metavar="COMMAND", parser_class=OneLineArgumentParser)
     for name, help_text, func, prepare in (("add", "add ACLs", acls_add, _bindings),
-                                           ("remove", "remove matching ACLs", acls_remove, _filters),
+                                           ("remove", "remove matching ACLs", acls_remove, _confirmed_filters),
                                            ("list", "list ACLs", acls_list, _filters)):
         p = commands.add_parser(name, help=help_text)
         add_connection_options(p)
@@ -95,6 +101,8 @@ def _target_options(p: argparse.ArgumentParser) -> None:
     add_connection_options(p)
     p.add_argument("--data-dir", type=Path, default=None,
                    help="write into this data dir directly (no server may be running on it)")
+    p.add_argument("--cluster", default=None, metavar="etcd://HOST:PORT[,...]",
+                   help="a cluster's credentials, in its etcd (its nodes follow them at once)")
 
 
 def _acl_options(p: argparse.ArgumentParser, command: str) -> None:
@@ -111,6 +119,8 @@ def _acl_options(p: argparse.ArgumentParser, command: str) -> None:
                    help="literal or prefixed (add); also any or match (remove, list)")
     if command == "list":
         p.add_argument("--principal", default=None, help="only ACLs of this principal")
+    if command == "remove":
+        p.add_argument("--force", action="store_true", help="remove without asking for confirmation")
 
 
 # ------------------------------------------------------------------ users
@@ -150,6 +160,11 @@ def users_add(args) -> int:
     if problem:
         raise CommandError(problem, EXIT_USAGE)
     password = _read_password(args.password_file)
+    if _in_cluster(args):
+        credential = credential_from_password(args.name, mechanism, password, args.iterations)
+        _in_etcd(args, put=[credential.record()])
+        print(f"Added {mechanism.mechanism_name} credential for user {args.name} to the cluster.")
+        return EXIT_OK
     if args.data_dir is not None:
         credential = credential_from_password(args.name, mechanism, password, args.iterations)
         _write_offline(args.data_dir, [credential.record()])
@@ -171,6 +186,13 @@ def users_add(args) -> int:
 @_one_line
 def users_delete(args) -> int:
     mechanism = _mechanism(args.mechanism)
+    if _in_cluster(args):
+        from cohort.coordinator.records import ScramCredentialTombstone
+
+        if not _in_etcd(args, delete=[ScramCredentialTombstone(args.name, int(mechanism))]):
+            raise CommandError(f"user {args.name} has no {mechanism.mechanism_name} credential in the cluster")
+        print(f"Deleted {mechanism.mechanism_name} credential of user {args.name} from the cluster.")
+        return EXIT_OK
     if args.data_dir is not None:
         from cohort.coordinator.records import ScramCredentialTombstone
 
@@ -191,6 +213,9 @@ def users_delete(args) -> int:
 
 @_one_line
 def users_list(args) -> int:
+    if _in_cluster(args):
+        rows = [(c.user, c.mechanism.mechanism_name, c.iterations) for c in _in_etcd(args)]
+        return _print_users(args, rows)
     if args.data_dir is not None:
         rows = [(c.user, c.mechanism.mechanism_name, c.iterations) for c in _read_offline(args.data_dir)]
         return _print_users(args, rows)
@@ -224,6 +249,57 @@ async def _alter(admin, request) -> None:
             raise CommandError(f"user {r.user}: {error_name(r.error_code)}: {r.error_message}")
 
 
+def _in_cluster(args) -> bool:
+    if args.cluster is None:
+        return False
+    if args.data_dir is not None:
+        raise CommandError("give --cluster or --data-dir, not both", EXIT_USAGE)
+    return True
+
+
+def _in_etcd(args, put=(), delete=()):
+    """A cluster's credentials, straight in etcd (`s/`, where every node watches them): write `put`, delete
+    `delete` (True if each existed), or read them all (a list of credentials) when given neither."""
+    from cohort.coordinator.config import ConfigError, parse_cluster_url
+    try:
+        from cohort.coordinator.cluster.etcd import EtcdClient, EtcdUnavailable, op_delete, op_put
+        from cohort.coordinator.cluster import keys
+    except ImportError:
+        raise CommandError("cluster mode needs the etcd client: pip install 'cohort[cluster]'", EXIT_USAGE) from None
+    from cohort.coordinator.records import ScramCredentialRecord, decode_record, encode_record
+
+    try:
+        endpoints = parse_cluster_url(args.cluster)
+    except (ConfigError, ValueError) as exc:
+        raise CommandError(f"--cluster: {exc}", EXIT_USAGE) from None
+
+    async def run():
+        client = EtcdClient(endpoints, timeout_s=args.timeout / 1000)  # --timeout is in ms
+        await client.connect()
+        try:
+            if put or delete:
+                ops = []
+                for record in (*put, *delete):
+                    record_key, value = encode_record(record)
+                    key = keys.etcd_key(0, record_key)
+                    ops.append(op_delete(key) if value is None else op_put(key, value))
+                _, _, responses = await client.txn([], ops)
+                return all(r.response_delete_range.deleted for r in responses[len(put):])
+            store = CredentialStore()
+            async for page in client.range_prefix(keys.SECURITY):
+                for kv in page:
+                    record = decode_record(keys.record_key(kv.key), kv.value)
+                    if isinstance(record, ScramCredentialRecord):
+                        store.apply(record)
+            return list(store)
+        finally:
+            await client.close()
+    try:
+        return asyncio.run(run())
+    except EtcdUnavailable as exc:
+        raise CommandError(f"cannot reach the cluster's etcd: {exc}", EXIT_UNREACHABLE) from None
+
+
 def _write_offline(data_dir: Path, records) -> None:
     asyncio.run(_offline(data_dir, records))
 
@@ -239,11 +315,12 @@ async def _offline(data_dir: Path, records):
     from cohort.coordinator.config import CoordinatorConfig
     from cohort.coordinator.daemon import DataDirLock, StartupError
     from cohort.coordinator.log import OffsetsLog
+    from cohort.coordinator.log.file_modes import make_private_dir
     from cohort.coordinator.node import SECURITY_PARTITION
     from cohort.coordinator.records import ScramCredentialRecord, ScramCredentialTombstone, decode_record, encode_record
     from cohort.coordinator.security.credentials import CredentialStore
 
-    data_dir.mkdir(parents=True, exist_ok=True)
+    make_private_dir(data_dir, tighten=True)
     lock = DataDirLock(data_dir)
     try:
         lock.acquire()
@@ -356,16 +433,61 @@ async def acls_add(args, admin) -> int:
 
 
 def _filters(args) -> list[DeleteAclsRequest.DeleteAclsFilter]:
+    """What `list` and `remove` select. As kafka-acls.sh: a principal's host is part of the filter (the
+    hosts given, else *), and `remove` needs a resource."""
     pattern = _pattern(args.resource_pattern_type, allow_filters=True)
-    resources = _resources(args) or [(ResourceType.ANY, None)]
-    principals = [(p, AclPermissionType.ALLOW) for p in args.allow_principal]
-    principals += [(p, AclPermissionType.DENY) for p in args.deny_principal]
-    principals = principals or [(getattr(args, "principal", None), AclPermissionType.ANY)]
+    resources = _resources(args)
+    if not resources and args.acls_command == "remove":
+        raise CommandError("name the ACLs' resource: --group, --topic or --cluster (with --resource-pattern-type "
+                           "any and --topic '*' for every topic)", EXIT_USAGE)
+    for hosts, principals, option in ((args.allow_host, args.allow_principal, "--allow-host"),
+                                      (args.deny_host, args.deny_principal, "--deny-host")):
+        if hosts and not principals:
+            raise CommandError(f"{option} needs --{option[2:].split('-')[0]}-principal", EXIT_USAGE)
+        for host in hosts:
+            problem = host_problem(host)
+            if problem:
+                raise CommandError(problem, EXIT_USAGE)
+    principals = [(p, AclPermissionType.ALLOW, h) for p in args.allow_principal for h in args.allow_host or ["*"]]
+    principals += [(p, AclPermissionType.DENY, h) for p in args.deny_principal for h in args.deny_host or ["*"]]
+    principals = principals or [(getattr(args, "principal", None), AclPermissionType.ANY, None)]
     operations = [_operation(o) for o in args.operation] or [AclOperation.ANY]
     return [DeleteAclsRequest.DeleteAclsFilter(
         resource_type_filter=rtype, resource_name_filter=name, pattern_type_filter=pattern,
-        principal_filter=principal, host_filter=None, operation=op, permission_type=permission)
-        for rtype, name in resources for principal, permission in principals for op in operations]
+        principal_filter=principal, host_filter=host, operation=op, permission_type=permission)
+        for rtype, name in resources or [(ResourceType.ANY, None)] for principal, permission, host in principals
+        for op in operations]
+
+
+def _confirmed_filters(args) -> list[DeleteAclsRequest.DeleteAclsFilter]:
+    """The filters of `remove`, once confirmed. kafka-acls.sh asks before removing: y removes; anything
+    else, or no stdin to ask on, removes nothing (exit 1)."""
+    filters = _filters(args)
+    if args.force:
+        return filters
+    what = "; ".join(
+        f"{ResourceType(f.resource_type_filter).name} {f.resource_name_filter} "
+        f"({PatternType(f.pattern_type_filter).name.lower()})"
+        + ("" if f.principal_filter is None else f", {f.principal_filter} from {f.host_filter}")
+        + ("" if f.operation == AclOperation.ANY else f", {AclOperation(f.operation).name}")
+        for f in filters)
+    stdin = sys.stdin
+    if stdin is None or stdin.closed:
+        raise CommandError("nothing removed: no stdin to confirm on (pass --force to remove without asking)",
+                           EXIT_REFUSED)
+    if stdin.isatty():  # piped answers ("echo y |") are read without the question
+        print(f"Are you sure you want to remove the ACLs matching: {what}? (y/N) ", end="", file=sys.stderr,
+              flush=True)
+    try:
+        answer = stdin.readline()
+    except OSError:
+        answer = ""
+    if not answer:
+        raise CommandError("nothing removed: no answer on stdin (pass --force to remove without asking)",
+                           EXIT_REFUSED)
+    if answer.strip().lower() not in ("y", "yes"):
+        raise CommandError("nothing removed", EXIT_REFUSED)
+    return filters
 
 
 async def acls_remove(args, admin) -> int:

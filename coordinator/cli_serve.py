@@ -94,7 +94,8 @@ def _worker_layout(config) -> list[tuple[int, int, str, str, list[int]]]:
     from cohort.coordinator.supervisor import worker_nodes
 
     listens = config.worker_listen_addresses()
-    nodes = worker_nodes(config, [a.port for a in listens])
+    nodes = worker_nodes(config, {e.name: [a.port for a in config.worker_listen_addresses(e.name)]
+                                  for e in config.endpoints})
     return [(k, node.node_id, str(listens[k]), str(HostPort(node.host, node.port)),
              partitions_of_worker(k, len(nodes), config.offsets_topic_num_partitions))
             for k, node in enumerate(nodes)]

@@ -690,10 +690,13 @@ class CoordinatorConfig:
             return max(1, min(cores, MAX_WORKERS, self.offsets_topic_num_partitions))
         return int(self.workers)
 
-    def worker_listen_addresses(self) -> list[HostPort]:
-        """Where each worker listens: --worker-ports, else --listen's port and the ones after it (0 stays 0)."""
-        listen = self.listen_address
-        if self.worker_ports is not None:
+    def worker_listen_addresses(self, listener: str | None = None) -> list[HostPort]:
+        """Where each worker listens on `listener` (default the first): the first one's --worker-ports, else
+        the listener's port and the ones after it (0 stays 0)."""
+        endpoints = self.endpoints
+        endpoint = next((e for e in endpoints if e.name == listener), endpoints[0])
+        listen = endpoint.address
+        if self.worker_ports is not None and endpoint is endpoints[0]:
             return [HostPort(listen.host, int(p)) for p in self.worker_ports.split(",")]
         step = 0 if listen.port == 0 else 1
         return [HostPort(listen.host, listen.port + k * step) for k in range(self.worker_count)]
@@ -786,12 +789,8 @@ def _check_together(config: CoordinatorConfig) -> None:
     if config.cluster is not None and config.workers != 1:
         raise ConfigError("invalid workers: cluster mode runs one coordinator process per node (drop --workers "
                           "or --cluster)")
-    if config.workers != 1 and len(config.endpoints) > 1:
-        raise ConfigError("invalid workers: --workers serves one listener per worker (give listeners one "
-                          "NAME://host:port entry)")
-    if config.cluster is not None and len(endpoints) > 1:
-        raise ConfigError("invalid listeners: cluster mode serves one listener per node (give listeners one "
-                          "NAME://host:port entry)")
+    if config.workers != 1 and len(endpoints) > 1:
+        _check_worker_listener_ports(config)
     if any(e.name == WORKER_LINK_LISTENER for e in endpoints):
         raise ConfigError(f"invalid listeners: {WORKER_LINK_LISTENER} is the name of the workers' own link")
     console = config.console_address
@@ -808,6 +807,22 @@ def _check_together(config: CoordinatorConfig) -> None:
         raise ConfigError("console.listen with a SASL listener would ask for passwords over plain HTTP (no listener "
                           "uses TLS, so the console cannot serve HTTPS): add an SSL or SASL_SSL listener, or set "
                           "console.allow.insecure.sign.in=true")
+
+
+def _check_worker_listener_ports(config: CoordinatorConfig) -> None:
+    """With --workers every listener takes a port per worker (its port, the next ones): no two may meet."""
+    taken: dict[int, str] = {}
+    for e in config.endpoints:
+        for address in config.worker_listen_addresses(e.name):
+            if address.port == 0:
+                continue
+            if address.port > 65535:
+                raise ConfigError(f"invalid workers: listener {e.name}'s ports go past 65535")
+            if address.port in taken:
+                raise ConfigError(f"invalid listeners: with {config.worker_count} workers, listeners "
+                                  f"{taken[address.port]} and {e.name} both need port {address.port} (each takes a "
+                                  "port per worker)")
+            taken[address.port] = e.name
 
 
 def _check_oauthbearer(config: CoordinatorConfig) -> None:

@@ -38,6 +38,7 @@ from typing import Any, Iterator
 from cohort.coordinator import __version__
 from cohort.coordinator.config import ConfigError, CoordinatorConfig, EffectiveConfig, HostPort
 from cohort.coordinator.heap import HeapKeeper, limit_malloc_arenas
+from cohort.coordinator.log.file_modes import FILE_MODE, make_private_dir
 
 log = logging.getLogger("cohort.coordinator.daemon")
 
@@ -65,7 +66,7 @@ class DataDirLock:
 
     def acquire(self) -> None:
         try:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, FILE_MODE)
         except OSError as exc:
             raise StartupError(f"cannot create lock file {self.path}: {exc.strerror}") from None
         try:
@@ -99,7 +100,7 @@ def _read_pid(fd: int) -> str:
 def prepare_data_dir(data_dir: Path) -> Path:
     """Create the data directory if needed and prove it is writable."""
     try:
-        data_dir.mkdir(parents=True, exist_ok=True)
+        make_private_dir(data_dir, tighten=True)
     except FileExistsError:
         raise StartupError(f"data dir {data_dir} exists and is not a directory") from None
     except OSError as exc:

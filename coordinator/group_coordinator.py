@@ -143,6 +143,9 @@ class RequestContext:
     client_host: str = ""
     principal: str = "User:ANONYMOUS"
     listener: str = ""
+    # Which topics the principal may see in a GroupReport (the authorizer's topic DESCRIBE; None: all),
+    # so the reports hide what OffsetFetch hides.
+    topic_visible: Callable[[str], bool] | None = None
 
 
 class GroupReportError(Exception):
@@ -781,15 +784,18 @@ class GroupCoordinator:
         response = response.response if isinstance(response, EncodeInThread) else response
         return {(t.name, p.partition_index): p.error_code for t in response.topics for p in t.partitions}
 
-    def group_health(self, group_id: str) -> GroupHealth:
-        """The group's health now (see `group_health`); raises `GroupReportError`."""
+    def group_health(self, group_id: str, topic_visible: Callable[[str], bool] | None = None) -> GroupHealth:
+        """The group's health now (see `group_health`), judged over the partitions of the topics
+        `topic_visible` admits (None: all); raises `GroupReportError`."""
         self._check_served(group_id)
         group = self._groups.get(group_id)
         if (group is None or group.state is GroupState.DEAD) and not self.offsets.has_offsets(group_id):
             raise GroupReportError(E.GROUP_ID_NOT_FOUND, f"group {group_id!r} does not exist")
         offsets = self._health_offsets(group_id)
         now = self.scheduler.now_ms()
-        self._sample_health(group_id, offsets, now)
+        self._sample_health(group_id, offsets, now)  # every partition: the samples are the group's, not the asker's
+        if topic_visible is not None:
+            offsets = [o for o in offsets if topic_visible(o[0])]
         members = []
         if group is not None and group.state is not GroupState.DEAD:
             monotonic = self.scheduler.monotonic_ms()
@@ -843,7 +849,10 @@ class GroupCoordinator:
     async def group_report(self, req, version: int, ctx: RequestContext):
         """GroupReport (Cohort's private API 10000): the read API above as JSON, for `cohort groups …`."""
         group_id = req.group_id
+        visible = ctx.topic_visible
         try:
+            if visible is not None and req.topic is not None and not visible(req.topic):
+                raise GroupReportError(E.TOPIC_AUTHORIZATION_FAILED, "not authorized to describe that topic")
             if req.report == "rebalances":
                 self._check_served(group_id)
                 entries = self.journal.entries(group_id, req.since_ms if req.since_ms >= 0 else None)
@@ -853,13 +862,15 @@ class GroupCoordinator:
             elif req.report == "history":
                 events = await self.offset_history(group_id, req.topic, req.partition if req.partition >= 0 else None,
                                                    req.since_ms if req.since_ms >= 0 else None)
-                document = [e.to_json() for e in events]
+                document = [e.to_json() for e in events if visible is None or visible(e.topic)]
             elif req.report == "health":
-                document = self.group_health(group_id).to_json()
+                document = self.group_health(group_id, visible).to_json()
             elif req.report == "offsets-at":
                 if req.at_ms < 0:
                     raise GroupReportError(E.INVALID_REQUEST, "offsets-at needs at_ms")
                 events = await self.offset_history(group_id)
+                if visible is not None:
+                    events = [e for e in events if visible(e.topic)]
                 plan = offsets_at(events, req.at_ms)
                 document = {"at_ms": req.at_ms, "history_from_ms": events[0].time_ms if events else None,
                             "history_retention_ms": self.config.offsets_history_retention_ms,
@@ -1555,7 +1566,8 @@ class GroupCoordinator:
                              assignment_interval_ms=config.group_consumer_assignment_interval_ms,
                              migration_policy=config.group_consumer_migration_policy,
                              classic_max_size=config.group_max_size,
-                             assignors=config.group_consumer_assignors.split(","), image=self._topic_image())
+                             assignors=config.group_consumer_assignors.split(","), image=self._topic_image(),
+                             topic_access_checked=bool(config.authorizer_class_name))
 
     def _replay_consumer_group_record(self, record: Record) -> None:
         group = self._consumer_groups.get(record.group)
@@ -1618,7 +1630,7 @@ class GroupCoordinator:
             0, req.member_id, req.member_epoch, version, req.instance_id, req.rack_id, req.rebalance_timeout_ms,
             req.subscribed_topic_names, req.subscribed_topic_regex if version >= 1 else None, req.server_assignor,
             None if owned is None else [(tp.topic_id, list(tp.partitions)) for tp in owned],
-            ctx.client_id, ctx.client_host)
+            ctx.client_id, ctx.client_host, self._describable_topics(req, ctx))
         try:
             validate_heartbeat(group_id, event, self.config.group_consumer_assignors.split(","))
         except HeartbeatError as exc:
@@ -1665,6 +1677,18 @@ class GroupCoordinator:
         if isinstance(answer, HeartbeatResult):
             return _heartbeat_response(answer)
         return _heartbeat_answer_when_durable(answer)
+
+    def _describable_topics(self, req, ctx: RequestContext) -> frozenset[str] | None:
+        """The topics a regex member's principal may DESCRIBE (None: no authorizer, or no regex to resolve)."""
+        visible = ctx.topic_visible
+        if visible is None or self._topics is None or req.subscribed_topic_regex == "":
+            return None
+        if not req.subscribed_topic_regex:
+            group = self._consumer_groups.get(req.group_id)
+            member = group.members.get(req.member_id) if group is not None else None
+            if member is None or not member.subscribed_topic_regex:
+                return None
+        return frozenset(t.name for t in self._topics if visible(t.name))
 
     # -- ConsumerGroupDescribe ---------------------------------------------------------------------
     async def consumer_group_describe(self, req, version: int, ctx: RequestContext):

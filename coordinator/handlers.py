@@ -217,9 +217,11 @@ class RequestHandlers:
         self.ownership = ownership
         # A cluster node reaches the others at their advertised address in plaintext (the worker link is
         # `--workers` only): with a secured listener it cannot, and reports its own high watermarks alone.
-        plaintext = all(config.security_protocol(e.name) == "PLAINTEXT" for e in config.endpoints)
-        reachable = peer_link is not None or plaintext
-        self.peers = Peers(lambda: [n for n in self.ownership.nodes() if n != self.ownership.local and reachable],
+        # It uses their PLAINTEXT listener when the nodes have one (an internal listener, say).
+        plaintext = next((e.name for e in config.endpoints if config.security_protocol(e.name) == "PLAINTEXT"), None)
+        reachable = peer_link is not None or plaintext is not None
+        self.peers = Peers(lambda: [n.on_listener(plaintext) if plaintext and peer_link is None else n
+                                    for n in self.ownership.nodes() if n != self.ownership.local and reachable],
                            peer_link)
         # --workers N: a worker without the topic registry mirrors it for its consumer groups' subscriptions
         self._registry_mirror_due = 0.0
@@ -407,9 +409,11 @@ class RequestHandlers:
         return self._metadata_response(version, request, entries, ctx)
 
     def _as_seen(self, node: Node | None, ctx: RequestContext) -> Node | None:
-        """`node` with the address a client of `ctx`'s listener reaches it by (this node has one per listener)."""
-        if node is None or node != self.ownership.local or not ctx.listener:
+        """`node` with the address a client of `ctx`'s listener reaches it by (each node has one per listener)."""
+        if node is None or not ctx.listener:
             return node
+        if node != self.ownership.local:
+            return node.on_listener(ctx.listener)
         address = self._advertised(ctx.listener)
         return Node(node.node_id, address.host, address.port)
 
@@ -442,6 +446,9 @@ class RequestHandlers:
             log.info("cannot reach node %s for the topic registry: %s", owner.node_id if owner else "-", exc)
         else:
             self._remember_topics(request, response)
+            # The owner answered the worker link, which sees the first listener: the brokers as the
+            # client's listener reaches them.
+            response.brokers = self._metadata_response(version, request, [], ctx).brokers
             return response
         entry = MetadataResponse.MetadataResponseTopic
         if request.topics is None or (version == 0 and not request.topics):

@@ -59,6 +59,7 @@ from cohort.protocol.messages import (
     AlterUserScramCredentialsRequest, CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest,
     DescribeUserScramCredentialsRequest, SaslAuthenticateRequest, SaslHandshakeRequest,
 )
+from cohort.coordinator.log.file_modes import make_private_dir, private_opener
 
 log = logging.getLogger("cohort.coordinator.node")
 
@@ -77,7 +78,7 @@ class CoordinatorServer:
                  peer_link: PeerLink | None = None, worker_security: WorkerSecurity | None = None) -> None:
         """`store`: where offsets partitions live (default: the local offsets log in `data.dir`, built at
         start); `ownership`: which partitions this node coordinates (default: all of them);
-        `listen_sockets`: the Kafka port already bound (a `--workers` supervisor binds its workers' ports);
+        `listen_sockets`: the Kafka port of each listener already bound (a `--workers` supervisor binds its workers' ports);
         `peer_link`, `worker_security`: a `--workers` worker's link to the others and its share of
         worker 0's credentials and ACLs."""
         self._listen_sockets = listen_sockets
@@ -142,8 +143,8 @@ class CoordinatorServer:
                 listener = Listener(endpoint.host, endpoint.port,
                                     lambda peer, security=security: Connection(self, peer, security),
                                     backlog=1024, ssl_context=security.ssl_context)
-                if index == 0 and self._listen_sockets is not None:
-                    listener.adopt(self._listen_sockets)  # a worker: the supervisor bound its one listener
+                if self._listen_sockets is not None:
+                    listener.adopt([self._listen_sockets[index]])  # a worker: the supervisor bound its ports
                 else:
                     await listener.bind()
                 self._listeners.append((endpoint, listener))
@@ -246,16 +247,14 @@ class CoordinatorServer:
         """Cluster mode: records in etcd, partitions owned through etcd leases, no data dir."""
         from cohort.coordinator.cluster.node import ClusterNode
 
-        address = self.advertised_address()
-        self.cluster = ClusterNode(self.config, Node(self.config.node_id, address.host, address.port),
-                                   metrics=self.metrics)
+        self.cluster = ClusterNode(self.config, self.local_node(), metrics=self.metrics)
         self.cluster_id = await self.cluster.connect()
         self.store, self.ownership = self.cluster.store, self.cluster.ownership
 
     def _open_local_log(self) -> None:
         config = self.config
         data_dir = Path(config.data_dir)
-        data_dir.mkdir(parents=True, exist_ok=True)
+        make_private_dir(data_dir, tighten=True)
         self.cluster_id = load_cluster_id(data_dir)
         if self.store is None:
             self.store = OffsetsLog(
@@ -272,9 +271,7 @@ class CoordinatorServer:
                 partitions=(),  # loaded one by one as the ownership hands them over
             )
         if self.ownership is None:
-            address = self.advertised_address()
-            self.ownership = StaticOwnership.single_node(Node(config.node_id, address.host, address.port),
-                                                         config.offsets_topic_num_partitions)
+            self.ownership = StaticOwnership.single_node(self.local_node(), config.offsets_topic_num_partitions)
 
     async def stop(self) -> None:
         """Stop accepting, answer what is in flight, then flush and close the offsets log."""
@@ -337,6 +334,12 @@ class CoordinatorServer:
         if address.port == 0 and name in self.ports:
             return HostPort(address.host, self.ports[name])
         return address
+
+    def local_node(self) -> Node:
+        """This node as clients see it: its first listener's advertised address, and every listener's."""
+        first = self.advertised_address()
+        return Node(self.config.node_id, first.host, first.port, tuple(
+            (e.name, *self.advertised_address(e.name)) for e in self.config.endpoints))
 
     def _security_handlers(self) -> dict:
         apis = admin_apis.SecurityAdminApis(self.security, authorizer_enabled=bool(self.config.authorizer_class_name))
@@ -487,7 +490,7 @@ def load_cluster_id(data_dir: Path) -> str:
         raise ValueError(f"{path} has no cluster.id line; remove the file to generate a new cluster id")
     cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode("ascii").rstrip("=")
     tmp = path.with_suffix(".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
+    with open(tmp, "w", encoding="utf-8", opener=private_opener) as f:
         f.write(f"# Written by Cohort on first start; the cluster id must not change.\nversion=1\ncluster.id={cluster_id}\n")
         f.flush()
         os.fsync(f.fileno())

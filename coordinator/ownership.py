@@ -15,17 +15,29 @@ answer parked requests NOT_COORDINATOR, forget the partition's groups, `Store.re
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 
 @dataclass(frozen=True, slots=True)
 class Node:
-    """A Kafka broker as clients see it: id and advertised address."""
+    """A Kafka broker as clients see it: id and advertised address (its first listener's).
+
+    `listeners` holds the advertised address of each of its listeners by name, as Kafka's brokers
+    register theirs: a client of listener L is told every broker's address on L."""
 
     node_id: int
     host: str
     port: int
+    listeners: tuple[tuple[str, str, int], ...] = field(default=(), compare=False)
+
+    def on_listener(self, name: str) -> "Node":
+        """This node as clients of listener `name` reach it (its first address when it has no such one)."""
+        for listener, host, port in self.listeners:
+            if listener == name:
+                return self if (host, port) == (self.host, self.port) else Node(self.node_id, host, port,
+                                                                                  self.listeners)
+        return self
 
 
 class OwnershipListener(Protocol):

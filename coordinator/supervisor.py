@@ -37,7 +37,7 @@ import time
 from dataclasses import dataclass, field
 
 from cohort.coordinator import __version__
-from cohort.coordinator.config import EffectiveConfig, HostPort
+from cohort.coordinator.config import EffectiveConfig, HostPort, parse_endpoints
 from cohort.coordinator.daemon import (
     EXIT_FAILURE,
     EXIT_OK,
@@ -70,7 +70,7 @@ class WorkerProcess:
 
     index: int
     node: Node
-    listen: socket.socket
+    listen: list[socket.socket]  # its Kafka port on each listener, in the order of `listeners`
     link: socket.socket  # its loopback port of the worker link
     process: asyncio.subprocess.Process | None = None
     metrics_port: int | None = None
@@ -88,19 +88,27 @@ class WorkerProcess:
         return self.process is not None and self.process.returncode is None
 
 
-def worker_nodes(config, ports: list[int]) -> list[Node]:
-    """Each worker as clients see it: node id ``node.id + K`` at the advertised host, on its own port.
+def worker_nodes(config, ports: dict[str, list[int]]) -> list[Node]:
+    """Each worker as clients see it: node id ``node.id + K``, on each listener its own port (`ports`: the
+    bound port of every worker by listener name).
 
-    Without --advertised a worker advertises its listen address; with it, the advertised port is shifted
-    as the worker's listen port is from the first one (so one port mapping rule covers every worker).
+    Without an advertised entry a listener advertises its listen address; with one, the advertised port is
+    shifted as the worker's listen port is from the first worker's (one port mapping rule covers every worker).
     """
-    base = config.node_id
-    if config.advertised_listeners is None:
-        host = config.listen_address.host
-        return [Node(base + k, host, port) for k, port in enumerate(ports)]
-    advertised = config.advertised_address
-    return [Node(base + k, advertised.host, advertised.port + (port - ports[0]) if ports[0] else port)
-            for k, port in enumerate(ports)]
+    def advertised(name: str, k: int) -> tuple[str, int]:
+        bound = ports[name]
+        address = config.advertised_endpoint(name)
+        if config.advertised_listeners is None or not any(
+                e.name == name for e in parse_endpoints(config.advertised_listeners, bindable=False)):
+            return address.host, bound[k]
+        return address.host, address.port + (bound[k] - bound[0]) if bound[0] else bound[k]
+
+    names = [e.name for e in config.endpoints]
+    nodes = []
+    for k in range(len(ports[names[0]])):
+        listeners = tuple((name, *advertised(name, k)) for name in names)
+        nodes.append(Node(config.node_id + k, listeners[0][1], listeners[0][2], listeners))
+    return nodes
 
 
 def bind_worker_ports(addresses: list[HostPort]) -> list[socket.socket]:
@@ -199,26 +207,33 @@ class Supervisor:
     async def _main(self) -> int:
         config = self.config
         count = config.worker_count
-        addresses = config.worker_listen_addresses()
-        if len(addresses) != count:
-            raise StartupError(f"--worker-ports names {len(addresses)} port(s) for {count} workers")
-        flag = "--worker-ports" if config.worker_ports is not None else "--listen"
-        try:
-            sockets = bind_worker_ports(addresses)
-        except OSError as exc:
-            bad = next((a for a in addresses if not _can_bind(a)), addresses[0])
-            raise _bind_error("clients", flag, bad, exc) from None
+        sockets: list[list[socket.socket]] = [[] for _ in range(count)]  # worker -> its port on each listener
+        for index, endpoint in enumerate(config.endpoints):
+            addresses = config.worker_listen_addresses(endpoint.name)
+            if len(addresses) != count:
+                raise StartupError(f"--worker-ports names {len(addresses)} port(s) for {count} workers")
+            flag = "--worker-ports" if config.worker_ports is not None and index == 0 else "--listen"
+            try:
+                bound = bind_worker_ports(addresses)
+            except OSError as exc:
+                for sock in (s for each in sockets for s in each):
+                    sock.close()
+                bad = next((a for a in addresses if not _can_bind(a)), addresses[0])
+                raise _bind_error("clients", flag, bad, exc) from None
+            for k, sock in enumerate(bound):
+                sockets[k].append(sock)
+        every_listen = [s for each in sockets for s in each]
         try:
             link_sockets = bind_worker_ports([HostPort("127.0.0.1", 0)] * count)
         except OSError as exc:
-            for sock in sockets:
+            for sock in every_listen:
                 sock.close()
             raise StartupError(f"cannot bind the worker link on 127.0.0.1: {exc.strerror}") from None
         loop = asyncio.get_running_loop()
         try:
             self._http = await asyncio.start_server(self._serve_http, *config.metrics_address, start_serving=False)
         except OSError as exc:
-            for sock in sockets + link_sockets:
+            for sock in every_listen + link_sockets:
                 sock.close()
             raise _bind_error("metrics", "--metrics", config.metrics_address, exc) from None
         try:
@@ -229,7 +244,7 @@ class Supervisor:
 
             load_cluster_id(config.data_dir)  # once, before any worker reads it
         except (StartupError, OSError, ValueError) as exc:
-            for sock in sockets + link_sockets:
+            for sock in every_listen + link_sockets:
                 sock.close()
             self._http.close()
             if self._console is not None:
@@ -237,7 +252,8 @@ class Supervisor:
             if isinstance(exc, StartupError):
                 raise
             raise StartupError(f"cannot start: {exc}") from None
-        advertised = worker_nodes(config, [s.getsockname()[1] for s in sockets])
+        advertised = worker_nodes(config, {e.name: [sockets[k][i].getsockname()[1] for k in range(count)]
+                                           for i, e in enumerate(config.endpoints)})
         self.workers = [WorkerProcess(k, advertised[k], sockets[k], link_sockets[k]) for k in range(count)]
         self._stop_requested = asyncio.Event()
         for signum in (signal.SIGTERM, signal.SIGINT):
@@ -253,7 +269,7 @@ class Supervisor:
             from cohort.coordinator.console.access import CoordinatorAccess
 
             await self._console.start(CoordinatorAccess.for_workers(
-                config, [w.listen.getsockname()[1] for w in self.workers]))
+                config, [[s.getsockname()[1] for s in w.listen] for w in self.workers]))
         log.info("cohort supervisor started", extra={
             "version": __version__, "workers": count, "data_dir": str(config.data_dir),
             "brokers": ",".join(f"{n.node.node_id}@{n.node.host}:{n.node.port}" for n in self.workers),
@@ -268,7 +284,8 @@ class Supervisor:
         for task in self._tasks:
             task.cancel()
         for worker in self.workers:
-            worker.listen.close()
+            for sock in worker.listen:
+                sock.close()
             worker.link.close()
         log.info("cohort supervisor stopped")
         return EXIT_FAILURE if self._unclean else EXIT_OK
@@ -277,17 +294,18 @@ class Supervisor:
     async def _spawn(self, worker: WorkerProcess) -> None:
         config = self.config
         node = worker.node
-        listen_host = config.listen_address.host
-        name = config.endpoints[0].name  # one listener per worker (config refuses more); keeps its protocol
+        # Every listener, each on this worker's port (its protocol is the listener's, by name)
         settings = config_settings(
             config, node_id=node.node_id,
-            listeners=f"{name}://{HostPort(listen_host, worker.listen.getsockname()[1])}",
-            advertised_listeners=f"{name}://{HostPort(node.host, node.port)}", metrics_listen="127.0.0.1:0",
+            listeners=",".join(f"{e.name}://{HostPort(e.host, sock.getsockname()[1])}"
+                               for e, sock in zip(config.endpoints, worker.listen)),
+            advertised_listeners=",".join(f"{name}://{HostPort(host, port)}" for name, host, port in node.listeners),
+            metrics_listen="127.0.0.1:0",
             console_listen=None,  # the supervisor serves the console for every worker
             workers=1, worker_ports=None)
         read_fd, write_fd = os.pipe()
         control_read, control_write = os.pipe()
-        spec = WorkerSpec(worker.index, [w.node for w in self.workers], settings, [worker.listen.fileno()],
+        spec = WorkerSpec(worker.index, [w.node for w in self.workers], settings, [s.fileno() for s in worker.listen],
                           write_fd, control_read, os.getpid(), sorted(self._down), worker.link.fileno(),
                           [w.link.getsockname()[1] for w in self.workers])
         worker.metrics_port = None
@@ -295,7 +313,7 @@ class Supervisor:
         try:
             worker.process = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "cohort.coordinator.worker", spec.to_json(),
-                pass_fds=(worker.listen.fileno(), worker.link.fileno(), write_fd, control_read),
+                pass_fds=(*(s.fileno() for s in worker.listen), worker.link.fileno(), write_fd, control_read),
                 stdin=asyncio.subprocess.DEVNULL, env={**os.environ, LINK_SECRET_ENV: self._link_secret},
                 # Its own session: Ctrl-C in a terminal reaches the supervisor only, which forwards one
                 # SIGTERM (a worker given SIGINT and then SIGTERM would take the second as "exit now").
@@ -315,7 +333,7 @@ class Supervisor:
         worker.started_at = time.monotonic()
         worker.status_reader = loop.create_task(self._read_status(worker, read_fd))
         log.info("worker started", extra={"worker": worker.index, "pid": worker.process.pid,
-                                          "node_id": node.node_id, "port": worker.listen.getsockname()[1]})
+                                          "node_id": node.node_id, "port": worker.listen[0].getsockname()[1]})
 
     async def _read_status(self, worker: WorkerProcess, read_fd: int) -> None:
         loop = asyncio.get_running_loop()

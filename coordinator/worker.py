@@ -62,7 +62,8 @@ class WorkerSpec:
 
     def to_json(self) -> str:
         return json.dumps({
-            "index": self.index, "nodes": [[n.node_id, n.host, n.port] for n in self.nodes],
+            "index": self.index, "nodes": [[n.node_id, n.host, n.port, [list(entry) for entry in n.listeners]]
+                                           for n in self.nodes],
             "settings": self.settings, "listen_fds": self.listen_fds, "status_fd": self.status_fd,
             "control_fd": self.control_fd, "supervisor_pid": self.supervisor_pid, "down": self.down,
             "link_fd": self.link_fd, "link_ports": self.link_ports})
@@ -70,7 +71,8 @@ class WorkerSpec:
     @classmethod
     def from_json(cls, text: str) -> "WorkerSpec":
         doc = json.loads(text)
-        return cls(doc["index"], [Node(*n) for n in doc["nodes"]], doc["settings"], doc["listen_fds"],
+        nodes = [Node(n[0], n[1], n[2], tuple(tuple(entry) for entry in n[3])) for n in doc["nodes"]]
+        return cls(doc["index"], nodes, doc["settings"], doc["listen_fds"],
                    doc["status_fd"], doc["control_fd"], doc["supervisor_pid"], doc["down"], doc["link_fd"],
                    doc["link_ports"])
 

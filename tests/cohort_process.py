@@ -33,9 +33,12 @@ def clean_env(**extra: str) -> dict[str, str]:
     return env
 
 
-def run_cohort(*args: str, env: dict[str, str] | None = None, timeout: float = 30) -> subprocess.CompletedProcess:
+def run_cohort(*args: str, env: dict[str, str] | None = None, timeout: float = 30,
+               input: str | None = None) -> subprocess.CompletedProcess:
+    """`cohort ARGS`; `input` is its stdin (None: no stdin at all)."""
     return subprocess.run(
-        cohort_command(*args), env=env or clean_env(), capture_output=True, text=True, timeout=timeout
+        cohort_command(*args), env=env or clean_env(), capture_output=True, text=True, timeout=timeout,
+        input=input, stdin=subprocess.DEVNULL if input is None else None,
     )
 
 

@@ -1,6 +1,7 @@
 """Where cluster mode keeps things in etcd: the one declaration of the key layout.
 
-    nodes/<node-id>                           -> "host:port" (advertised), under the node's lease
+    nodes/<node-id>                           -> "host:port" (advertised, its first listener), then a line
+                                                 "NAME=host:port" per listener; under the node's lease
     owner/<p>                                 -> "<node-id>", under the owner's lease; epoch = create revision
     load/<p>                                  -> the owner's load state ("loading", "loaded", "handing-over"),
                                                  under the owner's lease (for `cohort cluster status`)

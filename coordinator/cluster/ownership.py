@@ -82,8 +82,28 @@ class OwnerEntry:
 
 
 def parse_address(value: bytes) -> tuple[str, int] | None:
-    host, sep, port = value.decode(errors="replace").rpartition(":")
+    """`nodes/<id>`'s first line: the node's first advertised address."""
+    host, sep, port = value.decode(errors="replace").split("\n", 1)[0].rpartition(":")
     return (host, int(port)) if sep and port.isdigit() else None
+
+
+def node_value(node: Node) -> bytes:
+    """What `nodes/<id>` holds: the first advertised address, then "NAME=host:port" per listener."""
+    return "\n".join([f"{node.host}:{node.port}", *(f"{name}={host}:{port}" for name, host, port in node.listeners)]
+                     ).encode()
+
+
+def parse_node(node_id: int, value: bytes) -> Node | None:
+    address = parse_address(value)
+    if address is None:
+        return None
+    listeners = []
+    for line in value.decode(errors="replace").split("\n")[1:]:
+        name, sep, rest = line.partition("=")
+        host, colon, port = rest.rpartition(":")
+        if sep and colon and port.isdigit():
+            listeners.append((name, host, int(port)))
+    return Node(node_id, *address, tuple(listeners))
 
 
 @dataclass(slots=True)
@@ -167,8 +187,8 @@ class EtcdOwnership:
     # --- etcd state ----------------------------------------------------------------------------
 
     async def _register(self) -> None:
-        address = f"{self.local.host}:{self.local.port}".encode()
-        await self.etcd.txn([], [op_put(keys.node_key(self.local.node_id), address, lease=self.lease.lease_id)])
+        await self.etcd.txn([], [op_put(keys.node_key(self.local.node_id), node_value(self.local),
+                                        lease=self.lease.lease_id)])
 
     async def _resync(self) -> int:
         """Read nodes/ and owner/ at one revision; the revision to watch from."""
@@ -190,9 +210,10 @@ class EtcdOwnership:
         return revision
 
     def _node_put(self, kv: KeyValue) -> None:
-        node_id, address = keys.id_of(kv.key, keys.NODES), parse_address(kv.value)
-        if node_id is not None and address:
-            self._nodes[node_id] = Node(node_id, *address)
+        node_id = keys.id_of(kv.key, keys.NODES)
+        node = parse_node(node_id, kv.value) if node_id is not None else None
+        if node is not None:
+            self._nodes[node_id] = node
 
     def _owner_put(self, kv: KeyValue) -> None:
         partition = keys.id_of(kv.key, keys.OWNERS)

@@ -54,18 +54,19 @@ class CoordinatorAccess:
     @classmethod
     def for_node(cls, config, ports: dict[str, int]) -> "CoordinatorAccess":
         """A single node or a cluster node: its SASL listener if it has one, else its first listener."""
-        endpoints = config.endpoints
-        chosen = next((e for e in endpoints if config.security_protocol(e.name).startswith("SASL")), endpoints[0])
+        chosen = _console_listener(config)
         host = _reachable(chosen.host)
         return cls((f"{host}:{ports.get(chosen.name, chosen.port)}",), config.security_protocol(chosen.name),
                    config.enabled_mechanisms)
 
     @classmethod
-    def for_workers(cls, config, ports: Sequence[int]) -> "CoordinatorAccess":
-        """The workers of ``--workers N``: each serves the one listener, with its security protocol."""
-        listener = config.endpoints[0]
-        return cls(tuple(f"{_reachable(listener.host)}:{port}" for port in ports),
-                   config.security_protocol(listener.name), config.enabled_mechanisms)
+    def for_workers(cls, config, ports: Sequence[Sequence[int]]) -> "CoordinatorAccess":
+        """The workers of ``--workers N`` (``ports``: each worker's port per listener, in `config.endpoints`
+        order): every worker's port of the listener a single node's console would use."""
+        chosen = _console_listener(config)
+        index = config.endpoints.index(chosen)
+        return cls(tuple(f"{_reachable(chosen.host)}:{each[index]}" for each in ports),
+                   config.security_protocol(chosen.name), config.enabled_mechanisms)
 
     def security(self, mechanism: str | None = None, username: str | None = None,
                  password: str | None = None) -> ClientSecurity | None:
@@ -82,6 +83,12 @@ class CoordinatorAccess:
 
     def sign_in_mechanisms(self) -> list[str]:
         return [m for m in SIGN_IN_ORDER if m in self.mechanisms]
+
+
+def _console_listener(config):
+    """The SASL listener if there is one (the console signs its users in over it), else the first."""
+    return next((e for e in config.endpoints if config.security_protocol(e.name).startswith("SASL")),
+                config.endpoints[0])
 
 
 def _reachable(host: str) -> str:

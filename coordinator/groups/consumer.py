@@ -240,6 +240,9 @@ class ConsumerGroupHeartbeat:
     topic_partitions: list[tuple[uuid.UUID, list[int]]] | None = None  # owned partitions
     client_id: str = ""
     client_host: str = ""
+    # The topics the member's principal may DESCRIBE now, from the authorizer (None: not checked). Only
+    # these are matched against its regex (Kafka: KAFKA-18813); a change is a change of its subscription.
+    describable_topics: frozenset[str] | None = None
 
 
 @dataclass(slots=True, frozen=True)
@@ -596,8 +599,10 @@ class ConsumerGroup:
                  assignment_interval_ms: int = ASSIGNMENT_INTERVAL_MS,
                  migration_policy: MigrationPolicy | str = MigrationPolicy.BIDIRECTIONAL,
                  classic_max_size: int = MAX_SIZE,
-                 new_member_id: Callable[[], str] | None = None) -> None:
+                 new_member_id: Callable[[], str] | None = None, topic_access_checked: bool = False) -> None:
+        """`topic_access_checked`: heartbeats carry `describable_topics`, and a regex matches only those."""
         self.group_id = group_id
+        self.topic_access_checked = topic_access_checked
         self.session_timeout_ms = session_timeout_ms
         self.heartbeat_interval_ms = heartbeat_interval_ms
         self.max_size = max_size
@@ -619,6 +624,9 @@ class ConsumerGroup:
         self._owners: dict[tuple[uuid.UUID, int], str] = {}  # partition -> member holding it
         self._image: TopicImage = dict(image or {})
         self._regexes: dict[str, frozenset[str]] = {}  # regex -> matching topic names in the image
+        # member id -> the topics its regex may match (topic_access_checked): what its last heartbeat said
+        # its principal may DESCRIBE; after a load, until that heartbeat, the topics it was assigned.
+        self._describable: dict[str, frozenset[str]] = {}
         self._hash: int | None = None  # _subscription_hash() until a subscription or the image changes
         self._topic_ids: dict[str, frozenset[uuid.UUID]] = {}  # member id -> its existing subscribed topics
         self._last_assignment_ms: float | None = None  # when the assignor last ran (monotonic)
@@ -737,6 +745,7 @@ class ConsumerGroup:
             member = self._static_member(request, records)
         if epoch != JOIN_GROUP_MEMBER_EPOCH:
             self._check_member_epoch(member, epoch, request.topic_partitions)
+        access_changed = self._update_topic_access(member, request.describable_topics)
         updated = replace(
             member,
             instance_id=request.instance_id,
@@ -755,7 +764,8 @@ class ConsumerGroup:
             classic_session_timeout_ms=-1,
         )
         self._update_member(member, updated, (
-            updated.subscribed_topic_names != member.subscribed_topic_names
+            access_changed
+            or updated.subscribed_topic_names != member.subscribed_topic_names
             or updated.subscribed_topic_regex != member.subscribed_topic_regex
             or updated.server_assignor != member.server_assignor), records, now)
         member = self.members[updated.member_id]
@@ -1234,8 +1244,38 @@ class ConsumerGroup:
     def _member_topics(self, member: ConsumerGroupMember) -> set[str]:
         names = set(member.subscribed_topic_names)
         if member.subscribed_topic_regex:
-            names |= self._regex_matches(member.subscribed_topic_regex)
+            matches = self._regex_matches(member.subscribed_topic_regex)
+            if self.topic_access_checked:
+                # Unknown (a member being loaded): nothing yet; `_on_load_completed` fills it in.
+                matches = matches & self._describable.get(member.member_id, frozenset())
+            names |= matches
         return names
+
+    def _update_topic_access(self, member: ConsumerGroupMember, describable: frozenset[str] | None) -> bool:
+        """Take the topics the member may now DESCRIBE; True when that changes what its regex matches."""
+        if not self.topic_access_checked or describable is None:
+            return False
+        member_id = member.member_id
+        if self._describable.get(member_id) == describable:
+            return False
+        if member_id not in self.members:  # a new member: counted once its metadata record is applied
+            self._describable[member_id] = describable
+            return False
+        before = self._member_topics(member)
+        self._describable[member_id] = describable
+        after = self._member_topics(member)
+        if before == after:
+            return False
+        self._subscribers.subtract(before)
+        self._subscribers.update(after)
+        self._subscribers = +self._subscribers
+        self._topic_ids.pop(member_id, None)
+        self._hash = None
+        return True
+
+    def _assigned_topic_names(self, member: ConsumerGroupMember) -> frozenset[str]:
+        ids = {*member.assigned, *member.pending_revocation, *self.target_assignment.get(member.member_id, {})}
+        return frozenset(self._topic_names[i] for i in ids if i in self._topic_names)
 
     def _regex_matches(self, regex: str) -> frozenset[str]:
         matches = self._regexes.get(regex)
@@ -1332,6 +1372,15 @@ class ConsumerGroup:
 
     def _on_load_completed(self, event: LoadCompleted, now: Now) -> None:
         self._loading = False
+        if self.topic_access_checked:
+            # Who may describe what is not stored: until its next heartbeat says, a member's regex keeps
+            # the topics it was given (all of them authorized when it was), so a restart moves nothing.
+            for member_id, member in self.members.items():
+                if member.subscribed_topic_regex and member_id not in self._describable:
+                    self._describable[member_id] = self._assigned_topic_names(member)
+            self._subscribers = Counter(name for m in self.members.values() for name in self._member_topics(m))
+            self._topic_ids.clear()
+            self._hash = None
         for member_id, member in self.members.items():
             self._start_session(member_id, now)
             if member.state is MemberState.UNREVOKED_PARTITIONS:
@@ -1403,6 +1452,7 @@ class ConsumerGroup:
             if member is not None:
                 self._subscribers.subtract(self._member_topics(member))
                 self._subscribers = +self._subscribers
+                self._describable.pop(record.member_id, None)
                 self._release(member)
                 if member.instance_id is not None and self.static_members.get(member.instance_id) == member.member_id:
                     del self.static_members[member.instance_id]

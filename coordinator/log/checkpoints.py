@@ -57,6 +57,7 @@ from cohort.coordinator.log.state import (
     close_quietly,
     file_size,
 )
+from cohort.coordinator.log.file_modes import FILE_MODE
 
 log = logging.getLogger("cohort.log")
 
@@ -109,7 +110,7 @@ class Checkpoints:
     def _create_journal(self, seq: int) -> OpenJournal:
         """A new journal of this owner, locked as in use until the process closes it (or dies)."""
         path = self.data_dir / journal_name(seq, self.owner)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
         try:
             lock_journal(fd)
             fsync_dir(self.data_dir)
@@ -176,7 +177,7 @@ class Checkpoints:
         path = p.path / segment_name(base)
         # Under the lock from the file's creation on: the cleaner lists the directory under it.
         with p.lock:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
             try:
                 fsync_dir(p.path)
             except OSError:

@@ -35,6 +35,7 @@ from cohort.coordinator.log.segments import (
     segment_name,
     swap_name,
 )
+from cohort.coordinator.log.file_modes import private_opener
 
 _MAX_BATCH_RECORDS = 4096
 _MAX_BATCH_BYTES = 1 << 20
@@ -168,7 +169,7 @@ def compact_closed_segments(
             continue
         swap = pdir / swap_name(first, end)
         cleaned = pdir / (swap.name + ".cleaned")
-        with open(cleaned, "wb") as f:
+        with open(cleaned, "wb", opener=private_opener) as f:
             for b in batches:
                 f.write(b)
             f.flush()

@@ -66,6 +66,7 @@ from construct import Int32sb, Int32ub, Struct
 
 from cohort.coordinator.log.batch import BatchError, BatchView, read_batch
 from cohort.coordinator.log.segments import fsync_dir, list_partitions, partition_dir
+from cohort.coordinator.log.file_modes import private_opener
 
 log = logging.getLogger("cohort.log")
 
@@ -334,7 +335,7 @@ def write_partition_mark(pdir: Path, mark: PartitionMark) -> None:
     doc = {"format": MARK_FORMAT, "segment": mark.segment, "size": mark.size, "next_offset": mark.next_offset,
            "journal": mark.journal, "owner": mark.owner}
     tmp = pdir / (CHECKPOINT_NAME + ".tmp")
-    with open(tmp, "w") as f:
+    with open(tmp, "w", opener=private_opener) as f:
         json.dump(doc, f, separators=(",", ":"))
         f.flush()
         os.fsync(f.fileno())

@@ -51,6 +51,7 @@ from cohort.coordinator.log.state import (
     file_size,
 )
 from cohort.protocol.errors import ErrorCode
+from cohort.coordinator.log.file_modes import make_private_dir
 
 __all__ = ["OffsetsLog", "StorageError", "LogLoadError", "PartitionState", "FlushPolicy", "ReplayCallback"]
 
@@ -198,7 +199,7 @@ class OffsetsLog(CommitRounds, Checkpoints):
             raise RuntimeError("OffsetsLog.open() called twice")
         self._opened = True
         loop = self._loop = asyncio.get_running_loop()
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        make_private_dir(self.data_dir, tighten=True)
         found = list_partitions(self.data_dir)
         if found and found[-1] >= self.num_partitions:
             raise LogLoadError({found[-1]: ValueError(

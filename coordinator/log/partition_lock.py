@@ -11,6 +11,8 @@ import fcntl
 import os
 from pathlib import Path
 
+from cohort.coordinator.log.file_modes import FILE_MODE, make_private_dir
+
 LOCK_NAME = ".lock"
 
 
@@ -31,8 +33,8 @@ class PartitionLock:
 
     def acquire(self) -> None:
         """Take the lock now or raise `PartitionOwnedError` naming the holder's pid."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        make_private_dir(self.path.parent)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, FILE_MODE)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -45,6 +45,7 @@ from cohort.coordinator.log.segments import (
     segment_name,
 )
 from cohort.coordinator.log.state import write_all
+from cohort.coordinator.log.file_modes import FILE_MODE, make_private_dir
 
 log = logging.getLogger("cohort.log")
 
@@ -144,7 +145,7 @@ def _recover(p: _Target, mark: PartitionMark | None, journaled: list[JournalBatc
     Raises CorruptLogError, before changing any file, when the partition cannot be
     brought back without losing acknowledged writes.
     """
-    p.path.mkdir(parents=True, exist_ok=True)
+    make_private_dir(p.path)
     complete_pending_compaction(p.path)
     segs = list_partition_segments(p.path)
     # Journal damage that may hide this partition's acknowledged writes.
@@ -161,7 +162,7 @@ def _recover(p: _Target, mark: PartitionMark | None, journaled: list[JournalBatc
         segs = _cut_to_mark(p, segs, mark)
     if not segs:
         path = p.path / segment_name(0)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT, FILE_MODE)
         os.close(fd)
         fsync_dir(p.path)
         segs = [path]
@@ -331,7 +332,7 @@ def _replay_journal(p: _Target, segs: list[Path], size: int, next_offset: int,
                 os.close(fd)
                 fd = -1
                 path = p.path / segment_name(next_offset)
-                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
                 segs = [*segs, path]
                 size = 0
                 rolled = True

@@ -6,11 +6,15 @@ Kafka does:
 
 * JoinGroup, SyncGroup, Heartbeat, LeaveGroup: group READ, else GROUP_AUTHORIZATION_FAILED;
 * ConsumerGroupHeartbeat: group READ, and topic DESCRIBE for every subscribed topic name
-  (TOPIC_AUTHORIZATION_FAILED); ConsumerGroupDescribe: DESCRIBE per group;
+  (TOPIC_AUTHORIZATION_FAILED); a regex resolves over the topics with DESCRIBE only;
+  ConsumerGroupDescribe: DESCRIBE per group, and TOPIC_AUTHORIZATION_FAILED for a group whose
+  assignments hold a topic without DESCRIBE;
 * OffsetCommit: group READ (every partition GROUP_AUTHORIZATION_FAILED), then topic
   READ per topic (its partitions TOPIC_AUTHORIZATION_FAILED; the rest is committed);
 * OffsetFetch: group DESCRIBE; requested topics without DESCRIBE answer
   TOPIC_AUTHORIZATION_FAILED, and "all topics" leaves them out;
+* GroupReport (Cohort's own): group DESCRIBE; its offsets, commits and health cover only topics
+  with DESCRIBE, as OffsetFetch's "all topics";
 * DescribeGroups: DESCRIBE per group; ListGroups: every group with CLUSTER DESCRIBE,
   else only groups with DESCRIBE; DeleteGroups: DELETE per group;
 * OffsetDelete: group DELETE, then topic READ per topic;
@@ -32,6 +36,7 @@ out of a listing are not (Kafka does not log those either).
 from __future__ import annotations
 
 import copy
+import dataclasses
 import functools
 import inspect
 import logging
@@ -85,6 +90,9 @@ class RequestAuthorization:
         self._topic_exists = topic_exists
         self._topic_name_by_id = topic_name_by_id
         self.metrics = metrics
+        # (principal, host) -> topic -> may DESCRIBE, for the ACLs of `_described_generation`.
+        self._described: dict[tuple[str, str], dict[str, bool]] = {}
+        self._described_generation = -1
 
     # ------------------------------------------------------------------ decisions
     def allowed(self, ctx: RequestContext, op: AclOperation, rtype: ResourceType, name: str,
@@ -98,6 +106,22 @@ class RequestAuthorization:
             if self.metrics is not None:
                 self.metrics.count_authorization_denial(rtype.name, op.name)
         return False
+
+    def topic_visibility(self, ctx: RequestContext) -> Callable[[str], bool]:
+        """Whether the principal may DESCRIBE a topic (no audit line: what it may not see is left out),
+        remembered until the ACLs change, so that resolving a regex over every topic at each heartbeat
+        costs dictionary lookups."""
+        if self._described_generation != self.authorizer.generation or len(self._described) > 10_000:
+            self._described.clear()
+            self._described_generation = self.authorizer.generation
+        decided = self._described.setdefault((ctx.principal, _host(ctx)), {})
+
+        def visible(topic: str) -> bool:
+            known = decided.get(topic)
+            if known is None:
+                known = decided[topic] = self.allowed(ctx, DESCRIBE, TOPIC, topic, audit_denial=False)
+            return known
+        return visible
 
     def _cluster(self, ctx, op, audit_denial=True) -> bool:
         return self.allowed(ctx, op, CLUSTER, CLUSTER_NAME, audit_denial)
@@ -153,15 +177,27 @@ class RequestAuthorization:
         if denied:
             return ConsumerGroupHeartbeatResponse(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
                                                   error_message=f"Not authorized to describe topics {denied}.")
-        return await handler(request, version, ctx)
+        # A regex resolves only over the topics the member's principal may DESCRIBE (KAFKA-18813).
+        return await handler(request, version, dataclasses.replace(ctx, topic_visible=self.topic_visibility(ctx)))
 
     async def _consumer_group_describe(self, handler, request, version, ctx):
         Described = ConsumerGroupDescribeResponse.DescribedConsumerGroup
-        return await self._describe_each_group(
+        response = await self._describe_each_group(
             handler, request, version, ctx, "group_ids", ConsumerGroupDescribeResponse,
             lambda name: Described(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, group_id=name,
                                    error_message=f"Not authorized to describe group {name}."),
             request.include_authorized_operations)
+        # Kafka (KAFKA-18813): a group whose members' assignments or target assignments hold a topic the
+        # principal may not DESCRIBE is answered TOPIC_AUTHORIZATION_FAILED, with no members and no names.
+        inner = _unwrap(response)
+        visible = self.topic_visibility(ctx)
+        inner.groups = [g if g.error_code != 0 or all(
+            visible(t.topic_name) for m in g.members for a in (m.assignment, m.target_assignment)
+            for t in a.topic_partitions) else Described(
+                error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, group_id=g.group_id, members=[],
+                error_message="The group has described topic(s) that the client is not authorized to describe.")
+            for g in inner.groups]
+        return response
 
     # ------------------------------------------------------------------ offsets
     async def _offset_commit(self, handler, request, version, ctx):
@@ -262,9 +298,10 @@ class RequestAuthorization:
         return response
 
     async def _group_report(self, handler, request, version, ctx):
-        # Cohort's own report on a group (journal, history, health): what DescribeGroups needs.
+        # Cohort's own report on a group (journal, history, health, offsets at a time): group DESCRIBE as
+        # DescribeGroups, and only the topics OffsetFetch would show (topic DESCRIBE, silently left out).
         if self.allowed(ctx, DESCRIBE, GROUP, request.group_id):
-            return await handler(request, version, ctx)
+            return await handler(request, version, dataclasses.replace(ctx, topic_visible=self.topic_visibility(ctx)))
         return GroupReportResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED,
                                    error_message="not authorized to describe the group", report=b"")
 

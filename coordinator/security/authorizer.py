@@ -21,6 +21,7 @@ MATCH selects the bindings that would apply to a resource of that name.
 from __future__ import annotations
 
 import enum
+import ipaddress
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
@@ -174,6 +175,19 @@ def binding_problem(binding: AclBinding) -> str | None:
         return f"Could not parse principal from `{binding.principal}` (no colon is found separating principal type from name)"
     if not binding.host:
         return "Invalid empty host"
+    return host_problem(binding.host)
+
+
+def host_problem(host: str) -> str | None:
+    """Why an ACL host is refused: a host matches the client's address exactly, so anything but an IP
+    address or `*` (a CIDR range, a host name) would never match and silently grant or deny nothing."""
+    if host == WILDCARD_HOST:
+        return None
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return (f"Invalid host {host!r}: an ACL host is an IP address or * (ranges such as 10.0.0.0/8 and host "
+                "names are not supported)")
     return None
 
 
@@ -229,6 +243,7 @@ class Authorizer:
         self._literal: dict[tuple[ResourceType, str], set[AclBinding]] = {}
         self._prefixed: dict[ResourceType, dict[str, set[AclBinding]]] = {}
         self._count = 0
+        self.generation = 0  # bumped by every change: decisions cached elsewhere are good while it stays
         for b in bindings:
             self.add(b)
 
@@ -260,6 +275,7 @@ class Authorizer:
             return False
         bucket.add(binding)
         self._count += 1
+        self.generation += 1
         return True
 
     def remove(self, binding: AclBinding) -> bool:
@@ -269,6 +285,7 @@ class Authorizer:
             return False
         bucket.discard(binding)
         self._count -= 1
+        self.generation += 1
         return True
 
     def matching(self, acl_filter: AclBindingFilter) -> list[AclBinding]:

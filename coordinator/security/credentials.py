@@ -125,6 +125,7 @@ class CredentialStore:
 
     def __init__(self) -> None:
         self._credentials: dict[tuple[str, ScramMechanism], ScramCredential] = {}
+        self._mock_key: bytes | None = None  # see `scram_credential`; None: to be derived again
 
     def __len__(self) -> int:
         return len(self._credentials)
@@ -137,6 +138,7 @@ class CredentialStore:
             mechanism = ScramMechanism(record.mechanism)
         except ValueError:
             return  # a mechanism this version does not know: never usable for authentication
+        self._mock_key = None
         if isinstance(record, ScramCredentialTombstone):
             self._credentials.pop((record.user, mechanism), None)
         else:
@@ -146,11 +148,33 @@ class CredentialStore:
     def replace(self, records: list[ScramCredentialRecord]) -> None:
         """Hold exactly these credentials (a snapshot of another store)."""
         self._credentials = {}
+        self._mock_key = None
         for record in records:
             self.apply(record)
 
     def get(self, user: str, mechanism: ScramMechanism) -> ScramCredential | None:
         return self._credentials.get((user, mechanism))
+
+    def scram_credential(self, user: str, mechanism: ScramMechanism) -> tuple[ScramCredential, bool]:
+        """(the credential a SCRAM exchange runs with, whether the user has one).
+
+        An unknown user gets a made-up credential (RFC 5802 §5.1): a salt and iteration count that are the
+        same at every attempt, and keys no proof matches, so the exchange fails only at client-final, as a
+        wrong password does, and server-first does not tell which user names exist. The salt comes from a
+        key derived from the stored (secret) server keys: every node and worker holding the same credentials
+        answers alike, and nobody without them can tell the salt from a real one."""
+        credential = self._credentials.get((user, mechanism))
+        if credential is not None:
+            return credential, True
+        if self._mock_key is None:
+            digest = hashlib.sha256(b"cohort scram mock salt")
+            for c in sorted(self._credentials.values(), key=lambda c: (c.user, c.mechanism)):
+                digest.update(c.server_key)
+            self._mock_key = digest.digest()
+        derived = hmac.new(self._mock_key, f"{int(mechanism)}\0{user}".encode(), hashlib.sha512).digest()
+        size = hashlib.new(mechanism.hash_name).digest_size
+        return ScramCredential(user, mechanism, derived[:SALT_BYTES], derived[SALT_BYTES:][:size].ljust(size, b"\0"),
+                               bytes(size), DEFAULT_ITERATIONS), False
 
     def users(self) -> list[str]:
         return sorted({user for user, _ in self._credentials})

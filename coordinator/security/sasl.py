@@ -147,12 +147,8 @@ class _Scram:
         self.user: str | None = None
 
     def _lookup(self, user: str):
-        import scramp
-
-        credential = self._credentials.get(user, self._mechanism)
-        if credential is None:
-            raise scramp.ScramException("unknown user")
-        self.user = user
+        credential, known = self._credentials.scram_credential(user, self._mechanism)
+        self.user = user if known else None  # an unknown user fails at client-final, like a wrong password
         return credential.salt, credential.stored_key, credential.server_key, credential.iterations
 
     def step(self, token: bytes) -> tuple[bytes, bool]:
@@ -170,6 +166,8 @@ class _Scram:
             if self._round == 1:
                 self._round = 2
                 self._server.set_client_final(text)
+                if self.user is None:  # a made-up credential: no proof may pass it
+                    raise failed
                 return self._server.get_server_final().encode("utf-8"), True
         except (scramp.ScramException, UnicodeDecodeError, ValueError, TypeError, KeyError, IndexError):
             self.user = None

@@ -33,13 +33,26 @@ def server_context(config: CoordinatorConfig, protocol: str = "SSL") -> ssl.SSLC
         raise ConfigError("ssl.keystore.location must be set for SSL and SASL_SSL listeners")
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
+    location = config.ssl_keystore_location
+    asked = []
+
+    def key_password() -> str:
+        # Always a callback: given no password, OpenSSL would ask for one on the terminal and wait.
+        asked.append(True)
+        if not config.ssl_key_password:
+            raise ConfigError(f"ssl.keystore.location: the private key in {location} is encrypted; "
+                              "set ssl.key.password")
+        return config.ssl_key_password
     try:
-        context.load_cert_chain(str(config.ssl_keystore_location), password=config.ssl_key_password)
+        context.load_cert_chain(str(location), password=key_password)
     except FileNotFoundError:
-        raise ConfigError(f"ssl.keystore.location: {config.ssl_keystore_location} does not exist") from None
+        raise ConfigError(f"ssl.keystore.location: {location} does not exist") from None
     except (ssl.SSLError, OSError, ValueError) as exc:
+        if asked and config.ssl_key_password and isinstance(exc, ssl.SSLError):
+            raise ConfigError(f"ssl.key.password does not decrypt the private key in {location} "
+                              f"(wrong password)") from None
         raise ConfigError(f"ssl.keystore.location: cannot load the key and certificate chain from "
-                          f"{config.ssl_keystore_location} ({_reason(exc)})") from None
+                          f"{location} ({_reason(exc)})") from None
     if config.ssl_truststore_location is not None:
         try:
             context.load_verify_locations(cafile=str(config.ssl_truststore_location))

@@ -19,6 +19,7 @@ import pytest
 from cohort_process import CohortServer, run_cohort
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "coordinator" / "security"))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "coordinator"))
 from tls_ca import make_ca  # noqa: E402
 from test_secured_clients import (  # noqa: E402  (the single-node suite's scenarios, run on three nodes)
     ADMIN, ALICE, add_user, add_user_online, admin_properties, assert_group_refused, cohort_ok,
@@ -90,7 +91,7 @@ def test_a_user_and_an_acl_added_through_one_node_are_in_force_on_the_others(sec
     assert logged(one, f"name={group}")
     kafka_python_group_round(kp(three, ca, "dave", "dave-secret"), topic, group)
     # removed through node 2: refused again on node 3
-    cohort_ok("acls", "remove", "--allow-principal", "User:dave", "--operation", "Read", "--group", group,
+    cohort_ok("acls", "remove", "--allow-principal", "User:dave", "--operation", "Read", "--group", group, "--force",
               "--bootstrap-server", two.bootstrap, "--command-config", str(config))
     assert_group_refused(kp(three, ca, "dave", "dave-secret"), topic, group)
 
@@ -105,3 +106,78 @@ def test_kafka_python_and_confluent_kafka_groups_over_sasl_ssl_on_every_node(sec
         for k in range(3):
             kafka_python_group_round(kp(node, ca, *ALICE), topic, f"kp-{i}-{k}")
         confluent_group_round(ck(node, ca, *ALICE), topic, f"ck-{i}")
+
+
+def test_nodes_serve_every_listener_and_users_are_managed_in_etcd(etcd, tmp_path):
+    """Each node serves an internal PLAINTEXT listener beside an external SASL_PLAINTEXT one and tells a client
+    every node's address on the client's listener; `cohort users … --cluster` reaches the credentials the
+    running nodes follow."""
+    from cohort_process import free_ports
+    from server_harness import RawClient
+    from kafka import KafkaConsumer, TopicPartition
+    from kafka.structs import OffsetAndMetadata
+
+    from cohort.protocol.messages import MetadataRequest
+
+    secret = tmp_path / "admin.password"
+    secret.write_text(ADMIN[1] + "\n")
+    cohort_ok("users", "add", ADMIN[0], "--password-file", str(secret), "--cluster", etcd.url)
+    nodes, internal = [], {}
+    for node_id in (1, 2, 3):
+        node = CohortServer(tmp_path / f"node{node_id}-data", "--cluster", etcd.url, "--node-id", str(node_id),
+                            "--cluster.lease.ttl.ms", str(TTL_MS), "--sasl.enabled.mechanisms", "SCRAM-SHA-512",
+                            "--group.min.session.timeout.ms", "500")
+        internal[node_id] = free_ports(1, taken=[n.port for n in nodes] + [node.port, node.metrics_port]
+                                       + list(internal.values()))[0]
+        node.args += ["--listeners", f"EXTERNAL://127.0.0.1:{node.port},INTERNAL://127.0.0.1:{internal[node_id]}",
+                      "--listener.security.protocol.map", "EXTERNAL:SASL_PLAINTEXT,INTERNAL:PLAINTEXT"]
+        nodes.append(node.start())
+    try:
+        def brokers(port: int) -> set[int]:
+            client = RawClient(port)
+            try:
+                return {b.port for b in client.request(MetadataRequest(topics=[]), 12).brokers}
+            finally:
+                client.sock.close()
+        deadline = time.monotonic() + 20
+        while brokers(internal[1]) != set(internal.values()):
+            assert time.monotonic() < deadline, brokers(internal[1])
+            time.sleep(0.1)
+
+        external = dict(security_protocol="SASL_PLAINTEXT", sasl_mechanism="SCRAM-SHA-512")
+        secret.write_text("erin-secret\n")
+        cohort_ok("users", "add", "erin", "--password-file", str(secret), "--cluster", etcd.url)
+        listed = run_cohort("users", "list", "--cluster", etcd.url, "--output", "json")
+        assert listed.returncode == 0 and {r["user"] for r in __import__("json").loads(listed.stdout)} == {
+            "admin", "erin"}
+        group = f"g-{uuid.uuid4().hex[:8]}"
+        for bootstrap, security in ((nodes[2].bootstrap, dict(external, sasl_plain_username="erin",
+                                                                sasl_plain_password="erin-secret")),
+                                    (f"127.0.0.1:{internal[2]}", {})):
+            consumer = KafkaConsumer(group_id=group, bootstrap_servers=bootstrap, enable_auto_commit=False,
+                                     request_timeout_ms=20000, **security)
+            try:
+                consumer.commit({TopicPartition("t", 0): OffsetAndMetadata(3, "", -1)})
+                assert consumer.committed(TopicPartition("t", 0)) == 3
+                assert {b.port for b in consumer._client.cluster.brokers()} == (
+                    {n.port for n in nodes} if security else set(internal.values()))
+            finally:
+                consumer.close()
+
+        cohort_ok("users", "delete", "erin", "--cluster", etcd.url)
+        gone = run_cohort("users", "delete", "erin", "--cluster", etcd.url)
+        assert gone.returncode == 1 and "no SCRAM-SHA-512 credential" in gone.stderr
+        refused = run_cohort("groups", "list", "--bootstrap-server", nodes[0].bootstrap, "--command-config",
+                             str(_properties(tmp_path, "erin", "erin-secret")))
+        assert refused.returncode != 0 and "SASL_AUTHENTICATION_FAILED" in refused.stderr
+    finally:
+        for node in nodes:
+            if node.process.poll() is None:
+                node.stop()
+
+
+def _properties(tmp_path, user: str, password: str):
+    path = tmp_path / f"{user}.properties"
+    path.write_text(f"security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-512\nsasl.username={user}\n"
+                    f"sasl.password={password}\n")
+    return path

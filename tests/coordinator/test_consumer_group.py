@@ -220,6 +220,24 @@ def test_a_regex_subscription_picks_up_a_topic_created_later():
     assert r.member_epoch == epoch + 1
 
 
+def test_with_topic_access_checked_a_regex_matches_what_the_member_may_describe_and_a_reload_moves_nothing():
+    image = {**IMAGE, **dict([topic("payouts", 3)])}
+    d = Driver(image=image, topic_access_checked=True)
+    r = d.join("a", regex="pay.*", describable_topics=frozenset({"payments", "orders"}))
+    assert owned(r) == [(tid("payments"), [0, 1])]
+    epoch = d.group.group_epoch
+    d.send(TopicsChanged({**image, **dict([topic("paychecks", 1)])}))  # not describable: nothing moves
+    assert d.group.group_epoch == epoch
+    # The ACLs now let it describe payouts: its next heartbeat says so, and the regex takes it.
+    r = d.heartbeat("a", epoch, topic_partitions=[(tid("payments"), [0, 1])],
+                    describable_topics=frozenset({"payments", "payouts"}))
+    assert d.group.group_epoch == epoch + 1 and dict(owned(r)) == {tid("payments"): [0, 1], tid("payouts"): [0, 1, 2]}
+    fresh = d.replayed(image={**image, **dict([topic("paychecks", 1)])}, topic_access_checked=True)
+    assert fresh.group.subscribed_topic_names() == {"payments", "payouts"}
+    a = fresh.heartbeat("a", r.member_epoch, topic_partitions=owned(r))
+    assert a.error == 0 and fresh.group.group_epoch == epoch + 1
+
+
 def test_adding_partitions_to_a_subscribed_topic_bumps_the_epoch_but_unrelated_topics_do_not():
     d = Driver(image=IMAGE)
     d.join("a", topics=["orders"])

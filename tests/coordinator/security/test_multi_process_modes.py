@@ -1,5 +1,5 @@
-"""Security settings with `--workers N` and cluster mode: what is refused at start-up with one line (more
-than one listener per process, the worker link's reserved listener name), and what a plaintext worker
+"""Security settings with `--workers N` and cluster mode: what is refused at start-up with one line (listeners
+whose per-worker ports meet, the worker link's reserved listener name), and what a plaintext worker
 answers (the ACL APIs SECURITY_DISABLED without an authorizer; the SCRAM APIs, kept by worker 0).
 """
 from __future__ import annotations
@@ -27,15 +27,15 @@ def assert_one_line_refusal(result, fragment: str) -> None:
 
 
 @pytest.mark.parametrize("flags, fragment", [
-    (["--workers", "2", "--listeners", "PLAINTEXT://127.0.0.1:{port},SASL_PLAINTEXT://127.0.0.1:{port2}"],
-     "--workers serves one listener per worker"),
+    (["--workers", "2", "--listeners", "PLAINTEXT://127.0.0.1:{port},SASL_PLAINTEXT://127.0.0.1:{next_port}"],
+     "both need port"),
     (["--workers", "2", "--listeners", "COHORT_WORKER_LINK://127.0.0.1:{port}", "--listener.security.protocol.map",
       "COHORT_WORKER_LINK:PLAINTEXT"], "COHORT_WORKER_LINK is the name of the workers' own link"),
 ])
 def test_serve_refuses_listener_setups_of_multi_process_modes_with_one_line(tmp_path, flags, fragment):
     port, port2 = free_port(), free_port()
     data = tmp_path / "data"
-    args = [f.format(port=port, port2=port2) for f in flags]
+    args = [f.format(port=port, port2=port2, next_port=port + 1) for f in flags]
     result = run_cohort("serve", "--data-dir", str(data), "--metrics", f"127.0.0.1:{free_port()}", *args)
     assert_one_line_refusal(result, fragment)
     assert result.returncode == 2

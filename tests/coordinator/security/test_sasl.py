@@ -65,12 +65,16 @@ def test_wrong_scram_password_fails_with_a_delayed_close_and_no_secret_in_the_an
     assert auth.state is SaslState.FAILED and auth.principal is None
 
 
-def test_unknown_scram_user_fails_at_the_first_message(credentials):
+def test_an_unknown_scram_user_gets_a_made_up_salt_and_fails_at_client_final(credentials):
     auth = SaslAuthenticator(ALL, credentials)
     handshake(auth, "SCRAM-SHA-256")
     client = scramp.ScramClient(["SCRAM-SHA-256"], "mallory", PASSWORD)
-    step = authenticate(auth, client.get_client_first().encode())
+    first = authenticate(auth, client.get_client_first().encode())
+    assert first.response.error_code == 0 and not first.close
+    client.set_server_first(first.response.auth_bytes.decode())
+    step = authenticate(auth, client.get_client_final().encode())
     assert step.response.error_code == ErrorCode.SASL_AUTHENTICATION_FAILED and step.delay_close
+    assert auth.state is SaslState.FAILED and auth.principal is None
 
 
 @pytest.mark.parametrize("token, ok, message", [

@@ -2,6 +2,7 @@
 the delayed close after a failure, and fuzzed SASL frames that never hurt the server."""
 from __future__ import annotations
 
+import base64
 import struct
 import time
 
@@ -77,6 +78,41 @@ def test_a_failed_authentication_is_answered_then_closed_after_the_delay(sasl_no
         assert time.monotonic() - started >= 0.25  # connection.failed.authentication.delay.ms = 300
     finally:
         client.close()
+
+
+def scram_attempt(port: int, user: str, password: str) -> tuple[str, object]:
+    """One SCRAM-SHA-512 exchange over a real socket: (the server-first message, the client-final answer)."""
+    client = RawClient(port)
+    try:
+        assert client.request(SaslHandshakeRequest(mechanism="SCRAM-SHA-512"), 1).error_code == 0
+        scram = scramp.ScramClient(["SCRAM-SHA-512"], user, password)
+        first = client.request(SaslAuthenticateRequest(auth_bytes=scram.get_client_first().encode()), 2)
+        assert first.error_code == 0, first.error_message  # an unknown user is not told apart here
+        server_first = first.auth_bytes.decode()
+        scram.set_server_first(server_first)
+        final = client.request(SaslAuthenticateRequest(auth_bytes=scram.get_client_final().encode()), 2)
+        return server_first, final
+    finally:
+        client.close()
+
+
+def test_an_unknown_scram_user_gets_a_steady_salt_and_fails_only_as_a_wrong_password_does(sasl_node):
+    """RFC 5802 §5.1: server-first does not tell which user names exist."""
+    def salt_and_iterations(server_first: str) -> tuple[str, str]:
+        fields = dict(part.split("=", 1) for part in server_first.split(","))
+        return fields["s"], fields["i"]
+
+    known_first, wrong = scram_attempt(sasl_node.port, "alice", "not-her-password")
+    unknown_first, unknown = scram_attempt(sasl_node.port, "mallory", "whatever")
+    again_first, _ = scram_attempt(sasl_node.port, "mallory", "something-else")
+    assert salt_and_iterations(unknown_first) == salt_and_iterations(again_first)  # the same at every attempt
+    salt, iterations = salt_and_iterations(unknown_first)
+    assert len(base64.b64decode(salt)) == len(base64.b64decode(salt_and_iterations(known_first)[0]))
+    assert iterations == salt_and_iterations(known_first)[1]  # alice was added with the default count
+    assert salt_and_iterations(scram_attempt(sasl_node.port, "trudy", "x")[0])[0] != salt
+    for answer in (wrong, unknown):
+        assert answer.error_code == 58  # SASL_AUTHENTICATION_FAILED
+    assert unknown.error_message == wrong.error_message
 
 
 def test_an_oversized_frame_before_authentication_is_refused(sasl_node):

@@ -77,10 +77,66 @@ def test_acls_add_list_remove_with_kafka_acls_conventions(acl_node, ca, tmp_path
     run_cohort("topics", "create", "--topic", "orders-eu", "--partitions", "2", *common)
     kafka_python_group_round(alice, "orders-eu", "team-billing")
 
-    removed = run_cohort("acls", "remove", "--topic", "orders", "--resource-pattern-type", "prefixed", *common)
+    removed = run_cohort("acls", "remove", "--topic", "orders", "--resource-pattern-type", "prefixed", *common,
+                         input="y\n")  # kafka-acls.sh asks first
     assert removed.returncode == 0 and removed.stdout.count("Removed ACL") == 2
     left = json.loads(run_cohort("acls", "list", "--output", "json", *common).stdout)
     assert {r["resource_type"] for r in left} == {"GROUP"}
+
+
+def test_acls_remove_needs_a_resource_and_a_confirmation_and_keeps_other_hosts_rules(acl_node, ca, tmp_path):
+    config = command_config(tmp_path, ca, *ADMIN)
+    common = ("--bootstrap-server", bootstrap(acl_node, "SASL_SSL"), "--command-config", config)
+    for host in ("*", "10.1.2.3"):
+        added = run_cohort("acls", "add", "--allow-principal", "User:alice", "--allow-host", host,
+                           "--operation", "Read", "--group", "billing", *common)
+        assert added.returncode == 0, added.stderr
+    added = run_cohort("acls", "add", "--deny-principal", "User:mallory", "--group", "billing", *common)
+    assert added.returncode == 0, added.stderr
+
+    def hosts() -> set[tuple[str, str]]:
+        listed = run_cohort("acls", "list", "--output", "json", *common)
+        return {(r["principal"], r["host"]) for r in json.loads(listed.stdout)}
+    everything = {("User:alice", "*"), ("User:alice", "10.1.2.3"), ("User:mallory", "*")}
+    assert hosts() == everything
+
+    bare = run_cohort("acls", "remove", "--force", *common)  # no resource: refused, nothing removed
+    assert bare.returncode == 2 and "--group, --topic or --cluster" in bare.stderr
+    assert len(bare.stderr.strip().splitlines()) == 1
+    unasked = run_cohort("acls", "remove", "--group", "billing", *common)  # no stdin to confirm on
+    assert unasked.returncode == 1 and "--force" in unasked.stderr and "Removed ACL" not in unasked.stdout
+    assert len(unasked.stderr.strip().splitlines()) == 1
+    declined = run_cohort("acls", "remove", "--group", "billing", *common, input="n\n")
+    assert declined.returncode == 1 and hosts() == everything
+
+    one_host = run_cohort("acls", "remove", "--allow-principal", "User:alice", "--allow-host", "10.1.2.3",
+                          "--group", "billing", "--force", *common)
+    assert one_host.returncode == 0 and one_host.stdout.count("Removed ACL") == 1, one_host.stdout
+    assert hosts() == {("User:alice", "*"), ("User:mallory", "*")}
+
+
+def test_an_acl_host_that_is_not_an_ip_address_is_refused_by_the_cli_and_by_create_acls(acl_node, ca, tmp_path):
+    from kafka import KafkaAdminClient
+    from kafka.admin import ACL, ACLOperation, ACLPermissionType, ResourcePattern, ResourceType
+    from kafka.errors import InvalidRequestError
+
+    config = command_config(tmp_path, ca, *ADMIN)
+    common = ("--bootstrap-server", bootstrap(acl_node, "SASL_SSL"), "--command-config", config)
+    for host in ("10.0.0.0/8", "client.example.com"):
+        refused = run_cohort("acls", "add", "--allow-principal", "User:alice", "--allow-host", host,
+                             "--group", "g", *common)
+        assert refused.returncode == 2 and "IP address or *" in refused.stderr, refused.stderr
+        assert len(refused.stderr.strip().splitlines()) == 1
+    admin = KafkaAdminClient(**kp_security(acl_node, ca, "SASL_SSL", "SCRAM-SHA-512", *ADMIN))
+    try:
+        result = admin.create_acls([ACL("User:alice", "10.0.0.0/8", ACLOperation.READ, ACLPermissionType.ALLOW,
+                                        ResourcePattern(ResourceType.GROUP, "g"))])
+    finally:
+        admin.close()
+    assert not result["succeeded"]
+    assert result["failed"] == [InvalidRequestError]  # Kafka's INVALID_REQUEST
+    listed = run_cohort("acls", "list", "--output", "json", *common)
+    assert json.loads(listed.stdout) == []
 
 
 @pytest.mark.parametrize("args, fragment", [
@@ -91,6 +147,11 @@ def test_acls_add_list_remove_with_kafka_acls_conventions(acl_node, ca, tmp_path
     (("users", "add", "x", "--password-file", "/nonexistent/pw", "--data-dir", "/tmp"), "cannot read --password-file"),
     (("users", "add", "x", "--mechanism", "MD5", "--password-file", "/dev/null", "--data-dir", "/tmp"),
      "unknown SCRAM mechanism"),
+    (("users", "list", "--cluster", "http://127.0.0.1:2379"), "must look like etcd://"),
+    (("users", "list", "--cluster", "etcd://127.0.0.1:1", "--data-dir", "/tmp"), "--cluster or --data-dir"),
+    (("acls", "remove", "--allow-principal", "User:a", "--allow-host", "10.0.0.0/8", "--group", "g"),
+     "IP address or *"),
+    (("acls", "remove", "--allow-host", "10.0.0.1", "--group", "g"), "--allow-host needs --allow-principal"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, fragment):
     result = run_cohort(*args, "--bootstrap-server", "127.0.0.1:1") if args[0] == "acls" else run_cohort(*args)

@@ -136,3 +136,60 @@ def test_after_worker_0_is_killed_and_restarted_changes_through_worker_1_still_r
     create_topic(kp(server, 1, ca, *ADMIN), topic)
     grant(server, 1, config, "User:erin", topic, group)
     kafka_python_group_round(kp(server, 0, ca, "erin", "erin-secret"), topic, group)
+
+
+def test_every_listener_is_served_by_every_worker_with_its_own_addresses(tmp_path):
+    """An internal PLAINTEXT listener beside an external SASL_PLAINTEXT one: each worker serves both, and a
+    client of either listener is told every worker's address on that listener, as Kafka's brokers do."""
+    from cohort_process import free_ports
+    from kafka import KafkaConsumer, TopicPartition
+    from kafka.structs import OffsetAndMetadata
+    from server_harness import RawClient
+
+    from cohort.protocol.messages import MetadataRequest
+
+    data = tmp_path / "data"
+    add_user(data, tmp_path, *ADMIN)
+    internal = next(p for p in free_ports(20) if p + 1 <= 65535 and _free(p + 1))  # two ports in a row
+    server = WorkersServer(data, 2, "--sasl.enabled.mechanisms", "SCRAM-SHA-512", "--authorizer.class.name",
+                           AUTHORIZER, "--super.users", "User:admin;User:ANONYMOUS")
+    external = server.ports
+    internal_ports = [internal, internal + 1]  # the internal listener's port, then the next one per worker
+    server.args += ["--listeners", f"EXTERNAL://127.0.0.1:{external[0]},INTERNAL://127.0.0.1:{internal}",
+                    "--listener.security.protocol.map", "EXTERNAL:SASL_PLAINTEXT,INTERNAL:PLAINTEXT"]
+    server.start()
+    try:
+        for ports in (internal_ports,):  # a PLAINTEXT client of the internal listener, on each worker
+            for worker in range(2):
+                client = RawClient(ports[worker])
+                try:
+                    brokers = client.request(MetadataRequest(topics=[]), 12).brokers
+                finally:
+                    client.sock.close()
+                assert sorted(b.port for b in brokers) == sorted(ports)
+        group = group_on_worker("both-listeners", 1, 2)
+        sasl = dict(security_protocol="SASL_PLAINTEXT", sasl_mechanism="SCRAM-SHA-512",
+                    sasl_plain_username=ADMIN[0], sasl_plain_password=ADMIN[1])
+        for bootstrap, security in ((f"127.0.0.1:{external[0]}", sasl), (f"127.0.0.1:{internal}", {})):
+            consumer = KafkaConsumer(group_id=group, bootstrap_servers=bootstrap, enable_auto_commit=False,
+                                     request_timeout_ms=20000, **security)
+            try:  # the group's coordinator is worker 1: reached through the listener the client used
+                consumer.commit({TopicPartition("t", 0): OffsetAndMetadata(11, "", -1)})
+                assert consumer.committed(TopicPartition("t", 0)) == 11
+                assert {c.port for c in consumer._client.cluster.brokers()} == (
+                    set(external[:2]) if security else set(internal_ports))
+            finally:
+                consumer.close()
+    finally:
+        server.stop()
+
+
+def _free(port: int) -> bool:
+    import socket
+
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
