@@ -1,6 +1,9 @@
 """Where cluster mode keeps things in etcd: the one declaration of the key layout.
 
     nodes/<node-id>                           -> "host:port" (advertised), under the node's lease
+    seen/<node-id>                            -> "host:port" (advertised), without a lease: written at each
+                                                 registration, deleted by a graceful stop, so `cohort cluster
+                                                 status` can tell a node whose lease lapsed from one that left
     owner/<p>                                 -> "<node-id>", under the owner's lease; epoch = create revision
     load/<p>                                  -> the owner's load state ("loading", "loaded", "handing-over"),
                                                  under the owner's lease (for `cohort cluster status`)
@@ -33,6 +36,7 @@ from cohort.coordinator.records import (
 )
 
 NODES = b"nodes/"
+SEEN = b"seen/"
 OWNERS = b"owner/"
 LOADS = b"load/"
 LOAD_STATES = ("loading", "loaded", "handing-over")
@@ -48,6 +52,10 @@ def node_key(node_id: int) -> bytes:
     return NODES + str(node_id).encode()
 
 
+def seen_key(node_id: int) -> bytes:
+    return SEEN + str(node_id).encode()
+
+
 def owner_key(partition: int) -> bytes:
     return OWNERS + str(partition).encode()
 
@@ -57,7 +65,7 @@ def load_key(partition: int) -> bytes:
 
 
 def id_of(key: bytes, prefix: bytes) -> int | None:
-    """The number after `prefix` in `nodes/<id>`, `owner/<p>` or `load/<p>`, or None if it is not one."""
+    """The number after `prefix` in `nodes/<id>`, `seen/<id>`, `owner/<p>` or `load/<p>`, or None if it is not one."""
     tail = key[len(prefix):]
     return int(tail) if key.startswith(prefix) and tail.isdigit() else None
 

@@ -163,12 +163,15 @@ class EtcdOwnership:
         log.info("node %d: %d partitions handed over (shutdown)", self.local.node_id, len(held))
         # Revoking the lease deletes nodes/<id> and every owner/<p> under it in one step.
         await self.lease.revoke()
+        with contextlib.suppress(EtcdUnavailable):  # left behind, status shows this node as gone
+            await self.etcd.txn([], [op_delete(keys.seen_key(self.local.node_id))])
 
     # --- etcd state ----------------------------------------------------------------------------
 
     async def _register(self) -> None:
         address = f"{self.local.host}:{self.local.port}".encode()
-        await self.etcd.txn([], [op_put(keys.node_key(self.local.node_id), address, lease=self.lease.lease_id)])
+        await self.etcd.txn([], [op_put(keys.node_key(self.local.node_id), address, lease=self.lease.lease_id),
+                                 op_put(keys.seen_key(self.local.node_id), address)])
 
     async def _resync(self) -> int:
         """Read nodes/ and owner/ at one revision; the revision to watch from."""
