@@ -112,7 +112,8 @@ def _print_status(report: dict, output: str) -> None:
     print()
     print(f"{'NODE':>5}  {'ADDRESS':<24} {'STATE':<9} LEASE LEFT")
     for node in report["nodes"]:
-        left = "-" if node["lease_ttl_s"] is None else f"{node['lease_ttl_s']:.2f}s"
+        left = node["lease_ttl_s"]
+        left = "-" if left is None else f"{left:.2f}s" if node["lease_ttl_exact"] else f"{left:.0f}-{left + 1:.0f}s"
         print(f"{node['node_id']:>5}  {node['address']:<24} {node['state']:<9} {left}")
     print()
     print(f"{'PARTITION':>9}  {'OWNER':>5}  {'EPOCH':>10}  {'LOAD':<12}  {'GROUPS':>6}  {'OFFSETS':>8}")
@@ -129,7 +130,9 @@ _ALARM_HINTS = {
 
 
 def _mib(size: int | None) -> str:
-    return "-" if not size else f"{size / 1048576:.1f} MiB"
+    if not size:
+        return "-"
+    return f"{size / 1024:.0f} KiB" if size < 1 << 20 else f"{size / 1048576:.1f} MiB"
 
 
 async def _status(client) -> dict:
@@ -177,12 +180,13 @@ async def _cluster_view(client) -> dict:
     live = {keys.id_of(kv.key, keys.NODES): kv for kv in nodes}
     lease_left = dict(zip(live, await asyncio.gather(*(_lease_left(client, kv.lease) for kv in live.values()))))
     node_rows = [{"node_id": node_id, "address": kv.value.decode(errors="replace"), "state": "live",
-                  "lease_ttl_s": lease_left[node_id]} for node_id, kv in live.items()]
+                  "lease_ttl_s": lease_left[node_id][0], "lease_ttl_exact": lease_left[node_id][1]}
+                 for node_id, kv in live.items()]
     for kv in seen:
         node_id = keys.id_of(kv.key, keys.SEEN)
         if node_id is not None and node_id not in live:
             address = kv.value.decode(errors="replace")
-            node_rows.append({"node_id": node_id, "address": address, "lease_ttl_s": None,
+            node_rows.append({"node_id": node_id, "address": address, "lease_ttl_s": None, "lease_ttl_exact": False,
                               "state": "cut-off" if await _answers(address) else "gone"})
     node_rows.sort(key=lambda row: row["node_id"])
     owner_of = {keys.id_of(kv.key, keys.OWNERS): kv for kv in owners}
@@ -206,17 +210,19 @@ async def _cluster_view(client) -> dict:
     return {"revision": revision, "nodes": node_rows, "partitions": rows}
 
 
-async def _lease_left(client, lease_id: int, budget_s: float = 1.1, poll_s: float = 0.02) -> float | None:
-    """Seconds the lease has left, to a few hundredths (None without one).
+async def _lease_left(client, lease_id: int, budget_s: float = 2.1, poll_s: float = 0.02) -> tuple[float | None, bool]:
+    """(seconds the lease has left, whether to the hundredth); (None, False) without a lease.
 
-    etcd reports whole seconds, cut down; the moment the reported value changes (a second boundary passed,
-    or a keepalive renewed the lease) the exact value is known, so poll for at most a second to see one.
+    etcd reports whole seconds, cut down. The moment the reported value changes (a second boundary passed,
+    or a keepalive renewed the lease) the exact value is known, so poll up to `budget_s` to see one (a
+    node refreshes every TTL/3: 2 s at the default TTL). With no change seen only etcd's bound is known:
+    at least the value reported, less than one second more.
     """
     if not lease_id:
-        return None
+        return None, False
     first = previous = await client.time_to_live(lease_id)
     if first < 0:
-        return 0.0
+        return 0.0, True
     started = time.monotonic()
     while time.monotonic() - started < budget_s:
         await asyncio.sleep(poll_s)
@@ -224,12 +230,12 @@ async def _lease_left(client, lease_id: int, budget_s: float = 1.1, poll_s: floa
         ttl = await client.time_to_live(lease_id)
         if ttl != previous:
             if ttl < 0:
-                return 0.0
+                return 0.0, True
             # The change happened between the two calls: then it had just under ttl + 1 left.
             changed_at = (asked + time.monotonic()) / 2 - poll_s / 2
-            return round(max(0.0, ttl + 1 - (time.monotonic() - changed_at)), 2)
+            return round(max(0.0, ttl + 1 - (time.monotonic() - changed_at)), 2), True
         previous = ttl
-    return float(first)
+    return float(previous), False
 
 
 async def _answers(address: str, timeout_s: float = 1.0) -> bool:
@@ -314,7 +320,7 @@ def _live_records(data_dir: Path) -> dict[int, dict[bytes, bytes]]:
 
 
 async def _import(client, live: dict[int, dict[bytes, bytes]], *, execute: bool) -> dict:
-    from cohort.coordinator.cluster import keys
+    from cohort.coordinator.cluster import keys, values
     from cohort.coordinator.cluster.etcd import ETCD_MAX_TXN_OPS, compare_create_revision, op_put, prefix_end
 
     await client.connect()
@@ -325,7 +331,8 @@ async def _import(client, live: dict[int, dict[bytes, bytes]], *, execute: bool)
                            "stop every node, import, then start them")
         rows, total_new, total_present = [], 0, 0
         for partition, records in sorted(live.items()):
-            wanted = {keys.etcd_key(partition, k): v for k, v in records.items()}
+            wanted = {key: values.for_etcd(key, v) for key, v in
+                      ((keys.etcd_key(partition, k), v) for k, v in records.items())}
             present = set()
             for prefix in [*keys.partition_prefixes(partition), *([keys.TOPICS, keys.SECURITY] if partition == 0 else [])]:
                 async for page in client.range_prefix(prefix, keys_only=True):

@@ -15,8 +15,9 @@
                                                  102; cluster-wide like t/0/, see cluster/node.py)
     r/<p>/<hex of the record key>             -> any other record type's value
 
-Values are the local log's record values byte for byte (`cohort.coordinator.records`); the record key
-is rebuilt from the etcd key on load. Group and topic names are percent-encoded so that a "/" in a
+Values are the local log's record values (`cohort.coordinator.records`), offset commits packed into
+fewer bytes (`cohort.coordinator.cluster.values`, read back byte for byte); the record key is rebuilt
+from the etcd key on load. Group and topic names are percent-encoded so that a "/" in a
 name cannot be confused with a separator, and the keys stay readable with `etcdctl get --prefix`.
 """
 from __future__ import annotations
