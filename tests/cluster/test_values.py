@@ -46,3 +46,26 @@ def test_values_it_cannot_pack_and_other_records_are_stored_as_they_are():
     for record in (GroupMetadataRecord("g", "consumer", 1, "range", None), TopicRecord("t", uuid.uuid4(), 3)):
         key, value, packed = stored(record)
         assert packed == value and values.from_etcd(packed) == value
+
+
+async def test_the_store_writes_commits_packed_and_loads_the_logs_bytes_back(etcd):
+    from cohort.coordinator.cluster.etcd import EtcdClient
+    from cohort.coordinator.cluster.store import EtcdStore
+
+    from test_store import claim, load_all
+
+    client = EtcdClient(etcd.endpoints, timeout_s=3.0)
+    await client.connect()
+    try:
+        store = EtcdStore(client)
+        epoch, _ = await claim(client, 3, 1)
+        assert await load_all(store, 3, epoch) == {}
+        written = dict(encode_record(OffsetCommitRecord("packed", "events", i, 1000 + i, metadata="m" * i,
+                                                        commit_timestamp=1_764_000_000_000)) for i in range(4))
+        await store.append(3, list(written.items()))
+        kvs, _, _ = await client.range(b"o/3/", b"o/30")
+        assert len(kvs) == 4 and all(len(kv.value) == 11 + i for i, kv in enumerate(kvs))
+        await store.release(3)
+        assert await load_all(EtcdStore(client), 3, epoch) == written
+    finally:
+        await client.close()
