@@ -17,7 +17,7 @@ from kafka.structs import OffsetAndMetadata
 
 from cohort.protocol.partitioning import partition_for
 
-from test_cluster_e2e import create_topic, nodes, owned, start_node, status, wait_until  # noqa: F401
+from test_cluster_e2e import create_topic, nodes, owned, status, wait_until  # noqa: F401
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -58,7 +58,7 @@ def test_list_offsets_latest_answers_at_once_with_what_other_nodes_committed(nod
         consumer.close()
 
 
-def test_sigterm_hands_partitions_over_at_once_in_a_rolling_restart_with_a_live_group(nodes, etcd, tmp_path):
+def test_sigterm_hands_partitions_over_at_once_in_a_rolling_restart_with_a_live_group(nodes, etcd):
     """Each node of a live group's cluster restarted in turn: SIGTERM -> its partitions owned elsewhere."""
     wait_until(lambda: sum(owned(n) for n in nodes) == 50, 30, "all partitions owned")
     group, topic = "rolling", "rolling-topic"
@@ -73,6 +73,11 @@ def test_sigterm_hands_partitions_over_at_once_in_a_rolling_restart_with_a_live_
                                  session_timeout_ms=30000, heartbeat_interval_ms=500, request_timeout_ms=15000,
                                  retry_backoff_ms=100, auto_offset_reset="latest")
         try:
+            # Know the topic before joining (kafka-python 3.0.12 may never finish the rebalance a topic
+            # appearing under a joined consumer causes; see test_cluster_e2e.py).
+            deadline = time.monotonic() + 30
+            while not consumer.partitions_for_topic(topic) and time.monotonic() < deadline:
+                time.sleep(0.1)
             n = 0
             while not stop.is_set():
                 consumer.poll(timeout_ms=100)
@@ -114,8 +119,8 @@ def test_sigterm_hands_partitions_over_at_once_in_a_rolling_restart_with_a_live_
             assert leaving.wait(30) == 0
             for probe in probes:
                 probe.join(30)
-            nodes[i] = start_node(tmp_path, etcd, node_id(leaving))
-            wait_until(lambda: sum(owned(n) for n in nodes) == 50 and owned(nodes[i]) > 0, 30, "rejoined")
+            leaving.start()  # the same node id and address, as a rolling restart does
+            wait_until(lambda: sum(owned(n) for n in nodes) == 50 and owned(leaving) > 0, 30, "rejoined")
             before = committed[0]
             wait_until(lambda: committed[0] > before + 2 or failures, 60, "the group commits again")
             assert not failures, failures
