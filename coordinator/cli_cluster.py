@@ -1,8 +1,10 @@
 """``cohort cluster status | import``: look at a cluster in etcd, and move a single node's log into it.
 
-`status` reads etcd only: the nodes with their lease time left, and per offsets partition its owner,
-ownership epoch, load state (as the owner publishes it) and how many groups and committed offsets it
-holds. `import` copies the live records of a stopped single node's data dir into etcd, each key only
+`status` reads etcd: each member's own status first (health, leader, database size, alarms such as
+NOSPACE; a member answers it without a quorum, so quorum loss is told as such), then the nodes with their
+lease time left (a node whose lease lapsed is `cut-off` if its address still takes a connection, else
+`gone`), and per offsets partition its owner, ownership epoch, load state (as the owner publishes it) and
+how many groups and committed offsets it holds. `import` copies the live records of a stopped single node's data dir into etcd, each key only
 if the cluster does not have it yet, so it is idempotent and never overwrites what the cluster wrote
 since; it is a dry run unless ``--execute``. One line on stderr and a non-zero exit for every
 failure: 1 refused, 2 could not run.
@@ -29,10 +31,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                    "offsets log into it.")
     commands = parser.add_subparsers(dest="cluster_command", metavar="COMMAND", required=True)
 
-    status = commands.add_parser("status", help="nodes, and partition -> owner, epoch, load state, groups",
-                                 description="Nodes (id, address, lease time left) and, per offsets partition, "
-                                 "its owner, ownership epoch, load state (loading, loaded, handing-over), groups "
-                                 "and committed offsets.")
+    status = commands.add_parser("status", help="etcd members, nodes, and partition -> owner, epoch, load state",
+                                 description="etcd's members (health, leader, database size, alarms), the nodes "
+                                 "(id, address, state: live, cut-off or gone, lease time left) and, per offsets "
+                                 "partition, its owner, ownership epoch, load state (loading, loaded, handing-over), "
+                                 "groups and committed offsets. Exits 2 when etcd has no quorum.")
     _cluster_argument(status)
     status.add_argument("--output", choices=("table", "json"), default="table", help="output format (default table)")
     status.set_defaults(func=status_command)

@@ -144,7 +144,8 @@ class EtcdClient:
             cause = exc.__cause__
             if isinstance(cause, grpc.aio.AioRpcError) and "too large" in (cause.details() or ""):
                 raise EtcdRequestTooLarge(f"etcd {what}: {cause.details()}") from exc
-            self._check_no_space(str(exc) + (cause.details() or "" if isinstance(cause, grpc.aio.AioRpcError) else ""))
+            details = (cause.details() or "") if isinstance(cause, grpc.aio.AioRpcError) else ""
+            self._check_no_space(f"{exc} {details}")
             raise EtcdUnavailable(f"etcd {what}: {exc}") from exc
 
     def _check_no_space(self, details: str) -> None:

@@ -163,8 +163,9 @@ class EtcdOwnership:
         log.info("node %d: %d partitions handed over (shutdown)", self.local.node_id, len(held))
         # Revoking the lease deletes nodes/<id> and every owner/<p> under it in one step.
         await self.lease.revoke()
-        with contextlib.suppress(EtcdUnavailable):  # left behind, status shows this node as gone
-            await self.etcd.txn([], [op_delete(keys.seen_key(self.local.node_id))])
+        # Left behind (etcd unreachable: not worth more of the shutdown), status shows this node as gone.
+        with contextlib.suppress(EtcdUnavailable, asyncio.TimeoutError, TimeoutError):
+            await asyncio.wait_for(self.etcd.txn([], [op_delete(keys.seen_key(self.local.node_id))]), 1.0)
 
     # --- etcd state ----------------------------------------------------------------------------
 
