@@ -57,6 +57,17 @@ def test_list_offsets_latest_answers_at_once_with_what_other_nodes_committed(nod
     finally:
         consumer.close()
 
+    from confluent_kafka import Consumer
+    from confluent_kafka import TopicPartition as ConfluentPartition
+    librdkafka = Consumer({"bootstrap.servers": elsewhere.bootstrap, "group.id": "list-offsets-probe",
+                           "enable.auto.commit": False})
+    try:
+        started = time.monotonic()
+        _, high = librdkafka.get_watermark_offsets(ConfluentPartition(topic, 1), timeout=30, cached=False)
+        assert time.monotonic() - started < 2.0 and high == 42
+    finally:
+        librdkafka.close()
+
 
 def test_sigterm_hands_partitions_over_at_once_in_a_rolling_restart_with_a_live_group(nodes, etcd):
     """Each node of a live group's cluster restarted in turn: SIGTERM -> its partitions owned elsewhere."""
