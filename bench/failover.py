@@ -304,7 +304,7 @@ def acknowledged_but_unwritten(committers: list[GroupCommitter], history: dict[s
 def offset_history(target: ClusterTarget, groups: list[str]) -> dict[str, set[int]]:
     """Every offset each group's key ever held in etcd: a watch from revision 1 replays its whole history
     (etcd ran without compaction)."""
-    from cohort.coordinator.cluster import keys
+    from cohort.coordinator.cluster import keys, values
     from cohort.coordinator.cluster.etcd import EtcdClient, prefix_end
     from cohort.coordinator.records import OffsetCommitRecord, decode_record
 
@@ -319,7 +319,7 @@ def offset_history(target: ClusterTarget, groups: list[str]) -> dict[str, set[in
             last = max((kv.mod_revision for kv in current), default=0)
             async for events in client.watch_prefix(b"o/", 1):
                 for _, kv in events:
-                    record = decode_record(keys.record_key(kv.key), kv.value) if kv.value else None
+                    record = decode_record(keys.record_key(kv.key), values.from_etcd(kv.value)) if kv.value else None
                     if isinstance(record, OffsetCommitRecord) and record.group in wanted:
                         found[record.group].add(record.offset)
                 if events[-1][1].mod_revision >= last:

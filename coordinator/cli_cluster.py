@@ -1,8 +1,10 @@
 """``cohort cluster status | import``: look at a cluster in etcd, and move a single node's log into it.
 
-`status` reads etcd only: the nodes with their lease time left, and per offsets partition its owner,
-ownership epoch, load state (as the owner publishes it) and how many groups and committed offsets it
-holds. `import` copies the live records of a stopped single node's data dir into etcd, each key only
+`status` reads etcd: each member's own status first (health, leader, database size, alarms such as
+NOSPACE; a member answers it without a quorum, so quorum loss is told as such), then the nodes with their
+lease time left (a node whose lease lapsed is `cut-off` if its address still takes a connection, else
+`gone`), and per offsets partition its owner, ownership epoch, load state (as the owner publishes it) and
+how many groups and committed offsets it holds. `import` copies the live records of a stopped single node's data dir into etcd, each key only
 if the cluster does not have it yet, so it is idempotent and never overwrites what the cluster wrote
 since; it is a dry run unless ``--execute``. One line on stderr and a non-zero exit for every
 failure: 1 refused, 2 could not run.
@@ -14,6 +16,7 @@ import asyncio
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 EXIT_OK = 0
@@ -28,10 +31,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                    "offsets log into it.")
     commands = parser.add_subparsers(dest="cluster_command", metavar="COMMAND", required=True)
 
-    status = commands.add_parser("status", help="nodes, and partition -> owner, epoch, load state, groups",
-                                 description="Nodes (id, address, lease time left) and, per offsets partition, "
-                                 "its owner, ownership epoch, load state (loading, loaded, handing-over), groups "
-                                 "and committed offsets.")
+    status = commands.add_parser("status", help="etcd members, nodes, and partition -> owner, epoch, load state",
+                                 description="etcd's members (health, leader, database size, alarms), the nodes "
+                                 "(id, address, state: live, cut-off or gone, lease time left) and, per offsets "
+                                 "partition, its owner, ownership epoch, load state (loading, loaded, handing-over), "
+                                 "groups and committed offsets. Exits 2 when etcd has no quorum.")
     _cluster_argument(status)
     status.add_argument("--output", choices=("table", "json"), default="table", help="output format (default table)")
     status.set_defaults(func=status_command)
@@ -91,6 +95,8 @@ def status_command(args: argparse.Namespace) -> int:
         _print_status(report, args.output)
     except BrokenPipeError:  # `cohort cluster status | head`
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    if not report["quorum"]:
+        return _fail(f"etcd has no quorum: {report['quorum_detail']}")
     return EXIT_OK
 
 
@@ -98,9 +104,20 @@ def _print_status(report: dict, output: str) -> None:
     if output == "json":
         print(json.dumps(report, indent=2))
         return
-    print(f"{'NODE':>5}  {'ADDRESS':<24} LEASE LEFT")
+    print(f"{'ETCD MEMBER':<22} {'HEALTH':<10} {'LEADER':<6} {'TERM':>6} {'DB SIZE':>10} {'IN USE':>10}  ALARMS")
+    for m in report["members"]:
+        print(f"{m['endpoint']:<22} {m['health']:<10} {'yes' if m['leader'] else '-':<6} {m['raft_term'] or '-':>6} "
+              f"{_mib(m['db_size']):>10} {_mib(m['db_size_in_use']):>10}  {','.join(m['alarms']) or '-'}")
+    for alarm in report["alarms"]:
+        print(f"ALARM {alarm}: {_ALARM_HINTS.get(alarm, 'see etcdctl alarm list')}")
+    if not report["quorum"]:
+        return
+    print()
+    print(f"{'NODE':>5}  {'ADDRESS':<24} {'STATE':<9} LEASE LEFT")
     for node in report["nodes"]:
-        print(f"{node['node_id']:>5}  {node['address']:<24} {node['lease_ttl_s']}s")
+        left = node["lease_ttl_s"]
+        left = "-" if left is None else f"{left:.2f}s" if node["lease_ttl_exact"] else f"{left:.0f}-{left + 1:.0f}s"
+        print(f"{node['node_id']:>5}  {node['address']:<24} {node['state']:<9} {left}")
     print()
     print(f"{'PARTITION':>9}  {'OWNER':>5}  {'EPOCH':>10}  {'LOAD':<12}  {'GROUPS':>6}  {'OFFSETS':>8}")
     for row in report["partitions"]:
@@ -108,41 +125,131 @@ def _print_status(report: dict, output: str) -> None:
         print(f"{row['partition']:>9}  {owner:>5}  {epoch:>10}  {load:<12}  {row['groups']:>6}  {row['offsets']:>8}")
 
 
+_ALARM_HINTS = {
+    "NOSPACE": "etcd reached its quota and refuses writes (commits, claims); nothing acknowledged is lost. "
+               "Compact, defragment every member, then disarm: docs/cluster-operations.md",
+    "CORRUPT": "a member's data differs from the others': replace that member",
+}
+
+
+def _mib(size: int | None) -> str:
+    if not size:
+        return "-"
+    return f"{size / 1024:.0f} KiB" if size < 1 << 20 else f"{size / 1048576:.1f} MiB"
+
+
 async def _status(client) -> dict:
-    from cohort.coordinator.cluster import keys
-    from cohort.coordinator.cluster.etcd import op_count, prefix_end
+    """The etcd members' health (needs no quorum), then, when etcd has one, nodes and partitions."""
+    from cohort.coordinator.cluster.etcd import EtcdUnavailable
 
     await client.connect()
     try:
-        nodes, _, _ = await client.range(keys.NODES, prefix_end(keys.NODES))
-        owners, _, revision = await client.range(keys.OWNERS, prefix_end(keys.OWNERS))
-        loads, _, _ = await client.range(keys.LOADS, prefix_end(keys.LOADS), revision=revision)
-        node_rows = []
-        for kv in nodes:
-            node_rows.append({"node_id": keys.id_of(kv.key, keys.NODES),
-                              "address": kv.value.decode(errors="replace").split("\n", 1)[0],
-                              "lease_ttl_s": await client.time_to_live(kv.lease) if kv.lease else None})
-        owner_of = {keys.id_of(kv.key, keys.OWNERS): kv for kv in owners}
-        load_of = {keys.id_of(kv.key, keys.LOADS): kv for kv in loads}
-        num_partitions = max([50, *(p + 1 for p in owner_of if p is not None)])
-        counts: dict[tuple[bytes, int], int] = {}
-        for kind in (b"g/", b"o/"):
-            for first in range(0, num_partitions, 100):
-                batch = range(first, min(num_partitions, first + 100))
-                _, _, responses = await client.txn([], [
-                    op_count(prefix, revision) for prefix in (kind + b"%d/" % p for p in batch)])
-                for p, response in zip(batch, responses):
-                    counts[(kind, p)] = response.response_range.count
-        rows = []
-        for p in range(num_partitions):
-            kv, load = owner_of.get(p), load_of.get(p)
-            rows.append({"partition": p, "owner": int(kv.value) if kv and kv.value.isdigit() else None,
-                         "epoch": kv.create_revision if kv else None,
-                         "load": _load_state(kv, load),
-                         "groups": counts[(b"g/", p)], "offsets": counts[(b"o/", p)]})
-        return {"revision": revision, "nodes": node_rows, "partitions": rows}
+        members = await client.member_statuses(min(client.timeout_s, 2.0))
+        answering = [m for m in members if not m.error]
+        leaders = {m.leader_id for m in answering if m.leader_id}
+        majority = len(members) // 2 + 1
+        report = {
+            "members": [{"endpoint": m.endpoint, "member_id": m.member_id or None,
+                         "health": "no answer" if m.error else ("ok" if m.leader_id else "no leader"),
+                         "leader": bool(m.member_id) and m.member_id == m.leader_id, "raft_term": m.raft_term,
+                         "db_size": m.db_size or None, "db_size_in_use": m.db_size_in_use or None,
+                         "db_size_quota": m.db_size_quota or None, "alarms": list(m.alarms),
+                         "error": m.error or None} for m in members],
+            "alarms": sorted({alarm for m in answering for alarm in m.alarms}),
+            "quorum": True, "quorum_detail": None,
+        }
+        if len(answering) < majority or not leaders:
+            # A linearizable read would only wait for its deadline: say why instead.
+            report.update(quorum=False, quorum_detail=f"{len(answering)} of {len(members)} members answer, "
+                          f"{'no leader' if not leaders else 'leader known'} (a majority is {majority})")
+            return report
+        try:
+            report.update(await _cluster_view(client))
+        except EtcdUnavailable as exc:  # the members answered, yet a quorum read did not complete
+            report.update(quorum=False, quorum_detail=str(exc))
+        return report
     finally:
         await client.close()
+
+
+async def _cluster_view(client) -> dict:
+    from cohort.coordinator.cluster import keys
+    from cohort.coordinator.cluster.etcd import op_count, prefix_end
+
+    nodes, _, _ = await client.range(keys.NODES, prefix_end(keys.NODES))
+    seen, _, _ = await client.range(keys.SEEN, prefix_end(keys.SEEN))
+    owners, _, revision = await client.range(keys.OWNERS, prefix_end(keys.OWNERS))
+    loads, _, _ = await client.range(keys.LOADS, prefix_end(keys.LOADS), revision=revision)
+    live = {keys.id_of(kv.key, keys.NODES): kv for kv in nodes}
+    lease_left = dict(zip(live, await asyncio.gather(*(_lease_left(client, kv.lease) for kv in live.values()))))
+    node_rows = [{"node_id": node_id, "address": kv.value.decode(errors="replace").split("\n", 1)[0], "state": "live",
+                  "lease_ttl_s": lease_left[node_id][0], "lease_ttl_exact": lease_left[node_id][1]}
+                 for node_id, kv in live.items()]
+    for kv in seen:
+        node_id = keys.id_of(kv.key, keys.SEEN)
+        if node_id is not None and node_id not in live:
+            address = kv.value.decode(errors="replace")
+            node_rows.append({"node_id": node_id, "address": address, "lease_ttl_s": None, "lease_ttl_exact": False,
+                              "state": "cut-off" if await _answers(address) else "gone"})
+    node_rows.sort(key=lambda row: row["node_id"])
+    owner_of = {keys.id_of(kv.key, keys.OWNERS): kv for kv in owners}
+    load_of = {keys.id_of(kv.key, keys.LOADS): kv for kv in loads}
+    num_partitions = max([50, *(p + 1 for p in owner_of if p is not None)])
+    counts: dict[tuple[bytes, int], int] = {}
+    for kind in (b"g/", b"o/"):
+        for first in range(0, num_partitions, 100):
+            batch = range(first, min(num_partitions, first + 100))
+            _, _, responses = await client.txn([], [
+                op_count(prefix, revision) for prefix in (kind + b"%d/" % p for p in batch)])
+            for p, response in zip(batch, responses):
+                counts[(kind, p)] = response.response_range.count
+    rows = []
+    for p in range(num_partitions):
+        kv, load = owner_of.get(p), load_of.get(p)
+        rows.append({"partition": p, "owner": int(kv.value) if kv and kv.value.isdigit() else None,
+                     "epoch": kv.create_revision if kv else None,
+                     "load": _load_state(kv, load),
+                     "groups": counts[(b"g/", p)], "offsets": counts[(b"o/", p)]})
+    return {"revision": revision, "nodes": node_rows, "partitions": rows}
+
+
+async def _lease_left(client, lease_id: int, budget_s: float = 2.1, poll_s: float = 0.02) -> tuple[float | None, bool]:
+    """(seconds the lease has left, whether to the hundredth); (None, False) without a lease.
+
+    etcd reports whole seconds, cut down. The moment the reported value changes (a second boundary passed,
+    or a keepalive renewed the lease) the exact value is known, so poll up to `budget_s` to see one (a
+    node refreshes every TTL/3: 2 s at the default TTL). With no change seen only etcd's bound is known:
+    at least the value reported, less than one second more.
+    """
+    if not lease_id:
+        return None, False
+    first = previous = await client.time_to_live(lease_id)
+    if first < 0:
+        return 0.0, True
+    started = time.monotonic()
+    while time.monotonic() - started < budget_s:
+        await asyncio.sleep(poll_s)
+        asked = time.monotonic()
+        ttl = await client.time_to_live(lease_id)
+        if ttl != previous:
+            if ttl < 0:
+                return 0.0, True
+            # The change happened between the two calls: then it had just under ttl + 1 left.
+            changed_at = (asked + time.monotonic()) / 2 - poll_s / 2
+            return round(max(0.0, ttl + 1 - (time.monotonic() - changed_at)), 2), True
+        previous = ttl
+    return float(previous), False
+
+
+async def _answers(address: str, timeout_s: float = 1.0) -> bool:
+    """Whether something accepts connections at a node's advertised address (a node cut off from etcd)."""
+    host, _, port = address.rpartition(":")
+    try:
+        _, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port)), timeout_s)
+    except (OSError, ValueError, asyncio.TimeoutError, TimeoutError):
+        return False
+    writer.close()
+    return True
 
 
 def _load_state(owner, load) -> str | None:
@@ -216,7 +323,7 @@ def _live_records(data_dir: Path) -> dict[int, dict[bytes, bytes]]:
 
 
 async def _import(client, live: dict[int, dict[bytes, bytes]], *, execute: bool) -> dict:
-    from cohort.coordinator.cluster import keys
+    from cohort.coordinator.cluster import keys, values
     from cohort.coordinator.cluster.etcd import ETCD_MAX_TXN_OPS, compare_create_revision, op_put, prefix_end
 
     await client.connect()
@@ -227,7 +334,8 @@ async def _import(client, live: dict[int, dict[bytes, bytes]], *, execute: bool)
                            "stop every node, import, then start them")
         rows, total_new, total_present = [], 0, 0
         for partition, records in sorted(live.items()):
-            wanted = {keys.etcd_key(partition, k): v for k, v in records.items()}
+            wanted = {key: values.for_etcd(key, v) for key, v in
+                      ((keys.etcd_key(partition, k), v) for k, v in records.items())}
             present = set()
             for prefix in [*keys.partition_prefixes(partition), *([keys.TOPICS, keys.SECURITY] if partition == 0 else [])]:
                 async for page in client.range_prefix(prefix, keys_only=True):

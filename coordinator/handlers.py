@@ -579,15 +579,9 @@ class RequestHandlers:
     async def list_offsets(self, request, version: int, ctx: RequestContext) -> ListOffsetsResponse:
         if not self._keeps_registry:
             return self._list_offsets_elsewhere(request, version, ctx)
-        high_watermark = self.groups.high_watermark
-        if self.peers:
-            latest = [(t.name, p.partition_index) for t in request.topics for p in t.partitions
-                      if p.timestamp == LATEST_TIMESTAMP]
-            reported = await self.peers.latest(latest) if latest else {}
-            local = high_watermark
-
-            def high_watermark(topic: str, partition: int) -> int:
-                return max(local(topic, partition), reported.get((topic, partition), 0))
+        latest = [(t.name, p.partition_index) for t in request.topics for p in t.partitions
+                  if p.timestamp == LATEST_TIMESTAMP]
+        high_watermark = await self._end_offsets(latest, ctx)
         topic_entries = []
         for wanted in request.topics:
             topic = self.topics.get(wanted.name)
@@ -610,6 +604,26 @@ class RequestHandlers:
                         leader_epoch=LEADER_EPOCH if offset >= 0 else -1))
             topic_entries.append(ListOffsetsResponse.ListOffsetsTopicResponse(name=wanted.name, partitions=partitions))
         return ListOffsetsResponse(topics=topic_entries)
+
+    async def _end_offsets(self, latest: list[tuple[str, int]], ctx: RequestContext) -> Callable[[str, int], int]:
+        """What ListOffsets(latest) answers per topic partition: the one place its value comes from.
+
+        The highest offset any group committed: this node's groups, and what the other nodes reported.
+        A peer's request (client id `PEER_CLIENT_ID`) is answered from this node's own groups alone, so a
+        question never travels on. A `--workers` registry owner asks every worker over the loopback link
+        before answering; a cluster node answers at once from what its peers last reported and refreshes
+        that behind the answer (within a second, as Fetch does): with every node keeping the registry,
+        asking on the request path made each node wait on all the others.
+        """
+        local = self.groups.high_watermark
+        if ctx.client_id == PEER_CLIENT_ID or not latest or not self.peers:
+            return local
+        if self._registry_everywhere:
+            self.peers.refresh_soon(latest)
+            known = self.peers.known
+            return lambda topic, partition: max(local(topic, partition), known(topic, partition))
+        reported = await self.peers.latest(latest)
+        return lambda topic, partition: max(local(topic, partition), reported.get((topic, partition), 0))
 
     def _list_offsets_elsewhere(self, request, version: int, ctx: RequestContext) -> ListOffsetsResponse:
         """A worker that leads no topic partition: its own high watermarks for a peer, else Kafka's refusal."""

@@ -95,6 +95,7 @@ class CoordinatorServer:
         self.topics: TopicRegistry | None = None
         self.handlers: RequestHandlers | None = None
         self.cluster = None  # cluster mode (`--cluster`): the etcd connection, store and ownership
+        self._handing_over: asyncio.Future | None = None  # cluster mode's shutdown hand-over, once started
         self._listener: Listener | None = None  # the first one (clients' main port)
         self._listeners: list[tuple[Endpoint, Listener]] = []
         self.ports: dict[str, int] = {}  # bound port per listener name
@@ -291,6 +292,11 @@ class CoordinatorServer:
             self.handlers.fetch_waits.release_all()
         if self.groups is not None:
             self.groups.shutdown()
+            if self.cluster is not None:
+                # Other nodes take the partitions over now, not after the requests in flight: one waiting on
+                # etcd or a peer would hold every group of this node. An append already queued still
+                # finishes before its partition is let go; later ones answer NOT_COORDINATOR.
+                self._handing_over = asyncio.ensure_future(self.ownership.stop())
         # In-flight requests finish (queued ones start as those before them
         # end), within half the shutdown budget; whatever is left is cancelled.
         deadline = time.monotonic() + max(0.1, self.config.shutdown_timeout_ms / 2000)
@@ -310,7 +316,9 @@ class CoordinatorServer:
             self.groups.shutdown()
         if self.handlers is not None:
             await self.handlers.peers.close()
-        if self.ownership is not None and self.groups is not None:
+        if self._handing_over is not None:
+            await self._handing_over
+        elif self.ownership is not None and self.groups is not None:
             await self.ownership.stop()  # every owned partition handed over: its appends finish, then released
             await self.groups.wait_loaded()
         if self.store is not None:

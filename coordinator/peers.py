@@ -8,10 +8,11 @@ Two things are not partitioned by group, so a worker cannot answer them alone:
 * **high watermarks** -- the highest offset any group committed for a topic partition -- come from the
   groups of every worker. The registry owner leads every topic partition; for ListOffsets(latest) it
   asks each peer for its own high watermarks, and Fetch reports the last values learned (refreshed in
-  the background at most once a second).
+  the background at most once a second). In cluster mode every node keeps the registry and answers
+  ListOffsets(latest) the way Fetch does, from the last values learned (see `RequestHandlers._end_offsets`).
 
 A peer's request carries the client id `PEER_CLIENT_ID`; a worker answers such a ListOffsets from its
-own groups only (no registry check), and such a DeleteTopics (sent once the registry owner deleted a
+own groups only (it never asks on), and such a DeleteTopics (sent once the registry owner deleted a
 topic) by forgetting the topic's high watermarks, so a topic created again starts from 0 everywhere.
 
 Workers reach each other over the worker link (`PeerLink`), not the clients' listener: every worker

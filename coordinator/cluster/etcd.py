@@ -40,6 +40,32 @@ class EtcdRequestTooLarge(Exception):
     """etcd refused a request over its `--max-request-bytes`."""
 
 
+class EtcdNoSpace(EtcdUnavailable):
+    """etcd refused a write because its NOSPACE alarm is raised (the backend reached `--quota-backend-bytes`).
+
+    Reads, deletes and lease keepalives still work; writes fail until an operator frees space and
+    disarms the alarm (docs/cluster-operations.md).
+    """
+
+
+NO_SPACE_DETAILS = "database space exceeded"
+
+
+@dataclass(frozen=True, slots=True)
+class MemberStatus:
+    """What one etcd member says of itself (its Status call needs no quorum)."""
+
+    endpoint: str
+    member_id: int = 0
+    leader_id: int = 0  # 0: the member knows no leader
+    raft_term: int = 0
+    db_size: int = 0
+    db_size_in_use: int = 0
+    db_size_quota: int = 0  # 0: the member does not report it (etcd < 3.5)
+    alarms: tuple[str, ...] = ()  # e.g. "NOSPACE", as the member's Status lists them
+    error: str = ""  # why it did not answer ("" when it did)
+
+
 @dataclass(frozen=True, slots=True)
 class KeyValue:
     key: bytes
@@ -77,6 +103,7 @@ class EtcdClient:
         self._leader_checked = float("-inf")
         self._leader_lookup: asyncio.Task | None = None
         self._retiring: dict[Etcd3Client, asyncio.Task | None] = {}  # former leader channels, closed after a timeout
+        self.no_space = False  # etcd refused the last write it answered with NOSPACE
 
     async def connect(self) -> None:
         if not self._connected:
@@ -86,8 +113,11 @@ class EtcdClient:
     async def close(self) -> None:
         if self._connected:
             self._connected = False
-            if self._leader_lookup is not None:
-                self._leader_lookup.cancel()
+            lookup, self._leader_lookup = self._leader_lookup, None
+            if lookup is not None:
+                # Waited for: left running, it would call a closed channel's services (None by then).
+                lookup.cancel()
+                await asyncio.wait([lookup])
             if self._leader is not None:
                 self._retiring[self._leader[1]] = None
                 self._leader = None
@@ -108,12 +138,31 @@ class EtcdClient:
             details = exc.details() or ""
             if exc.code() == grpc.StatusCode.INVALID_ARGUMENT and "too large" in details:
                 raise EtcdRequestTooLarge(f"etcd {what}: {details}") from exc
+            self._check_no_space(details)
             raise EtcdUnavailable(f"etcd {what}: {exc.code().name} {details}".rstrip()) from exc
         except EtcdError as exc:
             cause = exc.__cause__
             if isinstance(cause, grpc.aio.AioRpcError) and "too large" in (cause.details() or ""):
                 raise EtcdRequestTooLarge(f"etcd {what}: {cause.details()}") from exc
+            details = (cause.details() or "") if isinstance(cause, grpc.aio.AioRpcError) else ""
+            self._check_no_space(f"{exc} {details}")
             raise EtcdUnavailable(f"etcd {what}: {exc}") from exc
+
+    def _check_no_space(self, details: str) -> None:
+        """Raise `EtcdNoSpace` for etcd's NOSPACE refusal; the first one is logged (and counted in metrics)."""
+        if NO_SPACE_DETAILS not in details:
+            return
+        if not self.no_space:
+            self.no_space = True
+            log.error("etcd refuses writes: NOSPACE alarm (database reached its quota). Nothing acknowledged "
+                      "is lost; commits and claims fail until an operator compacts, defragments and disarms "
+                      "(docs/cluster-operations.md)")
+        raise EtcdNoSpace(f"etcd: NOSPACE alarm, {details}")
+
+    def _accepted_a_write(self) -> None:
+        if self.no_space:
+            self.no_space = False
+            log.info("etcd accepts writes again (NOSPACE alarm cleared)")
 
     # --- key-value -------------------------------------------------------------------------------
 
@@ -160,13 +209,18 @@ class EtcdClient:
                 details = exc.details() or ""
                 if exc.code() == grpc.StatusCode.INVALID_ARGUMENT and "too large" in details:
                     raise EtcdRequestTooLarge(f"etcd txn: {details}") from exc
+                self._check_no_space(details)
                 raise EtcdUnavailable(f"etcd txn: {exc.code().name} {details}".rstrip()) from exc
             except (grpc.RpcError, grpc.aio.BaseError) as exc:  # e.g. the channel closed under the call
                 raise EtcdUnavailable(f"etcd txn: {exc!r}") from exc
+        except EtcdNoSpace:
+            raise  # the leader answered: its channel is fine
         except EtcdUnavailable:
             if leader is not None and self._leader is leader:
                 self._retire_leader()  # the leader died or moved: round-robin until the next lookup
             raise
+        if self.no_space and any(op.HasField("request_put") for op in success):
+            self._accepted_a_write()
         return response.succeeded, response.header.revision, list(response.responses)
 
     # --- the leader's channel ---------------------------------------------------------------------
@@ -187,6 +241,8 @@ class EtcdClient:
     async def _look_up_leader(self) -> None:
         try:
             status = await self._call("status", self._client.maintenance.status())
+            if not self._connected:
+                return
             members = await self._call("member list", self._client.cluster.member_list())
         except EtcdUnavailable:
             return
@@ -212,6 +268,29 @@ class EtcdClient:
         self._retiring.pop(client, None)
         with contextlib.suppress(Exception):
             await client.close()
+
+    # --- members ---------------------------------------------------------------------------------
+
+    async def member_statuses(self, timeout_s: float = 1.0) -> list[MemberStatus]:
+        """Each endpoint's own Status, asked at once over a channel of its own (answers without a quorum)."""
+        return list(await asyncio.gather(*(self._member_status(e, timeout_s) for e in self.endpoints)))
+
+    @staticmethod
+    async def _member_status(endpoint: str, timeout_s: float) -> MemberStatus:
+        client = Etcd3Client([endpoint], rpc_max_attempts=1)
+        try:
+            await client.connect()
+            status = await asyncio.wait_for(client.maintenance.status(), timeout_s)
+        except (TimeoutError, asyncio.TimeoutError):
+            return MemberStatus(endpoint, error=f"no answer within {timeout_s:g}s")
+        except (EtcdError, grpc.RpcError, grpc.aio.BaseError, OSError) as exc:
+            return MemberStatus(endpoint, error=str(exc) or type(exc).__name__)
+        finally:
+            with contextlib.suppress(Exception):
+                await client.close()
+        alarms = tuple(sorted({error.rpartition("alarm:")[2].strip() or error for error in status.errors}))
+        return MemberStatus(endpoint, status.header.member_id, status.leader, status.raftTerm, status.dbSize,
+                            status.dbSizeInUse, getattr(status, "dbSizeQuota", 0), alarms)
 
     # --- leases ----------------------------------------------------------------------------------
 

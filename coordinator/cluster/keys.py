@@ -2,6 +2,9 @@
 
     nodes/<node-id>                           -> "host:port" (advertised, its first listener), then a line
                                                  "NAME=host:port" per listener; under the node's lease
+    seen/<node-id>                            -> "host:port" (advertised), without a lease: written at each
+                                                 registration, deleted by a graceful stop, so `cohort cluster
+                                                 status` can tell a node whose lease lapsed from one that left
     owner/<p>                                 -> "<node-id>", under the owner's lease; epoch = create revision
     load/<p>                                  -> the owner's load state ("loading", "loaded", "handing-over"),
                                                  under the owner's lease (for `cohort cluster status`)
@@ -13,8 +16,9 @@
                                                  102; cluster-wide like t/0/, see cluster/node.py)
     r/<p>/<hex of the record key>             -> any other record type's value
 
-Values are the local log's record values byte for byte (`cohort.coordinator.records`); the record key
-is rebuilt from the etcd key on load. Group and topic names are percent-encoded so that a "/" in a
+Values are the local log's record values (`cohort.coordinator.records`), offset commits packed into
+fewer bytes (`cohort.coordinator.cluster.values`, read back byte for byte); the record key is rebuilt
+from the etcd key on load. Group and topic names are percent-encoded so that a "/" in a
 name cannot be confused with a separator, and the keys stay readable with `etcdctl get --prefix`.
 """
 from __future__ import annotations
@@ -34,6 +38,7 @@ from cohort.coordinator.records import (
 )
 
 NODES = b"nodes/"
+SEEN = b"seen/"
 OWNERS = b"owner/"
 LOADS = b"load/"
 LOAD_STATES = ("loading", "loaded", "handing-over")
@@ -49,6 +54,10 @@ def node_key(node_id: int) -> bytes:
     return NODES + str(node_id).encode()
 
 
+def seen_key(node_id: int) -> bytes:
+    return SEEN + str(node_id).encode()
+
+
 def owner_key(partition: int) -> bytes:
     return OWNERS + str(partition).encode()
 
@@ -58,7 +67,7 @@ def load_key(partition: int) -> bytes:
 
 
 def id_of(key: bytes, prefix: bytes) -> int | None:
-    """The number after `prefix` in `nodes/<id>`, `owner/<p>` or `load/<p>`, or None if it is not one."""
+    """The number after `prefix` in `nodes/<id>`, `seen/<id>`, `owner/<p>` or `load/<p>`, or None if it is not one."""
     tail = key[len(prefix):]
     return int(tail) if key.startswith(prefix) and tail.isdigit() else None
 

@@ -37,6 +37,9 @@ class ClusterCollector:
                                   "Partitions taken from this node (lease lapsed, fenced, key gone).", value=o.losses)
         yield CounterMetricFamily("cohort_cluster_fenced_writes",
                                   "Writes refused because another node owns the partition now.", value=s.fenced_writes)
+        yield GaugeMetricFamily("cohort_cluster_etcd_nospace",
+                                "1 while etcd refuses this node's writes with its NOSPACE alarm (quota reached).",
+                                value=1 if self.store.etcd.no_space else 0)
         yield CounterMetricFamily("cohort_cluster_etcd_errors", "etcd calls of the store that failed or timed out.",
                                   value=s.etcd_errors)
         yield SummaryMetricFamily("cohort_cluster_etcd_transaction_seconds",

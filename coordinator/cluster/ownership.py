@@ -183,12 +183,16 @@ class EtcdOwnership:
         log.info("node %d: %d partitions handed over (shutdown)", self.local.node_id, len(held))
         # Revoking the lease deletes nodes/<id> and every owner/<p> under it in one step.
         await self.lease.revoke()
+        # Left behind (etcd unreachable: not worth more of the shutdown), status shows this node as gone.
+        with contextlib.suppress(EtcdUnavailable, asyncio.TimeoutError, TimeoutError):
+            await asyncio.wait_for(self.etcd.txn([], [op_delete(keys.seen_key(self.local.node_id))]), 1.0)
 
     # --- etcd state ----------------------------------------------------------------------------
 
     async def _register(self) -> None:
         await self.etcd.txn([], [op_put(keys.node_key(self.local.node_id), node_value(self.local),
-                                        lease=self.lease.lease_id)])
+                                        lease=self.lease.lease_id),
+                                 op_put(keys.seen_key(self.local.node_id), f"{self.local.host}:{self.local.port}".encode())])
 
     async def _resync(self) -> int:
         """Read nodes/ and owner/ at one revision; the revision to watch from."""

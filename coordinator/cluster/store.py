@@ -25,7 +25,7 @@ import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 
-from cohort.coordinator.cluster import keys
+from cohort.coordinator.cluster import keys, values
 from cohort.coordinator.cluster.etcd import (
     ETCD_MAX_REQUEST_BYTES,
     ETCD_MAX_TXN_OPS,
@@ -124,7 +124,7 @@ class EtcdStore:
                     page, more, _ = await self._retrying(partition, state, lambda: self.etcd.range(
                         start, end, limit=self.page_size, revision=revision))
                     if page:
-                        yield [(keys.record_key(kv.key), kv.value) for kv in page]
+                        yield [(keys.record_key(kv.key), values.from_etcd(kv.value)) for kv in page]
                     if not more or not page:
                         break
                     start = page[-1].key + b"\0"
@@ -321,4 +321,4 @@ def _guard(partition: int, epoch: int):
 
 def _op(partition: int, record_key: bytes, value: bytes | None):
     key = keys.etcd_key(partition, record_key)
-    return op_put_bytes(key, value) if value is not None else op_delete(key)
+    return op_put_bytes(key, values.for_etcd(key, value)) if value is not None else op_delete(key)

@@ -52,7 +52,7 @@ class EtcdMember:
             return ""
 
     def post(self, path: str, body: dict, timeout: float = 2.0) -> dict:
-        """One call to etcd's v3 JSON gateway (used only to observe the cluster, never by Cohort)."""
+        """One call to etcd's v3 JSON gateway (the tests observe the cluster and act as its operator; never Cohort)."""
         request = urllib.request.Request(f"http://{self.endpoint}{path}", data=json.dumps(body).encode(),
                                          headers={"Content-Type": "application/json"}, method="POST")
         with urllib.request.urlopen(request, timeout=timeout) as response:
@@ -60,7 +60,9 @@ class EtcdMember:
 
 
 class EtcdCluster:
-    def __init__(self, base_dir: Path, size: int = 3) -> None:
+    def __init__(self, base_dir: Path, size: int = 3, extra_args: tuple[str, ...] = ()) -> None:
+        """`extra_args`: more etcd flags for every member (e.g. a small `--quota-backend-bytes`)."""
+        self.extra_args = tuple(extra_args)
         self.members = [
             EtcdMember(f"m{i}", free_port(), free_port(), base_dir / f"m{i}", base_dir / f"m{i}.log")
             for i in range(size)
@@ -90,7 +92,7 @@ class EtcdCluster:
             # Larger request limits than etcd's defaults, as bench/cluster.py and scripts/cluster run it
             # (nodes that keep the default `cluster.etcd.max.txn.ops` 128 stay within them).
             "--max-txn-ops", str(MAX_TXN_OPS), "--max-request-bytes", str(MAX_REQUEST_BYTES),
-            "--logger", "zap", "--log-level", "warn",
+            "--logger", "zap", "--log-level", "warn", *self.extra_args,
         ]
 
     def start_member(self, member: EtcdMember) -> None:

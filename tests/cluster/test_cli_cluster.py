@@ -9,7 +9,7 @@ from cohort_process import CohortServer, clean_env, run_cohort
 from kafka import KafkaConsumer, TopicPartition
 from kafka.structs import OffsetAndMetadata
 
-from cohort.coordinator.cluster import keys
+from cohort.coordinator.cluster import keys, values
 from cohort.coordinator.cluster.etcd import EtcdClient, prefix_end
 from cohort.coordinator.cluster.ownership import EtcdOwnership
 from cohort.coordinator.cluster.store import EtcdStore
@@ -151,7 +151,7 @@ def test_import_copies_a_single_nodes_log_idempotently_and_dry_run_by_default(et
     p = partition_for("imported", 50)
     offsets = {}
     for key, value in imported.items():
-        record = decode_record(keys.record_key(key), value)
+        record = decode_record(keys.record_key(key), values.from_etcd(value))
         if isinstance(record, OffsetCommitRecord):
             assert key.startswith(b"o/%d/" % p)
             offsets[(record.topic, record.partition)] = record.offset

@@ -16,7 +16,7 @@ from cohort_process import CohortServer, run_cohort
 from kafka import KafkaAdminClient
 
 from cohort.client.spark.commit_plan import CommitMarker
-from cohort.coordinator.cluster import keys
+from cohort.coordinator.cluster import keys, values
 from cohort.coordinator.cluster.etcd import EtcdClient
 from cohort.coordinator.records import OffsetCommitRecord, decode_record
 from cohort.protocol.partitioning import partition_for
@@ -71,7 +71,7 @@ async def commit_history(etcd, group: str, expected_last: int, timeout: float = 
         async for events in client.watch_prefix(prefix, 1):
             for kind, kv in events:
                 assert kind == 0, f"an offset key was deleted: {kv.key!r}"
-                record = decode_record(keys.record_key(kv.key), kv.value)
+                record = decode_record(keys.record_key(kv.key), values.from_etcd(kv.value))
                 assert isinstance(record, OffsetCommitRecord)
                 marker = CommitMarker.decode(record.metadata)
                 history.setdefault((record.topic, record.partition), []).append((record.offset, marker.batch_id))
