@@ -84,7 +84,7 @@ def status_command(args: argparse.Namespace) -> int:
     from cohort.coordinator.cluster.etcd import EtcdUnavailable
 
     try:
-        report = asyncio.run(_status(client))
+        report = asyncio.run(cluster_status(client))
     except EtcdUnavailable as exc:
         return _fail(str(exc))
     try:
@@ -108,7 +108,9 @@ def _print_status(report: dict, output: str) -> None:
         print(f"{row['partition']:>9}  {owner:>5}  {epoch:>10}  {load:<12}  {row['groups']:>6}  {row['offsets']:>8}")
 
 
-async def _status(client) -> dict:
+async def cluster_status(client) -> dict:
+    """What etcd says of the cluster: each node's address and lease time left, each offsets partition's
+    owner, epoch, load state and record counts (`cohort cluster status`, the console's cluster page)."""
     from cohort.coordinator.cluster import keys
     from cohort.coordinator.cluster.etcd import op_count, prefix_end
 
