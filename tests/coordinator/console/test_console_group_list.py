@@ -9,6 +9,7 @@ import pytest
 
 from cohort.client.admin import Admin
 from cohort.client.topic_partition import TopicPartition
+from bounded_wait import wait_until
 from cohort_process import metric_value
 from console_http import ConsoleServer, create_topic
 
@@ -96,5 +97,41 @@ def test_group_overview_pages_cover_every_group_once_and_each_is_bounded(tmp_pat
         # `orders` is not in the topic registry: its end is unknown, and so is the lag (never 0)
         assert row["topics"] == [{"topic": "orders", "partitions": 2, "lag": None}] and row["lag"] is None
         assert row["state"] == "Empty" and row["members"] == 0
+    finally:
+        assert server.stop() == 0
+
+
+def test_a_groups_lag_over_time_is_sampled_by_its_coordinator(tmp_path):
+    # health (and with it lag) is sampled every stall_ms / 4: every 500 ms here
+    server = ConsoleServer(tmp_path / "data", "--group.health.stall.ms", "2000").start()
+    try:
+        create_topic(server.bootstrap, "orders", 1)
+        tp = TopicPartition("orders", 0)
+
+        async def commit(group: str, offset: int) -> None:
+            admin = Admin([server.bootstrap])
+            try:
+                await admin.alter_offsets(group, {tp: (offset, "")})
+            finally:
+                await admin.close()
+
+        asyncio.run(commit("leader", 900))
+        asyncio.run(commit("laggard", 100))
+        wait_until(lambda: 800 in [lag for _, lag in server.api("/api/groups/laggard/lag")[1]["samples"]], 30,
+                   "a sample of the laggard's lag (900 - 100)")
+        asyncio.run(commit("laggard", 850))
+        wait_until(lambda: server.api("/api/groups/laggard/lag")[1]["samples"][-1][1] == 50, 30,
+                   "a later sample after it caught up")
+        status, report, _ = server.api("/api/groups/laggard/lag")
+        lags = [lag for _, lag in report["samples"]]
+        assert lags.index(800) < lags.index(50) and report["lag"] == 50
+        assert report["partitions"] == [{"topic": "orders", "partition": 0, "offset": 850, "log_end_offset": 900,
+                                         "lag": 50}]
+        status, detail, _ = server.api("/api/groups/laggard")
+        assert detail["lag"] == 50 and detail["offsets"][0]["log_end_offset"] == 900
+        times = [ms for ms, _ in report["samples"]]
+        assert times == sorted(times)
+        status, later, _ = server.api(f"/api/groups/laggard/lag?since_ms={times[-1]}")
+        assert [ms for ms, _ in later["samples"]][0] >= times[-1]
     finally:
         assert server.stop() == 0
