@@ -82,8 +82,15 @@ def test_without_accepted_credentials_the_page_and_the_api_answer_401_with_a_bas
 def test_each_user_sees_and_changes_only_what_their_acls_allow(secured):
     status, body, _ = secured.api("/api/groups", auth=ALICE)
     assert status == 200 and [g["group_id"] for g in body["groups"]] == ["visible"]
+    # the list's lag leaves out topics the user may not DESCRIBE, as OffsetFetch does
+    assert body["groups"][0]["topics"] == 0 and body["groups"][0]["lag"] is None
     status, body, _ = secured.api("/api/groups", auth=ADMIN)
     assert status == 200 and [g["group_id"] for g in body["groups"]] == ["hidden", "visible"]
+    assert [(g["topics"], g["lag"]) for g in body["groups"]] == [(1, 0), (1, 0)]
+    status, body, _ = secured.api("/api/topics", auth=ALICE)
+    assert status == 200 and body["topics"] == []
+    status, body, _ = secured.api("/api/topics/events", auth=BOB)  # READ implies DESCRIBE
+    assert status == 200 and [g["group_id"] for g in body["groups"]] == ["visible"]
 
     status, body, _ = secured.api("/api/groups/hidden", auth=ALICE)
     assert status == 403 and body["error"] == "GROUP_AUTHORIZATION_FAILED"
