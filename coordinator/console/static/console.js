@@ -157,9 +157,9 @@ async function loadGroupsPage(seq) {
       onclick: () => { listQuery.offset += LIST_PAGE; runRefresh(); } }, "Next ›"));
   const unreachable = page.unreachable.length
     ? el("p", { class: "error" }, `Not answering: ${page.unreachable.map((u) => `node ${u.node_id}`).join(", ")}`) : null;
-  document.getElementById("group-list").replaceChildren(unreachable,
+  document.getElementById("group-list").replaceChildren(...[unreachable,
     rows.length ? el("table", {}, head, el("tbody", {}, rows))
-      : el("p", { class: "muted" }, page.groups_known ? "No group matches." : "No groups yet."), pager);
+      : el("p", { class: "muted" }, page.groups_known ? "No group matches." : "No groups yet."), pager].filter(Boolean));
 }
 
 function filterSelect(id, label, key, options) {
@@ -171,7 +171,7 @@ function filterSelect(id, label, key, options) {
 }
 
 async function showGroups(seq) {
-  crumbs({ text: "Groups" });
+  crumbs();
   let typing = null;
   const search = el("input", { type: "search", id: "group-search", placeholder: "Search group ids", value: listQuery.search,
     oninput: () => {
@@ -201,13 +201,13 @@ async function loadTopics(seq) {
   const rows = page.topics.map((t) => el("tr", { "data-topic": t.topic },
     el("td", {}, el("a", { href: topicLink(t.topic), class: "topic-name" }, t.topic)),
     cell(t.partitions, "num"), cell(t.groups, "num"), el("td", { class: "num lag" }, lagText(t.lag))));
-  document.getElementById("topic-list").replaceChildren(
+  document.getElementById("topic-list").replaceChildren(...[
     table([["Topic"], ["Partitions", "num"], ["Groups", "num"], ["Lag", "num"]], rows, "No topics."),
-    page.total > page.topics.length ? el("p", { class: "muted" }, `${page.topics.length} of ${page.total} shown; search to narrow.`) : null);
+    page.total > page.topics.length ? el("p", { class: "muted" }, `${page.topics.length} of ${page.total} shown; search to narrow.`) : null].filter(Boolean));
 }
 
 async function showTopics(seq) {
-  crumbs({ text: "Topics" });
+  crumbs();
   let typing = null;
   const search = el("input", { type: "search", id: "topic-search", placeholder: "Search topics", value: topicSearch,
     oninput: () => { clearTimeout(typing); typing = setTimeout(() => { topicSearch = search.value.trim(); runRefresh(); }, 250); } });
@@ -291,7 +291,7 @@ async function loadCluster(seq) {
 }
 
 async function showCluster(seq) {
-  crumbs({ text: "Cluster" });
+  crumbs();
   app.replaceChildren(el("h1", {}, "Cluster"), el("div", { class: "actions" }, refreshControl("cluster")), el("div", { id: "cluster-detail" }));
   await loadCluster(seq);
   refreshWith(() => loadCluster(seq), "cluster");
