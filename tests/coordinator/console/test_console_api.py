@@ -134,6 +134,7 @@ def test_the_console_is_off_by_default_and_a_taken_port_stops_the_start_naming_t
 
 
 def test_with_workers_the_supervisors_console_shows_the_groups_of_every_worker(tmp_path):
+    from cohort.coordinator.static_ownership import worker_for_partition
     from workers_harness import WorkersServer, group_on_worker, worker_of
 
     console_port = free_port()
@@ -153,6 +154,12 @@ def test_with_workers_the_supervisors_console_shows_the_groups_of_every_worker(t
             status, detail, _ = call(f"http://127.0.0.1:{console_port}/api/groups/{group}")
             assert status == 200 and [o["offset"] for o in detail["offsets"]] == [3 + k]
             assert detail["coordinator"]["port"] == server.ports[k]  # answered by the worker that owns it
+        # the cluster page: each worker with the offsets partitions it owns (p mod 2), all loaded
+        status, cluster, _ = call(f"http://127.0.0.1:{console_port}/api/cluster")
+        assert status == 200 and [b["port"] for b in cluster["brokers"]] == server.ports
+        for k, broker in enumerate(cluster["brokers"]):
+            assert broker["partitions"]["loaded"] == [p for p in range(50) if worker_for_partition(p, 2) == k]
+        assert [p["partition"] for p in cluster["partitions"]] == list(range(50)) and cluster["etcd"] is None
     finally:
         assert server.stop() == 0
 
