@@ -110,7 +110,11 @@ class ConsoleServer:
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="cohort-console", daemon=True)
         self._thread.start()
-        await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self._serve(access), self._loop))
+        try:
+            await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self._serve(access), self._loop))
+        except BaseException:
+            await self.stop()
+            raise
         log.info("console serving", extra={"address": f"{self.scheme}://{HostPort(self.address.host, self.port)}/",
                                            "coordinator": ",".join(access.bootstrap),
                                            "sign_in": "http basic over sasl" if access.requires_sign_in else "none"})

@@ -268,7 +268,8 @@ class RequestAuthorization:
     async def _group_report(self, handler, request, version, ctx):
         # Cohort's own report on a group (journal, history, health): what DescribeGroups needs.
         if self.allowed(ctx, DESCRIBE, GROUP, request.group_id):
-            return await handler(request, version, ctx)
+            response = await handler(request, version, ctx)
+            return self._lag_without_hidden_topics(response, ctx) if request.report == "lag" else response
         return GroupReportResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED,
                                    error_message="not authorized to describe the group", report=b"")
 
@@ -341,6 +342,18 @@ class RequestAuthorization:
             row["lag"] = total_lag(t["lag"] for t in row["topics"])
         document["groups"] = rows
         return GroupOverviewResponse(error_code=0, error_message=None, overview=json.dumps(document).encode())
+
+    def _lag_without_hidden_topics(self, response, ctx):
+        """The lag report as OffsetFetch would show it: without the partitions of topics the principal may not
+        DESCRIBE, and without the sampled totals when they counted such partitions."""
+        if response.error_code:
+            return response
+        document = json.loads(response.report)
+        shown = [p for p in document["partitions"] if self.allowed(ctx, DESCRIBE, TOPIC, p["topic"], False)]
+        if len(shown) == len(document["partitions"]):
+            return response
+        document.update(partitions=shown, lag=total_lag(p["lag"] for p in shown), samples=[])
+        return GroupReportResponse(error_code=0, error_message=None, report=json.dumps(document).encode())
 
     async def _delete_groups(self, handler, request, version, ctx):
         allowed = [g for g in request.groups_names if self.allowed(ctx, DELETE, GROUP, g)]

@@ -87,6 +87,10 @@ def test_each_user_sees_and_changes_only_what_their_acls_allow(secured):
     status, body, _ = secured.api("/api/groups", auth=ADMIN)
     assert status == 200 and [g["group_id"] for g in body["groups"]] == ["hidden", "visible"]
     assert [(g["topics"], g["lag"]) for g in body["groups"]] == [(1, 0), (1, 0)]
+    status, body, _ = secured.api("/api/groups/visible/lag", auth=ALICE)  # the lag report is filtered the same way
+    assert status == 200 and body["partitions"] == [] and body["lag"] is None and body["samples"] == []
+    status, body, _ = secured.api("/api/groups/visible/lag", auth=ADMIN)
+    assert [(p["topic"], p["lag"]) for p in body["partitions"]] == [("events", 0)]
     status, body, _ = secured.api("/api/topics", auth=ALICE)
     assert status == 200 and body["topics"] == []
     status, body, _ = secured.api("/api/topics/events", auth=BOB)  # READ implies DESCRIBE
