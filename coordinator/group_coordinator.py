@@ -868,6 +868,7 @@ class GroupCoordinator:
                 end = self.log_ends.end_offset(topic, p)
                 partitions.append({"topic": topic, "partition": p, "offset": om.offset, "log_end_offset": end,
                                    "lag": partition_lag(om.offset, end)})
+        self.log_ends.refresh_soon((p["topic"], p["partition"]) for p in partitions)
         return {"now_ms": self.scheduler.now_ms(), "lag": total_lag(p["lag"] for p in partitions),
                 "partitions": partitions,
                 "samples": [[ms, lag] for ms, lag in self.lag_history.of(group_id) if since_ms is None or ms >= since_ms]}

@@ -237,7 +237,8 @@ class RequestHandlers:
         self.fetch_waits = FetchWaits()
         self._partition_lists: dict[int, list] = {}
         # Lag is measured against what ListOffsets answers: the registry's topics, ends reported by peers too.
-        groups.log_ends = LogEnds(groups.high_watermark, self._topic_has_log_end, self.peers.known)
+        groups.log_ends = LogEnds(groups.high_watermark, self._topic_has_log_end, self.peers.known,
+                                  lambda partitions: self.peers.refresh_soon(partitions) if self.peers else None)
         self._overview = GroupOverview(groups)
 
         # The one dispatch table, keyed by request message: its API key comes from the schema.

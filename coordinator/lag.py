@@ -18,14 +18,22 @@ LAG_HISTORY_SAMPLES = 240
 class LogEnds:
     """Where each partition's data ends as this node knows it (None: unknown)."""
 
-    __slots__ = ("_local", "_topic_exists", "_reported_by_peers")
+    __slots__ = ("_local", "_topic_exists", "_reported_by_peers", "_refresh_peers")
 
     def __init__(self, local_high_watermark: Callable[[str, int], int],
                  topic_exists: Callable[[str], bool] | None = None,
-                 reported_by_peers: Callable[[str, int], int] | None = None) -> None:
+                 reported_by_peers: Callable[[str, int], int] | None = None,
+                 refresh_peers: Callable[[Iterable[tuple[str, int]]], None] | None = None) -> None:
         self._local = local_high_watermark
         self._topic_exists = topic_exists
         self._reported_by_peers = reported_by_peers
+        self._refresh_peers = refresh_peers
+
+    def refresh_soon(self, partitions: Iterable[tuple[str, int]]) -> None:
+        """Ask the peers for these partitions' ends in the background (what they report is cached, so a
+        page shown again, or refreshed, has them)."""
+        if self._refresh_peers is not None:
+            self._refresh_peers(partitions)
 
     def end_offset(self, topic: str, partition: int) -> int | None:
         if self._topic_exists is not None and not self._topic_exists(topic):
