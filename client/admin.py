@@ -43,6 +43,7 @@ from cohort.protocol.messages import (
     DeleteGroupsRequest,
     DeleteTopicsRequest,
     DescribeGroupsRequest,
+    GroupOverviewRequest,
     GroupReportRequest,
     ListGroupsRequest,
     ListOffsetsRequest,
@@ -356,6 +357,37 @@ class Admin:
             return json.loads(response.report)
 
         return await self.cluster.call_coordinator(group_id, attempt)
+
+    async def broker_ids(self) -> list[int]:
+        """The brokers' node ids, as Metadata names them now."""
+        return sorted((await self.cluster.metadata([])).brokers)
+
+    async def group_overview_pages(self, node_id: int | None, *, search: str | None = None, page_size: int = 500):
+        """The groups broker `node_id` coordinates (None: any broker), as Cohort summarizes them (state,
+        members, health, lag per topic), one bounded GroupOverview page (Cohort's private API 10002) at a
+        time: yields each page's document.
+
+        A server that does not know the API closes the connection: that raises `UnsupportedApi`."""
+        after = ""
+        while True:
+            conn = await (self.cluster.broker_connection(node_id) if node_id is not None
+                          else self.cluster.any_connection())
+            await conn.connect()
+            try:
+                response = await conn.request(GroupOverviewRequest(after=after, limit=page_size, search=search),
+                                              version=0)
+            except RequestTimedOut:
+                raise
+            except KafkaConnectionError:
+                raise UnsupportedApi(f"{conn.address} closed the connection on Cohort's GroupOverview API: "
+                                     "not a Cohort server, or an older one") from None
+            if response.error_code != ErrorCode.NONE:
+                raise kafka_error(response.error_code, response.error_message or f"GroupOverview on {conn.address}")
+            page = json.loads(response.overview)
+            yield page
+            if not page["more"]:
+                return
+            after = page["next_after"]
 
     # ------------------------------------------------------------ topics
 

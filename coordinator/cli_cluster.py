@@ -88,7 +88,7 @@ def status_command(args: argparse.Namespace) -> int:
     from cohort.coordinator.cluster.etcd import EtcdUnavailable
 
     try:
-        report = asyncio.run(_status(client))
+        report = asyncio.run(cluster_status(client))
     except EtcdUnavailable as exc:
         return _fail(str(exc))
     try:
@@ -138,8 +138,10 @@ def _mib(size: int | None) -> str:
     return f"{size / 1024:.0f} KiB" if size < 1 << 20 else f"{size / 1048576:.1f} MiB"
 
 
-async def _status(client) -> dict:
-    """The etcd members' health (needs no quorum), then, when etcd has one, nodes and partitions."""
+async def cluster_status(client) -> dict:
+    """What etcd says of the cluster (`cohort cluster status`, the console's cluster page): the etcd
+    members' health (needs no quorum), then, when etcd has one, each node's address, state and lease time
+    left, and each offsets partition's owner, epoch, load state and record counts."""
     from cohort.coordinator.cluster.etcd import EtcdUnavailable
 
     await client.connect()

@@ -46,6 +46,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from cohort.coordinator.group_health import GroupHealth, HealthMonitor
+from cohort.coordinator.lag import LagHistory, LogEnds, partition_lag, topic_lags, total_lag
 from cohort.coordinator.group_journal import GroupJournal, JournalEntry, entry_from_record, rebalance_record_of
 from cohort.coordinator.groups.classic import ClassicGroup, GroupState, JoinRequest, JoinResult, SyncResult
 from cohort.coordinator.groups.consumer import (
@@ -254,7 +255,7 @@ class GroupCoordinator:
         "_groups", "_consumer_groups", "_topics", "_topics_announce", "_num_partitions", "_loaded", "_failed",
         "_owned", "_loads", "_load_turn", "loaded_records", "_releases", "_high_watermarks", "_writes_started",
         "_group_writes", "_writes_finished", "_write_waiters", "_retention_timer", "_retention_task", "_closed",
-        "partition_for",
+        "partition_for", "log_ends", "lag_history", "_lag_sampling",
     )
 
     def __init__(
@@ -301,6 +302,10 @@ class GroupCoordinator:
         self.loaded_records = 0  # live records replayed from the store since start (the load summary)
         self._releases: set[asyncio.Task] = set()
         self._high_watermarks: dict[str, dict[int, int]] = {}
+        # Where partitions end (lag); the request handlers widen it with the registry and the peers' ends.
+        self.log_ends = LogEnds(self.high_watermark)
+        self.lag_history = LagHistory()
+        self._lag_sampling: asyncio.Task | None = None
         # Per partition: appends started / finished, and RequireStable fetches waiting for a count.
         # The log completes a partition's appends in order, so "finished >= n" means the first n are done.
         self._writes_started: dict[int, int] = {}
@@ -330,6 +335,11 @@ class GroupCoordinator:
 
     def is_loaded(self, partition: int) -> bool:
         return partition in self._loaded
+
+    def partition_states(self) -> dict[int, str]:
+        """Each offsets partition this node owns and its load state: "loaded", "loading" or "failed"."""
+        owned = range(self._num_partitions) if self._owned is None else sorted(self._owned)
+        return {p: "loaded" if p in self._loaded else "failed" if p in self._failed else "loading" for p in owned}
 
     def failed_partitions(self) -> dict[int, str]:
         """Owned partitions that could not be loaded, with why (their groups answer NOT_COORDINATOR)."""
@@ -387,6 +397,7 @@ class GroupCoordinator:
             self.offsets.delete_group(group_id)
         self.journal.forget([g for g in self.journal.groups() if self.partition_for(g) == partition])
         self.health.forget([g for g in self.health.groups() if self.partition_for(g) == partition])
+        self.lag_history.forget([g for g in self.lag_history.groups() if self.partition_for(g) == partition])
         for group_id in [g for g in self._commit_sources if self.partition_for(g) == partition]:
             del self._commit_sources[group_id]
         release = asyncio.get_running_loop().create_task(self._release(partition, loading),
@@ -667,6 +678,7 @@ class GroupCoordinator:
         if self._groups.get(group.group_id) is group:
             del self._groups[group.group_id]
             self.health.forget([group.group_id])
+            self.lag_history.forget([group.group_id])
         if group.state is not GroupState.DEAD:
             self.runtime.delete(group)
 
@@ -831,7 +843,79 @@ class GroupCoordinator:
             if group.members and self.partition_for(group.group_id) in self._loaded \
                     and self.offsets.group_offset_count(group.group_id) <= HEALTH_SAMPLED_MAX_OFFSETS:
                 self._sample_health(group.group_id, self._health_offsets(group.group_id), now)
+        if self._lag_sampling is None:
+            self._lag_sampling = asyncio.get_running_loop().create_task(self._sample_lags(now))
         self.start_health_sampling()
+
+    async def _sample_lags(self, now: int) -> None:
+        """Every group's total lag into its history, LAG_SAMPLE_SLICE_S of the loop's time per turn at most
+        (a walk over every committed offset in one turn would hold up everyone's requests)."""
+        try:
+            until = time.perf_counter() + LAG_SAMPLE_SLICE_S
+            for group_id in self.offsets.groups():
+                if time.perf_counter() > until:
+                    await asyncio.sleep(0)
+                    until = time.perf_counter() + LAG_SAMPLE_SLICE_S
+                if self.partition_for(group_id) in self._loaded \
+                        and self.offsets.group_offset_count(group_id) <= HEALTH_SAMPLED_MAX_OFFSETS:
+                    self.lag_history.record(group_id, now, self.group_lag(group_id)[0])
+            self.lag_history.forget(set(self.lag_history.groups()).difference(self.offsets.groups()))
+        finally:
+            self._lag_sampling = None
+
+    def group_lag(self, group_id: str) -> tuple[int | None, dict[str, tuple[int, int | None]]]:
+        """The group's total lag and, per topic it has offsets for, (partitions, lag); None = unknown."""
+        by_topic = topic_lags(((topic, p, om.offset) for topic, parts in self.offsets.group_offsets(group_id).items()
+                               for p, om in parts.items()), self.log_ends)
+        return total_lag(lag for _, lag in by_topic.values()), by_topic
+
+    def _lag_report(self, group_id: str, since_ms: int | None) -> dict:
+        """Each committed partition's log end and lag now, the total, and the total's sampled past."""
+        partitions = []
+        for topic, parts in sorted(self.offsets.group_offsets(group_id).items()):
+            for p, om in sorted(parts.items()):
+                end = self.log_ends.end_offset(topic, p)
+                partitions.append({"topic": topic, "partition": p, "offset": om.offset, "log_end_offset": end,
+                                   "lag": partition_lag(om.offset, end)})
+        self.log_ends.refresh_soon((p["topic"], p["partition"]) for p in partitions)
+        return {"now_ms": self.scheduler.now_ms(), "lag": total_lag(p["lag"] for p in partitions),
+                "partitions": partitions,
+                "samples": [[ms, lag] for ms, lag in self.lag_history.of(group_id) if since_ms is None or ms >= since_ms]}
+
+    def served_group_ids(self) -> list[str]:
+        """Every group this node coordinates now (loaded partitions): with members, or committed offsets."""
+        ids = {g for g, group in self._groups.items() if group.state is not GroupState.DEAD}
+        ids.update(g for g, group in self._consumer_groups.items() if group.state is not ConsumerGroupState.DEAD)
+        ids.update(self.offsets.groups())
+        return [g for g in ids if self.partition_for(g) in self._loaded]
+
+    def group_summary(self, group_id: str) -> dict | None:
+        """One row of the console's group list, from memory (None: not a group here now)."""
+        if self.partition_for(group_id) not in self._loaded:
+            return None
+        group = self._groups.get(group_id)
+        consumer_group = self._consumer_groups.get(group_id) if group is None else None
+        if group is not None and group.state is not GroupState.DEAD:
+            state, kind, protocol_type, members = group.state.value, "classic", group.protocol_type or "", len(group.members)
+            protocol = (group.protocol_name or "") if group.state is GroupState.STABLE else ""
+        elif consumer_group is not None and consumer_group.state is not ConsumerGroupState.DEAD:
+            state, kind, protocol_type = consumer_group.state.value, "consumer", "consumer"
+            members, protocol = len(consumer_group.members), ""
+        elif self.offsets.has_offsets(group_id):
+            state, kind, protocol_type, members, protocol = GroupState.EMPTY.value, "classic", "", 0, ""
+        else:
+            return None
+        offset_count = self.offsets.group_offset_count(group_id)
+        health = None
+        if offset_count <= HEALTH_SAMPLED_MAX_OFFSETS:  # as the group's health report says (bigger: when asked)
+            try:
+                health = self.group_health(group_id).status
+            except GroupReportError:
+                health = None
+        lag, by_topic = self.group_lag(group_id)
+        return {"group_id": group_id, "state": state, "type": kind, "protocol_type": protocol_type,
+                "protocol": protocol, "members": members, "health": health, "lag": lag, "offsets": offset_count,
+                "topics": [{"topic": t, "partitions": n, "lag": topic_lag} for t, (n, topic_lag) in sorted(by_topic.items())]}
 
     def health_of_groups(self, limit: int = 10_000) -> list[GroupHealth]:
         """Every served group's health (at most `limit` groups: the metrics' label budget; groups with more
@@ -865,6 +949,9 @@ class GroupCoordinator:
                 document = [e.to_json() for e in events if visible is None or visible(e.topic)]
             elif req.report == "health":
                 document = self.group_health(group_id, visible).to_json()
+            elif req.report == "lag":
+                self._check_served(group_id)
+                document = self._lag_report(group_id, req.since_ms if req.since_ms >= 0 else None)
             elif req.report == "offsets-at":
                 if req.at_ms < 0:
                     raise GroupReportError(E.INVALID_REQUEST, "offsets-at needs at_ms")
@@ -1871,6 +1958,8 @@ class GroupCoordinator:
             self._retention_timer = None
         if self._retention_task is not None:
             self._retention_task.cancel()
+        if self._lag_sampling is not None:
+            self._lag_sampling.cancel()
         for group in [*self._groups.values(), *self._consumer_groups.values()]:
             self.runtime.unload(group, E.NOT_COORDINATOR)
 
@@ -1878,6 +1967,8 @@ class GroupCoordinator:
 # Health is sampled in the background (and for /metrics) only for groups with at most this many offsets:
 # a sample walks them all on the event loop. Bigger groups are judged when asked (`describe --health`).
 HEALTH_SAMPLED_MAX_OFFSETS = 50_000
+# The lag history's sampling walks every committed offset: at most this much of one loop turn at a time.
+LAG_SAMPLE_SLICE_S = 0.002
 _ADMIN_COMMIT_VERSION = 8  # what `reset_offsets` speaks: generation -1 and no member, as kafka-consumer-groups.sh
 
 # Records that only the log's history reads (never live state).

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import json
 import logging
 import re
 import uuid
@@ -51,6 +52,8 @@ from typing import Any, NamedTuple
 
 from cohort.coordinator.config import CoordinatorConfig, HostPort
 from cohort.coordinator.group_coordinator import GroupCoordinator, RequestContext
+from cohort.coordinator.group_overview import GroupOverview
+from cohort.coordinator.lag import LogEnds
 from cohort.coordinator.log import StorageError
 from cohort.coordinator.ownership import Node, Ownership
 from cohort.coordinator.records import TopicRecord, TopicTombstone
@@ -76,6 +79,8 @@ from cohort.protocol.messages import (
     FetchResponse,
     FindCoordinatorRequest,
     FindCoordinatorResponse,
+    GroupOverviewRequest,
+    GroupOverviewResponse,
     GroupReportRequest,
     HeartbeatRequest,
     JoinGroupRequest,
@@ -234,6 +239,10 @@ class RequestHandlers:
         self._advertised = advertised
         self.fetch_waits = FetchWaits()
         self._partition_lists: dict[int, list] = {}
+        # Lag is measured against what ListOffsets answers: the registry's topics, ends reported by peers too.
+        groups.log_ends = LogEnds(groups.high_watermark, self._topic_has_log_end, self.peers.known,
+                                  lambda partitions: self.peers.refresh_soon(partitions) if self.peers else None)
+        self._overview = GroupOverview(groups)
 
         # The one dispatch table, keyed by request message: its API key comes from the schema.
         handlers: dict[type, Handler] = {
@@ -259,6 +268,7 @@ class RequestHandlers:
             ConsumerGroupHeartbeatRequest: self.consumer_group_heartbeat,
             ConsumerGroupDescribeRequest: groups.consumer_group_describe,
             GroupReportRequest: groups.group_report,  # Cohort's own: journal, history, health (not advertised)
+            GroupOverviewRequest: self.group_overview,  # Cohort's own: the console's group list (not advertised)
             **(extra_handlers or {}),
         }
         if guard is not None:
@@ -330,6 +340,16 @@ class RequestHandlers:
     @property
     def _keeps_registry(self) -> bool:
         return self._registry_owner == self.ownership.local
+
+    def _topic_has_log_end(self, topic: str) -> bool:
+        """ListOffsets answers a topic's end only where the registry knows it; a worker without the registry
+        (or its mirror) cannot tell, and counts the topic as known."""
+        return self.topics.get(topic) is not None or not (self._keeps_registry or len(self.topics))
+
+    def group_overview(self, request, version: int, ctx: RequestContext) -> GroupOverviewResponse:
+        """GroupOverview (Cohort's private API 10002): a page of this node's groups for the console's list."""
+        document = self._overview.page(request.after or "", request.limit, request.search)
+        return GroupOverviewResponse(error_code=0, error_message=None, overview=json.dumps(document).encode())
 
     def _coordinator_of(self, group_id: str) -> Node | None:
         """The node that owns `group_id`'s offsets partition (Kafka: the leader of that partition)."""

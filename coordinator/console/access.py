@@ -46,6 +46,7 @@ class CoordinatorAccess:
     bootstrap: tuple[str, ...]
     protocol: str = "PLAINTEXT"
     mechanisms: tuple[str, ...] = ()
+    cluster: str | None = None  # cluster mode: the etcd URL, for what `cohort cluster status` shows
 
     @property
     def requires_sign_in(self) -> bool:
@@ -57,7 +58,7 @@ class CoordinatorAccess:
         chosen = _console_listener(config)
         host = _reachable(chosen.host)
         return cls((f"{host}:{ports.get(chosen.name, chosen.port)}",), config.security_protocol(chosen.name),
-                   config.enabled_mechanisms)
+                   config.enabled_mechanisms, config.cluster)
 
     @classmethod
     def for_workers(cls, config, ports: Sequence[Sequence[int]]) -> "CoordinatorAccess":

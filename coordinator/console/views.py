@@ -9,57 +9,131 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable
 
-from cohort.client.admin import Admin, GroupDescription
-from cohort.client.cli.groups import _log_ranges, log_end_offsets
+from cohort.client.admin import LATEST_TIMESTAMP, Admin, GroupDescription
+from cohort.client.cli.groups import _log_ranges
 from cohort.client.cli.offset_reset import Scenario, plan_reset
 from cohort.client.cli.runner import CommandError
-from cohort.client.errors import ClientError, kafka_error
+from cohort.client.errors import ClientError, KafkaError, kafka_error
 from cohort.client.topic_partition import TopicPartition
+from cohort.coordinator.console.snapshot import GroupSnapshot
+from cohort.coordinator.lag import total_lag
 from cohort.protocol.errors import ErrorCode, error_name
 
 
-async def groups_overview(admin: Admin) -> list[dict]:
-    """Every group the user may describe: id, state, type, protocol, member count and health."""
-    listings = await admin.list_groups()
-    described, health = await asyncio.gather(
-        asyncio.gather(*(admin.describe_group(g.group_id) for g in listings), return_exceptions=True),
-        asyncio.gather(*(admin.group_report(g.group_id, "health") for g in listings), return_exceptions=True))
-    rows = []
-    for listing, description, judged in zip(listings, described, health):
-        for outcome in (description, judged):
-            if isinstance(outcome, BaseException) and not isinstance(outcome, ClientError):
-                raise outcome
-        if isinstance(description, BaseException):
-            description = None  # listed a moment ago, gone or refused now: show what ListGroups said
-        rows.append({
-            "group_id": listing.group_id,
-            "state": description.state if description else listing.state,
-            "type": listing.group_type or "classic",
-            "protocol_type": listing.protocol_type,
-            "protocol": description.protocol if description else "",
-            "members": len(description.members) if description else None,
-            "health": None if isinstance(judged, BaseException) else judged["status"],
-        })
-    return rows
+# What the group list may be sorted by; None (unknown) sorts after every value either way.
+GROUP_SORT_KEYS = ("group_id", "state", "type", "members", "lag", "health")
+MAX_PAGE = 500
+
+
+def groups_page(snapshot: GroupSnapshot, *, search: str = "", state: str = "", group_type: str = "",
+                health: str = "", sort: str = "group_id", descending: bool = False, offset: int = 0,
+                limit: int = 100) -> dict:
+    """One page of the group list, searched (id contains, any case), filtered, sorted: at most MAX_PAGE rows."""
+    rows = list(snapshot.groups.values())
+    if search:
+        needle = search.lower()
+        rows = [r for r in rows if needle in r["group_id"].lower()]
+    states = {s.lower() for s in state.split(",") if s}
+    if states:
+        rows = [r for r in rows if r["state"].lower() in states]
+    if group_type:
+        rows = [r for r in rows if r["type"] == group_type.lower()]
+    if health:
+        rows = [r for r in rows if (r["health"] or "").lower() == health.lower()]
+    known = [r for r in rows if r[sort] is not None]
+    unknown = [r for r in rows if r[sort] is None]
+    known.sort(key=lambda r: r["group_id"])  # ties in id order, whichever way the column sorts
+    known.sort(key=lambda r: r[sort].lower() if isinstance(r[sort], str) else r[sort], reverse=descending)
+    rows = known + unknown
+    limit = max(1, min(limit, MAX_PAGE))
+    return {
+        "groups": [{**{k: v for k, v in r.items() if k != "topics"}, "topics": len(r["topics"])}
+                   for r in rows[offset:offset + limit]],
+        "total": len(rows), "offset": offset, "limit": limit, "groups_known": len(snapshot.groups),
+        "taken_ms": snapshot.taken_ms,
+        "unreachable": [{"node_id": n, "error": why} for n, why in sorted(snapshot.unreachable.items(),
+                                                                          key=lambda i: (i[0] is None, i[0] or 0))],
+    }
+
+
+async def group_lag(admin: Admin, group_id: str, since_ms: int | None) -> dict:
+    """The group's total lag over time, as its coordinator sampled it, and now."""
+    return await admin.group_report(group_id, "lag", since_ms=-1 if since_ms is None else since_ms)
+
+
+def topics_page(topics: dict, snapshot: GroupSnapshot, *, search: str = "", offset: int = 0, limit: int = 100) -> dict:
+    """The topics the user may see: partitions, how many groups consume each and their summed lag."""
+    names = [n for n in topics if not search or search.lower() in n.lower()]
+    consumers: dict[str, list[int | None]] = {}
+    for row in snapshot.groups.values():
+        for t in row["topics"]:
+            consumers.setdefault(t["topic"], []).append(t["lag"])
+    limit = max(1, min(limit, MAX_PAGE))
+    return {"topics": [{"topic": n, "partitions": len(topics[n].partitions), "groups": len(consumers.get(n, ())),
+                        "lag": total_lag(consumers.get(n, ()))} for n in names[offset:offset + limit]],
+            "total": len(names), "offset": offset, "limit": limit, "taken_ms": snapshot.taken_ms}
+
+
+# A topic page lists at most this many partitions' end offsets (every partition is in its count).
+MAX_TOPIC_PARTITIONS_SHOWN = 1000
+
+
+async def topic_detail(admin: Admin, topic: str, snapshot: GroupSnapshot) -> dict:
+    """A topic's partitions with their end offsets, and the groups consuming it with their lag on it."""
+    info = (await admin.describe_topics([topic]))[topic]
+    if info.error_code:
+        raise kafka_error(info.error_code, f"topic {topic!r}")
+    partitions = sorted(p.partition for p in info.partitions)
+    shown = partitions[:MAX_TOPIC_PARTITIONS_SHOWN]
+    try:
+        listed = await admin.list_partition_offsets({TopicPartition(topic, p): LATEST_TIMESTAMP for p in shown})
+        ends = {tp.partition: o.offset for tp, o in listed.items()}
+    except KafkaError as exc:
+        if exc.code not in (ErrorCode.TOPIC_AUTHORIZATION_FAILED, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
+            raise
+        ends = {}
+    return {"topic": topic, "topic_id": info.topic_id, "partition_count": len(partitions),
+            "partitions": [{"partition": p, "log_end_offset": ends.get(p) if (ends.get(p) or 0) >= 0 else None}
+                           for p in shown],
+            "groups": snapshot.consumers_of(topic), "taken_ms": snapshot.taken_ms}
+
+
+async def cluster_overview(admin: Admin, snapshot: GroupSnapshot, etcd_status=None) -> dict:
+    """The brokers (nodes or workers) with the offsets partitions each owns and their load state; in cluster
+    mode also what etcd knows (each node's lease time left, each partition's owner, epoch and load)."""
+    meta = await admin.cluster.metadata([])
+    brokers = []
+    for node_id, broker in sorted(meta.brokers.items()):
+        states = snapshot.partitions.get(node_id, {})
+        brokers.append({"node_id": node_id, "host": broker.host, "port": broker.port,
+                        "controller": node_id == meta.controller_id,
+                        "reachable": node_id not in snapshot.unreachable,
+                        "partitions": {state: sorted(p for p, s in states.items() if s == state)
+                                       for state in ("loaded", "loading", "failed")}})
+    owners = {p: (node_id, state) for node_id, states in snapshot.partitions.items() for p, state in states.items()}
+    return {"cluster_id": meta.cluster_id, "brokers": brokers, "taken_ms": snapshot.taken_ms,
+            "partitions": [{"partition": p, "owner": owners[p][0], "load": owners[p][1]} for p in sorted(owners)],
+            "etcd": etcd_status}
 
 
 async def group_detail(admin: Admin, group_id: str) -> dict:
-    """Members with their assignments and the committed offset of every partition (with lag when known)."""
+    """Members with their assignments and the committed offset of every partition, with its log end and lag
+    as the coordinator computes them (unknown, None, where it knows no end)."""
     description, committed = await asyncio.gather(admin.describe_group(group_id), admin.fetch_offsets(group_id))
     if description.state == "Dead" and not committed:
         raise kafka_error(ErrorCode.GROUP_ID_NOT_FOUND, f"group {group_id!r}")
     owners = {tp: m.member_id for m in description.members for tp in m.assignment}
-    ends = await _log_end_offsets(admin, committed)
+    ends = await _log_end_offsets(admin, group_id)
     offsets = []
     for tp in sorted(set(committed) | set(owners)):
         entry = committed.get(tp)
-        end = ends.get(tp)
+        end, lag = ends.get(tp, (None, None)) if entry is not None else (None, None)
         offsets.append({
             "topic": tp.topic, "partition": tp.partition,
             "offset": entry.offset if entry else None,
             "metadata": entry.metadata if entry else None,
             "log_end_offset": end,
-            "lag": max(0, end - entry.offset) if entry is not None and end is not None and entry.offset >= 0 else None,
+            "lag": lag,
             "member_id": owners.get(tp),
         })
     return {
@@ -73,6 +147,7 @@ async def group_detail(admin: Admin, group_id: str) -> dict:
             "host": m.host, "assignment": [{"topic": tp.topic, "partition": tp.partition} for tp in m.assignment],
         } for m in description.members],
         "offsets": offsets,
+        "lag": total_lag(o["lag"] for o in offsets),
     }
 
 
@@ -84,12 +159,13 @@ async def delete_offsets(admin: Admin, group_id: str, partitions: Iterable[Topic
         for tp, code in sorted(results.items())]}
 
 
-async def _log_end_offsets(admin: Admin, committed: dict) -> dict[TopicPartition, int]:
-    """Log-end offsets for the lag column, as `cohort groups describe` reads them; none when the user may not."""
+async def _log_end_offsets(admin: Admin, group_id: str) -> dict[TopicPartition, tuple[int | None, int | None]]:
+    """(log end, lag) of each committed partition, from the coordinator's lag report; none when refused."""
     try:
-        return await log_end_offsets(admin, committed)
+        report = await admin.group_report(group_id, "lag")
     except ClientError:
         return {}
+    return {TopicPartition(p["topic"], p["partition"]): (p["log_end_offset"], p["lag"]) for p in report["partitions"]}
 
 
 def _broker(description: GroupDescription) -> dict | None:

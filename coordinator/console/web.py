@@ -1,5 +1,11 @@
 """The console's HTTP server (aiohttp): the static page at ``/`` and the JSON API under ``/api/``.
 
+It runs on a thread of its own with its own event loop: parsing HTTP, building and encoding the JSON
+documents and its Kafka client's work never take a turn of the loop that serves Kafka clients. That
+thread still shares the interpreter's lock with the loop, so it keeps to a CPU budget (`CpuBudget`: a
+burst of console requests waits rather than take the lock from Kafka clients); what the coordinators do
+for it is bounded by their own pages (GroupOverview) and shared by every tab (`snapshot`).
+
 Reads are GETs. Mutations are POSTs whose JSON body must carry ``"confirm"`` equal to the group id
 (what the page's confirmation dialog sends once the user has seen the preview); anything else is
 refused with 400 before a Kafka request is sent. What keeps other web pages out (host names, cross-site
@@ -9,12 +15,16 @@ without accepted credentials is 401 with a Basic challenge.
 """
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import contextlib
+import json
 import logging
 import socket
 import ssl
+import threading
+import time
 from importlib import resources
 from typing import Any, Awaitable, Callable
 
@@ -26,12 +36,16 @@ from cohort.client.topic_partition import TopicPartition
 from cohort.coordinator.config import INT32_MAX, INT64_MAX, HostPort
 from cohort.coordinator.console import guards, views
 from cohort.coordinator.console.access import CoordinatorAccess, Sessions, SignInRequired
+from cohort.coordinator.console.snapshot import Snapshots
 from cohort.coordinator.topics import TOPIC_NAME_MAX_LENGTH
 from cohort.protocol.errors import ErrorCode
 
 log = logging.getLogger("cohort.coordinator.console")
 
 REALM = "cohort console"
+# The share of one CPU the console's thread may use (see CpuBudget).
+CONSOLE_CPU_SHARE = 0.1
+KEPT_PAGES = 256
 STATIC_FILES = {"index.html": "text/html", "console.js": "text/javascript", "console.css": "text/css"}
 _FORBIDDEN = frozenset({ErrorCode.GROUP_AUTHORIZATION_FAILED, ErrorCode.TOPIC_AUTHORIZATION_FAILED,
                         ErrorCode.CLUSTER_AUTHORIZATION_FAILED})
@@ -70,6 +84,8 @@ class ConsoleServer:
         self._socket: socket.socket | None = None
         self._runner: web.AppRunner | None = None
         self._sessions: Sessions | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None  # the console's own, on `_thread`
+        self._thread: threading.Thread | None = None
 
     @property
     def scheme(self) -> str:
@@ -95,12 +111,16 @@ class ConsoleServer:
         self._socket = sock
 
     async def start(self, access: CoordinatorAccess) -> None:
-        assert self._socket is not None
-        self._sessions = Sessions(access)
-        self._runner = web.AppRunner(console_app(self._sessions, self.host_names), handle_signals=False,
-                                     access_log=guards.access_log, access_log_class=guards.AccessLog)
-        await self._runner.setup()
-        await web.SockSite(self._runner, self._socket, ssl_context=self.ssl_context, shutdown_timeout=1.0).start()
+        """Start serving on the console's own thread and loop; returns once it serves (or raises why not)."""
+        assert self._socket is not None and self._thread is None
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="cohort-console", daemon=True)
+        self._thread.start()
+        try:
+            await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self._serve(access), self._loop))
+        except BaseException:
+            await self.stop()
+            raise
         url = f"{self.scheme}://{HostPort(self.address.host, self.port)}/"
         log.info("console serving", extra={"address": url, "coordinator": ",".join(access.bootstrap),
                                            "sign_in": "http basic over sasl" if access.requires_sign_in else "none"})
@@ -113,16 +133,60 @@ class ConsoleServer:
                         "every group and reset or delete its offsets (give the node a SASL listener, or bind "
                         "console.listen to 127.0.0.1)", extra={"address": url})
 
+    async def _serve(self, access: CoordinatorAccess) -> None:
+        self._sessions = Sessions(access)
+        self._runner = web.AppRunner(console_app(self._sessions, access, self.host_names), handle_signals=False,
+                                     access_log=guards.access_log, access_log_class=guards.AccessLog)
+        await self._runner.setup()
+        await web.SockSite(self._runner, self._socket, ssl_context=self.ssl_context, shutdown_timeout=1.0).start()
+
     async def stop(self) -> None:
+        if self._loop is not None:
+            loop, thread = self._loop, self._thread
+            try:
+                await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self._stop_serving(), loop))
+            finally:
+                loop.call_soon_threadsafe(loop.stop)
+                await asyncio.get_running_loop().run_in_executor(None, thread.join)
+                loop.close()
+                self._loop = self._thread = None
+        if self._socket is not None:
+            self._socket.close()
+            self._socket = None
+
+    async def _stop_serving(self) -> None:
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
         if self._sessions is not None:
             await self._sessions.close()
             self._sessions = None
-        if self._socket is not None:
-            self._socket.close()
-            self._socket = None
+
+
+class CpuBudget:
+    """The console's thread uses at most `share` of one CPU, measured over `window_s`: past it, the next
+    request waits (asleep, so the interpreter's lock is free for the Kafka loop) until it is within."""
+
+    def __init__(self, share: float = CONSOLE_CPU_SHARE, window_s: float = 1.0) -> None:
+        self.share = share
+        self.window_s = window_s
+        self._window_started = time.monotonic()
+        self._cpu_at_start = time.thread_time()
+
+    async def pace(self) -> None:
+        while True:
+            now, cpu = time.monotonic(), time.thread_time()
+            if now - self._window_started >= self.window_s:
+                self._window_started, self._cpu_at_start = now, cpu
+            over = (cpu - self._cpu_at_start) - self.share * (now - self._window_started)
+            if over <= 0:
+                return
+            await asyncio.sleep(over / self.share)
+
+    @web.middleware
+    async def middleware(self, request: web.Request, handler) -> web.StreamResponse:
+        await self.pace()
+        return await handler(request)
 
 
 def _guarded(host_names: frozenset[str]):
@@ -151,10 +215,13 @@ async def _api_errors_as_json(request: web.Request, handler) -> web.StreamRespon
                       **{k: v for k, v in exc.headers.items() if k == "Allow"})
 
 
-def console_app(sessions: Sessions, host_names: frozenset[str] = frozenset({"localhost"})) -> web.Application:
-    app = web.Application(client_max_size=1024 * 1024, middlewares=[_guarded(host_names), _api_errors_as_json])
+def console_app(sessions: Sessions, access: CoordinatorAccess | None = None,
+                host_names: frozenset[str] = frozenset({"localhost"})) -> web.Application:
+    # The guard first: a foreign host name or a cross-site change is refused before it waits for the budget.
+    app = web.Application(client_max_size=1024 * 1024,
+                          middlewares=[_guarded(host_names), CpuBudget().middleware, _api_errors_as_json])
     app.on_response_prepare.append(guards.add_security_headers)
-    api = _Api(sessions)
+    api = _Api(sessions, access.cluster if access is not None else None)
     app.router.add_get("/", api.signed_in(_static("index.html")))
     for name in STATIC_FILES:
         app.router.add_get(f"/static/{name}", _static(name))
@@ -163,6 +230,10 @@ def console_app(sessions: Sessions, host_names: frozenset[str] = frozenset({"loc
     app.router.add_get("/api/groups/{group}/health", api.wrap(api.health))
     app.router.add_get("/api/groups/{group}/history", api.wrap(api.history))
     app.router.add_get("/api/groups/{group}/rebalances", api.wrap(api.rebalances))
+    app.router.add_get("/api/groups/{group}/lag", api.wrap(api.lag))
+    app.router.add_get("/api/topics", api.wrap(api.topics))
+    app.router.add_get("/api/topics/{topic}", api.wrap(api.topic))
+    app.router.add_get("/api/cluster", api.wrap(api.cluster))
     app.router.add_get("/api/groups/{group}/reset-plan", api.wrap(api.reset_plan))
     app.router.add_post("/api/groups/{group}/reset-offsets", api.wrap(api.reset_offsets))
     app.router.add_post("/api/groups/{group}/delete-offsets", api.wrap(api.delete_offsets))
@@ -206,8 +277,11 @@ def _sign_in_required(exc: SignInRequired) -> web.Response:
 
 
 class _Api:
-    def __init__(self, sessions: Sessions) -> None:
+    def __init__(self, sessions: Sessions, etcd_url: str | None = None) -> None:
         self.sessions = sessions
+        self.snapshots = Snapshots()
+        self._pages: dict[tuple, tuple[object, bytes]] = {}  # a list page's last answer, by user and query
+        self.etcd_url = etcd_url
 
     def signed_in(self, page):
         """The page itself asks for sign-in first, so the browser sends the credentials with each API call."""
@@ -233,7 +307,8 @@ class _Api:
                 # The coordinator journals an admin action with its request's client id: it names the browser
                 user = credentials[0] if self.sessions.access.requires_sign_in else "anonymous"
                 with _acting_for(f"cohort-console/{user}@{request.remote}"):
-                    return web.json_response(await handler(request, admin))
+                    answer = await handler(request, admin)
+                return answer if isinstance(answer, web.Response) else web.json_response(answer)
             except SignInRequired as exc:
                 return _sign_in_required(exc)
             except BadRequest as exc:
@@ -253,7 +328,45 @@ class _Api:
         return serve
 
     async def groups(self, request: web.Request, admin) -> Any:
-        return {"groups": await views.groups_overview(admin)}
+        query = request.query
+        sort = query.get("sort") or "group_id"
+        if sort not in views.GROUP_SORT_KEYS:
+            raise BadRequest(f"sort must be one of {', '.join(views.GROUP_SORT_KEYS)}, not {sort!r}")
+        order = query.get("order") or "asc"
+        if order not in ("asc", "desc"):
+            raise BadRequest(f"order must be asc or desc, not {order!r}")
+        offset, limit = _int_param(query, "offset") or 0, _int_param(query, "limit") or 100
+        snapshot = await self.snapshots.of(admin)
+        # Tabs refreshing the same view of the same snapshot get the same bytes, built once.
+        key = (admin, query.get("search", ""), query.get("state", ""), query.get("type", ""),
+               query.get("health", ""), sort, order, offset, limit)
+        built = self._pages.get(key)
+        if built is None or built[0] is not snapshot:
+            page = views.groups_page(snapshot, search=key[1], state=key[2], group_type=key[3], health=key[4],
+                                     sort=sort, descending=order == "desc", offset=offset, limit=limit)
+            built = (snapshot, json.dumps(page).encode())
+            self._pages[key] = built
+            while len(self._pages) > KEPT_PAGES:
+                self._pages.pop(next(iter(self._pages)))
+        return web.Response(body=built[1], content_type="application/json")
+
+    async def lag(self, request: web.Request, admin) -> Any:
+        return await views.group_lag(admin, request.match_info["group"], _int_param(request.query, "since_ms"))
+
+    async def topics(self, request: web.Request, admin) -> Any:
+        query = request.query
+        topics, snapshot = await asyncio.gather(admin.list_topics(), self.snapshots.of(admin))
+        return views.topics_page(topics, snapshot, search=query.get("search", ""),
+                                 offset=_int_param(query, "offset") or 0, limit=_int_param(query, "limit") or 100)
+
+    async def topic(self, request: web.Request, admin) -> Any:
+        return await views.topic_detail(admin, request.match_info["topic"], await self.snapshots.of(admin))
+
+    async def cluster(self, request: web.Request, admin) -> Any:
+        etcd = None
+        if self.etcd_url is not None:
+            etcd = await _etcd_status(self.etcd_url)
+        return await views.cluster_overview(admin, await self.snapshots.of(admin), etcd)
 
     async def group(self, request: web.Request, admin) -> Any:
         return await views.group_detail(admin, request.match_info["group"])
@@ -316,6 +429,18 @@ def _acting_for(client_id: str):
         yield
     finally:
         acting_client_id.reset(token)
+
+
+async def _etcd_status(url: str) -> dict:
+    """`cohort cluster status` as JSON, or why etcd could not say (the page shows the rest anyway)."""
+    from cohort.coordinator.cli_cluster import cluster_status
+    from cohort.coordinator.cluster.etcd import EtcdClient
+    from cohort.coordinator.config import parse_cluster_url
+
+    try:
+        return await cluster_status(EtcdClient(parse_cluster_url(url), timeout_s=5.0))
+    except Exception as exc:  # noqa: BLE001 - any etcd failure is shown, not raised
+        return {"error": f"{type(exc).__name__}: {exc}"}
 
 
 def _int_param(query, name: str, maximum: int = INT64_MAX) -> int | None:

@@ -18,6 +18,8 @@ Kafka does:
 * DescribeGroups: DESCRIBE per group; ListGroups: every group with CLUSTER DESCRIBE,
   else only groups with DESCRIBE; DeleteGroups: DELETE per group;
 * OffsetDelete: group DELETE, then topic READ per topic;
+* GroupOverview (Cohort's own list page): the groups ListGroups would list, each without the
+  topics (and their lag) the principal may not DESCRIBE;
 * FindCoordinator (groups): group DESCRIBE;
 * Metadata: topics without DESCRIBE are left out of "all topics" and answer
   TOPIC_AUTHORIZATION_FAILED when named; auto-creation needs CLUSTER or topic CREATE;
@@ -39,19 +41,21 @@ import copy
 import dataclasses
 import functools
 import inspect
+import json
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 from cohort.coordinator.group_coordinator import EncodeInThread, RequestContext
+from cohort.coordinator.lag import total_lag
 from cohort.coordinator.peers import PEER_LISTENER
 from cohort.coordinator.security.authorizer import CLUSTER_NAME, AclOperation, Authorizer, ResourceType
 from cohort.protocol.errors import ErrorCode
 from cohort.protocol.messages import (
     ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse, ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatResponse,
-    GroupReportRequest, GroupReportResponse,
+    GroupOverviewRequest, GroupOverviewResponse, GroupReportRequest, GroupReportResponse,
     AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse, CreateAclsRequest, CreateAclsResponse,
     CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest, CreateTopicsResponse,
     DeleteAclsRequest, DeleteAclsResponse, DeleteGroupsRequest, DeleteGroupsResponse, DeleteTopicsRequest,
@@ -301,7 +305,8 @@ class RequestAuthorization:
         # Cohort's own report on a group (journal, history, health, offsets at a time): group DESCRIBE as
         # DescribeGroups, and only the topics OffsetFetch would show (topic DESCRIBE, silently left out).
         if self.allowed(ctx, DESCRIBE, GROUP, request.group_id):
-            return await handler(request, version, dataclasses.replace(ctx, topic_visible=self.topic_visibility(ctx)))
+            response = await handler(request, version, dataclasses.replace(ctx, topic_visible=self.topic_visibility(ctx)))
+            return self._lag_without_hidden_topics(response, ctx) if request.report == "lag" else response
         return GroupReportResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED,
                                    error_message="not authorized to describe the group", report=b"")
 
@@ -359,6 +364,33 @@ class RequestAuthorization:
         inner = _unwrap(response)
         inner.groups = [g for g in inner.groups if self.allowed(ctx, DESCRIBE, GROUP, g.group_id, False)]
         return response
+
+    async def _group_overview(self, handler, request, version, ctx):
+        # Cohort's own list page: the groups ListGroups would list, each without the topics OffsetFetch hides.
+        response = await handler(request, version, ctx)
+        if response.error_code:
+            return response
+        document = json.loads(response.overview)
+        rows = document["groups"]
+        if not self._cluster(ctx, DESCRIBE, audit_denial=False):
+            rows = [row for row in rows if self.allowed(ctx, DESCRIBE, GROUP, row["group_id"], False)]
+        for row in rows:
+            row["topics"] = [t for t in row["topics"] if self.allowed(ctx, DESCRIBE, TOPIC, t["topic"], False)]
+            row["lag"] = total_lag(t["lag"] for t in row["topics"])
+        document["groups"] = rows
+        return GroupOverviewResponse(error_code=0, error_message=None, overview=json.dumps(document).encode())
+
+    def _lag_without_hidden_topics(self, response, ctx):
+        """The lag report as OffsetFetch would show it: without the partitions of topics the principal may not
+        DESCRIBE, and without the sampled totals when they counted such partitions."""
+        if response.error_code:
+            return response
+        document = json.loads(response.report)
+        shown = [p for p in document["partitions"] if self.allowed(ctx, DESCRIBE, TOPIC, p["topic"], False)]
+        if len(shown) == len(document["partitions"]):
+            return response
+        document.update(partitions=shown, lag=total_lag(p["lag"] for p in shown), samples=[])
+        return GroupReportResponse(error_code=0, error_message=None, report=json.dumps(document).encode())
 
     async def _delete_groups(self, handler, request, version, ctx):
         allowed = [g for g in request.groups_names if self.allowed(ctx, DELETE, GROUP, g)]
@@ -526,6 +558,7 @@ class RequestAuthorization:
         OffsetFetchRequest.API_KEY: _offset_fetch,
         OffsetDeleteRequest.API_KEY: _offset_delete,
         GroupReportRequest.API_KEY: _group_report,
+        GroupOverviewRequest.API_KEY: _group_overview,
         DescribeGroupsRequest.API_KEY: _describe_groups,
         ListGroupsRequest.API_KEY: _list_groups,
         DeleteGroupsRequest.API_KEY: _delete_groups,

@@ -19,6 +19,7 @@ from cohort.protocol.messages.describe_groups import DescribeGroupsRequest, Desc
 from cohort.protocol.messages.describe_user_scram_credentials import DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse
 from cohort.protocol.messages.fetch import FetchRequest, FetchResponse
 from cohort.protocol.messages.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
+from cohort.protocol.messages.group_overview import GroupOverviewRequest, GroupOverviewResponse
 from cohort.protocol.messages.group_report import GroupReportRequest, GroupReportResponse
 from cohort.protocol.messages.heartbeat import HeartbeatRequest, HeartbeatResponse
 from cohort.protocol.messages.join_group import JoinGroupRequest, JoinGroupResponse
@@ -80,6 +81,7 @@ API_SCHEMAS: dict[int, Api] = {a.key: a for a in [
     _api("ConsumerGroupHeartbeat", ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse),
     _api("ConsumerGroupDescribe", ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse),
     _api("GroupReport", GroupReportRequest, GroupReportResponse),  # Cohort's own (private key range)
+    _api("GroupOverview", GroupOverviewRequest, GroupOverviewResponse),  # Cohort's own (private key range)
 ]}
 
 # API keys of Cohort's own APIs: served, never advertised in ApiVersions (Kafka clients must not see them).
@@ -114,5 +116,5 @@ __all__ = [
     "AlterUserScramCredentialsRequest", "AlterUserScramCredentialsResponse",
     "ConsumerGroupHeartbeatRequest", "ConsumerGroupHeartbeatResponse",
     "ConsumerGroupDescribeRequest", "ConsumerGroupDescribeResponse",
-    "GroupReportRequest", "GroupReportResponse", "PRIVATE_API_KEYS",
+    "GroupReportRequest", "GroupReportResponse", "GroupOverviewRequest", "GroupOverviewResponse", "PRIVATE_API_KEYS",
 ]

@@ -1,4 +1,4 @@
-"""GroupReport (key 10000, Cohort's own): a group's journal, offset history, health or past offsets.
+"""GroupReport (key 10000, Cohort's own): a group's journal, offset history, health, past offsets or lag history.
 
 Not a Kafka API: its key sits in a private range (10000+) that Kafka will not use, and ApiVersions
 does not advertise it, so Kafka clients never see it; Cohort's CLI sends v0 directly. The report is
@@ -10,12 +10,12 @@ give, e.g. offset history in cluster mode).
 from cohort.protocol.schema import BYTES, INT16, INT32, INT64, STRING, F, message
 
 # What `report` may ask for.
-GROUP_REPORTS = ("rebalances", "history", "health", "offsets-at")
+GROUP_REPORTS = ("rebalances", "history", "health", "offsets-at", "lag")
 
 GroupReportRequest = message("GroupReportRequest", 10000, "0", "none", [
     F("group_id", STRING),
     F("report", STRING),
-    F("since_ms", INT64, default=-1),    # rebalances/history: entries at or after this time (-1: all kept)
+    F("since_ms", INT64, default=-1),    # rebalances/history/lag: entries at or after this time (-1: all kept)
     F("at_ms", INT64, default=-1),       # offsets-at: the moment whose committed offsets are wanted
     F("topic", STRING, nullable="0+", default=None),  # history: only this topic (None: all)
     F("partition", INT32, default=-1),   # history: only this partition of `topic` (-1: all)

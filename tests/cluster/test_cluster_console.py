@@ -1,8 +1,13 @@
-"""The web console of a cluster node lists the groups of every node (it is a Kafka client of the cluster)."""
+"""The web console of a cluster node lists the groups of every node (it is a Kafka client of the cluster), and
+its cluster page shows the nodes, their leases and the partitions' owners as etcd and the nodes say."""
 from __future__ import annotations
 
 import json
+import os
+import signal
+import tempfile
 import time
+from pathlib import Path
 import urllib.error
 import urllib.request
 
@@ -12,6 +17,7 @@ from kafka.errors import NoError
 from kafka.structs import OffsetAndMetadata
 
 from bounded_wait import wait_until
+from console_browser import browser  # noqa: F401 - the headless Chromium fixture
 from cohort_process import CohortServer, free_port, metric_value
 
 pytestmark = pytest.mark.timeout(180)
@@ -89,3 +95,42 @@ def test_each_nodes_console_shows_the_groups_of_the_whole_cluster(etcd, tmp_path
     finally:
         for node in nodes:
             node.stop()
+
+
+IMAGES = Path(os.environ.get("COHORT_SCREENSHOTS") or tempfile.mkdtemp(prefix="cohort-console-screenshots-"))
+
+
+def test_the_cluster_page_shows_a_node_going_away_after_a_kill(etcd, tmp_path, browser):  # noqa: F811
+    from playwright.sync_api import expect
+
+    console = free_port()
+    nodes = [CohortServer(tmp_path / f"node{i}", "--cluster", etcd.url, "--node-id", str(i + 1),
+                          "--cluster.lease.ttl.ms", "3000",
+                          *(("--console.listen", f"127.0.0.1:{console}") if i == 0 else ())).start()
+             for i in range(3)]
+    try:
+        wait_until(lambda: sum(owned(n) for n in nodes) == 50 and all(owned(n) > 0 for n in nodes), 90,
+                   "the three nodes own their share of the partitions")
+        page = browser.new_page(viewport={"width": 1200, "height": 900})
+        page.goto(f"http://127.0.0.1:{console}/#/cluster")
+        expect(page.locator("h1")).to_have_text("Cluster")
+        expect(page.locator("#brokers tr.broker")).to_have_count(3, timeout=30_000)
+        expect(page.locator("#etcd tr.lease")).to_have_count(3)
+        expect(page.locator("#etcd tr[data-partition] .load-loaded")).to_have_count(50, timeout=30_000)
+        IMAGES.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(IMAGES / "console-cluster.png"), full_page=True)
+
+        nodes[2].process.send_signal(signal.SIGKILL)  # no goodbye: its lease must run out
+        nodes[2].wait(30)
+        # the page refreshes itself: the node leaves etcd's list and the brokers; its partitions move
+        expect(page.locator('#etcd tr.lease[data-node="3"]')).to_have_count(0, timeout=60_000)
+        expect(page.locator("#brokers tr.broker")).to_have_count(2, timeout=30_000)
+        expect(page.locator('#brokers tr.broker[data-node="3"]')).to_have_count(0)
+        expect(page.locator("#etcd tr[data-partition] .load-loaded")).to_have_count(50, timeout=60_000)
+        owners = page.locator("#etcd tr[data-partition] td:nth-child(2)").all_inner_texts()
+        assert set(owners) == {"1", "2"}
+    finally:
+        for node in nodes[:2]:
+            node.stop()
+        if nodes[2].process.poll() is None:
+            nodes[2].process.kill()

@@ -60,22 +60,254 @@ function showError(error) {
   app.replaceChildren(el("section", {}, el("p", { class: "error" }, error.message), hint ? el("p", { class: "muted" }, hint) : null));
 }
 
+// ------------------------------------------------------------------ refresh
+// Pages refresh themselves on a timer while the tab is visible; a hidden tab asks the server nothing
+// (Page Visibility API) and catches up as soon as it is shown again.
+const REFRESH_CHOICES = [0, 2000, 5000, 10000, 30000];  // 0: only when asked
+const refresh = { timer: null, everyMs: 5000, run: null, lastMs: 0 };
+// Each kind of page remembers its own choice; a group page refreshes only when asked unless told otherwise.
+const refreshEvery = { groups: 5000, group: 0, topics: 10000, topic: 10000, cluster: 5000 };
+
+function scheduleRefresh() {
+  clearTimeout(refresh.timer);
+  refresh.timer = null;
+  if (!refresh.run || !refresh.everyMs || document.hidden) return;
+  refresh.timer = setTimeout(runRefresh, Math.max(0, refresh.lastMs + refresh.everyMs - Date.now()));
+}
+
+async function runRefresh() {
+  const run = refresh.run;
+  if (!run || document.hidden || document.getElementById("confirm").open) { scheduleRefresh(); return; }
+  try {
+    await run();
+    statusLine.textContent = `updated ${new Date().toLocaleTimeString()}`;
+  } catch (error) {
+    if (!(error instanceof ApiError)) throw error;
+    statusLine.textContent = error.message;
+  }
+  refresh.lastMs = Date.now();
+  if (refresh.run === run) scheduleRefresh();
+}
+
+document.addEventListener("visibilitychange", () => {
+  if (document.hidden) { clearTimeout(refresh.timer); refresh.timer = null; statusLine.textContent = "paused (tab hidden)"; }
+  else if (refresh.run && refresh.everyMs && Date.now() - refresh.lastMs >= refresh.everyMs) runRefresh();
+  else scheduleRefresh();
+});
+
+// The page's refresh control: a "Refresh" button and how often to refresh on its own.
+function refreshControl(kind) {
+  const choice = el("select", { id: "refresh-every", "aria-label": "refresh every",
+    onchange: () => { refresh.everyMs = refreshEvery[kind] = Number(choice.value); scheduleRefresh(); } },
+    REFRESH_CHOICES.map((ms) => el("option", { value: ms, selected: ms === refreshEvery[kind] },
+                                   ms ? `every ${ms / 1000} s` : "manually")));
+  return el("div", { class: "refresh" },
+    el("button", { id: "refresh-now", onclick: () => runRefresh() }, "Refresh"),
+    el("label", {}, "Refresh ", choice));
+}
+
+// Starts the page's refresh: `run` fetches and redraws the page's data (not its controls).
+function refreshWith(run, kind) {
+  refresh.run = run;
+  refresh.everyMs = refreshEvery[kind];
+  refresh.lastMs = Date.now();
+  scheduleRefresh();
+}
+
 // ------------------------------------------------------------------ groups list
-async function showGroups(seq) {
-  const { groups } = await api("/api/groups");
-  if (seq !== routeSeq) return;  // the user went elsewhere meanwhile
-  crumbs({ text: "Groups" });
-  const rows = groups.map((g) => el("tr", { "data-group": g.group_id },
+const listQuery = { search: "", state: "", type: "", health: "", sort: "group_id", order: "asc", offset: 0 };
+const LIST_PAGE = 100;
+const lagText = (lag) => (lag === null || lag === undefined ? "–" : String(lag));
+
+function sortHeader(label, key, cls) {
+  const active = listQuery.sort === key;
+  const arrow = active ? (listQuery.order === "asc" ? " ▲" : " ▼") : "";
+  return el("th", { class: cls },
+    el("a", { href: "#/", class: `sort${active ? " active" : ""}`, "data-sort": key, onclick: (event) => {
+      event.preventDefault();
+      listQuery.order = active && listQuery.order === "asc" ? "desc" : (active ? "asc" : (key === "lag" || key === "members" ? "desc" : "asc"));
+      listQuery.sort = key;
+      listQuery.offset = 0;
+      runRefresh();
+    } }, label + arrow));
+}
+
+async function loadGroupsPage(seq) {
+  const params = new URLSearchParams({ sort: listQuery.sort, order: listQuery.order, offset: listQuery.offset, limit: LIST_PAGE });
+  for (const key of ["search", "state", "type", "health"]) if (listQuery[key]) params.set(key, listQuery[key]);
+  const page = await api(`/api/groups?${params}`);
+  if (seq !== routeSeq) return;
+  const rows = page.groups.map((g) => el("tr", { "data-group": g.group_id },
     el("td", {}, el("a", { href: groupLink(g.group_id), class: "group-id" }, g.group_id)),
     el("td", {}, state(g.state)),
     cell(g.type),
     cell(g.protocol || null),
     cell(g.members, "num"),
+    el("td", { class: "num lag" }, lagText(g.lag)),
     el("td", {}, g.health ? el("span", { class: `state health-${g.health}` }, g.health) : "–")));
-  app.replaceChildren(
-    el("h1", {}, "Consumer groups"),
-    el("section", {}, table([["Group"], ["State"], ["Type"], ["Assignor"], ["Members", "num"], ["Health"]], rows,
-                            "No groups yet.")));
+  const head = el("thead", {}, el("tr", {}, sortHeader("Group", "group_id"), sortHeader("State", "state"),
+    sortHeader("Type", "type"), el("th", {}, "Assignor"), sortHeader("Members", "members", "num"),
+    sortHeader("Lag", "lag", "num"), sortHeader("Health", "health")));
+  const last = Math.min(page.offset + page.groups.length, page.total);
+  const pager = el("div", { class: "pager" },
+    el("button", { id: "page-prev", disabled: page.offset === 0,
+      onclick: () => { listQuery.offset = Math.max(0, listQuery.offset - LIST_PAGE); runRefresh(); } }, "‹ Previous"),
+    el("span", { id: "page-info" }, page.total ? `${page.offset + 1}–${last} of ${page.total}` : "0 of 0",
+       page.total !== page.groups_known ? ` (of ${page.groups_known} groups)` : ""),
+    el("button", { id: "page-next", disabled: last >= page.total,
+      onclick: () => { listQuery.offset += LIST_PAGE; runRefresh(); } }, "Next ›"));
+  const unreachable = page.unreachable.length
+    ? el("p", { class: "error" }, `Not answering: ${page.unreachable.map((u) => `node ${u.node_id}`).join(", ")}`) : null;
+  document.getElementById("group-list").replaceChildren(...[unreachable,
+    rows.length ? el("table", {}, head, el("tbody", {}, rows))
+      : el("p", { class: "muted" }, page.groups_known ? "No group matches." : "No groups yet."), pager].filter(Boolean));
+}
+
+function filterSelect(id, label, key, options) {
+  const select = el("select", { id, "aria-label": label, onchange: () => {
+    listQuery[key] = select.value; listQuery.offset = 0; runRefresh(); } },
+    el("option", { value: "" }, `any ${label}`),
+    options.map((o) => el("option", { value: o, selected: listQuery[key] === o }, o)));
+  return select;
+}
+
+async function showGroups(seq) {
+  crumbs();
+  let typing = null;
+  const search = el("input", { type: "search", id: "group-search", placeholder: "Search group ids", value: listQuery.search,
+    oninput: () => {
+      clearTimeout(typing);
+      typing = setTimeout(() => { listQuery.search = search.value.trim(); listQuery.offset = 0; runRefresh(); }, 250);
+    } });
+  const controls = el("div", { class: "actions" }, search,
+    filterSelect("filter-state", "state", "state", ["Stable", "PreparingRebalance", "CompletingRebalance", "Empty", "Assigning", "Reconciling"]),
+    filterSelect("filter-type", "type", "type", ["classic", "consumer"]),
+    filterSelect("filter-health", "health", "health", ["OK", "STALLED", "REWOUND", "STOPPED"]),
+    refreshControl("groups"));
+  app.replaceChildren(el("h1", {}, "Consumer groups"), el("section", {}, controls, el("div", { id: "group-list" })));
+  search.value = listQuery.search;
+  await loadGroupsPage(seq);
+  refreshWith(() => loadGroupsPage(seq), "groups");
+}
+
+// ------------------------------------------------------------------ topics
+const topicLink = (name) => `#/topic/${encodeURIComponent(name)}`;
+let topicSearch = "";
+
+async function loadTopics(seq) {
+  const params = new URLSearchParams({ limit: 500 });
+  if (topicSearch) params.set("search", topicSearch);
+  const page = await api(`/api/topics?${params}`);
+  if (seq !== routeSeq) return;
+  const rows = page.topics.map((t) => el("tr", { "data-topic": t.topic },
+    el("td", {}, el("a", { href: topicLink(t.topic), class: "topic-name" }, t.topic)),
+    cell(t.partitions, "num"), cell(t.groups, "num"), el("td", { class: "num lag" }, lagText(t.lag))));
+  document.getElementById("topic-list").replaceChildren(...[
+    table([["Topic"], ["Partitions", "num"], ["Groups", "num"], ["Lag", "num"]], rows, "No topics."),
+    page.total > page.topics.length ? el("p", { class: "muted" }, `${page.topics.length} of ${page.total} shown; search to narrow.`) : null].filter(Boolean));
+}
+
+async function showTopics(seq) {
+  crumbs();
+  let typing = null;
+  const search = el("input", { type: "search", id: "topic-search", placeholder: "Search topics", value: topicSearch,
+    oninput: () => { clearTimeout(typing); typing = setTimeout(() => { topicSearch = search.value.trim(); runRefresh(); }, 250); } });
+  app.replaceChildren(el("h1", {}, "Topics"),
+    el("section", {}, el("div", { class: "actions" }, search, refreshControl("topics")), el("div", { id: "topic-list" })));
+  await loadTopics(seq);
+  refreshWith(() => loadTopics(seq), "topics");
+}
+
+async function loadTopic(name, seq) {
+  const topic = await api(`/api/topics/${encodeURIComponent(name)}`);
+  if (seq !== routeSeq) return;
+  const partitions = topic.partitions.map((p) => el("tr", { "data-partition": p.partition },
+    cell(p.partition, "num"), el("td", { class: "num end-offset" }, lagText(p.log_end_offset))));
+  const consumers = topic.groups.map((g) => el("tr", { "data-group": g.group_id },
+    el("td", {}, el("a", { href: groupLink(g.group_id), class: "group-id" }, g.group_id)),
+    el("td", {}, state(g.state)), cell(g.members, "num"), cell(g.partitions, "num"), el("td", { class: "num lag" }, lagText(g.lag))));
+  document.getElementById("topic-detail").replaceChildren(
+    el("div", { class: "facts" },
+      el("div", {}, el("span", {}, "Partitions"), String(topic.partition_count)),
+      el("div", {}, el("span", {}, "Topic id"), topic.topic_id || "–"),
+      el("div", {}, el("span", {}, "Consumer groups"), String(topic.groups.length))),
+    el("section", { id: "consumers" }, el("h2", {}, "Consumer groups"),
+      table([["Group"], ["State"], ["Members", "num"], ["Partitions committed", "num"], ["Lag", "num"]], consumers,
+            "No group has committed offsets on this topic.")),
+    el("section", { id: "partitions" }, el("h2", {}, "Partitions"),
+      table([["Partition", "num"], ["Log end offset", "num"]], partitions, "No partitions."),
+      topic.partition_count > topic.partitions.length ? el("p", { class: "muted" }, `The first ${topic.partitions.length} of ${topic.partition_count} partitions.`) : null));
+}
+
+async function showTopic(name, seq) {
+  crumbs({ text: "Topics", href: "#/topics" }, { text: name });
+  app.replaceChildren(el("h1", {}, name), el("div", { class: "actions" }, refreshControl("topic")), el("div", { id: "topic-detail" }));
+  await loadTopic(name, seq);
+  refreshWith(() => loadTopic(name, seq), "topic");
+}
+
+// ------------------------------------------------------------------ cluster
+function ranges(numbers) {  // [0,1,2,5,7,8] -> "0–2, 5, 7–8"
+  const out = [];
+  for (let i = 0; i < numbers.length; i++) {
+    let j = i;
+    while (j + 1 < numbers.length && numbers[j + 1] === numbers[j] + 1) j++;
+    out.push(i === j ? String(numbers[i]) : `${numbers[i]}–${numbers[j]}`);
+    i = j;
+  }
+  return out.join(", ") || "–";
+}
+
+async function loadCluster(seq) {
+  const cluster = await api("/api/cluster");
+  if (seq !== routeSeq) return;
+  const brokers = cluster.brokers.map((b) => el("tr", { "data-node": b.node_id, class: "broker" },
+    cell(b.node_id, "num"), cell(`${b.host}:${b.port}`), cell(b.controller ? "controller" : null),
+    cell(b.reachable ? "answering" : "not answering"),
+    cell(b.partitions.loaded.length, "num"), cell(ranges(b.partitions.loaded)),
+    cell(b.partitions.loading.length ? ranges(b.partitions.loading) : null),
+    cell(b.partitions.failed.length ? ranges(b.partitions.failed) : null)));
+  const parts = [el("section", { id: "brokers" }, el("h2", {}, "Nodes"),
+    table([["Node", "num"], ["Address"], ["Role"], ["Console's view"], ["Partitions", "num"], ["Loaded"], ["Loading"], ["Failed"]],
+          brokers, "No nodes."))];
+  const etcd = cluster.etcd;
+  if (etcd && etcd.error) parts.push(el("section", { id: "etcd" }, el("h2", {}, "etcd"), el("p", { class: "error" }, etcd.error)));
+  else if (etcd) {
+    const members = (etcd.members || []).map((m) => el("tr", { class: "member" },
+      cell(m.endpoint), el("td", {}, el("span", { class: `state health-${m.health === "ok" ? "OK" : "STALLED"}` }, m.health)),
+      cell(m.leader ? "leader" : ""), cell(m.db_size === null ? null : `${(m.db_size / 1048576).toFixed(1)} MiB`, "num"),
+      cell(m.alarms && m.alarms.length ? m.alarms.join(", ") : null)));
+    const section = [el("h2", {}, etcd.revision ? `etcd (revision ${etcd.revision})` : "etcd"),
+      table([["Member"], ["Health"], ["Role"], ["Database", "num"], ["Alarms"]], members, "No member answers.")];
+    if (etcd.alarms && etcd.alarms.length) section.push(el("p", { class: "error" }, `Alarm: ${etcd.alarms.join(", ")} (see cohort cluster status)`));
+    if (etcd.quorum === false) section.push(el("p", { class: "error" }, `No quorum: ${etcd.quorum_detail}`));
+    else {
+      // A node whose lease lapsed is shown by its state (cut-off: it still takes connections; gone), not as a lease
+      const leases = (etcd.nodes || []).map((n) => el("tr", { "data-node": n.node_id, class: n.state === "live" ? "lease" : "lapsed" },
+        cell(n.node_id, "num"), cell(n.address), cell(n.state),
+        cell(n.lease_ttl_s === null ? null : `${Number(n.lease_ttl_s).toFixed(n.lease_ttl_exact ? 2 : 0)} s`, "num")));
+      const owners = (etcd.partitions || []).map((p) => el("tr", { "data-partition": p.partition },
+        cell(p.partition, "num"), cell(p.owner, "num"), cell(p.epoch, "num"), el("td", {}, p.load ? el("span", { class: `state load-${p.load}` }, p.load) : "–"),
+        cell(p.groups, "num"), cell(p.offsets, "num")));
+      section.push(table([["Node", "num"], ["Address"], ["State"], ["Lease left", "num"]], leases, "No node holds a lease."),
+        el("h2", {}, "Offsets partitions"),
+        table([["Partition", "num"], ["Owner", "num"], ["Epoch", "num"], ["Load"], ["Groups", "num"], ["Offsets", "num"]], owners, ""));
+    }
+    parts.push(el("section", { id: "etcd" }, ...section));
+  } else {
+    const owners = cluster.partitions.map((p) => el("tr", { "data-partition": p.partition },
+      cell(p.partition, "num"), cell(p.owner, "num"), el("td", {}, el("span", { class: `state load-${p.load}` }, p.load))));
+    parts.push(el("section", { id: "partition-owners" }, el("h2", {}, "Offsets partitions"),
+      table([["Partition", "num"], ["Owner", "num"], ["Load"]], owners, "")));
+  }
+  document.getElementById("cluster-detail").replaceChildren(...parts);
+}
+
+async function showCluster(seq) {
+  crumbs();
+  app.replaceChildren(el("h1", {}, "Cluster"), el("div", { class: "actions" }, refreshControl("cluster")), el("div", { id: "cluster-detail" }));
+  await loadCluster(seq);
+  refreshWith(() => loadCluster(seq), "cluster");
 }
 
 // ------------------------------------------------------------------ one group
@@ -97,37 +329,48 @@ async function section(id, title, load) {
 }
 
 async function showGroup(groupId, seq) {
+  crumbs({ text: "Groups", href: "#/" }, { text: groupId });
+  app.replaceChildren(el("h1", {}, groupId), el("div", { class: "actions" }, refreshControl("group")), el("div", { id: "group-detail" }));
+  await loadGroup(groupId, seq);
+  refreshWith(() => loadGroup(groupId, seq), "group");
+}
+
+async function loadGroup(groupId, seq) {
   const base = groupPath(groupId);
-  const [group, health, history, rebalances] = await Promise.all([
+  const [group, health, history, rebalances, lag] = await Promise.all([
     api(base),
     api(`${base}/health`).catch((e) => e),
     api(`${base}/history`).catch((e) => e),
-    api(`${base}/rebalances`).catch((e) => e)]);
+    api(`${base}/rebalances`).catch((e) => e),
+    api(`${base}/lag`).catch((e) => e)]);
   if (seq !== routeSeq) return;
-  crumbs({ text: "Groups", href: "#/" }, { text: groupId });
+  const picked = new Set([...document.querySelectorAll("input.pick:checked")].map((b) => `${b.dataset.topic}:${b.dataset.partition}`));
   const coordinator = group.coordinator ? `${group.coordinator.node_id} (${group.coordinator.host}:${group.coordinator.port})` : "–";
   const members = group.members.map((m) => el("tr", {},
     cell(m.member_id), cell(m.group_instance_id), cell(m.client_id), cell(m.host),
     cell(m.assignment.map((a) => `${a.topic}-${a.partition}`).join(", ") || null)));
   const offsetRows = group.offsets.map((o) => el("tr", { "data-partition": `${o.topic}:${o.partition}` },
     el("td", {}, el("input", { type: "checkbox", class: "pick", "data-topic": o.topic, "data-partition": o.partition,
-                               "aria-label": `select ${o.topic}-${o.partition}`, disabled: o.offset === null })),
-    cell(o.topic), cell(o.partition, "num"), el("td", { class: "num committed" }, o.offset === null ? "–" : String(o.offset)),
-    cell(o.log_end_offset, "num"), cell(o.lag, "num"), cell(o.member_id), cell(o.metadata || null)));
+                               "aria-label": `select ${o.topic}-${o.partition}`, disabled: o.offset === null,
+                               checked: picked.has(`${o.topic}:${o.partition}`) })),
+    el("td", {}, el("a", { href: topicLink(o.topic) }, o.topic)), cell(o.partition, "num"),
+    el("td", { class: "num committed" }, o.offset === null ? "–" : String(o.offset)),
+    cell(o.log_end_offset, "num"), el("td", { class: "num lag" }, lagText(o.lag)), cell(o.member_id), cell(o.metadata || null)));
   const deleteButton = el("button", { id: "delete-offsets", onclick: () => confirmDeleteOffsets(group) }, "Delete selected offsets…");
-  app.replaceChildren(
-    el("h1", {}, group.group_id),
+  document.getElementById("group-detail").replaceChildren(
     el("div", { class: "facts" },
       el("div", {}, el("span", {}, "State"), state(group.state)),
       el("div", {}, el("span", {}, "Protocol"), `${group.protocol_type || "–"} / ${group.protocol || "–"}`),
       el("div", {}, el("span", {}, "Coordinator"), coordinator),
-      el("div", {}, el("span", {}, "Members"), String(group.members.length))),
+      el("div", {}, el("span", {}, "Members"), String(group.members.length)),
+      el("div", {}, el("span", {}, "Total lag"), el("b", { id: "group-lag" }, lagText(group.lag)))),
     el("section", {}, el("h2", {}, "Members and assignments"),
       table([["Member"], ["Instance"], ["Client"], ["Host"], ["Assignment"]], members, "No active members.")),
     el("section", { id: "offsets" }, el("h2", {}, "Committed offsets"),
       table([[""], ["Topic"], ["Partition", "num"], ["Offset", "num"], ["Log end", "num"], ["Lag", "num"], ["Owner"], ["Metadata"]],
             offsetRows, "No committed offsets."),
       group.offsets.length ? el("div", { class: "actions" }, deleteButton) : null),
+    await section("lag", "Lag over time", async () => lagChart(unwrap(lag))),
     await section("health", "Health", async () => healthView(unwrap(health))),
     await section("history", "Commit history", async () => historyChart(unwrap(history).events)),
     await section("undo", "Undo: reset to what was committed at a time", async () => undoView(group, unwrap(history).events)),
@@ -152,19 +395,45 @@ function healthView(health) {
     members.length ? table([["Member"], ["Client"], ["Host"], ["Since heartbeat", "num"], ["Since commit", "num"]], members, "") : null);
 }
 
+const NS = "http://www.w3.org/2000/svg";
+function svg(tag, attrs, ...children) {
+  const node = document.createElementNS(NS, tag);
+  for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, v);
+  for (const c of children) node.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  return node;
+}
+
+// The group's total lag as its coordinator sampled it (every few seconds, the last hour), and now.
+function lagChart(report) {
+  const points = report.samples.filter(([, lag]) => lag !== null).map(([ms, lag]) => ({ ms, lag }));
+  if (report.lag !== null) points.push({ ms: report.now_ms, lag: report.lag });
+  if (points.length < 2) {
+    return el("p", { class: "muted" }, report.lag === null ? "Lag unknown: no log end offset is known for its partitions."
+      : `Lag now: ${report.lag}. The coordinator samples it every few seconds; the chart fills in as it does.`);
+  }
+  const width = 1100, height = 160, left = 70, right = 20, top = 10, bottom = 30;
+  const t0 = points[0].ms, t1 = Math.max(points[points.length - 1].ms, t0 + 1);
+  const l1 = Math.max(...points.map((p) => p.lag), 1);
+  const x = (t) => left + ((t - t0) / (t1 - t0)) * (width - left - right);
+  const y = (l) => top + (1 - l / l1) * (height - top - bottom);
+  const path = points.map((p, i) => `${i ? "L" : "M"}${x(p.ms).toFixed(1)},${y(p.lag).toFixed(1)}`).join("");
+  return el("div", {}, svg("svg", { viewBox: `0 0 ${width} ${height}`, width: "100%", role: "img", "aria-label": "total lag over time", id: "lag-chart" },
+    svg("line", { x1: left, y1: height - bottom, x2: width - right, y2: height - bottom, stroke: "#dde1ea" }),
+    svg("line", { x1: left, y1: top, x2: left, y2: height - bottom, stroke: "#dde1ea" }),
+    svg("text", { x: left - 6, y: y(l1) + 4, "text-anchor": "end" }, l1),
+    svg("text", { x: left - 6, y: y(0) + 4, "text-anchor": "end" }, 0),
+    svg("text", { x: left, y: height - 8 }, when(t0)),
+    svg("text", { x: width - right, y: height - 8, "text-anchor": "end" }, when(t1)),
+    svg("path", { d: path, fill: "none", stroke: "#2f6fdd", "stroke-width": 2, class: "lag-series" })),
+    el("p", { class: "muted" }, `Lag now: ${lagText(report.lag)} (${points.length} samples).`));
+}
+
 // Offsets over time, one step line per partition, drawn as inline SVG.
 const MAX_MARKS_PER_SERIES = 200;
 const COLORS = ["#2f6fdd", "#c0392b", "#1e8449", "#b9770e", "#7d3c98", "#117a65", "#a04000", "#2e4053"];
 function historyChart(events) {
   const commits = events.filter((e) => e.offset !== null && e.offset !== undefined);
   if (!commits.length) return el("p", { class: "muted" }, "No commits in the history.");
-  const NS = "http://www.w3.org/2000/svg";
-  const svg = (tag, attrs, ...children) => {
-    const node = document.createElementNS(NS, tag);
-    for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, v);
-    for (const c of children) node.append(c instanceof Node ? c : document.createTextNode(String(c)));
-    return node;
-  };
   const width = 1100, height = 240, left = 70, right = 20, top = 10, bottom = 30;
   const t0 = Math.min(...commits.map((e) => e.time_ms)), t1 = Math.max(...commits.map((e) => e.time_ms), t0 + 1);
   const o0 = Math.min(...commits.map((e) => e.offset)), o1 = Math.max(...commits.map((e) => e.offset), o0 + 1);
@@ -300,33 +569,40 @@ function confirmDeleteOffsets(group) {
 }
 
 // ------------------------------------------------------------------ routing
-function groupIdOf(hash) {
-  try {
-    return decodeURIComponent(hash.slice("#/group/".length));
-  } catch (error) {  // a link cut short or mistyped: not a group id at all
-    throw new ApiError(400, { message: `Not a group link: ${hash}` });
-  }
-}
-
-const LIST_REFRESH_MS = 5000;  // the group list follows the groups; a group page changes only when asked
-let refreshTimer = null;
 let routeSeq = 0;
+
+function decoded(text) {
+  try { return decodeURIComponent(text); } catch (e) { return null; }
+}
 
 async function route() {
   const hash = location.hash || "#/";
   const seq = ++routeSeq;
-  clearTimeout(refreshTimer);
+  refresh.run = null;
+  clearTimeout(refresh.timer);
   statusLine.textContent = "";
+  for (const link of document.querySelectorAll("#pages a")) {
+    link.classList.toggle("active", hash.startsWith(link.getAttribute("href")) && (link.getAttribute("href") !== "#/" || !/^#\/(topic|cluster)/.test(hash)));
+  }
   try {
-    if (hash.startsWith("#/group/")) await showGroup(groupIdOf(hash), seq);
+    if (hash.startsWith("#/group/")) {
+      const id = decoded(hash.slice("#/group/".length));
+      if (id === null) throw new ApiError(400, { message: `Not a group link: ${hash}` });
+      await showGroup(id, seq);
+    } else if (hash.startsWith("#/topic/")) {
+      const name = decoded(hash.slice("#/topic/".length));
+      if (name === null) throw new ApiError(400, { message: `Not a topic link: ${hash}` });
+      await showTopic(name, seq);
+    } else if (hash.startsWith("#/topics")) await showTopics(seq);
+    else if (hash.startsWith("#/cluster")) await showCluster(seq);
     else await showGroups(seq);
-    statusLine.textContent = `updated ${new Date().toLocaleTimeString()}`;
+    if (seq === routeSeq) statusLine.textContent = `updated ${new Date().toLocaleTimeString()}`;
   } catch (error) {
     if (!(error instanceof ApiError)) throw error;
-    if (seq === routeSeq) showError(error);
-  }
-  if (seq === routeSeq && !hash.startsWith("#/group/") && !document.getElementById("confirm").open) {
-    refreshTimer = setTimeout(route, LIST_REFRESH_MS);
+    if (seq === routeSeq) {
+      showError(error);
+      refreshWith(() => route(), hash.startsWith("#/group/") ? "group" : "groups");  // try again as the page would
+    }
   }
 }
 

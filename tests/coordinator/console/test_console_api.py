@@ -134,12 +134,14 @@ def test_the_console_is_off_by_default_and_a_taken_port_stops_the_start_naming_t
 
 
 def test_with_workers_the_supervisors_console_shows_the_groups_of_every_worker(tmp_path):
+    from cohort.coordinator.static_ownership import worker_for_partition
     from workers_harness import WorkersServer, group_on_worker, worker_of
 
     console_port = free_port()
     server = WorkersServer(tmp_path / "data", 2, "--console.listen", f"127.0.0.1:{console_port}").start()
     try:
         groups = [group_on_worker("spread", k, 2) for k in range(2)]
+        create_topic(server.bootstrap_of(0), "spread-topic", 1)
         for k, group in enumerate(groups):
             assert worker_of(group, 2) == k
             admin = KafkaAdminClient(bootstrap_servers=server.bootstrap_of(k), request_timeout_ms=10000)
@@ -153,6 +155,15 @@ def test_with_workers_the_supervisors_console_shows_the_groups_of_every_worker(t
             status, detail, _ = call(f"http://127.0.0.1:{console_port}/api/groups/{group}")
             assert status == 200 and [o["offset"] for o in detail["offsets"]] == [3 + k]
             assert detail["coordinator"]["port"] == server.ports[k]  # answered by the worker that owns it
+        # the log end is the highest commit on any worker: the first group's coordinator learns the second's
+        wait_until(lambda: call(f"http://127.0.0.1:{console_port}/api/groups/{groups[0]}")[1]["offsets"][0]["lag"] == 1,
+                   15, "the first group's lag against the other worker's commit (4 - 3)")
+        # the cluster page: each worker with the offsets partitions it owns (p mod 2), all loaded
+        status, cluster, _ = call(f"http://127.0.0.1:{console_port}/api/cluster")
+        assert status == 200 and [b["port"] for b in cluster["brokers"]] == server.ports
+        for k, broker in enumerate(cluster["brokers"]):
+            assert broker["partitions"]["loaded"] == [p for p in range(50) if worker_for_partition(p, 2) == k]
+        assert [p["partition"] for p in cluster["partitions"]] == list(range(50)) and cluster["etcd"] is None
     finally:
         assert server.stop() == 0
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from kafka import KafkaAdminClient, TopicPartition
 from kafka.structs import OffsetAndMetadata
 from playwright.sync_api import expect
 
+from bounded_wait import wait_until
 from console_http import ConsoleServer, commit, create_topic, stable_consumers
 
 pytestmark = pytest.mark.timeout(240)
@@ -110,4 +112,115 @@ def test_an_undo_through_the_page_restores_what_the_group_had_committed(tmp_path
         finally:
             admin.close()
     finally:
+        assert server.stop() == 0
+
+
+def commit_as_admin(bootstrap: str, offsets_by_group: dict[str, dict[TopicPartition, int]]) -> None:
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10000)
+    try:
+        for group, offsets in offsets_by_group.items():
+            admin.alter_group_offsets(group, {tp: OffsetAndMetadata(o, "", -1) for tp, o in offsets.items()})
+    finally:
+        admin.close()
+
+
+HIDE_TAB = """() => {
+  Object.defineProperty(document, "hidden", { configurable: true, get: () => true });
+  Object.defineProperty(document, "visibilityState", { configurable: true, get: () => "hidden" });
+  document.dispatchEvent(new Event("visibilitychange"));
+}"""
+SHOW_TAB = """() => {
+  Object.defineProperty(document, "hidden", { configurable: true, get: () => false });
+  Object.defineProperty(document, "visibilityState", { configurable: true, get: () => "visible" });
+  document.dispatchEvent(new Event("visibilitychange"));
+}"""
+
+
+def test_search_filter_and_sort_narrow_the_group_list_and_a_hidden_tab_asks_nothing(tmp_path, browser):
+    server = ConsoleServer(tmp_path / "data").start()
+    try:
+        create_topic(server.bootstrap, "payments", 2)
+        p0, p1 = TopicPartition("payments", 0), TopicPartition("payments", 1)
+        # the end of payments-0 is 500 (the highest commit): lags 500 - offset; payments-1 is even everywhere
+        commit_as_admin(server.bootstrap, {"ledger": {p0: 400, p1: 9}, "ledger-replay": {p0: 100, p1: 9},
+                                           "fraud-check": {p0: 500, p1: 9}, "archiver": {p0: 0, p1: 9}})
+        page = browser.new_page(viewport={"width": 1200, "height": 700})
+        page.goto(f"http://127.0.0.1:{server.console_port}/")
+        ids = page.locator("a.group-id")
+        expect(ids).to_have_text(["archiver", "fraud-check", "ledger", "ledger-replay"])
+        expect(page.locator('tr[data-group="archiver"] td.lag')).to_have_text("500")
+        expect(page.locator('tr[data-group="fraud-check"] td.lag')).to_have_text("0")
+
+        page.fill("#group-search", "ledg")
+        expect(ids).to_have_text(["ledger", "ledger-replay"])
+        expect(page.locator("#page-info")).to_contain_text("of 2 (of 4 groups)")
+        page.fill("#group-search", "")
+        expect(ids).to_have_count(4)
+
+        page.click('a.sort[data-sort="lag"]')  # the biggest lag first
+        expect(ids).to_have_text(["archiver", "ledger-replay", "ledger", "fraud-check"])
+        page.click('a.sort[data-sort="lag"]')
+        expect(ids).to_have_text(["fraud-check", "ledger", "ledger-replay", "archiver"])
+        page.select_option("#filter-state", "Empty")
+        expect(ids).to_have_count(4)
+        page.select_option("#filter-type", "consumer")
+        expect(page.locator("#group-list")).to_contain_text("No group matches.")
+        page.select_option("#filter-type", "")
+        page.select_option("#filter-state", "")
+        expect(ids).to_have_text(["fraud-check", "ledger", "ledger-replay", "archiver"])
+        IMAGES.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(IMAGES / "console-groups.png"), full_page=True)
+
+        # Refresh every 2 s; a hidden tab asks nothing, and catches up once it is shown again
+        asked: list[float] = []
+        page.on("request", lambda r: asked.append(time.monotonic()) if "/api/groups" in r.url else None)
+        page.select_option("#refresh-every", "2000")
+        # (Playwright delivers the page's events while the test waits through it: wait_for_timeout, not sleep)
+        wait_until(lambda: page.wait_for_timeout(200) or len(asked) >= 2, 15, "the list refreshes itself every 2 s")
+        page.evaluate(HIDE_TAB)
+        hidden_at = time.monotonic()
+        page.wait_for_timeout(5000)
+        assert [t for t in asked if t > hidden_at + 0.5] == []  # (one already under way may finish)
+        commit_as_admin(server.bootstrap, {"newcomer": {p0: 1}})
+        page.evaluate(SHOW_TAB)
+        expect(page.locator('tr[data-group="newcomer"]')).to_have_count(1, timeout=5000)
+    finally:
+        assert server.stop() == 0
+
+
+def test_a_topic_page_shows_its_partitions_end_offsets_and_the_groups_consuming_it(tmp_path, browser):
+    server = ConsoleServer(tmp_path / "data").start()
+    consumers = []
+    try:
+        create_topic(server.bootstrap, "orders", 3)
+        create_topic(server.bootstrap, "audit", 1)
+        consumers = stable_consumers(server.bootstrap, "orders", "shipping", 1, 3)
+        commit(consumers[0], {tp: OffsetAndMetadata(50 * (tp.partition + 1), "", -1) for tp in consumers[0].assignment()})
+        commit_as_admin(server.bootstrap, {"billing": {TopicPartition("orders", 0): 20},
+                                           "auditors": {TopicPartition("audit", 0): 7}})
+        page = browser.new_page(viewport={"width": 1200, "height": 800})
+        page.goto(f"http://127.0.0.1:{server.console_port}/#/topics")
+        expect(page.locator("a.topic-name")).to_have_text(["audit", "orders"])
+        expect(page.locator('tr[data-topic="orders"] td.num').nth(1)).to_have_text("2")  # two groups consume it
+        page.screenshot(path=str(IMAGES / "console-topics.png"), full_page=True)
+
+        page.click("text=orders")
+        expect(page.locator("h1")).to_have_text("orders")
+        expect(page.locator("#partitions td.end-offset")).to_have_text(["50", "100", "150"])
+        expect(page.locator("#consumers a.group-id")).to_have_text(["billing", "shipping"])
+        expect(page.locator('#consumers tr[data-group="billing"] td.lag')).to_have_text("30")
+        expect(page.locator('#consumers tr[data-group="shipping"] td.lag')).to_have_text("0")
+        page.screenshot(path=str(IMAGES / "console-topic.png"), full_page=True)
+
+        page.click("#consumers >> text=billing")  # on to the group, whose page refreshes when asked
+        expect(page.locator("h1")).to_have_text("billing")
+        expect(page.locator("#group-lag")).to_have_text("30")
+        commit_as_admin(server.bootstrap, {"billing": {TopicPartition("orders", 0): 45}})
+        expect(page.locator("#offsets td.committed")).to_have_text(["20"])
+        page.click("#refresh-now")
+        expect(page.locator("#offsets td.committed")).to_have_text(["45"])
+        expect(page.locator("#group-lag")).to_have_text("5")
+    finally:
+        for c in consumers:
+            c.close()
         assert server.stop() == 0

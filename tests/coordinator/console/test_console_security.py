@@ -102,8 +102,19 @@ def test_sign_in_over_plain_http_is_refused_at_start_up_unless_the_operator_allo
 def test_each_user_sees_and_changes_only_what_their_acls_allow(secured):
     status, body, _ = secured.api("/api/groups", auth=ALICE)
     assert status == 200 and [g["group_id"] for g in body["groups"]] == ["visible"]
+    # the list's lag leaves out topics the user may not DESCRIBE, as OffsetFetch does
+    assert body["groups"][0]["topics"] == 0 and body["groups"][0]["lag"] is None
     status, body, _ = secured.api("/api/groups", auth=ADMIN)
     assert status == 200 and [g["group_id"] for g in body["groups"]] == ["hidden", "visible"]
+    assert [(g["topics"], g["lag"]) for g in body["groups"]] == [(1, 0), (1, 0)]
+    status, body, _ = secured.api("/api/groups/visible/lag", auth=ALICE)  # the lag report is filtered the same way
+    assert status == 200 and body["partitions"] == [] and body["lag"] is None and body["samples"] == []
+    status, body, _ = secured.api("/api/groups/visible/lag", auth=ADMIN)
+    assert [(p["topic"], p["lag"]) for p in body["partitions"]] == [("events", 0)]
+    status, body, _ = secured.api("/api/topics", auth=ALICE)
+    assert status == 200 and body["topics"] == []
+    status, body, _ = secured.api("/api/topics/events", auth=BOB)  # READ implies DESCRIBE
+    assert status == 200 and [g["group_id"] for g in body["groups"]] == ["visible"]
 
     status, body, _ = secured.api("/api/groups/hidden", auth=ALICE)
     assert status == 403 and body["error"] == "GROUP_AUTHORIZATION_FAILED"
@@ -148,7 +159,7 @@ def test_with_a_tls_listener_the_console_serves_https_with_the_listeners_certifi
         trusted = ssl.create_default_context(cafile=str(ca.ca))
         url = f"https://localhost:{server.console_port}"
         status, body, _ = call(f"{url}/api/groups", auth=ADMIN, context=trusted)
-        assert status == 200 and body == {"groups": []}
+        assert status == 200 and body["groups"] == [] and body["total"] == 0
         status, _, headers = call(f"{url}/api/groups", context=trusted)
         assert status == 401 and headers["WWW-Authenticate"].startswith("Basic")
         assert headers["Strict-Transport-Security"] == "max-age=31536000"  # HTTPS answers pin HTTPS
