@@ -344,7 +344,8 @@ class Connection(asyncio.Protocol):
         self.reading_paused = False
         self.writing_paused = False
         self.budget_paused = False  # waiting for queued.max.request.bytes
-        self._decoding: deque[bytes] | None = None  # a big frame decodes off the loop; the frames after it
+        # a big frame decodes off the loop, or a password is checked there: the frames that come meanwhile
+        self._decoding: deque[bytes] | None = None
         self.held_bytes = 0  # bytes of a partial request counted against that budget
         self.request_started: float | None = None  # when the partial request's first byte arrived
         self.last_active = 0.0
@@ -506,16 +507,38 @@ class Connection(asyncio.Protocol):
         if self.closed or decoding.cancelled():  # cancelled: the executor shut down with the server
             return
         self._dispatch(frame, decoding.result(), started)
+        self._dispatch_held(held)
+
+    def _dispatch_held(self, held: deque[bytes] | None) -> None:
+        """Serve the frames that arrived while the connection waited for work off the loop, in order."""
         for later in held or ():
             if self.closed:
                 return
-            self._dispatch(later)  # (another big one holds the rest again)
+            self._dispatch(later)  # (another wait may hold the rest again)
+        if self.closed:
+            return
         if self._out:
             self._write_soon()
         self._update_reading()
 
+    def _check_password(self, step: SaslStep, header: RequestHeader | None) -> None:
+        """Run a SASL/PLAIN password check off the loop (`PasswordChecks`); frames that come meanwhile wait."""
+        self._decoding = deque()
+        self._update_reading()
+
+        def checked(matches: bool) -> None:
+            held, self._decoding = self._decoding, None
+            self._sasl_step(self.sasl.verified(matches), header)
+            self._dispatch_held(held)
+
+        self.server.password_checks.submit(self.peer.rpartition(":")[0], step.verify, checked,
+                                           lambda: not self.closed)
+
     def _sasl_step(self, step: SaslStep, header: RequestHeader | None) -> None:
-        """Carry out what the SASL state machine decided: answer, note the principal, close."""
+        """Carry out what the SASL state machine decided: answer, check a password, note the principal, close."""
+        if step.verify is not None:
+            self._check_password(step, header)
+            return
         if step.outcome is not None and self.metrics is not None:
             self.metrics.count_authentication(step.mechanism or "unknown", step.outcome)
         if step.response is not None:

@@ -48,6 +48,7 @@ from cohort.coordinator.security import admin_apis
 from cohort.coordinator.security.authorization import RequestAuthorization
 from cohort.coordinator.security.authorizer import Authorizer
 from cohort.coordinator.security.oauthbearer import JwtValidator
+from cohort.coordinator.security.password_checks import PasswordChecks
 from cohort.coordinator.security.registry import SECURITY_RECORD_TYPES, SecurityRegistry
 from cohort.coordinator.security.worker_sync import WorkerSecurity
 from cohort.coordinator.peers import PEER_LISTENER, PeerLink
@@ -103,6 +104,7 @@ class CoordinatorServer:
         if worker_security is not None:
             worker_security.attach(self.security)
         self.oauthbearer = None  # checks OAUTHBEARER tokens, when a SASL listener offers that mechanism
+        self.password_checks = PasswordChecks()  # SASL/PLAIN checks: off the loop, throttled per address
         self._connections: set[Connection] = set()
         # Suspended request handlers (a task, or the future a commit waits on): connections add and discard
         # them (a set, not methods: a commit does both), `stop` lets them finish or cancels them.
@@ -305,6 +307,7 @@ class CoordinatorServer:
             await self._wait_inflight(1.0)
         for conn in list(self._connections):
             conn.close("shutdown")
+        self.password_checks.close()
         await self._close_storage()
         log.info("stopped")
 

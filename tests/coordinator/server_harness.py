@@ -73,8 +73,10 @@ def make_config(data_dir: Path, **overrides) -> CoordinatorConfig:
 class RawClient:
     """A blocking Kafka-protocol connection using our codec (requests no library sends)."""
 
-    def __init__(self, port: int, timeout: float = 10.0) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    def __init__(self, port: int, timeout: float = 10.0, source: str | None = None) -> None:
+        """`source`: the local address to connect from (any of 127.0.0.0/8 on loopback)."""
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout,
+                                             source_address=(source, 0) if source else None)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.reader = FrameReader()
         self.frames: list[bytes] = []
