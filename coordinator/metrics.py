@@ -63,9 +63,10 @@ CLOSE_REASONS = (
     "protocol_error",   # malformed frame, unknown API key, unsupported version
     "oversized",        # frame above socket.request.max.bytes
     "request_read_timeout",  # a request did not arrive whole within socket.request.read.timeout.ms
-    "limit",            # refused: max.connections reached
+    "limit",            # refused at accept: max.connections or max.connections.per.ip reached
     "shutdown",         # the server is stopping
     "authentication",   # SASL authentication failed, or a request came before it completed
+    "authentication_timeout",  # not signed in within connections.authentication.timeout.ms
     "error",            # socket error
     "other",
 )
