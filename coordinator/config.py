@@ -653,6 +653,7 @@ class CoordinatorConfig:
     # -- operations -------------------------------------------------------------
     metrics_listen: str = _setting("127.0.0.1:9464", ListenerKind(), "Address of the Prometheus /metrics and /health HTTP server.", "--metrics")
     console_listen: str | None = _setting(None, ListenerKind(nullable=True, unset_means="no console"), "Address of the web console and its JSON API (HTTP; HTTPS with the listeners' keystore when a listener uses TLS); unset = no console.")
+    metrics_group_id_labels_enable: bool = _setting(True, BoolKind(), "Name groups in /metrics (group health series; long ids cut and hashed); false = no group id in any series, health counted per status (nodes shared by tenants).")
     metrics_group_offsets_enable: bool = _setting(False, BoolKind(), "Export one committed-offset series per group/topic/partition (high cardinality).")
     log_format: str = _setting("text", ChoiceKind(("text", "json")), "Log line format.", "--log-format")
     log_level: str = _setting("INFO", ChoiceKind(("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"), aliases=(("WARN", "WARNING"),), upper=True), "Least severe level logged.", "--log-level")
@@ -799,6 +800,9 @@ def _check_together(config: CoordinatorConfig) -> None:
         raise ConfigError("ssl.keystore.location must be set for SSL and SASL_SSL listeners")
     if config.ssl_client_auth != "none" and "SSL" in used and config.ssl_truststore_location is None:
         raise ConfigError(f"ssl.truststore.location must be set when ssl.client.auth is {config.ssl_client_auth}")
+    if config.metrics_group_offsets_enable and not config.metrics_group_id_labels_enable:
+        raise ConfigError("metrics.group.offsets.enable needs metrics.group.id.labels.enable (its series are "
+                          "labelled with group ids)")
     if config.max_connections_per_ip == 0 and not config.max_connections_per_ip_overrides:
         raise ConfigError("invalid max.connections.per.ip: 0 refuses every client unless "
                           "max.connections.per.ip.overrides names the addresses allowed")
