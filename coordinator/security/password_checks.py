@@ -5,7 +5,9 @@ iteration counts; an unknown user costs the same, so timing tells no names).
 On the event loop, 120 wrong guesses a second took more than a core and every
 signed-in client waited behind them. Here checks run on a small thread pool
 (`hashlib.pbkdf2_hmac` releases the GIL), at most one thread fewer than the
-machine has cores (at least one, at most four), so the loop keeps a core.
+machine has cores (at least one, at most four), so the loop keeps a core, and at
+a lower CPU priority than the loop's thread, so that on a busy machine signed-in
+clients' requests go first and the guesses wait.
 
 Each client address also has a budget of checks (a token bucket: `FAILURE_BURST`
 at once, refilled at `FAILURE_RATE` a second; a check takes a token and a
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
 import time
 from collections import deque
 from collections.abc import Callable
@@ -29,6 +32,20 @@ from cohort.coordinator.security.sasl import PasswordCheck
 FAILURE_BURST = 10  # checks an address may start at once before it is throttled
 FAILURE_RATE = 2.0  # then this many a second (successes give their token back)
 _PRUNE_EVERY = 1024  # checks between sweeps of addresses that have their whole budget again
+
+
+def _yield_to_the_loop() -> None:
+    """(each pool thread, once) Run at a lower CPU priority than the event loop: when cores are short,
+    signed-in clients' requests go first and password checks wait (Linux: a nice value per thread)."""
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), min(19, os.getpriority(os.PRIO_PROCESS, 0) + 10))
+    except (AttributeError, OSError):
+        pass  # elsewhere, or not allowed: the pool's size still leaves the loop a core
+
+
+def _run_if_wanted(job: "_Waiting") -> bool:
+    """(pool thread) The check, unless its connection closed while it was queued (no PBKDF2 for nobody)."""
+    return job.check.run() if job.wanted() else False
 
 
 def default_threads() -> int:
@@ -101,9 +118,10 @@ class PasswordChecks:
         if self._started % _PRUNE_EVERY == 0:
             self._prune()
         if self._pool is None:
-            self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="cohort-password-check")
+            self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="cohort-password-check",
+                                            initializer=_yield_to_the_loop)
         loop = asyncio.get_running_loop()
-        running = loop.run_in_executor(self._pool, job.check.run)
+        running = loop.run_in_executor(self._pool, _run_if_wanted, job)
 
         def finished(future: asyncio.Future) -> None:
             if future.cancelled():
