@@ -13,7 +13,10 @@ owns every partition unless one is given), the group coordinator, the topic regi
 request handlers together; the coordinator talks to the store only through the `Store` interface
 and loads and unloads partitions as the ownership says, and owns the set of open connections
 (`cohort.coordinator.connection` does everything within one). Node-wide limits
-from the config: ``max.connections`` (more are refused at accept),
+from the config: ``max.connections`` and ``max.connections.per.ip`` (a slot
+from accept to close, `ConnectionQuotas`; more are refused at accept),
+``connections.authentication.timeout.ms`` (an SSL/SASL connection not signed in
+by then is closed),
 ``connections.max.idle.ms`` (a connection with nothing in flight and no bytes
 for that long is closed), ``socket.request.read.timeout.ms`` (a request must
 arrive whole within that long of its first byte: a client trickling bytes
