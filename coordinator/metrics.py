@@ -25,8 +25,9 @@ at all (health is counted per status instead), for nodes shared by tenants who
 must not learn each other's group ids.
 
 A scrape collects the series on the event loop (the owners' state lives there)
-and renders the text on a worker thread; scrapes within `SCRAPE_CACHE_S` of a
-build, or while one is in progress, share it.
+and renders the text on a worker thread; scrapes that come while one is being
+built share it (a scraper in a loop costs the event loop one collection per
+build, however many scrapers there are).
 
 `MetricsHttpServer` serves ``/metrics`` and a readiness probe on the same port
 (``/health`` and ``/ready``: 200 ``ready``, 503 ``loading``/``stopping``). It runs
@@ -84,7 +85,6 @@ CLOSE_REASONS = (
 # Longest group id used as a label value as it is; longer ones are cut and end with "~" and a hash of the whole.
 MAX_GROUP_LABEL_CHARS = 128
 _GROUP_HASH_HEX = 16
-SCRAPE_CACHE_S = 1.0
 
 
 def group_label(group: str) -> str:
@@ -243,7 +243,7 @@ class CoordinatorMetrics:
         "_authentications", "_authorization_denials", "_partition_load_records", "_request_children",
         "_error_children", "_close_children", "_rebalance_children", "_groups_by_state", "_members",
         "_committed_offsets", "_group_offsets", "_log_partitions", "_readiness", "_failed_partitions",
-        "_group_health", "_failed_providers", "group_labels", "_scrape", "_scraped_at",
+        "_group_health", "_failed_providers", "group_labels", "_scrape",
     )
 
     def __init__(self, *, group_offsets_enabled: bool = False, process_metrics: bool = True,
@@ -253,7 +253,6 @@ class CoordinatorMetrics:
         self.group_offsets_enabled = group_offsets_enabled and group_labels
         self.group_labels = group_labels
         self._scrape: asyncio.Future | None = None
-        self._scraped_at = 0.0
         if process_metrics:
             ProcessCollector(registry=self.registry)
             PlatformCollector(registry=self.registry)
@@ -510,13 +509,11 @@ class CoordinatorMetrics:
         return generate_latest(self.registry)
 
     async def scrape(self) -> bytes:
-        """`exposition` for /metrics: collected on the loop, rendered on a worker thread, shared for a moment."""
-        loop = asyncio.get_running_loop()
+        """`exposition` for /metrics: collected on the loop, rendered on a worker thread; shared while it is built."""
         scrape = self._scrape
-        if scrape is None or (scrape.done() and loop.time() - self._scraped_at >= SCRAPE_CACHE_S):
+        if scrape is None or scrape.done():
             collected = _Collected(list(self.registry.collect()))
-            scrape = self._scrape = loop.run_in_executor(None, generate_latest, collected)
-            self._scraped_at = loop.time()
+            scrape = self._scrape = asyncio.get_running_loop().run_in_executor(None, generate_latest, collected)
         return await asyncio.shield(scrape)
 
     def _provide(self, name: str, provider: Callable[[], object] | None) -> object | None:
