@@ -82,6 +82,13 @@ class RawClient:
         self.frames: list[bytes] = []
         self.correlation_id = 0
 
+    @classmethod
+    def over(cls, sock: socket.socket) -> "RawClient":
+        """A client on a socket opened elsewhere (a TLS one, say)."""
+        client = cls.__new__(cls)
+        client.sock, client.reader, client.frames, client.correlation_id = sock, FrameReader(), [], 0
+        return client
+
     def send(self, message, version: int, client_id: str | None = "raw-client") -> int:
         self.correlation_id += 1
         self.sock.sendall(encode_request(message, version, self.correlation_id, client_id))

@@ -18,7 +18,6 @@ from tls_ca import make_ca
 
 from cohort.coordinator.config import ConfigError, CoordinatorConfig
 from cohort.coordinator.security.password_checks import FAILURE_BURST, FAILURE_RATE
-from cohort.protocol.framing import FrameReader
 from cohort.protocol.messages import ApiVersionsRequest, SaslAuthenticateRequest, SaslHandshakeRequest
 
 pytestmark = pytest.mark.timeout(120)
@@ -165,9 +164,7 @@ def test_tls_handshakes_in_progress_count_against_max_connections(server_factory
     context = ssl.create_default_context(cafile=str(ca.ca))
     with context.wrap_socket(socket.create_connection(("127.0.0.1", port), timeout=10),
                              server_hostname="localhost") as tls:
-        client = RawClient.__new__(RawClient)
-        client.sock, client.reader, client.frames, client.correlation_id = tls, FrameReader(), [], 0
-        assert client.request(ApiVersionsRequest(), 2).error_code == 0
+        assert RawClient.over(tls).request(ApiVersionsRequest(), 2).error_code == 0
 
 
 def test_max_connections_per_ip_closes_the_connection_over_the_limit_and_overrides_apply(server_factory):
@@ -289,6 +286,28 @@ def test_failed_logins_name_the_user_and_repeats_are_one_line_per_interval(serve
     assert repeated.count == len(users) - 1 and repeated.peer_host == "127.0.0.1"
     assert set(repeated.user.split(",")) == {"eve", "mallory", "trudy", "oscar"}
     assert repeated.first <= repeated.last
+
+
+def test_failed_tls_handshakes_are_one_line_per_address_and_interval(server_factory, tmp_path, ca, caplog):
+    node = server_factory(tmp_path / "data", listeners="SSL://127.0.0.1:0", ssl_keystore_location=ca.server,
+                          log_aggregation_interval_ms=1500)
+    caplog.set_level(logging.INFO, logger="cohort.coordinator.node")
+    for _ in range(5):  # a plaintext Kafka client on the TLS port
+        client = RawClient(node.server.ports["SSL"])
+        try:
+            client.send(ApiVersionsRequest(), 2)
+            assert client.is_closed_by_server(timeout=10)
+        finally:
+            client.close()
+
+    def lines():
+        return [r for r in caplog.records if r.getMessage().startswith("TLS handshake failed")]
+
+    wait_for(lambda: any(r.getMessage().endswith("(repeated)") for r in lines()))
+    first, repeated = lines()
+    assert first.peer.startswith("127.0.0.1:") and first.error
+    assert repeated.count == 4 and repeated.peer_host == "127.0.0.1"
+    assert node.run(lambda: node.server.quotas.total) == 0  # every failed handshake gave its slot back
 
 
 def wait_for(condition, timeout: float = 10.0, what=lambda: "") -> None:
