@@ -807,7 +807,6 @@ class Connection(asyncio.Protocol):
             self._out.clear()
             self.transport.close()
 
-
     def _release_slot(self) -> None:
         if self.slot is not None:
             self.slot.release()
