@@ -205,6 +205,34 @@ class ProtocolMapKind(ValueKind):
         return "NAME:PROTOCOL,…"
 
 
+class ConnectionOverridesKind(ValueKind):
+    """Kafka's ``max.connections.per.ip.overrides``: ``host:count,host:count`` (a host name or an IP address)."""
+
+    metavar = "HOST:COUNT,…"
+
+    def check(self, value: Any) -> str:
+        if not isinstance(value, str):
+            raise ValueError(f"{value!r} is not HOST:COUNT,…")
+        return ",".join(f"{host}:{count}" for host, count in parse_connection_overrides(value).items())
+
+    def describe(self) -> str:
+        return "HOST:COUNT,…"
+
+
+def parse_connection_overrides(text: str) -> dict[str, int]:
+    """``host:count,…`` -> {host: count}; ValueError on a malformed entry (an IPv6 host's last colon splits)."""
+    overrides: dict[str, int] = {}
+    for entry in (part.strip() for part in text.split(",")):
+        if not entry:
+            continue
+        host, sep, count = entry.rpartition(":")
+        host = host.strip().strip("[]")
+        if not sep or not host or not count.strip().isdigit():
+            raise ValueError(f"{entry!r} is not HOST:COUNT")
+        overrides[host] = int(count)
+    return overrides
+
+
 @dataclass(frozen=True, slots=True)
 class NameListKind(ValueKind):
     """A list of names in one string (Kafka's ``a,b`` or ``User:a;User:b``), each checked by `allowed`."""
@@ -596,7 +624,10 @@ class CoordinatorConfig:
     fetch_max_wait_cap_ms: int = _setting(500, _MS, "Cap on how long an (always empty) Fetch is held.")
     # -- limits that protect the server ----------------------------------------
     socket_request_max_bytes: int = _setting(104857600, IntKind(1), "Largest request frame accepted; bigger ones close the connection.")
-    max_connections: int = _setting(10000, IntKind(1), "Most client connections open at once; more are refused.")
+    max_connections: int = _setting(10000, IntKind(1), "Most client connections open at once, counted from accept (a TLS handshake holds a slot); more are refused.")
+    max_connections_per_ip: int = _setting(INT32_MAX, IntKind(0), "Most connections open at once from one client address; more are closed at accept (Kafka's setting; 0 needs max.connections.per.ip.overrides).")
+    max_connections_per_ip_overrides: str = _setting("", ConnectionOverridesKind(), "Per-address exceptions to max.connections.per.ip, host:count comma-separated (a host name or IP address).")
+    connections_authentication_timeout_ms: int = _setting(10000, _POSITIVE_MS, "A connection on an SSL or SASL listener must finish its TLS handshake and SASL authentication within this long of its accept, or it is closed.")
     queued_max_requests_per_connection: int = _setting(500, IntKind(1), "Most requests in flight on one connection before reading pauses.")
     connections_max_idle_ms: int = _setting(600000, _POSITIVE_MS, "Idle connections are closed after this long.")
     queued_max_request_bytes: int = _setting(104857600, IntKind(1), "Bytes of partly received requests held for all connections together; a connection that would go beyond waits (reading paused) until others finish.")
@@ -624,9 +655,11 @@ class CoordinatorConfig:
     console_listen: str | None = _setting(None, ListenerKind(nullable=True, unset_means="no console"), "Address of the web console and its JSON API (HTTP; HTTPS with the listeners' keystore when a listener uses TLS); unset = no console.")
     console_allowed_hosts: str = _setting("", NameListKind(","), "Host names the console answers besides its listen address, localhost and IP addresses (names a proxy or DNS gives it); other Host headers get 421 (DNS rebinding).")
     console_allow_insecure_sign_in: bool = _setting(False, BoolKind(), "Let the console ask for passwords (HTTP Basic) over plain HTTP when no listener uses TLS; refused at start-up otherwise.")
+    metrics_group_id_labels_enable: bool = _setting(True, BoolKind(), "Name groups in /metrics (group health series; long ids cut and hashed); false = no group id in any series, health counted per status (nodes shared by tenants).")
     metrics_group_offsets_enable: bool = _setting(False, BoolKind(), "Export one committed-offset series per group/topic/partition (high cardinality).")
     log_format: str = _setting("text", ChoiceKind(("text", "json")), "Log line format.", "--log-format")
     log_level: str = _setting("INFO", ChoiceKind(("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"), aliases=(("WARN", "WARNING"),), upper=True), "Least severe level logged.", "--log-level")
+    log_aggregation_interval_ms: int = _setting(60000, _POSITIVE_MS, "Failed logins, refused requests, malformed frames and failed TLS handshakes from one client address: the first is logged, the rest of this interval counted into one line.")
     log_file: Path | None = _setting(None, PathKind(nullable=True), "Write logs to this file instead of stderr (reopened on SIGHUP).", "--log-file")
     shutdown_timeout_ms: int = _setting(10000, _POSITIVE_MS, "Longest a graceful shutdown may take before the server exits anyway.")
 
@@ -772,6 +805,12 @@ def _check_together(config: CoordinatorConfig) -> None:
         raise ConfigError("ssl.keystore.location must be set for SSL and SASL_SSL listeners")
     if config.ssl_client_auth != "none" and "SSL" in used and config.ssl_truststore_location is None:
         raise ConfigError(f"ssl.truststore.location must be set when ssl.client.auth is {config.ssl_client_auth}")
+    if config.metrics_group_offsets_enable and not config.metrics_group_id_labels_enable:
+        raise ConfigError("metrics.group.offsets.enable needs metrics.group.id.labels.enable (its series are "
+                          "labelled with group ids)")
+    if config.max_connections_per_ip == 0 and not config.max_connections_per_ip_overrides:
+        raise ConfigError("invalid max.connections.per.ip: 0 refuses every client unless "
+                          "max.connections.per.ip.overrides names the addresses allowed")
     if used & {"SASL_PLAINTEXT", "SASL_SSL"} and not config.enabled_mechanisms:
         raise ConfigError("sasl.enabled.mechanisms must name at least one mechanism for SASL listeners")
     if used & {"SASL_PLAINTEXT", "SASL_SSL"} and "OAUTHBEARER" in config.enabled_mechanisms:

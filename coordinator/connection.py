@@ -317,11 +317,13 @@ class Connection(asyncio.Protocol):
         "max_pending", "transport", "pending", "_queued", "_running", "_running_exclusive", "_out",
         "_write_scheduled", "_reading", "closed", "closing", "reading_paused", "writing_paused",
         "budget_paused", "held_bytes", "request_started", "last_active", "peer", "sasl", "_ctx", "_decoding",
-        "_loop",
+        "_loop", "slot", "accepted_at",
     )
 
     def __init__(self, server: "CoordinatorServer", peer: str = "",
-                 security: ListenerSecurity = PLAINTEXT_LISTENER) -> None:
+                 security: ListenerSecurity = PLAINTEXT_LISTENER, slot: Any = None) -> None:
+        """`slot`: its place in the node's connection counts (`ConnectionSlot`), given back when it closes."""
+        self.slot = slot
         self.server = server
         self.security = security
         self.handlers = server.handlers
@@ -344,11 +346,13 @@ class Connection(asyncio.Protocol):
         self.reading_paused = False
         self.writing_paused = False
         self.budget_paused = False  # waiting for queued.max.request.bytes
-        self._decoding: deque[bytes] | None = None  # a big frame decodes off the loop; the frames after it
+        # a big frame decodes off the loop, or a password is checked there: the frames that come meanwhile
+        self._decoding: deque[bytes] | None = None
         self.held_bytes = 0  # bytes of a partial request counted against that budget
         self.request_started: float | None = None  # when the partial request's first byte arrived
         self.last_active = 0.0
         self._loop = asyncio.get_running_loop()
+        self.accepted_at = self._loop.time()  # (made at accept: before a TLS handshake)
         self._ctx = RequestContext("", "")
         # SASL listeners: nothing but ApiVersions and the SASL exchange until it succeeds (see security/sasl.py)
         self.sasl: SaslAuthenticator | None = None
@@ -375,12 +379,14 @@ class Connection(asyncio.Protocol):
         self.last_active = self._loop.time()
         if not self.server.admit(self):
             self.closed = True
+            self._release_slot()
             transport.close()
 
     def connection_lost(self, exc: Exception | None) -> None:
         if not self.closed:
             self.closed = True
             self.server.forget(self, "client" if exc is None else "error")
+        self._release_slot()
         self.pending.clear()
         self._queued.clear()
         self.budget.release(self)
@@ -506,16 +512,38 @@ class Connection(asyncio.Protocol):
         if self.closed or decoding.cancelled():  # cancelled: the executor shut down with the server
             return
         self._dispatch(frame, decoding.result(), started)
+        self._dispatch_held(held)
+
+    def _dispatch_held(self, held: deque[bytes] | None) -> None:
+        """Serve the frames that arrived while the connection waited for work off the loop, in order."""
         for later in held or ():
             if self.closed:
                 return
-            self._dispatch(later)  # (another big one holds the rest again)
+            self._dispatch(later)  # (another wait may hold the rest again)
+        if self.closed:
+            return
         if self._out:
             self._write_soon()
         self._update_reading()
 
+    def _check_password(self, step: SaslStep, header: RequestHeader | None) -> None:
+        """Run a SASL/PLAIN password check off the loop (`PasswordChecks`); frames that come meanwhile wait."""
+        self._decoding = deque()
+        self._update_reading()
+
+        def checked(matches: bool) -> None:
+            held, self._decoding = self._decoding, None
+            self._sasl_step(self.sasl.verified(matches), header)
+            self._dispatch_held(held)
+
+        self.server.password_checks.submit(self.peer.rpartition(":")[0], step.verify, checked,
+                                           lambda: not self.closed)
+
     def _sasl_step(self, step: SaslStep, header: RequestHeader | None) -> None:
-        """Carry out what the SASL state machine decided: answer, note the principal, close."""
+        """Carry out what the SASL state machine decided: answer, check a password, note the principal, close."""
+        if step.verify is not None:
+            self._check_password(step, header)
+            return
         if step.outcome is not None and self.metrics is not None:
             self.metrics.count_authentication(step.mechanism or "unknown", step.outcome)
         if step.response is not None:
@@ -530,8 +558,9 @@ class Connection(asyncio.Protocol):
                       extra={"peer": self.peer, "principal": self.sasl.principal,
                                              "mechanism": step.mechanism, "listener": self.security.name})
         elif step.outcome == "failure":
-            audit.info("authentication failed", extra={"peer": self.peer, "mechanism": step.mechanism,
-                                                       "listener": self.security.name})
+            self.server.peer_events.note(audit, logging.INFO, "authentication failed", self.peer,
+                                         kind=step.mechanism or "", mechanism=step.mechanism, listener=self.security.name,
+                                         user=_shown_user(step.user))
         if not step.close:
             return
         if step.delay_close:
@@ -542,7 +571,8 @@ class Connection(asyncio.Protocol):
             delay = self.server.config.connection_failed_authentication_delay_ms / 1000
             self._loop.call_later(delay, self.close, "authentication")
             return
-        log.warning("closing connection: %s", step.reason, extra={"peer": self.peer, "listener": self.security.name})
+        self.server.peer_events.note(log, logging.WARNING, "closing connection: SASL refused the request", self.peer,
+                                     reason=step.reason, listener=self.security.name)
         self.close("authentication")
 
     def _run_queued(self, paced_ok: bool = False) -> None:
@@ -744,8 +774,9 @@ class Connection(asyncio.Protocol):
 
     # -- closing ----------------------------------------------------------------------
     def _reject(self, reason: str, message: str) -> None:
-        """Close this connection over bad input: one log line, nobody else affected."""
-        log.warning("closing connection: %s", message, extra={"peer": self.peer, "client_id": self._ctx.client_id})
+        """Close this connection over bad input: one log line (aggregated per address), nobody else affected."""
+        self.server.peer_events.note(log, logging.WARNING, "closing connection: bad request", self.peer,
+                                     reason=reason, detail=message, client_id=self._ctx.client_id)
         self.close(reason)
 
     def _fail(self, header, exc: BaseException | None = None) -> None:
@@ -767,6 +798,7 @@ class Connection(asyncio.Protocol):
         self.pending.clear()
         self._queued.clear()
         self.server.forget(self, reason)
+        self._release_slot()
         self.reader.discard()
         self.budget.release(self)
         if self.transport is not None:
@@ -774,6 +806,23 @@ class Connection(asyncio.Protocol):
                 self.transport.write(b"".join(self._out))
             self._out.clear()
             self.transport.close()
+
+    def _release_slot(self) -> None:
+        if self.slot is not None:
+            self.slot.release()
+
+    @property
+    def unauthenticated(self) -> bool:
+        """On a SASL listener and never signed in (a re-authenticating connection was)."""
+        return self.sasl is not None and self.sasl.principal is None
+
+
+def _shown_user(user: str | None) -> str:
+    """A user name a client tried, safe for a log line: bounded and printable."""
+    if user is None:
+        return "-"
+    shown = user[:64].encode("unicode_escape").decode("ascii")
+    return shown + ("…" if len(user) > 64 else "")
 
 
 def _decoded_or_error(frame: bytes) -> tuple | ProtocolError:

@@ -211,7 +211,8 @@ class Daemon:
             loop.add_signal_handler(signum, self._on_stop_signal, signum)
         loop.add_signal_handler(signal.SIGHUP, self._on_hangup)
 
-        metrics = CoordinatorMetrics(group_offsets_enabled=config.metrics_group_offsets_enable)
+        metrics = CoordinatorMetrics(group_offsets_enabled=config.metrics_group_offsets_enable,
+                                     group_labels=config.metrics_group_id_labels_enable)
         metrics.watch_readiness(self._state)
 
         # Both ports are bound (not yet served) before the data dir is touched: a

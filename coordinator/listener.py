@@ -5,15 +5,22 @@ the socket again after the accept; a client that sent a bad frame and reset at o
 is gone by then, and its connection was logged as ``peer=None``. Accepting here keeps
 the address `accept()` returned, and binding is separate from serving so the daemon
 can fail on a bad address before it touches the data dir.
+
+Every accepted socket first asks for a connection slot (`admit`, the node's
+`ConnectionQuotas`): one refused is closed at once; one admitted holds its slot
+from here, through a TLS handshake (bounded by `handshake_timeout_s`), until
+its connection closes.
 """
 from __future__ import annotations
 
 import asyncio
 import errno
+import functools
 import logging
 import socket
 import ssl
 from collections.abc import Callable
+from typing import Any
 
 log = logging.getLogger("cohort.coordinator.listener")
 
@@ -32,8 +39,15 @@ def peer_name(address) -> str:
 class Listener:
     """Listening sockets for one host:port (every address it resolves to), served on the running loop."""
 
-    def __init__(self, host: str, port: int, protocol_factory: Callable[[str], asyncio.Protocol],
-                 backlog: int = 1024, ssl_context: ssl.SSLContext | None = None) -> None:
+    def __init__(self, host: str, port: int, protocol_factory: Callable[[str, Any], asyncio.Protocol],
+                 backlog: int = 1024, ssl_context: ssl.SSLContext | None = None,
+                 admit: Callable[[str], Any] | None = None, handshake_timeout_s: float = _TLS_HANDSHAKE_TIMEOUT_S,
+                 handshake_failed: Callable[[str, BaseException], None] | None = None) -> None:
+        """`protocol_factory(peer, slot)`; `admit(peer)`: a slot (with `release()`) or None to refuse the socket;
+        `handshake_failed(peer, exc)`: a TLS handshake that failed or timed out (default: one log line)."""
+        self.admit = admit
+        self._handshake_timeout_s = handshake_timeout_s
+        self._handshake_failed = handshake_failed
         self.host = host
         self.requested_port = port
         self._factory = protocol_factory
@@ -103,26 +117,42 @@ class Listener:
                     loop.call_later(_ACCEPT_RETRY_S, self._resume_accepting, sock)
                     return
                 raise
+            peer = peer_name(address)
+            slot = None
+            if self.admit is not None:
+                slot = self.admit(peer)
+                if slot is None:
+                    conn.close()
+                    continue
             conn.setblocking(False)
             try:
                 conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             except OSError:
                 pass
-            peer = peer_name(address)
+            # (bound now: the factory is called once the setup task runs, after this loop has gone on)
+            factory = functools.partial(self._factory, peer, slot)
             if self._ssl is None:
-                setup = loop.connect_accepted_socket(lambda: self._factory(peer), conn)
+                setup = loop.connect_accepted_socket(factory, conn)
             else:
-                setup = loop.connect_accepted_socket(lambda: self._factory(peer), conn, ssl=self._ssl,
-                                                     ssl_handshake_timeout=_TLS_HANDSHAKE_TIMEOUT_S)
+                setup = loop.connect_accepted_socket(factory, conn, ssl=self._ssl,
+                                                     ssl_handshake_timeout=self._handshake_timeout_s)
             task = loop.create_task(setup)
             self._tasks.add(task)
-            task.add_done_callback(self._accepted)
+            task.add_done_callback(functools.partial(self._accepted, peer, slot))
 
-    def _accepted(self, task: asyncio.Task) -> None:
+    def _accepted(self, peer: str, slot: Any, task: asyncio.Task) -> None:
         self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            # a failed TLS handshake lands here (bad certificate, plaintext client on a TLS port)
-            log.info("accepted connection could not be set up: %s", task.exception())
+        failure = task.exception() if not task.cancelled() else asyncio.CancelledError()
+        if failure is None:
+            return
+        # a failed TLS handshake lands here (bad certificate, plaintext client on a TLS port, timeout):
+        # no connection was made, so its slot is given back here
+        if slot is not None:
+            slot.release()
+        if self._handshake_failed is not None:
+            self._handshake_failed(peer, failure)
+        else:
+            log.info("accepted connection could not be set up: %s", failure, extra={"peer": peer})
 
     def _resume_accepting(self, sock: socket.socket) -> None:
         if self._serving and sock.fileno() >= 0:

@@ -17,7 +17,17 @@ Label values are bounded by construction: API names come from a fixed table,
 error names from Kafka's error codes, rebalance and close reasons from small
 fixed vocabularies (anything else is counted as ``other``), partitions from
 the offsets-topic partition count. Per-group offsets are exported only when
-``metrics.group.offsets.enable`` is set.
+``metrics.group.offsets.enable`` is set. Group ids (up to 32 KB each, chosen by
+clients) are label values only up to `MAX_GROUP_LABEL_CHARS`: a longer one is cut
+and ends with a hash of the whole id (`group_label`, stable across scrapes and
+restarts); with ``metrics.group.id.labels.enable=false`` no series names a group
+at all (health is counted per status instead), for nodes shared by tenants who
+must not learn each other's group ids.
+
+A scrape collects the series on the event loop (the owners' state lives there)
+and renders the text on a worker thread; scrapes that come while one is being
+built share it (a scraper in a loop costs the event loop one collection per
+build, however many scrapers there are).
 
 `MetricsHttpServer` serves ``/metrics`` and a readiness probe on the same port
 (``/health`` and ``/ready``: 200 ``ready``, 503 ``loading``/``stopping``). It runs
@@ -27,6 +37,7 @@ that owns it.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 from bisect import bisect_left
 from dataclasses import dataclass
@@ -63,12 +74,36 @@ CLOSE_REASONS = (
     "protocol_error",   # malformed frame, unknown API key, unsupported version
     "oversized",        # frame above socket.request.max.bytes
     "request_read_timeout",  # a request did not arrive whole within socket.request.read.timeout.ms
-    "limit",            # refused: max.connections reached
+    "limit",            # refused at accept: max.connections or max.connections.per.ip reached
     "shutdown",         # the server is stopping
     "authentication",   # SASL authentication failed, or a request came before it completed
+    "authentication_timeout",  # not signed in within connections.authentication.timeout.ms
     "error",            # socket error
     "other",
 )
+
+# Longest group id used as a label value as it is; longer ones are cut and end with "~" and a hash of the whole.
+MAX_GROUP_LABEL_CHARS = 128
+_GROUP_HASH_HEX = 16
+
+
+def group_label(group: str) -> str:
+    """`group` as a label value: itself up to MAX_GROUP_LABEL_CHARS, else its start, "~" and a hash of it all."""
+    if len(group) <= MAX_GROUP_LABEL_CHARS:
+        return group
+    digest = hashlib.blake2b(group.encode("utf-8", "surrogatepass"), digest_size=_GROUP_HASH_HEX // 2).hexdigest()
+    return f"{group[:MAX_GROUP_LABEL_CHARS - _GROUP_HASH_HEX - 1]}~{digest}"
+
+
+class _Collected:
+    """Families collected on the event loop, handed to the text renderer on a worker thread."""
+
+    def __init__(self, families: list) -> None:
+        self._families = families
+
+    def collect(self):
+        return self._families
+
 
 _LATENCY_BUCKETS = (
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
@@ -208,12 +243,16 @@ class CoordinatorMetrics:
         "_authentications", "_authorization_denials", "_partition_load_records", "_request_children",
         "_error_children", "_close_children", "_rebalance_children", "_groups_by_state", "_members",
         "_committed_offsets", "_group_offsets", "_log_partitions", "_readiness", "_failed_partitions",
-        "_group_health", "_failed_providers",
+        "_group_health", "_failed_providers", "group_labels", "_scrape",
     )
 
-    def __init__(self, *, group_offsets_enabled: bool = False, process_metrics: bool = True) -> None:
+    def __init__(self, *, group_offsets_enabled: bool = False, process_metrics: bool = True,
+                 group_labels: bool = True) -> None:
+        """`group_labels`: False leaves group ids out of every series (metrics.group.id.labels.enable)."""
         self.registry = CollectorRegistry()
-        self.group_offsets_enabled = group_offsets_enabled
+        self.group_offsets_enabled = group_offsets_enabled and group_labels
+        self.group_labels = group_labels
+        self._scrape: asyncio.Future | None = None
         if process_metrics:
             ProcessCollector(registry=self.registry)
             PlatformCollector(registry=self.registry)
@@ -466,8 +505,16 @@ class CoordinatorMetrics:
         return summary
 
     def exposition(self) -> bytes:
-        """The text format Prometheus scrapes."""
+        """The text format Prometheus scrapes (built here, on the caller's thread)."""
         return generate_latest(self.registry)
+
+    async def scrape(self) -> bytes:
+        """`exposition` for /metrics: collected on the loop, rendered on a worker thread; shared while it is built."""
+        scrape = self._scrape
+        if scrape is None or scrape.done():
+            collected = _Collected(list(self.registry.collect()))
+            scrape = self._scrape = asyncio.get_running_loop().run_in_executor(None, generate_latest, collected)
+        return await asyncio.shield(scrape)
 
     def _provide(self, name: str, provider: Callable[[], object] | None) -> object | None:
         if provider is None:
@@ -504,7 +551,7 @@ class _ScrapeTimeCollector:
             GaugeMetricFamily("cohort_log_size_bytes", "Offsets-log bytes on disk, by partition.", labels=["partition"]),
             GaugeMetricFamily("cohort_log_segments", "Offsets-log segments, by partition.", labels=["partition"]),
             GaugeMetricFamily("cohort_ready", "1 when the server is ready, 0 while loading or stopping."),
-            *_health_families(),
+            *_health_families(group_labels=self._m.group_labels),
             GaugeMetricFamily("cohort_offsets_partitions_failed",
                               "Offsets partitions that failed to load (their groups are unavailable)."),
         ]
@@ -534,7 +581,7 @@ class _ScrapeTimeCollector:
                 labels=["group", "topic", "partition"],
             )
             for item in m._provide("group_offsets", m._group_offsets) or ():
-                per_group.add_metric([item.group, item.topic, str(item.partition)], item.offset)
+                per_group.add_metric([group_label(item.group), item.topic, str(item.partition)], item.offset)
             yield per_group
 
         size = GaugeMetricFamily("cohort_log_size_bytes", "Offsets-log bytes on disk, by partition.", labels=["partition"])
@@ -545,7 +592,7 @@ class _ScrapeTimeCollector:
         yield size
         yield segments
 
-        yield from _health_families(m._provide("group_health", m._group_health) or ())
+        yield from _health_families(m._provide("group_health", m._group_health) or (), group_labels=m.group_labels)
 
         yield GaugeMetricFamily(
             "cohort_ready", "1 when the server is ready, 0 while loading or stopping.",
@@ -562,8 +609,11 @@ MAX_PARTITION_HEALTH_SERIES = 1000
 HEALTH_VALUES = {"OK": 0, "STALLED": 1, "REWOUND": 2, "STOPPED": 3}
 
 
-def _health_families(reports=()):
-    """Group health gauges: one series per group, per unhealthy partition (bounded), and member ages."""
+def _health_families(reports=(), group_labels: bool = True):
+    """Group health gauges: one series per group, per unhealthy partition (bounded), and member ages;
+    without group labels, the number of groups and of unhealthy partitions per status, and the oldest age."""
+    if not group_labels:
+        return _aggregated_health_families(reports)
     status = GaugeMetricFamily("cohort_group_health", "Group health: 0 OK, 1 STALLED, 2 REWOUND, 3 STOPPED.",
                                labels=["group"])
     partitions = GaugeMetricFamily(
@@ -574,15 +624,42 @@ def _health_families(reports=()):
                                   "Longest time since a member of the group last heartbeated.", labels=["group"])
     budget = MAX_PARTITION_HEALTH_SERIES
     for report in reports:
-        status.add_metric([report.group], HEALTH_VALUES[report.status])
+        label = group_label(report.group)
+        status.add_metric([label], HEALTH_VALUES[report.status])
         for p in report.partitions:
             if p.status != "OK" and budget > 0:
                 budget -= 1
-                partitions.add_metric([report.group, p.topic, str(p.partition)], HEALTH_VALUES[p.status])
+                partitions.add_metric([label, p.topic, str(p.partition)], HEALTH_VALUES[p.status])
         ages = [mh.heartbeat_age_ms for mh in report.members if mh.heartbeat_age_ms is not None]
         if ages:
-            heartbeat.add_metric([report.group], max(ages) / 1000)
+            heartbeat.add_metric([label], max(ages) / 1000)
     return [status, partitions, heartbeat]
+
+
+def _aggregated_health_families(reports=()):
+    groups = GaugeMetricFamily("cohort_group_health_groups", "Groups per health status (no group ids: "
+                               "metrics.group.id.labels.enable=false).", labels=["status"])
+    partitions = GaugeMetricFamily("cohort_group_partition_health_partitions", "Unhealthy partitions of all groups, "
+                                   "per status (no group ids).", labels=["status"])
+    heartbeat = GaugeMetricFamily("cohort_group_heartbeat_age_max_seconds",
+                                  "Longest time since a member of any group last heartbeated (no group ids).")
+    by_status = dict.fromkeys(HEALTH_VALUES, 0)
+    unhealthy = {status: 0 for status in HEALTH_VALUES if status != "OK"}
+    oldest = 0.0
+    for report in reports:
+        by_status[report.status] += 1
+        for p in report.partitions:
+            if p.status in unhealthy:
+                unhealthy[p.status] += 1
+        ages = [mh.heartbeat_age_ms for mh in report.members if mh.heartbeat_age_ms is not None]
+        if ages:
+            oldest = max(oldest, max(ages) / 1000)
+    for status, count in by_status.items():
+        groups.add_metric([status], count)
+    for status, count in unhealthy.items():
+        partitions.add_metric([status], count)
+    heartbeat.add_metric([], oldest)
+    return [groups, partitions, heartbeat]
 
 
 # --------------------------------------------------------------------------
@@ -626,7 +703,7 @@ class MetricsHttpServer:
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), _READ_TIMEOUT_S)
-            status, content_type, body = self._respond(head)
+            status, content_type, body = await self._respond(head)
         except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, asyncio.TimeoutError, ConnectionError):
             writer.close()
             return
@@ -641,13 +718,13 @@ class MetricsHttpServer:
         finally:
             writer.close()
 
-    def _respond(self, head: bytes) -> tuple[str, str, bytes]:
+    async def _respond(self, head: bytes) -> tuple[str, str, bytes]:
         parts = head.split(b"\r\n", 1)[0].split()
         if len(parts) != 3 or parts[0] not in (b"GET", b"HEAD"):
             return "405 Method Not Allowed", "text/plain; charset=utf-8", b"only GET and HEAD\n"
         path = parts[1].split(b"?", 1)[0]
         if path == b"/metrics":
-            return "200 OK", CONTENT_TYPE_LATEST, self.metrics.exposition()
+            return "200 OK", CONTENT_TYPE_LATEST, await self.metrics.scrape()
         if path in (b"/health", b"/ready"):
             healthy, body = self.metrics.health()
             status = "200 OK" if healthy else "503 Service Unavailable"

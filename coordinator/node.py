@@ -13,7 +13,10 @@ owns every partition unless one is given), the group coordinator, the topic regi
 request handlers together; the coordinator talks to the store only through the `Store` interface
 and loads and unloads partitions as the ownership says, and owns the set of open connections
 (`cohort.coordinator.connection` does everything within one). Node-wide limits
-from the config: ``max.connections`` (more are refused at accept),
+from the config: ``max.connections`` and ``max.connections.per.ip`` (a slot
+from accept to close, `ConnectionQuotas`; more are refused at accept),
+``connections.authentication.timeout.ms`` (an SSL/SASL connection not signed in
+by then is closed),
 ``connections.max.idle.ms`` (a connection with nothing in flight and no bytes
 for that long is closed), ``socket.request.read.timeout.ms`` (a request must
 arrive whole within that long of its first byte: a client trickling bytes
@@ -36,10 +39,12 @@ from typing import Any
 
 from cohort.coordinator.config import ConfigError, CoordinatorConfig, Endpoint, HostPort
 from cohort.coordinator.connection import Connection, ListenerSecurity, RebalancePacer, RequestBytesBudget
+from cohort.coordinator.connection_quotas import ConnectionQuotas, ConnectionSlot, resolve_overrides
 from cohort.coordinator.group_coordinator import GroupCoordinator
 from cohort.coordinator.handlers import RequestHandlers
 from cohort.coordinator.listener import Listener
 from cohort.coordinator.log import OffsetsLog
+from cohort.coordinator.peer_events import PeerEvents
 from cohort.coordinator.metrics import LogPartitionStats
 from cohort.coordinator.offset_history import HISTORY_KEY_PREFIXES
 from cohort.coordinator.ownership import Node, Ownership
@@ -48,6 +53,7 @@ from cohort.coordinator.security import admin_apis
 from cohort.coordinator.security.authorization import RequestAuthorization
 from cohort.coordinator.security.authorizer import Authorizer
 from cohort.coordinator.security.oauthbearer import JwtValidator
+from cohort.coordinator.security.password_checks import PasswordChecks
 from cohort.coordinator.security.registry import SECURITY_RECORD_TYPES, SecurityRegistry
 from cohort.coordinator.security.worker_sync import WorkerSecurity
 from cohort.coordinator.peers import PEER_LISTENER, PeerLink
@@ -66,8 +72,6 @@ log = logging.getLogger("cohort.coordinator.node")
 # The credentials and ACLs live in the topic registry's offsets-log partition.
 SECURITY_PARTITION = TOPIC_REGISTRY_PARTITION
 META_PROPERTIES = "meta.properties"
-# Log a refused connection at most this often (a client storm must not flood the log).
-_REFUSAL_LOG_INTERVAL_S = 10.0
 
 
 class CoordinatorServer:
@@ -105,12 +109,14 @@ class CoordinatorServer:
         if worker_security is not None:
             worker_security.attach(self.security)
         self.oauthbearer = None  # checks OAUTHBEARER tokens, when a SASL listener offers that mechanism
+        self.password_checks = PasswordChecks()  # SASL/PLAIN checks: off the loop, throttled per address
         self._connections: set[Connection] = set()
         # Suspended request handlers (a task, or the future a commit waits on): connections add and discard
         # them (a set, not methods: a commit does both), `stop` lets them finish or cancels them.
         self.inflight: set[asyncio.Future] = set()
         self._idle_task: asyncio.Task | None = None
-        self._last_refusal_log = 0.0
+        self.peer_events = PeerEvents(config.log_aggregation_interval_ms / 1000)  # clients' mistakes, aggregated
+        self.quotas = ConnectionQuotas(config.max_connections, config.max_connections_per_ip)  # (overrides at bind)
         self.request_budget = RequestBytesBudget(config.queued_max_request_bytes)
         self.rebalance_pacer = RebalancePacer()
 
@@ -137,13 +143,21 @@ class CoordinatorServer:
                 reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
                 raise ConfigError(f"cannot read sasl.oauthbearer.jwks.endpoint.url: {reason}") from None
         try:
+            overrides = await asyncio.get_running_loop().run_in_executor(
+                None, resolve_overrides, config.max_connections_per_ip_overrides)
+        except OSError as exc:
+            raise ConfigError(f"invalid max.connections.per.ip.overrides: cannot resolve a host: {exc}") from None
+        self.quotas = ConnectionQuotas(config.max_connections, config.max_connections_per_ip, overrides)
+        try:
             for index, endpoint in enumerate(endpoints):
                 protocol = protocols[endpoint.name]
                 security = ListenerSecurity(endpoint.name, protocol, tls.get(protocol),
                                             config.enabled_mechanisms if protocol.startswith("SASL") else ())
                 listener = Listener(endpoint.host, endpoint.port,
-                                    lambda peer, security=security: Connection(self, peer, security),
-                                    backlog=1024, ssl_context=security.ssl_context)
+                                    lambda peer, slot, security=security: Connection(self, peer, security, slot),
+                                    backlog=1024, ssl_context=security.ssl_context, admit=self._admit_socket,
+                                    handshake_timeout_s=config.connections_authentication_timeout_ms / 1000,
+                                    handshake_failed=self._handshake_failed)
                 if self._listen_sockets is not None:
                     listener.adopt([self._listen_sockets[index]])  # a worker: the supervisor bound its ports
                 else:
@@ -154,7 +168,9 @@ class CoordinatorServer:
             if link is not None and link.listen_socket is not None:
                 security = ListenerSecurity(PEER_LISTENER, "SASL_PLAINTEXT", None, ("PLAIN",), credentials=link,
                                             reauthenticates=False)
-                listener = Listener("127.0.0.1", 0, lambda peer, security=security: Connection(self, peer, security),
+                # (the workers' own link is not a client listener: not counted, as Kafka's inter-broker one)
+                listener = Listener("127.0.0.1", 0,
+                                    lambda peer, slot, security=security: Connection(self, peer, security, slot),
                                     backlog=1024)
                 listener.adopt([link.listen_socket])
                 self._listeners.append((Endpoint(PEER_LISTENER, "127.0.0.1", listener.port), listener))
@@ -308,6 +324,8 @@ class CoordinatorServer:
             await self._wait_inflight(1.0)
         for conn in list(self._connections):
             conn.close("shutdown")
+        self.password_checks.close()
+        self.peer_events.flush()
         await self._close_storage()
         log.info("stopped")
 
@@ -419,18 +437,24 @@ class CoordinatorServer:
         return sum(len(g.members) for g in [*self.groups.groups(), *self.groups.consumer_groups()])
 
     # ------------------------------------------------------------------ connections
+    def _admit_socket(self, peer: str) -> ConnectionSlot | None:
+        """At accept: a slot within max.connections and max.connections.per.ip, or None (the socket is closed)."""
+        host = peer.rpartition(":")[0]
+        slot = self.quotas.acquire(host)
+        if type(slot) is ConnectionSlot:
+            return slot
+        self.peer_events.note(log, logging.WARNING, "refusing connections: limit reached", peer, limit=slot)
+        if self.metrics is not None:
+            self.metrics.connection_closed("limit")
+        return None
+
+    def _handshake_failed(self, peer: str, exc: BaseException) -> None:
+        reason = "timed out" if isinstance(exc, (TimeoutError, asyncio.TimeoutError)) else str(exc) or type(exc).__name__
+        self.peer_events.note(log, logging.INFO, "TLS handshake failed", peer, error=reason)
+
     def admit(self, conn: "Connection") -> bool:
-        """Whether a new connection may be served (ready, and below max.connections)."""
+        """Whether a new connection (already within the connection limits) may be served: the node is ready."""
         if self.state != "ready":
-            return False
-        if len(self._connections) >= self.config.max_connections:
-            now = time.monotonic()
-            if now - self._last_refusal_log >= _REFUSAL_LOG_INTERVAL_S:
-                self._last_refusal_log = now
-                log.warning("refusing connections: max.connections reached",
-                            extra={"max_connections": self.config.max_connections, "peer": conn.peer})
-            if self.metrics is not None:
-                self.metrics.connection_closed("limit")
             return False
         self._connections.add(conn)
         if self.metrics is not None:
@@ -458,15 +482,21 @@ class CoordinatorServer:
     async def _close_idle_connections(self) -> None:
         idle_s = self.config.connections_max_idle_ms / 1000
         read_s = self.config.socket_request_read_timeout_ms / 1000
-        interval = min(max(min(idle_s, read_s) / 4, 0.05), 30.0)
+        authentication_s = self.config.connections_authentication_timeout_ms / 1000
+        interval = min(max(min(idle_s, read_s, authentication_s) / 4, 0.05), 30.0)
         loop = asyncio.get_running_loop()
         while True:
             await asyncio.sleep(interval)
             now = loop.time()
             deadline = now - idle_s
             read_deadline = now - read_s
+            authentication_deadline = now - authentication_s
             for conn in list(self._connections):
-                if conn.request_started is not None and conn.request_started < read_deadline:
+                if conn.unauthenticated and conn.accepted_at < authentication_deadline:
+                    self.peer_events.note(log, logging.INFO, "closing connection: not authenticated within "
+                                          "connections.authentication.timeout.ms", conn.peer)
+                    conn.close("authentication_timeout")
+                elif conn.request_started is not None and conn.request_started < read_deadline:
                     log.warning("closing connection: a request did not arrive whole within "
                                 "socket.request.read.timeout.ms", extra={
                                     "peer": conn.peer, "received_bytes": conn.reader.buffered,

@@ -24,6 +24,13 @@ before a handshake (ILLEGAL_SASL_STATE), an unsupported mechanism
 SASL_AUTHENTICATION_FAILED (v1; v0 has no way to say it) and the caller closes
 the connection after ``connection.failed.authentication.delay.ms``.
 
+A PLAIN password check costs a PBKDF2 (8-12 ms at Kafka's iteration counts),
+too long for the event loop: the exchange stops at a `SaslStep` whose `verify`
+is that check, the caller runs it where it likes (`password_checks`: a bounded
+pool, throttled per client address) and feeds the answer to `verified`, which
+returns the step the exchange would have returned. SCRAM's server side only
+hashes and HMACs what the credential holds, so it stays inline.
+
 This module does no IO: the connection feeds it decoded requests or raw
 tokens and carries out the returned `SaslStep`. It never logs, and no message
 it makes contains a password, salt or key.
@@ -34,7 +41,7 @@ import enum
 import json
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from cohort.coordinator.security.credentials import CredentialStore, ScramMechanism
@@ -90,7 +97,9 @@ class SaslStep:
     * `raw_reply`: write these bytes as a bare size-prefixed frame (v0 flow);
     * `close`: close the connection after the answer; `delay_close`: wait
       ``connection.failed.authentication.delay.ms`` first (a failed authentication);
-    * `outcome`: "success" / "failure" when an authentication just ended (for metrics), with `mechanism`.
+    * `outcome`: "success" / "failure" when an authentication just ended (for metrics), with `mechanism`;
+    * `verify`: a password check to run off the event loop (nothing else happens until its answer is
+      fed to `SaslAuthenticator.verified`); `user`: the name a client tried (for the audit line).
     """
 
     serve: bool = False
@@ -102,16 +111,31 @@ class SaslStep:
     outcome: str | None = None
     mechanism: str | None = None
     reauthentication: bool = False  # the outcome is that of a re-authentication (KIP-368)
+    verify: "PasswordCheck | None" = None
+    user: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PasswordCheck:
+    """A SASL/PLAIN password to check against the credential store (pure CPU: safe on any thread)."""
+
+    credentials: Any = field(repr=False)
+    user: str
+    password: str = field(repr=False)
+
+    def run(self) -> bool:
+        return self.credentials.check_plain(self.user, self.password)
 
 
 class _Plain:
-    """RFC 4616: one token, ``authzid NUL authcid NUL password``; checked against the credential store."""
+    """RFC 4616: one token, ``authzid NUL authcid NUL password``; its password check is handed out (`PasswordCheck`)."""
 
     def __init__(self, credentials: CredentialStore) -> None:
         self._credentials = credentials
         self.user: str | None = None
+        self.attempted_user: str | None = None
 
-    def step(self, token: bytes) -> tuple[bytes, bool]:
+    def step(self, token: bytes) -> PasswordCheck:
         parts = token.split(b"\x00")
         if len(parts) != 3:
             raise AuthenticationFailed("Invalid SASL/PLAIN response: expected 3 tokens")
@@ -119,6 +143,7 @@ class _Plain:
             authzid, user, password = (p.decode("utf-8") for p in parts)
         except UnicodeDecodeError:
             raise AuthenticationFailed("Invalid SASL/PLAIN response: not UTF-8") from None
+        self.attempted_user = user or None
         if not user:
             raise AuthenticationFailed("Authentication failed: username not specified")
         if not password:
@@ -126,9 +151,12 @@ class _Plain:
         if authzid and authzid != user:
             raise AuthenticationFailed(
                 "Authentication failed: Client requested an authorization id that is different from username")
-        if not self._credentials.check_plain(user, password):
+        return PasswordCheck(self._credentials, user, password)
+
+    def checked(self, check: PasswordCheck, matches: bool) -> tuple[bytes, bool]:
+        if not matches:
             raise AuthenticationFailed("Authentication failed: Invalid username or password")
-        self.user = user
+        self.user = check.user
         return b"", True
 
 
@@ -145,8 +173,10 @@ class _Scram:
         self._server = scramp.ScramMechanism(name).make_server(self._lookup)
         self._round = 0
         self.user: str | None = None
+        self.attempted_user: str | None = None
 
     def _lookup(self, user: str):
+        self.attempted_user = user
         credential, known = self._credentials.scram_credential(user, self._mechanism)
         self.user = user if known else None  # an unknown user fails at client-final, like a wrong password
         return credential.salt, credential.stored_key, credential.server_key, credential.iterations
@@ -218,6 +248,7 @@ class SaslAuthenticator:
         self.principal: str | None = None
         self.mechanism: str | None = None
         self._exchange: _Plain | _Scram | _OAuthBearer | None = None
+        self._pending: tuple[PasswordCheck, bool] | None = None  # a handed-out password check, and whether v0
 
     def _enter(self, state: SaslState) -> None:
         if self.state not in VALID_PREVIOUS_STATES[state]:
@@ -306,48 +337,94 @@ class SaslAuthenticator:
         return _Scram(mechanism, self._credentials)
 
     def _authenticate(self, request: Any) -> SaslStep:
-        if self.state not in (SaslState.AUTHENTICATING, SaslState.REAUTHENTICATING):
+        if self.state not in (SaslState.AUTHENTICATING, SaslState.REAUTHENTICATING) or self._pending is not None:
             self._enter(SaslState.FAILED)
             return SaslStep(response=SaslAuthenticateResponse(
                 error_code=ErrorCode.ILLEGAL_SASL_STATE,
                 error_message="Unexpected SaslAuthenticate request before a SaslHandshake", auth_bytes=b""),
                 close=True, reason="SaslAuthenticate before SaslHandshake")
+        return self._framed_step(lambda: self._step(request.auth_bytes or b""))
+
+    def _framed_step(self, step: Callable[[], "tuple[bytes, bool] | PasswordCheck"]) -> SaslStep:
+        """One token's step of a v1 exchange (the answer goes in a SaslAuthenticate response)."""
         reauthentication = self.state is SaslState.REAUTHENTICATING
         try:
-            reply, done = self._step(request.auth_bytes or b"")
+            result = step()
         except AuthenticationFailed as exc:
             return SaslStep(response=SaslAuthenticateResponse(
                 error_code=ErrorCode.SASL_AUTHENTICATION_FAILED, error_message=str(exc), auth_bytes=b""),
                 close=True, delay_close=True, reason="SASL authentication failed", outcome="failure",
-                mechanism=self.mechanism, reauthentication=reauthentication)
+                mechanism=self.mechanism, reauthentication=reauthentication, user=self._attempted_user())
+        if type(result) is PasswordCheck:
+            self._pending = (result, False)
+            return SaslStep(verify=result, user=result.user)
+        reply, done = result
         step = SaslStep(reauthentication=reauthentication, response=SaslAuthenticateResponse(error_code=0, error_message=None, auth_bytes=reply,
                                                           session_lifetime_ms=self._session_lifetime_ms if done else 0))
         if done:
-            step.outcome, step.mechanism = "success", self.mechanism
+            step.outcome, step.mechanism, step.user = "success", self.mechanism, self.principal
         return step
 
     def on_raw_token(self, token: bytes) -> SaslStep:
         """One bare SASL token (the v0 flow); the reply, if any, goes back as a bare frame."""
-        if self.state is not SaslState.AUTHENTICATING_RAW:
+        if self.state is not SaslState.AUTHENTICATING_RAW or self._pending is not None:
             raise RuntimeError("a raw SASL token outside the v0 flow")
+        return self._raw_step(lambda: self._step(token))
+
+    def _raw_step(self, step: Callable[[], "tuple[bytes, bool] | PasswordCheck"]) -> SaslStep:
         try:
-            reply, done = self._step(token)
+            result = step()
         except AuthenticationFailed:
             # v0 has no way to carry an error: the connection is closed (after the delay)
             return SaslStep(close=True, delay_close=True, reason="SASL authentication failed", outcome="failure",
-                            mechanism=self.mechanism)
+                            mechanism=self.mechanism, user=self._attempted_user())
+        if type(result) is PasswordCheck:
+            self._pending = (result, True)
+            return SaslStep(verify=result, user=result.user)
+        reply, done = result
         step = SaslStep(raw_reply=reply)
         if done:
-            step.outcome, step.mechanism = "success", self.mechanism
+            step.outcome, step.mechanism, step.user = "success", self.mechanism, self.principal
         return step
 
-    def _step(self, token: bytes) -> tuple[bytes, bool]:
+    @property
+    def verifying(self) -> bool:
+        """A password check handed out by the last step has not been answered yet."""
+        return self._pending is not None
+
+    def verified(self, matches: bool) -> SaslStep:
+        """The answer of the `PasswordCheck` the last step handed out; the step that exchange goes on with."""
+        if self._pending is None:
+            raise RuntimeError("no password check is pending")
+        check, raw = self._pending
+        self._pending = None
+
+        def finish() -> tuple[bytes, bool]:
+            try:
+                return self._finish_exchange(*self._exchange.checked(check, matches))
+            except AuthenticationFailed:
+                if self.state is not SaslState.FAILED:
+                    self._enter(SaslState.FAILED)
+                raise
+
+        return self._raw_step(finish) if raw else self._framed_step(finish)
+
+    def _attempted_user(self) -> str | None:
+        exchange = self._exchange
+        return getattr(exchange, "attempted_user", None) or getattr(exchange, "user", None)
+
+    def _step(self, token: bytes) -> "tuple[bytes, bool] | PasswordCheck":
         assert self._exchange is not None
         try:
-            reply, done = self._exchange.step(token)
+            result = self._exchange.step(token)
         except AuthenticationFailed:
             self._enter(SaslState.FAILED)
             raise
+        if type(result) is PasswordCheck:
+            return result
+        return self._finish_exchange(*result)
+
+    def _finish_exchange(self, reply: bytes, done: bool) -> tuple[bytes, bool]:
         if done:
             principal = f"User:{self._exchange.user}"
             token_lifetime_s = getattr(self._exchange, "lifetime_s", None)

@@ -73,12 +73,21 @@ def make_config(data_dir: Path, **overrides) -> CoordinatorConfig:
 class RawClient:
     """A blocking Kafka-protocol connection using our codec (requests no library sends)."""
 
-    def __init__(self, port: int, timeout: float = 10.0) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    def __init__(self, port: int, timeout: float = 10.0, source: str | None = None) -> None:
+        """`source`: the local address to connect from (any of 127.0.0.0/8 on loopback)."""
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout,
+                                             source_address=(source, 0) if source else None)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.reader = FrameReader()
         self.frames: list[bytes] = []
         self.correlation_id = 0
+
+    @classmethod
+    def over(cls, sock: socket.socket) -> "RawClient":
+        """A client on a socket opened elsewhere (a TLS one, say)."""
+        client = cls.__new__(cls)
+        client.sock, client.reader, client.frames, client.correlation_id = sock, FrameReader(), [], 0
+        return client
 
     def send(self, message, version: int, client_id: str | None = "raw-client") -> int:
         self.correlation_id += 1
