@@ -26,6 +26,7 @@ _TYPES = {
     "offset-commit": ("OffsetCommitRecord", "OffsetCommitTombstone"),
     "group-metadata": ("GroupMetadataRecord", "GroupMetadataTombstone"),
     "topic": ("TopicRecord", "TopicTombstone"),
+    "end-offset": ("EndOffsetRecord", "EndOffsetTombstone"),  # type 105: a partition's reported end offset
     "scram-credential": ("ScramCredentialRecord", "ScramCredentialTombstone"),
     "acl": ("AclRecord", "AclTombstone"),
     "journal": ("GroupJournalRecord", "GroupJournalTombstone"),  # type 103: rebalances and admin actions

@@ -43,7 +43,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from cohort.coordinator.group_health import GroupHealth, HealthMonitor
+from cohort.coordinator.group_health import GroupHealth, HealthMonitor, group_lag
 from cohort.coordinator.group_journal import GroupJournal, JournalEntry, entry_from_record, rebalance_record_of
 from cohort.coordinator.groups.classic import ClassicGroup, GroupState, JoinRequest, JoinResult, SyncResult
 from cohort.coordinator.groups.consumer import (
@@ -148,6 +148,11 @@ class GroupReportError(Exception):
     def __init__(self, error_code: int, message: str) -> None:
         super().__init__(message)
         self.error_code = error_code
+
+
+def _group_not_found(group_id: str) -> GroupReportError:
+    """GROUP_ID_NOT_FOUND worded as kafka-consumer-groups.sh words it (the CLI and console show it as is)."""
+    return GroupReportError(E.GROUP_ID_NOT_FOUND, f"Consumer group '{group_id}' does not exist.")
 
 
 @dataclass(frozen=True, slots=True)
@@ -781,9 +786,9 @@ class GroupCoordinator:
     def group_health(self, group_id: str) -> GroupHealth:
         """The group's health now (see `group_health`); raises `GroupReportError`."""
         self._check_served(group_id)
+        if not self._group_exists(group_id):
+            raise _group_not_found(group_id)
         group = self._groups.get(group_id)
-        if (group is None or group.state is GroupState.DEAD) and not self.offsets.has_offsets(group_id):
-            raise GroupReportError(E.GROUP_ID_NOT_FOUND, f"group {group_id!r} does not exist")
         offsets = self._health_offsets(group_id)
         now = self.scheduler.now_ms()
         self._sample_health(group_id, offsets, now)
@@ -794,7 +799,22 @@ class GroupCoordinator:
                 deadline = group.session_deadline_ms(mem.member_id)
                 age = None if deadline is None else max(0.0, mem.session_timeout_ms - (deadline - monotonic))
                 members.append((mem.member_id, mem.client_id, mem.client_host, age))
-        return self.health.evaluate(group_id, offsets, members, now)
+        return self.health.evaluate(group_id, offsets, members, now, self._end_offset)
+
+    def _end_offset(self, topic: str, partition: int) -> int | None:
+        """The partition's reported end offset (None: unknown, or no topic registry here)."""
+        return None if self._topics is None else self._topics.end_offset(topic, partition)
+
+    def group_lag(self, group_id: str) -> dict:
+        """The group's lag per committed partition against the reported end offsets (`group_health.group_lag`:
+        lag is None where no end was reported); raises `GroupReportError`."""
+        self._check_served(group_id)
+        if not self._group_exists(group_id):
+            raise _group_not_found(group_id)
+        offsets = [(topic, p, om.offset) for topic, parts in self.offsets.group_offsets(group_id).items()
+                   for p, om in parts.items()]
+        reported = (lambda t, p: None) if self._topics is None else self._topics.reported_end
+        return {"group": group_id, **group_lag(offsets, reported)}
 
     def _health_offsets(self, group_id: str) -> list[tuple[str, int, int, int]]:
         return [(topic, p, om.offset, om.commit_timestamp)
@@ -844,15 +864,19 @@ class GroupCoordinator:
             if req.report == "rebalances":
                 self._check_served(group_id)
                 entries = self.journal.entries(group_id, req.since_ms if req.since_ms >= 0 else None)
-                if not entries and group_id not in self._groups and not self.journal.entries(group_id):
-                    raise GroupReportError(E.GROUP_ID_NOT_FOUND, f"group {group_id!r} does not exist")
+                if not entries and not self._group_exists(group_id) and not self.journal.entries(group_id):
+                    raise _group_not_found(group_id)
                 document: object = [e.to_json() for e in entries]
             elif req.report == "history":
                 events = await self.offset_history(group_id, req.topic, req.partition if req.partition >= 0 else None,
                                                    req.since_ms if req.since_ms >= 0 else None)
+                if not events and not self._group_exists(group_id) and not await self.offset_history(group_id):
+                    raise _group_not_found(group_id)
                 document = [e.to_json() for e in events]
             elif req.report == "health":
                 document = self.group_health(group_id).to_json()
+            elif req.report == "lag":
+                document = self.group_lag(group_id)
             elif req.report == "offsets-at":
                 if req.at_ms < 0:
                     raise GroupReportError(E.INVALID_REQUEST, "offsets-at needs at_ms")
@@ -866,6 +890,14 @@ class GroupCoordinator:
         except GroupReportError as exc:
             return m.GroupReportResponse(error_code=exc.error_code, error_message=str(exc), report=b"")
         return m.GroupReportResponse(error_code=0, error_message=None, report=json.dumps(document).encode())
+
+    def _group_exists(self, group_id: str) -> bool:
+        """A live classic or consumer group, or committed offsets under its id (as Kafka's tool sees a group)."""
+        group = self._groups.get(group_id)
+        consumer_group = self._consumer_groups.get(group_id)
+        return ((group is not None and group.state is not GroupState.DEAD)
+                or (consumer_group is not None and consumer_group.state is not ConsumerGroupState.DEAD)
+                or self.offsets.has_offsets(group_id))
 
     def _check_served(self, group_id: str) -> None:
         error = E.INVALID_GROUP_ID if not group_id else self._partition_error(self.partition_for(group_id))

@@ -261,6 +261,7 @@ class EtcdClient:
 
 # Building blocks of a transaction (etcd's Compare and RequestOp messages).
 compare_create_revision = KVService.txn_compare_create_revision
+compare_value = KVService.txn_compare_value
 op_put = KVService.txn_op_put
 op_delete = KVService.txn_op_delete
 op_range = KVService.txn_op_get
