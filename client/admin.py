@@ -55,6 +55,9 @@ EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 # Topic changes retried by Kafka's admin client; e.g. UNKNOWN_TOPIC_OR_PARTITION is final here.
 TOPIC_CHANGE_RETRIABLE = frozenset({ErrorCode.NOT_CONTROLLER, ErrorCode.THROTTLING_QUOTA_EXCEEDED})
+# Cohort's end-offset APIs: worth another try at the controller (an unknown topic is an answer, not a wait).
+_PRIVATE_TOPIC_API_RETRIABLE = frozenset({ErrorCode.NOT_CONTROLLER, ErrorCode.REQUEST_TIMED_OUT,
+                                          ErrorCode.KAFKA_STORAGE_ERROR, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS})
 GROUP_STATES = ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead", "Assigning", "Reconciling")
 
 
@@ -438,7 +441,7 @@ class Admin:
                         results[key] = (code, message, value)
                         continue
                     error = kafka_error(code, message or f"{what} {key}")
-                    if (error.code in TOPIC_CHANGE_RETRIABLE or error.retriable) and not deadline.expired:
+                    if error.code in _PRIVATE_TOPIC_API_RETRIABLE and not deadline.expired:
                         retry[key] = pending[key]
                         if error.code == ErrorCode.NOT_CONTROLLER:
                             await self.cluster.metadata([])
