@@ -1011,22 +1011,37 @@ class _SettingFlag(argparse.Action):
         setattr(namespace, _FLAGS_DEST, collected)
 
 
+# `cohort serve --help` lists the settings by area: each area starts at the setting named here (the
+# fields of `CoordinatorConfig` are declared area by area).
+SETTING_AREAS: dict[str, str] = {
+    "listeners": "server: listeners, data directory, node id, workers",
+    "cluster": "cluster mode (etcd)",
+    "group.min.session.timeout.ms": "consumer groups",
+    "offset.metadata.max.bytes": "committed offsets and the offsets log",
+    "auto.create.topics.enable": "topics and fetches",
+    "socket.request.max.bytes": "connections and request limits",
+    "sasl.enabled.mechanisms": "security: SASL, authorization, TLS",
+    "metrics.listen": "operations: metrics, console, logging, shutdown",
+}
+
+
 def add_config_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add ``--config FILE`` and one flag per setting (plus short aliases)."""
+    """Add ``--config FILE`` and one flag per setting (plus short aliases), grouped by area."""
     parser.set_defaults(**{_FLAGS_DEST: None})
     parser.add_argument(
         "--config", metavar="FILE", default=None,
-        help=f"TOML config file (default: ${CONFIG_FILE_ENV} if set). Precedence: flag > env > file > default.",
+        help=f"TOML config file (default: ${CONFIG_FILE_ENV} if set). Precedence: flag > env > file > default. "
+             f"Every setting below is also read from that file (same dotted name) and from the environment "
+             f"({ENV_PREFIX}<NAME>, dots as underscores, upper case).",
     )
-    group = parser.add_argument_group(
-        "settings",
-        f"Every setting is also read from a TOML file (same dotted name) and from the environment "
-        f"({ENV_PREFIX}<NAME>, dots as underscores, upper case).",
-    )
+    group = parser.add_argument_group("settings")
     for spec in SETTINGS:
+        if spec.name in SETTING_AREAS:
+            group = parser.add_argument_group(SETTING_AREAS[spec.name])
         default = "unset" if spec.default is None else spec.default
+        flags = dict.fromkeys((*spec.aliases, spec.flag))  # an alias may be the flag itself (--workers)
         group.add_argument(
-            *spec.aliases, spec.flag,
+            *flags,
             dest=f"_setting_{spec.attr}", action=_SettingFlag, const=spec.name, default=argparse.SUPPRESS,
             metavar=spec.kind.metavar, help=f"{spec.doc} [{spec.kind.describe()}; default {default}; env {spec.env_var}]",
         )
