@@ -198,7 +198,7 @@ class CoordinatorServer:
         await self.groups.wait_loaded()
         failed = self.groups.failed_partitions()
         owned = len(list(self.ownership.owned()))
-        log.info("offsets log loaded: %d partitions, %d records in %.0f ms%s", owned - len(failed),
+        log.info("offsets log loaded: %d partitions, %d live records in %.0f ms%s", owned - len(failed),
                  self.groups.loaded_records, (time.perf_counter() - loading) * 1000,
                  f", {len(failed)} partitions failed" if failed else "")
         if failed:
