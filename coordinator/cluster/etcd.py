@@ -108,12 +108,21 @@ class EtcdClient:
             details = exc.details() or ""
             if exc.code() == grpc.StatusCode.INVALID_ARGUMENT and "too large" in details:
                 raise EtcdRequestTooLarge(f"etcd {what}: {details}") from exc
-            raise EtcdUnavailable(f"etcd {what}: {exc.code().name} {details}".rstrip()) from exc
+            raise EtcdUnavailable(f"etcd {what}: {self._reason(exc)}") from exc
         except EtcdError as exc:
             cause = exc.__cause__
             if isinstance(cause, grpc.aio.AioRpcError) and "too large" in (cause.details() or ""):
                 raise EtcdRequestTooLarge(f"etcd {what}: {cause.details()}") from exc
-            raise EtcdUnavailable(f"etcd {what}: {exc}") from exc
+            reason = self._reason(cause) if isinstance(cause, grpc.aio.AioRpcError) else str(exc).splitlines()[0]
+            raise EtcdUnavailable(f"etcd {what}: {reason}") from exc
+
+    def _reason(self, exc: grpc.aio.AioRpcError) -> str:
+        """One short line for a failed call: gRPC's details of an unreachable endpoint are a paragraph of
+        transport errors, which reached the CLI's users verbatim."""
+        if exc.code() == grpc.StatusCode.UNAVAILABLE:
+            return f"no etcd member answers at {','.join(self.endpoints)} (is etcd running?)"
+        details = (exc.details() or "").splitlines()
+        return f"{exc.code().name} {details[0][:200] if details else ''}".rstrip()
 
     # --- key-value -------------------------------------------------------------------------------
 
@@ -160,9 +169,9 @@ class EtcdClient:
                 details = exc.details() or ""
                 if exc.code() == grpc.StatusCode.INVALID_ARGUMENT and "too large" in details:
                     raise EtcdRequestTooLarge(f"etcd txn: {details}") from exc
-                raise EtcdUnavailable(f"etcd txn: {exc.code().name} {details}".rstrip()) from exc
+                raise EtcdUnavailable(f"etcd txn: {self._reason(exc)}") from exc
             except (grpc.RpcError, grpc.aio.BaseError) as exc:  # e.g. the channel closed under the call
-                raise EtcdUnavailable(f"etcd txn: {exc!r}") from exc
+                raise EtcdUnavailable(f"etcd txn: {type(exc).__name__}") from exc
         except EtcdUnavailable:
             if leader is not None and self._leader is leader:
                 self._retire_leader()  # the leader died or moved: round-robin until the next lookup

@@ -65,3 +65,32 @@ def test_end_offsets_live_in_etcd_are_seen_by_every_node_and_never_move_back(etc
         for node in nodes:
             if node.process.poll() is None:
                 node.stop()
+
+
+def test_a_stopped_etcd_gives_cli_users_one_clear_line(etcd, tmp_path):
+    node = start_node(tmp_path, etcd, 1)
+    try:
+        created = run_cohort("topics", "create", "--topic", "before-outage", "--partitions", "1",
+                             "--bootstrap-server", node.bootstrap)
+        assert created.returncode == 0, created.stderr
+        for member in etcd.members:
+            etcd.kill(member)
+        try:
+            results = [run_cohort(*command, "--bootstrap-server", node.bootstrap, "--timeout", "8000", timeout=60)
+                       for command in (("topics", "create", "--topic", "during-outage", "--partitions", "1"),
+                                       ("topics", "end-offsets", "set", "--topic", "before-outage", "--partition",
+                                        "0", "--offset", "5"))]
+            status = run_cohort("cluster", "status", "--cluster", etcd.url, timeout=60)
+        finally:
+            for member in etcd.members:
+                etcd.start_member(member)
+            etcd.wait_healthy(60)
+        for result in [*results, status]:
+            assert result.returncode != 0
+            lines = [line for line in result.stderr.splitlines() if not line.startswith("WARN:")]
+            assert len(lines) == 1 and lines[0].startswith(("Error: ", "cohort cluster: ")), result.stderr
+            assert "Traceback" not in result.stderr and "ipv4:" not in result.stderr
+            assert "failed to connect to all addresses" not in result.stderr
+        assert "(is etcd running?)" in results[0].stderr, results[0].stderr
+    finally:
+        node.stop()
