@@ -577,7 +577,7 @@ class CoordinatorConfig:
     group_consumer_assignors: str = _setting("uniform,range", NameListKind(",", CONSUMER_GROUP_ASSIGNORS), "Consumer groups: server-side assignors members may name; the first is the default.")
     group_consumer_migration_policy: str = _setting("bidirectional", ChoiceKind(CONSUMER_GROUP_MIGRATION_POLICIES), "Consumer groups: online conversion between classic and consumer groups (disabled, upgrade, downgrade, bidirectional).")
     group_journal_max_entries: int = _setting(100, IntKind(1, 100000), "Journal entries (rebalances, admin actions) kept per group (`cohort groups rebalances`).")
-    group_health_stall_ms: int = _setting(300000, _POSITIVE_MS, "A group with members whose committed offset of a partition has not moved for this long is STALLED.")
+    group_health_stall_ms: int = _setting(300000, _POSITIVE_MS, "A group with members whose committed offset of a partition has not moved for this long, while data is waiting (below the reported end offset, or no end reported), is STALLED.")
     # -- offsets --------------------------------------------------------------
     offset_metadata_max_bytes: int = _setting(4096, IntKind(0, 32767), "Largest commit metadata string (OFFSET_METADATA_TOO_LARGE beyond; the record format holds at most 32767 bytes).")
     offsets_retention_minutes: int = _setting(10080, IntKind(1), "How long committed offsets of an empty group are kept.")
