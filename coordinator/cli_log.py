@@ -193,6 +193,10 @@ def _table_row(row: dict) -> str:
     elif kind == "topic":
         what = r["name"]
         value = "<tombstone>" if row["tombstone"] else f"id={r['topic_id']} partitions={r['partitions']}"
+    elif kind == "end-offset":
+        what = f"{r['topic']}-{r['partition']}"
+        value = "<tombstone>" if row["tombstone"] else (
+            f"end_offset={r['end_offset']} topic_id={r['topic_id']} reported_ms={r['reported_ms']}")
     else:
         what = ""
         value = row.get("error", "")

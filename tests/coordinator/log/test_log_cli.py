@@ -214,3 +214,18 @@ def test_verify_shows_its_progress_on_a_terminal_only(data_dir):
     piped = subprocess.run(cohort_command("log", "verify", "--data-dir", str(data_dir)), capture_output=True,
                            text=True, timeout=60)
     assert "verifying" not in piped.stderr and piped.stderr.startswith("ok: 11 records")
+
+
+async def test_dump_shows_reported_end_offsets(tmp_path, capsys):
+    from cohort.coordinator.records import EndOffsetRecord
+
+    log, _ = await open_log(tmp_path, num_partitions=1)
+    await log.append(0, [encode_record(TopicRecord("t", uuid.UUID(int=1), 2)),
+                         encode_record(EndOffsetRecord("t", 1, uuid.UUID(int=1), 42, 1000))])
+    await log.close()
+    code, out, _ = run(capsys, "dump", "--data-dir", str(tmp_path), "--type", "end-offset")
+    [row] = [json.loads(line) for line in out.splitlines()]
+    assert code == 0 and row["record"] == {"topic": "t", "partition": 1, "topic_id": str(uuid.UUID(int=1)),
+                                           "end_offset": 42, "reported_ms": 1000}
+    code, out, _ = run(capsys, "dump", "--data-dir", str(tmp_path), "--format", "table")
+    assert "t-1" in out.splitlines()[-1] and "end_offset=42" in out.splitlines()[-1]
