@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 
 import pytest
 
@@ -46,6 +47,25 @@ def kafka_python_latest(bootstrap: str, topic: str, partitions: int) -> dict[int
         consumer.close()
 
 
+def kafka_python_fetch_highwater(bootstrap: str, topic: str, partition: int) -> int | None:
+    """The high watermark kafka-python learned from a Fetch response."""
+    from kafka import KafkaConsumer
+    from kafka.structs import TopicPartition as KTP
+
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, request_timeout_ms=20000, fetch_max_wait_ms=100,
+                             enable_auto_commit=False)
+    try:
+        tp = KTP(topic, partition)
+        consumer.assign([tp])
+        consumer.seek(tp, 3)
+        deadline = time.monotonic() + 20
+        while consumer.highwater(tp) is None and time.monotonic() < deadline:
+            consumer.poll(timeout_ms=200)
+        return consumer.highwater(tp)
+    finally:
+        consumer.close()
+
+
 def confluent_watermarks(bootstrap: str, topic: str, partition: int) -> tuple[int, int]:
     from confluent_kafka import Consumer, TopicPartition as CTP
 
@@ -83,6 +103,7 @@ async def test_reported_end_offsets_drive_log_end_lag_and_list_offsets(tmp_path)
         # Real Kafka clients: ListOffsets (latest) answers the reported end.
         assert (await asyncio.to_thread(kafka_python_latest, server.bootstrap, "eo-topic", 1)) == {0: 10}
         assert (await asyncio.to_thread(confluent_watermarks, server.bootstrap, "eo-topic", 0)) == (0, 10)
+        assert (await asyncio.to_thread(kafka_python_fetch_highwater, server.bootstrap, "eo-topic", 0)) == 10
 
         # Monotonic: a lower report leaves the end where it was, and says so.
         lower = await asyncio.to_thread(cli, server, "topics", "end-offsets", "set", "--topic", "eo-topic",
