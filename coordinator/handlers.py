@@ -230,6 +230,7 @@ class RequestHandlers:
         self._registry_mirror_due = 0.0
         self._registry_mirroring: asyncio.Task | None = None
         self._mirror_task: asyncio.Task | None = None  # the periodic mirror (start_registry_mirror)
+        self._mirror_failing = False  # the last mirror attempt failed (logged once per outage)
         # name -> (topic id, partitions) as the registry's owner last told this node (when it is another node)
         self._known_topics: dict[str, tuple[uuid.UUID, int]] = {}
         self.topics = topics
@@ -394,8 +395,14 @@ class RequestHandlers:
                             self.topics.apply(EndOffsetRecord(t.name, p.partition_index, topic.topic_id,
                                                               p.end_offset, p.reported_ms))
             self._registry_mirror_due = asyncio.get_running_loop().time() + REGISTRY_MIRROR_S
+            if self._mirror_failing:
+                self._mirror_failing = False
+                log.info("mirroring the topic registry again")
         except Exception as exc:  # noqa: BLE001 - the heartbeat is answered from the mirror as it is
-            log.info("cannot mirror the topic registry for consumer groups: %s", exc)
+            # once per outage at INFO: the periodic mirror retries every second while the owner is down
+            log.log(logging.DEBUG if self._mirror_failing else logging.INFO,
+                    "cannot mirror the topic registry for consumer groups: %s", exc)
+            self._mirror_failing = True
         finally:
             self._registry_mirroring = None
 
