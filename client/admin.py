@@ -42,18 +42,23 @@ from cohort.protocol.messages import (
     CreateTopicsRequest,
     DeleteGroupsRequest,
     DeleteTopicsRequest,
+    DescribeEndOffsetsRequest,
     DescribeGroupsRequest,
     GroupOverviewRequest,
     GroupReportRequest,
     ListGroupsRequest,
     ListOffsetsRequest,
     OffsetDeleteRequest,
+    ReportEndOffsetsRequest,
 )
 
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 # Topic changes retried by Kafka's admin client; e.g. UNKNOWN_TOPIC_OR_PARTITION is final here.
 TOPIC_CHANGE_RETRIABLE = frozenset({ErrorCode.NOT_CONTROLLER, ErrorCode.THROTTLING_QUOTA_EXCEEDED})
+# Cohort's end-offset APIs: worth another try at the controller (an unknown topic is an answer, not a wait).
+_PRIVATE_TOPIC_API_RETRIABLE = frozenset({ErrorCode.NOT_CONTROLLER, ErrorCode.REQUEST_TIMED_OUT,
+                                          ErrorCode.KAFKA_STORAGE_ERROR, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS})
 GROUP_STATES = ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead", "Assigning", "Reconciling")
 
 
@@ -106,6 +111,14 @@ class NewTopic:
     num_partitions: int = -1  # -1: the broker's num.partitions
     replication_factor: int = -1
     configs: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(slots=True, frozen=True)
+class ReportedEnd:
+    """A partition's end offset as its source reported it to Cohort, and when (epoch ms)."""
+
+    end_offset: int
+    reported_ms: int
 
 
 @dataclass(slots=True, frozen=True)
@@ -364,7 +377,7 @@ class Admin:
 
     async def group_overview_pages(self, node_id: int | None, *, search: str | None = None, page_size: int = 500):
         """The groups broker `node_id` coordinates (None: any broker), as Cohort summarizes them (state,
-        members, health, lag per topic), one bounded GroupOverview page (Cohort's private API 10002) at a
+        members, health, lag per topic), one bounded GroupOverview page (Cohort's private API 10003) at a
         time: yields each page's document.
 
         A server that does not know the API closes the connection: that raises `UnsupportedApi`."""
@@ -388,6 +401,88 @@ class Admin:
             if not page["more"]:
                 return
             after = page["next_after"]
+
+    # ------------------------------------------------------------ reported end offsets (Cohort's own)
+
+    async def report_end_offsets(self, ends: Mapping[TopicPartition, int]) -> dict[TopicPartition, int | KafkaError]:
+        """Tell Cohort how far each partition's data goes (the source's latest offsets). Per partition: the end
+        now kept (ends only move forward: a lower report leaves the higher one) or the error (e.g.
+        TOPIC_AUTHORIZATION_FAILED without topic WRITE or ALTER, UNKNOWN_TOPIC_OR_PARTITION).
+
+        ReportEndOffsets is Cohort's private API (key 10001, never advertised), sent as v0 to the controller;
+        a server that does not know it closes the connection: that raises `UnsupportedApi`."""
+        wanted = {TopicPartition(*tp): end for tp, end in ends.items()}
+        Topic = ReportEndOffsetsRequest.ReportedTopic
+
+        def request(pending):
+            return ReportEndOffsetsRequest(topics=[
+                Topic(name=t, partitions=[Topic.ReportedPartition(partition_index=p,
+                                                                  end_offset=pending[TopicPartition(t, p)])
+                                          for p in ps])
+                for t, ps in partitions_by_topic(pending).items()])
+
+        def answers(response):
+            return {TopicPartition(t.name, p.partition_index): (p.error_code, p.error_message, p.end_offset)
+                    for t in response.topics for p in t.partitions}
+
+        results = await self._private_to_controller("ReportEndOffsets", wanted, request, answers)
+        return {tp: value if isinstance(value, KafkaError) else value[2] for tp, value in results.items()}
+
+    async def describe_end_offsets(self, topics: Iterable[str]) -> dict[str, dict[int, ReportedEnd | None] | KafkaError]:
+        """Each topic's partitions with their reported end (None: never reported), or the topic's error."""
+        names = list(dict.fromkeys(topics))
+
+        def request(pending):
+            return DescribeEndOffsetsRequest(topics=list(pending))
+
+        def answers(response):
+            return {t.name: (t.error_code, t.error_message, {
+                p.partition_index: ReportedEnd(p.end_offset, p.reported_ms) if p.end_offset >= 0 else None
+                for p in t.partitions}) for t in response.topics}
+
+        results = await self._private_to_controller("DescribeEndOffsets", dict.fromkeys(names), request, answers)
+        return {name: value if isinstance(value, KafkaError) else value[2] for name, value in results.items()}
+
+    async def _private_to_controller(self, what: str, pending: dict, request, answers) -> dict:
+        """Send one of Cohort's private topic APIs (v0) to the controller, retrying NOT_CONTROLLER and
+        lost connections until the API timeout; `answers(response)` maps each key to (code, message, value)."""
+        deadline = self.cluster.deadline()
+        backoff = self.cluster.backoff()
+        results: dict = {}
+        while pending:
+            retry: dict = {}
+            try:
+                conn = await self.cluster.controller_connection()
+                await conn.connect()
+                try:
+                    response = await conn.request(request(pending), version=0)
+                except RequestTimedOut:
+                    raise
+                except KafkaConnectionError:
+                    raise UnsupportedApi(f"{conn.address} closed the connection on Cohort's {what} API: "
+                                         "not a Cohort server, or an older one") from None
+            except KafkaConnectionError:
+                if deadline.expired:
+                    raise
+                retry = pending
+            else:
+                got = answers(response)
+                for key in pending:
+                    code, message, value = got.get(key, (ErrorCode.UNKNOWN_SERVER_ERROR, f"{what}: no answer", None))
+                    if code == ErrorCode.NONE:
+                        results[key] = (code, message, value)
+                        continue
+                    error = kafka_error(code, message or f"{what} {key}")
+                    if error.code in _PRIVATE_TOPIC_API_RETRIABLE and not deadline.expired:
+                        retry[key] = pending[key]
+                        if error.code == ErrorCode.NOT_CONTROLLER:
+                            await self.cluster.metadata([])
+                    else:
+                        results[key] = error
+            pending = retry
+            if pending:
+                await asyncio.sleep(min(backoff.next_delay(), deadline.remaining()))
+        return results
 
     # ------------------------------------------------------------ topics
 

@@ -148,3 +148,10 @@ class BlockingAdmin:
 
     def list_partition_offsets(self, specs: Mapping[tuple[str, int], int]) -> dict[TopicPartition, ListedOffset]:
         return self._run(self._admin.list_partition_offsets(specs))
+
+    # Cohort's own: the end offsets sources report
+    def report_end_offsets(self, ends: Mapping[tuple[str, int], int]) -> dict[TopicPartition, int | KafkaError]:
+        return self._run(self._admin.report_end_offsets(ends))
+
+    def describe_end_offsets(self, topics: Iterable[str]) -> dict:
+        return self._run(self._admin.describe_end_offsets(topics))

@@ -7,12 +7,14 @@ import sys
 from cohort.coordinator import __version__
 from cohort.coordinator import cli_cluster, cli_log, cli_security, cli_serve
 from cohort.client import cli as client_cli
+from cohort.client.cli.runner import OneLineArgumentParser
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="cohort", description="Cohort: a standalone Kafka group coordinator.")
+    parser = OneLineArgumentParser(prog="cohort", description="Cohort: a standalone Kafka group coordinator.")
     parser.add_argument("--version", action="version", version=f"cohort {__version__}")
-    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    # a usage error is one line with the fix, never the 60-line usage block
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=OneLineArgumentParser)
     cli_serve.register(subparsers)
     cli_log.register(subparsers)
     cli_cluster.register(subparsers)

@@ -26,6 +26,7 @@ _TYPES = {
     "offset-commit": ("OffsetCommitRecord", "OffsetCommitTombstone"),
     "group-metadata": ("GroupMetadataRecord", "GroupMetadataTombstone"),
     "topic": ("TopicRecord", "TopicTombstone"),
+    "end-offset": ("EndOffsetRecord", "EndOffsetTombstone"),  # type 105: a partition's reported end offset
     "scram-credential": ("ScramCredentialRecord", "ScramCredentialTombstone"),
     "acl": ("AclRecord", "AclTombstone"),
     "journal": ("GroupJournalRecord", "GroupJournalTombstone"),  # type 103: rebalances and admin actions
@@ -192,6 +193,10 @@ def _table_row(row: dict) -> str:
     elif kind == "topic":
         what = r["name"]
         value = "<tombstone>" if row["tombstone"] else f"id={r['topic_id']} partitions={r['partitions']}"
+    elif kind == "end-offset":
+        what = f"{r['topic']}-{r['partition']}"
+        value = "<tombstone>" if row["tombstone"] else (
+            f"end_offset={r['end_offset']} topic_id={r['topic_id']} reported_ms={r['reported_ms']}")
     else:
         what = ""
         value = row.get("error", "")
@@ -240,7 +245,12 @@ def _verify(args: argparse.Namespace) -> int:
         damage += 1
         print(exc)
         marks = {}
-    for p in list_partitions(args.data_dir):
+    partitions = list_partitions(args.data_dir)
+    progress = _Progress(len(partitions))
+    live = 0
+    for p in partitions:
+        progress.show(p, records)
+        latest: dict[bytes, bool] = {}  # this partition's keys -> whether their latest value is a tombstone
         pdir = partition_dir(args.data_dir, p)
         leftovers = sorted(n.name for n in pdir.iterdir() if n.name.endswith((".swap", ".cleaned")))
         for name in leftovers:
@@ -299,11 +309,14 @@ def _verify(args: argparse.Namespace) -> int:
             for v in views:
                 keys, values = v.keys_values(buf)
                 for offset, key, value in zip(v.offsets(buf), keys, values):
+                    latest[key] = value is None
                     try:
                         decode_record(key, value)
                     except RecordDecodeError as exc:
                         damage += 1
                         print(f"{path}: position {v.position}: record at offset {offset}: {exc}")
+        live += sum(1 for tombstone in latest.values() if not tombstone)
+    progress.done()
     for _, path in list_journals(Path(args.data_dir)):
         try:
             journal = scan_journal(path, _MAX_PARTITIONS)
@@ -324,12 +337,39 @@ def _verify(args: argparse.Namespace) -> int:
     if args.strict:
         damage += warnings
     status = "damaged" if damage else "ok"
-    print(f"{status}: {records} records in {batches} batches checked, {damage} problems, {warnings} warnings",
-          file=sys.stderr)
+    # "live": the latest value of each key, what a start loads (its "offsets log loaded: … live records" line)
+    print(f"{status}: {records} records in {batches} batches checked ({live} live records), {damage} problems, "
+          f"{warnings} warnings", file=sys.stderr)
     return EXIT_DAMAGE if damage else EXIT_OK
 
 
 _MAX_PARTITIONS = 1 << 16  # journal entries name their partition; verify accepts any the format allows
+
+
+class _Progress:
+    """Where a long verify is, on a terminal only (one line rewritten in place on stderr, at most 4 times a
+    second, erased at the end); scripts and pipes see nothing of it."""
+
+    def __init__(self, partitions: int) -> None:
+        import time
+
+        self._clock = time.monotonic
+        self._partitions = partitions
+        self._shown_at: float | None = None
+        self._enabled = sys.stderr.isatty()
+
+    def show(self, partition: int, records: int) -> None:
+        now = self._clock()
+        if not self._enabled or (self._shown_at is not None and now - self._shown_at < 0.25):
+            return
+        self._shown_at = now
+        sys.stderr.write(f"\rverifying partition {partition + 1}/{self._partitions}: {records} records so far\x1b[K")
+        sys.stderr.flush()
+
+    def done(self) -> None:
+        if self._enabled and self._shown_at is not None:
+            sys.stderr.write("\r\x1b[K")
+            sys.stderr.flush()
 
 
 def _server_holding(data_dir: Path) -> str | None:

@@ -605,7 +605,7 @@ class CoordinatorConfig:
     group_consumer_assignors: str = _setting("uniform,range", NameListKind(",", CONSUMER_GROUP_ASSIGNORS), "Consumer groups: server-side assignors members may name; the first is the default.")
     group_consumer_migration_policy: str = _setting("bidirectional", ChoiceKind(CONSUMER_GROUP_MIGRATION_POLICIES), "Consumer groups: online conversion between classic and consumer groups (disabled, upgrade, downgrade, bidirectional).")
     group_journal_max_entries: int = _setting(100, IntKind(1, 100000), "Journal entries (rebalances, admin actions) kept per group (`cohort groups rebalances`).")
-    group_health_stall_ms: int = _setting(300000, _POSITIVE_MS, "A group with members whose committed offset of a partition has not moved for this long is STALLED.")
+    group_health_stall_ms: int = _setting(300000, _POSITIVE_MS, "A group with members whose committed offset of a partition has not moved for this long, while data is waiting (below the reported end offset, or no end reported), is STALLED.")
     # -- offsets --------------------------------------------------------------
     offset_metadata_max_bytes: int = _setting(4096, IntKind(0, 32767), "Largest commit metadata string (OFFSET_METADATA_TOO_LARGE beyond; the record format holds at most 32767 bytes).")
     offsets_retention_minutes: int = _setting(10080, IntKind(1), "How long committed offsets of an empty group are kept.")
@@ -1072,22 +1072,37 @@ class _SettingFlag(argparse.Action):
         setattr(namespace, _FLAGS_DEST, collected)
 
 
+# `cohort serve --help` lists the settings by area: each area starts at the setting named here (the
+# fields of `CoordinatorConfig` are declared area by area).
+SETTING_AREAS: dict[str, str] = {
+    "listeners": "server: listeners, data directory, node id, workers",
+    "cluster": "cluster mode (etcd)",
+    "group.min.session.timeout.ms": "consumer groups",
+    "offset.metadata.max.bytes": "committed offsets and the offsets log",
+    "auto.create.topics.enable": "topics and fetches",
+    "socket.request.max.bytes": "connections and request limits",
+    "sasl.enabled.mechanisms": "security: SASL, authorization, TLS",
+    "metrics.listen": "operations: metrics, console, logging, shutdown",
+}
+
+
 def add_config_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add ``--config FILE`` and one flag per setting (plus short aliases)."""
+    """Add ``--config FILE`` and one flag per setting (plus short aliases), grouped by area."""
     parser.set_defaults(**{_FLAGS_DEST: None})
     parser.add_argument(
         "--config", metavar="FILE", default=None,
-        help=f"TOML config file (default: ${CONFIG_FILE_ENV} if set). Precedence: flag > env > file > default.",
+        help=f"TOML config file (default: ${CONFIG_FILE_ENV} if set). Precedence: flag > env > file > default. "
+             f"Every setting below is also read from that file (same dotted name) and from the environment "
+             f"({ENV_PREFIX}<NAME>, dots as underscores, upper case).",
     )
-    group = parser.add_argument_group(
-        "settings",
-        f"Every setting is also read from a TOML file (same dotted name) and from the environment "
-        f"({ENV_PREFIX}<NAME>, dots as underscores, upper case).",
-    )
+    group = parser.add_argument_group("settings")
     for spec in SETTINGS:
+        if spec.name in SETTING_AREAS:
+            group = parser.add_argument_group(SETTING_AREAS[spec.name])
         default = "unset" if spec.default is None else spec.default
+        flags = dict.fromkeys((*spec.aliases, spec.flag))  # an alias may be the flag itself (--workers)
         group.add_argument(
-            *spec.aliases, spec.flag,
+            *flags,
             dest=f"_setting_{spec.attr}", action=_SettingFlag, const=spec.name, default=argparse.SUPPRESS,
             metavar=spec.kind.metavar, help=f"{spec.doc} [{spec.kind.describe()}; default {default}; env {spec.env_var}]",
         )

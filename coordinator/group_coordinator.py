@@ -46,7 +46,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from cohort.coordinator.group_health import GroupHealth, HealthMonitor
-from cohort.coordinator.lag import LagHistory, LogEnds, partition_lag, topic_lags, total_lag
+from cohort.coordinator.lag import LagHistory, LogEnds, group_lag, topic_lags, total_lag
 from cohort.coordinator.group_journal import GroupJournal, JournalEntry, entry_from_record, rebalance_record_of
 from cohort.coordinator.groups.classic import ClassicGroup, GroupState, JoinRequest, JoinResult, SyncResult
 from cohort.coordinator.groups.consumer import (
@@ -155,6 +155,11 @@ class GroupReportError(Exception):
     def __init__(self, error_code: int, message: str) -> None:
         super().__init__(message)
         self.error_code = error_code
+
+
+def _group_not_found(group_id: str) -> GroupReportError:
+    """GROUP_ID_NOT_FOUND worded as kafka-consumer-groups.sh words it (the CLI and console show it as is)."""
+    return GroupReportError(E.GROUP_ID_NOT_FOUND, f"Consumer group '{group_id}' does not exist.")
 
 
 @dataclass(frozen=True, slots=True)
@@ -303,7 +308,7 @@ class GroupCoordinator:
         self._releases: set[asyncio.Task] = set()
         self._high_watermarks: dict[str, dict[int, int]] = {}
         # Where partitions end (lag); the request handlers widen it with the registry and the peers' ends.
-        self.log_ends = LogEnds(self.high_watermark)
+        self.log_ends = LogEnds()  # the registry's reported ends, once the server wires its topics in
         self.lag_history = LagHistory()
         self._lag_sampling: asyncio.Task | None = None
         # Per partition: appends started / finished, and RequireStable fetches waiting for a count.
@@ -800,9 +805,9 @@ class GroupCoordinator:
         """The group's health now (see `group_health`), judged over the partitions of the topics
         `topic_visible` admits (None: all); raises `GroupReportError`."""
         self._check_served(group_id)
+        if not self._group_exists(group_id):
+            raise _group_not_found(group_id)
         group = self._groups.get(group_id)
-        if (group is None or group.state is GroupState.DEAD) and not self.offsets.has_offsets(group_id):
-            raise GroupReportError(E.GROUP_ID_NOT_FOUND, f"group {group_id!r} does not exist")
         offsets = self._health_offsets(group_id)
         now = self.scheduler.now_ms()
         self._sample_health(group_id, offsets, now)  # every partition: the samples are the group's, not the asker's
@@ -815,7 +820,24 @@ class GroupCoordinator:
                 deadline = group.session_deadline_ms(mem.member_id)
                 age = None if deadline is None else max(0.0, mem.session_timeout_ms - (deadline - monotonic))
                 members.append((mem.member_id, mem.client_id, mem.client_host, age))
-        return self.health.evaluate(group_id, offsets, members, now)
+        return self.health.evaluate(group_id, offsets, members, now, self.log_ends.end_offset)
+
+    def group_lag(self, group_id: str, since_ms: int | None = None,
+                  topic_visible: Callable[[str], bool] | None = None) -> dict:
+        """GroupReport's "lag": each committed partition's reported end and lag (`lag.group_lag`: None where no
+        end was reported), the total, and the total as sampled since `since_ms`, over the topics
+        `topic_visible` admits (None: all; the sampled totals are left out when it hides some, as they
+        counted them); raises `GroupReportError`."""
+        self._check_served(group_id)
+        if not self._group_exists(group_id):
+            raise _group_not_found(group_id)
+        offsets = [(topic, p, om.offset) for topic, parts in self.offsets.group_offsets(group_id).items()
+                   for p, om in parts.items()]
+        shown = offsets if topic_visible is None else [o for o in offsets if topic_visible(o[0])]
+        samples = [] if len(shown) < len(offsets) else [
+            [ms, lag] for ms, lag in self.lag_history.of(group_id) if since_ms is None or ms >= since_ms]
+        return {"group": group_id, "now_ms": self.scheduler.now_ms(),
+                **group_lag(shown, self.log_ends.reported_end), "samples": samples}
 
     def _health_offsets(self, group_id: str) -> list[tuple[str, int, int, int]]:
         return [(topic, p, om.offset, om.commit_timestamp)
@@ -858,29 +880,16 @@ class GroupCoordinator:
                     until = time.perf_counter() + LAG_SAMPLE_SLICE_S
                 if self.partition_for(group_id) in self._loaded \
                         and self.offsets.group_offset_count(group_id) <= HEALTH_SAMPLED_MAX_OFFSETS:
-                    self.lag_history.record(group_id, now, self.group_lag(group_id)[0])
+                    self.lag_history.record(group_id, now, self.group_lag_by_topic(group_id)[0])
             self.lag_history.forget(set(self.lag_history.groups()).difference(self.offsets.groups()))
         finally:
             self._lag_sampling = None
 
-    def group_lag(self, group_id: str) -> tuple[int | None, dict[str, tuple[int, int | None]]]:
+    def group_lag_by_topic(self, group_id: str) -> tuple[int | None, dict[str, tuple[int, int | None]]]:
         """The group's total lag and, per topic it has offsets for, (partitions, lag); None = unknown."""
         by_topic = topic_lags(((topic, p, om.offset) for topic, parts in self.offsets.group_offsets(group_id).items()
                                for p, om in parts.items()), self.log_ends)
         return total_lag(lag for _, lag in by_topic.values()), by_topic
-
-    def _lag_report(self, group_id: str, since_ms: int | None) -> dict:
-        """Each committed partition's log end and lag now, the total, and the total's sampled past."""
-        partitions = []
-        for topic, parts in sorted(self.offsets.group_offsets(group_id).items()):
-            for p, om in sorted(parts.items()):
-                end = self.log_ends.end_offset(topic, p)
-                partitions.append({"topic": topic, "partition": p, "offset": om.offset, "log_end_offset": end,
-                                   "lag": partition_lag(om.offset, end)})
-        self.log_ends.refresh_soon((p["topic"], p["partition"]) for p in partitions)
-        return {"now_ms": self.scheduler.now_ms(), "lag": total_lag(p["lag"] for p in partitions),
-                "partitions": partitions,
-                "samples": [[ms, lag] for ms, lag in self.lag_history.of(group_id) if since_ms is None or ms >= since_ms]}
 
     def served_group_ids(self) -> list[str]:
         """Every group this node coordinates now (loaded partitions): with members, or committed offsets."""
@@ -912,7 +921,7 @@ class GroupCoordinator:
                 health = self.group_health(group_id).status
             except GroupReportError:
                 health = None
-        lag, by_topic = self.group_lag(group_id)
+        lag, by_topic = self.group_lag_by_topic(group_id)
         return {"group_id": group_id, "state": state, "type": kind, "protocol_type": protocol_type,
                 "protocol": protocol, "members": members, "health": health, "lag": lag, "offsets": offset_count,
                 "topics": [{"topic": t, "partitions": n, "lag": topic_lag} for t, (n, topic_lag) in sorted(by_topic.items())]}
@@ -940,18 +949,19 @@ class GroupCoordinator:
             if req.report == "rebalances":
                 self._check_served(group_id)
                 entries = self.journal.entries(group_id, req.since_ms if req.since_ms >= 0 else None)
-                if not entries and group_id not in self._groups and not self.journal.entries(group_id):
-                    raise GroupReportError(E.GROUP_ID_NOT_FOUND, f"group {group_id!r} does not exist")
+                if not entries and not self._group_exists(group_id) and not self.journal.entries(group_id):
+                    raise _group_not_found(group_id)
                 document: object = [e.to_json() for e in entries]
             elif req.report == "history":
                 events = await self.offset_history(group_id, req.topic, req.partition if req.partition >= 0 else None,
                                                    req.since_ms if req.since_ms >= 0 else None)
+                if not events and not self._group_exists(group_id) and not await self.offset_history(group_id):
+                    raise _group_not_found(group_id)
                 document = [e.to_json() for e in events if visible is None or visible(e.topic)]
             elif req.report == "health":
                 document = self.group_health(group_id, visible).to_json()
             elif req.report == "lag":
-                self._check_served(group_id)
-                document = self._lag_report(group_id, req.since_ms if req.since_ms >= 0 else None)
+                document = self.group_lag(group_id, req.since_ms if req.since_ms >= 0 else None, visible)
             elif req.report == "offsets-at":
                 if req.at_ms < 0:
                     raise GroupReportError(E.INVALID_REQUEST, "offsets-at needs at_ms")
@@ -967,6 +977,14 @@ class GroupCoordinator:
         except GroupReportError as exc:
             return m.GroupReportResponse(error_code=exc.error_code, error_message=str(exc), report=b"")
         return m.GroupReportResponse(error_code=0, error_message=None, report=json.dumps(document).encode())
+
+    def _group_exists(self, group_id: str) -> bool:
+        """A live classic or consumer group, or committed offsets under its id (as Kafka's tool sees a group)."""
+        group = self._groups.get(group_id)
+        consumer_group = self._consumer_groups.get(group_id)
+        return ((group is not None and group.state is not GroupState.DEAD)
+                or (consumer_group is not None and consumer_group.state is not ConsumerGroupState.DEAD)
+                or self.offsets.has_offsets(group_id))
 
     def _check_served(self, group_id: str) -> None:
         error = E.INVALID_GROUP_ID if not group_id else self._partition_error(self.partition_for(group_id))
@@ -1684,6 +1702,7 @@ class GroupCoordinator:
         """Resolve consumer groups' subscriptions against `registry` (a TopicRegistry), and tell every
         consumer group when a topic is created, deleted or grows, so its target assignment follows."""
         self._topics = registry
+        self.log_ends = LogEnds(registry.reported_end)
         registry.on_change = self._topics_changed
 
     def _topic_image(self) -> dict[str, TopicMetadata]:

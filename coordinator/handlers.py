@@ -22,7 +22,8 @@ response message. Group APIs (JoinGroup … OffsetDelete) are forwarded to the
   not a message log, but consumers call ListOffsets and Fetch right after an
   assignment and some clients crash without them. Every partition therefore
   behaves as a log with no readable records: log start offset 0, high
-  watermark = the highest non-negative offset any group committed for it (0
+  watermark = the end offset its source reported (ReportEndOffsets, Cohort's
+  own API), else the highest non-negative offset any group committed for it (0
   if none), so no committed position is ever out of range and no consumer
   resets over a good commit. ListOffsets: earliest → 0, latest → the high
   watermark, by timestamp → not found. Fetch waits up to its max wait (capped
@@ -46,6 +47,7 @@ import inspect
 import json
 import logging
 import re
+import time
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any, NamedTuple
@@ -53,10 +55,9 @@ from typing import Any, NamedTuple
 from cohort.coordinator.config import CoordinatorConfig, HostPort
 from cohort.coordinator.group_coordinator import GroupCoordinator, RequestContext
 from cohort.coordinator.group_overview import GroupOverview
-from cohort.coordinator.lag import LogEnds
 from cohort.coordinator.log import StorageError
 from cohort.coordinator.ownership import Node, Ownership
-from cohort.coordinator.records import TopicRecord, TopicTombstone
+from cohort.coordinator.records import EndOffsetRecord, TopicRecord, TopicTombstone
 from cohort.coordinator.peers import PEER_CLIENT_ID, PeerLink, Peers
 from cohort.coordinator.static_ownership import TOPIC_REGISTRY_PARTITION, StaticOwnership
 from cohort.coordinator.topics import RESERVED_TOPIC_NAMES, Topic, TopicRefusal, TopicRegistry, topic_name_problem
@@ -72,6 +73,8 @@ from cohort.protocol.messages import (
     CreateTopicsRequest,
     CreateTopicsResponse,
     DeleteGroupsRequest,
+    DescribeEndOffsetsRequest,
+    DescribeEndOffsetsResponse,
     DeleteTopicsRequest,
     DeleteTopicsResponse,
     DescribeGroupsRequest,
@@ -94,6 +97,8 @@ from cohort.protocol.messages import (
     OffsetDeleteRequest,
     OffsetFetchRequest,
     PRIVATE_API_KEYS,
+    ReportEndOffsetsRequest,
+    ReportEndOffsetsResponse,
     SyncGroupRequest,
 )
 
@@ -231,6 +236,8 @@ class RequestHandlers:
         # --workers N: a worker without the topic registry mirrors it for its consumer groups' subscriptions
         self._registry_mirror_due = 0.0
         self._registry_mirroring: asyncio.Task | None = None
+        self._mirror_task: asyncio.Task | None = None  # the periodic mirror (start_registry_mirror)
+        self._mirror_failing = False  # the last mirror attempt failed (logged once per outage)
         # name -> (topic id, partitions) as the registry's owner last told this node (when it is another node)
         self._known_topics: dict[str, tuple[uuid.UUID, int]] = {}
         self.topics = topics
@@ -239,9 +246,6 @@ class RequestHandlers:
         self._advertised = advertised
         self.fetch_waits = FetchWaits()
         self._partition_lists: dict[int, list] = {}
-        # Lag is measured against what ListOffsets answers: the registry's topics, ends reported by peers too.
-        groups.log_ends = LogEnds(groups.high_watermark, self._topic_has_log_end, self.peers.known,
-                                  lambda partitions: self.peers.refresh_soon(partitions) if self.peers else None)
         self._overview = GroupOverview(groups)
 
         # The one dispatch table, keyed by request message: its API key comes from the schema.
@@ -269,6 +273,8 @@ class RequestHandlers:
             ConsumerGroupDescribeRequest: groups.consumer_group_describe,
             GroupReportRequest: groups.group_report,  # Cohort's own: journal, history, health (not advertised)
             GroupOverviewRequest: self.group_overview,  # Cohort's own: the console's group list (not advertised)
+            ReportEndOffsetsRequest: self.report_end_offsets,  # Cohort's own: sources say how far data goes
+            DescribeEndOffsetsRequest: self.describe_end_offsets,
             **(extra_handlers or {}),
         }
         if guard is not None:
@@ -341,13 +347,8 @@ class RequestHandlers:
     def _keeps_registry(self) -> bool:
         return self._registry_owner == self.ownership.local
 
-    def _topic_has_log_end(self, topic: str) -> bool:
-        """ListOffsets answers a topic's end only where the registry knows it; a worker without the registry
-        (or its mirror) cannot tell, and counts the topic as known."""
-        return self.topics.get(topic) is not None or not (self._keeps_registry or len(self.topics))
-
     def group_overview(self, request, version: int, ctx: RequestContext) -> GroupOverviewResponse:
-        """GroupOverview (Cohort's private API 10002): a page of this node's groups for the console's list."""
+        """GroupOverview (Cohort's private API 10003): a page of this node's groups for the console's list."""
         document = self._overview.page(request.after or "", request.limit, request.search)
         return GroupOverviewResponse(error_code=0, error_message=None, overview=json.dumps(document).encode())
 
@@ -384,7 +385,8 @@ class RequestHandlers:
         return await answer if inspect.isawaitable(answer) else answer
 
     async def _mirror_registry(self) -> None:
-        """Copy the registry owner's topics (all-topics Metadata) into this worker's registry, in memory."""
+        """Copy the registry owner's topics (all-topics Metadata) and their reported end offsets into this
+        worker's registry, in memory."""
         try:
             owner = self._registry_owner
             if owner is None:
@@ -398,11 +400,49 @@ class RequestHandlers:
             for topic in list(self.topics):
                 if topic.name not in present:
                     self.topics.apply(TopicTombstone(topic.name))
+            if present:
+                described = await self.peers.metadata(owner, DescribeEndOffsetsRequest(topics=sorted(present)), 0)
+                for t in described.topics:
+                    topic = self.topics.get(t.name)
+                    for p in t.partitions if topic is not None and t.error_code == 0 else ():
+                        if p.end_offset >= 0:
+                            self.topics.apply(EndOffsetRecord(t.name, p.partition_index, topic.topic_id,
+                                                              p.end_offset, p.reported_ms))
             self._registry_mirror_due = asyncio.get_running_loop().time() + REGISTRY_MIRROR_S
+            if self._mirror_failing:
+                self._mirror_failing = False
+                log.info("mirroring the topic registry again")
         except Exception as exc:  # noqa: BLE001 - the heartbeat is answered from the mirror as it is
-            log.info("cannot mirror the topic registry for consumer groups: %s", exc)
+            # once per outage at INFO: the periodic mirror retries every second while the owner is down
+            log.log(logging.DEBUG if self._mirror_failing else logging.INFO,
+                    "cannot mirror the topic registry for consumer groups: %s", exc)
+            self._mirror_failing = True
         finally:
             self._registry_mirroring = None
+
+    def start_registry_mirror(self) -> None:
+        """A `--workers` worker without the topic registry keeps its mirror fresh (every REGISTRY_MIRROR_S),
+        so its groups' lag and health see the reported end offsets."""
+        if self._registry_everywhere or not self.peers or self._mirror_task is not None:
+            return
+        self._mirror_task = asyncio.get_running_loop().create_task(self._mirror_registry_forever(),
+                                                                   name="cohort-registry-mirror")
+
+    async def _mirror_registry_forever(self) -> None:
+        while True:
+            if not self._keeps_registry:
+                if self._registry_mirroring is None:
+                    self._registry_mirroring = asyncio.get_running_loop().create_task(self._mirror_registry())
+                await asyncio.shield(self._registry_mirroring)
+            await asyncio.sleep(REGISTRY_MIRROR_S)
+
+    async def close(self) -> None:
+        """Stop the registry mirror and close the links to the other workers."""
+        if self._mirror_task is not None:
+            self._mirror_task.cancel()
+            await asyncio.gather(self._mirror_task, return_exceptions=True)
+            self._mirror_task = None
+        await self.peers.close()
 
     # ------------------------------------------------------------------ Metadata
     async def metadata(self, request, version: int, ctx: RequestContext) -> MetadataResponse:
@@ -602,6 +642,7 @@ class RequestHandlers:
         latest = [(t.name, p.partition_index) for t in request.topics for p in t.partitions
                   if p.timestamp == LATEST_TIMESTAMP]
         high_watermark = await self._end_offsets(latest, ctx)
+        high_watermark = self._reported_end_first(high_watermark)
         topic_entries = []
         for wanted in request.topics:
             topic = self.topics.get(wanted.name)
@@ -664,6 +705,16 @@ class RequestHandlers:
             topic_entries.append(ListOffsetsResponse.ListOffsetsTopicResponse(name=wanted.name, partitions=partitions))
         return ListOffsetsResponse(topics=topic_entries)
 
+    def _reported_end_first(self, committed_high: Callable[[str, int], int]) -> Callable[[str, int], int]:
+        """A partition's log end: the end offset its source reported, else `committed_high` (the highest
+        offset committed for it)."""
+        reported = self.topics.end_offset
+
+        def log_end(topic: str, partition: int) -> int:
+            end = reported(topic, partition)
+            return committed_high(topic, partition) if end is None else end
+        return log_end
+
     @staticmethod
     def _offset_for_timestamp(timestamp: int, topic: str, partition: int,
                               high_watermark: Callable[[str, int], int]) -> int:
@@ -694,6 +745,7 @@ class RequestHandlers:
 
             def high_watermark(topic: str, partition: int) -> int:
                 return max(local(topic, partition), known(topic, partition))
+        high_watermark = self._reported_end_first(high_watermark)
         by_id = version >= 13
         aborted = [] if version >= 4 and request.isolation_level == READ_COMMITTED else None
         responses = []
@@ -729,6 +781,54 @@ class RequestHandlers:
                 partitions=partitions))
         # session_id 0: no session was created, so the client keeps sending full fetches.
         return FetchResponse(error_code=0, session_id=0, responses=responses)
+
+    # ------------------------------------------------------------------ end offsets (Cohort's own APIs)
+    async def report_end_offsets(self, request, version: int, ctx: RequestContext) -> ReportEndOffsetsResponse:
+        """A source reports how far its partitions' data goes; kept with the topic registry (controller only)."""
+        Result = ReportEndOffsetsResponse.ReportedTopicResult
+        Partition = Result.ReportedPartitionResult
+        now_ms = int(time.time() * 1000)
+        topics = []
+        for wanted in request.topics:
+            ends: dict[int, int] = {}
+            for p in wanted.partitions:  # a partition named twice: the higher end counts
+                ends[p.partition_index] = max(p.end_offset, ends.get(p.partition_index, p.end_offset))
+            if not self._keeps_registry:
+                results: dict = dict.fromkeys(ends, self._not_controller())
+            else:
+                try:
+                    results = await self.topics.report_end_offsets(wanted.name, ends, now_ms)
+                except StorageError as exc:
+                    results = dict.fromkeys(ends, TopicRefusal(exc.error_code, f"Could not persist: {exc}"))
+            partitions = []
+            for index, result in results.items():
+                if isinstance(result, TopicRefusal):
+                    partitions.append(Partition(partition_index=index, error_code=result.error_code,
+                                                error_message=result.message, end_offset=-1))
+                else:
+                    partitions.append(Partition(partition_index=index, error_code=0, end_offset=result.end_offset))
+            topics.append(Result(name=wanted.name, partitions=partitions))
+        return ReportEndOffsetsResponse(topics=topics)
+
+    def describe_end_offsets(self, request, version: int, ctx: RequestContext) -> DescribeEndOffsetsResponse:
+        """Every partition of each topic with its reported end (-1: none), from the node keeping the registry."""
+        Described = DescribeEndOffsetsResponse.DescribedTopic
+        topics = []
+        for name in request.topics:
+            topic = self.topics.get(name)
+            refusal = (self._not_controller() if not self._keeps_registry else
+                       TopicRefusal(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist.")
+                       if topic is None else None)
+            if refusal is not None:
+                topics.append(Described(name=name, error_code=refusal.error_code, error_message=refusal.message,
+                                        partitions=[]))
+                continue
+            ends = self.topics.reported_ends(name)
+            topics.append(Described(name=name, error_code=0, partitions=[
+                Described.DescribedPartition(partition_index=p, end_offset=ends[p].end_offset if p in ends else -1,
+                                             reported_ms=ends[p].reported_ms if p in ends else -1)
+                for p in range(topic.partitions)]))
+        return DescribeEndOffsetsResponse(topics=topics)
 
     # ------------------------------------------------------------------ CreateTopics
     async def create_topics(self, request, version: int, ctx: RequestContext) -> CreateTopicsResponse:

@@ -1,54 +1,73 @@
 """Lag: how far a group's committed offset is behind the end of its partition's data, and its recent past.
 
-Every lag Cohort's server computes (the console's group list and topics, the lag history) comes from
-`LogEnds.end_offset`, so what "the end of a partition" means is decided in one place. Cohort holds no
-records: the end it knows is the highest offset any group committed (the high watermark ListOffsets and
-Fetch answer), cluster-wide where peers report theirs. A partition with no known end (a topic outside
-the registry) has an unknown lag (None), never 0.
+Cohort holds no records, so the end of a partition is what the system that owns the data reported
+(ReportEndOffsets: `cohort topics end-offsets set`, the Spark connector), kept with the topic registry.
+Every lag the server computes (health, `/metrics`, GroupReport's "lag" report, the CLI's LAG column, the
+console's list, topics and lag history) comes from `partition_lag` over `LogEnds.end_offset`, so what
+"the end of a partition" means is decided in one place. A partition whose source never reported an end
+has an unknown lag (None, shown as `-`), never 0.
 """
 from __future__ import annotations
 
 from array import array
 from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from cohort.coordinator.topics import ReportedEnd
 
 # Samples kept per group: an hour at the health sampler's usual 15 s.
 LAG_HISTORY_SAMPLES = 240
 
 
 class LogEnds:
-    """Where each partition's data ends as this node knows it (None: unknown)."""
+    """Where each partition's data ends, as its source reported it (None: no source did)."""
 
-    __slots__ = ("_local", "_topic_exists", "_reported_by_peers", "_refresh_peers")
+    __slots__ = ("reported_end",)
 
-    def __init__(self, local_high_watermark: Callable[[str, int], int],
-                 topic_exists: Callable[[str], bool] | None = None,
-                 reported_by_peers: Callable[[str, int], int] | None = None,
-                 refresh_peers: Callable[[Iterable[tuple[str, int]]], None] | None = None) -> None:
-        self._local = local_high_watermark
-        self._topic_exists = topic_exists
-        self._reported_by_peers = reported_by_peers
-        self._refresh_peers = refresh_peers
-
-    def refresh_soon(self, partitions: Iterable[tuple[str, int]]) -> None:
-        """Ask the peers for these partitions' ends in the background (what they report is cached, so a
-        page shown again, or refreshed, has them)."""
-        if self._refresh_peers is not None:
-            self._refresh_peers(partitions)
+    def __init__(self, reported_end: Callable[[str, int], ReportedEnd | None] = lambda topic, partition: None) -> None:
+        self.reported_end = reported_end
 
     def end_offset(self, topic: str, partition: int) -> int | None:
-        if self._topic_exists is not None and not self._topic_exists(topic):
-            return None
-        end = self._local(topic, partition)
-        if self._reported_by_peers is not None:
-            end = max(end, self._reported_by_peers(topic, partition))
-        return end
+        end = self.reported_end(topic, partition)
+        return None if end is None else end.end_offset
 
 
-def partition_lag(committed: int, end: int | None) -> int | None:
-    """Messages between the committed offset and the end; None when either is unknown (offset -1: none)."""
-    if end is None or committed < 0:
+def partition_lag(committed: int, end_offset: int | None) -> int | None:
+    """How many records a group has yet to consume in a partition: the reported end minus its committed
+    offset, 0 when it is at or past the end; None when the end is unknown or nothing is committed.
+
+    The one definition of lag: health, `/metrics`, GroupReport's "lag" report and the CLI's LAG column
+    all take it from here (through `HealthMonitor.evaluate` or `group_lag`)."""
+    if end_offset is None or committed < 0:
         return None
-    return max(0, end - committed)
+    return max(0, end_offset - committed)
+
+
+@dataclass(slots=True, frozen=True)
+class PartitionLag:
+    topic: str
+    partition: int
+    committed: int
+    end_offset: int | None
+    lag: int | None
+    end_reported_ms: int | None
+
+
+def group_lag(offsets: Iterable[tuple[str, int, int]], reported_end: Callable[[str, int], ReportedEnd | None]) -> dict:
+    """A group's lag as one JSON-ready document: per partition (topic, partition, committed offset) its
+    reported end and lag, the total over partitions with a known end, and how many have none.
+    `reported_end(topic, partition)` gives a `topics.ReportedEnd` or None."""
+    partitions = []
+    for topic, partition, committed in sorted(offsets):
+        end = reported_end(topic, partition)
+        end_offset = None if end is None else end.end_offset
+        partitions.append(PartitionLag(topic, partition, committed, end_offset, partition_lag(committed, end_offset),
+                                       None if end is None else end.reported_ms))
+    return {"partitions": [asdict(p) for p in partitions],
+            "total_lag": total_lag(p.lag for p in partitions),
+            "partitions_without_end": sum(1 for p in partitions if p.lag is None)}
 
 
 def topic_lags(offsets: Iterable[tuple[str, int, int]], log_ends: LogEnds) -> dict[str, tuple[int, int | None]]:

@@ -610,8 +610,9 @@ HEALTH_VALUES = {"OK": 0, "STALLED": 1, "REWOUND": 2, "STOPPED": 3}
 
 
 def _health_families(reports=(), group_labels: bool = True):
-    """Group health gauges: one series per group, per unhealthy partition (bounded), and member ages;
-    without group labels, the number of groups and of unhealthy partitions per status, and the oldest age."""
+    """Group health gauges: one series per group, per unhealthy partition (bounded), member ages, and lag
+    (per group, against reported end offsets; partitions without one are counted, not guessed); without
+    group labels, the number of groups and of unhealthy partitions per status, and the oldest age."""
     if not group_labels:
         return _aggregated_health_families(reports)
     status = GaugeMetricFamily("cohort_group_health", "Group health: 0 OK, 1 STALLED, 2 REWOUND, 3 STOPPED.",
@@ -622,10 +623,20 @@ def _health_families(reports=(), group_labels: bool = True):
         labels=["group", "topic", "partition"])
     heartbeat = GaugeMetricFamily("cohort_group_heartbeat_age_max_seconds",
                                   "Longest time since a member of the group last heartbeated.", labels=["group"])
+    lag = GaugeMetricFamily("cohort_group_lag",
+                            "Records the group has yet to consume: reported end offset minus committed offset, "
+                            "summed over its partitions with a reported end (absent when none has one).",
+                            labels=["group"])
+    unknown = GaugeMetricFamily("cohort_group_lag_unknown_partitions",
+                                "Partitions of the group whose lag is unknown: no source reported their end offset.",
+                                labels=["group"])
     budget = MAX_PARTITION_HEALTH_SERIES
     for report in reports:
         label = group_label(report.group)
         status.add_metric([label], HEALTH_VALUES[report.status])
+        if report.total_lag is not None:
+            lag.add_metric([label], report.total_lag)
+        unknown.add_metric([label], report.partitions_without_end)
         for p in report.partitions:
             if p.status != "OK" and budget > 0:
                 budget -= 1
@@ -633,7 +644,7 @@ def _health_families(reports=(), group_labels: bool = True):
         ages = [mh.heartbeat_age_ms for mh in report.members if mh.heartbeat_age_ms is not None]
         if ages:
             heartbeat.add_metric([label], max(ages) / 1000)
-    return [status, partitions, heartbeat]
+    return [status, partitions, heartbeat, lag, unknown]
 
 
 def _aggregated_health_families(reports=()):

@@ -48,7 +48,8 @@ from cohort.coordinator.peer_events import PeerEvents
 from cohort.coordinator.metrics import LogPartitionStats
 from cohort.coordinator.offset_history import HISTORY_KEY_PREFIXES
 from cohort.coordinator.ownership import Node, Ownership
-from cohort.coordinator.records import Record, TopicRecord, TopicTombstone, encode_record
+from cohort.coordinator.records import (EndOffsetRecord, EndOffsetTombstone, Record, TopicRecord, TopicTombstone,
+                                         encode_record)
 from cohort.coordinator.security import admin_apis
 from cohort.coordinator.security.authorization import RequestAuthorization
 from cohort.coordinator.security.authorizer import Authorizer
@@ -60,7 +61,7 @@ from cohort.coordinator.peers import PEER_LISTENER, PeerLink
 from cohort.coordinator.security.tls import server_context
 from cohort.coordinator.static_ownership import TOPIC_REGISTRY_PARTITION, StaticOwnership
 from cohort.coordinator.store import Store
-from cohort.coordinator.topics import TopicRegistry
+from cohort.coordinator.topics import RegistryRecord, TopicRegistry
 from cohort.protocol.messages import (
     AlterUserScramCredentialsRequest, CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest,
     DescribeUserScramCredentialsRequest, SaslAuthenticateRequest, SaslHandshakeRequest,
@@ -215,7 +216,7 @@ class CoordinatorServer:
         await self.groups.wait_loaded()
         failed = self.groups.failed_partitions()
         owned = len(list(self.ownership.owned()))
-        log.info("offsets log loaded: %d partitions, %d records in %.0f ms%s", owned - len(failed),
+        log.info("offsets log loaded: %d partitions, %d live records in %.0f ms%s", owned - len(failed),
                  self.groups.loaded_records, (time.perf_counter() - loading) * 1000,
                  f", {len(failed)} partitions failed" if failed else "")
         if failed:
@@ -242,6 +243,7 @@ class CoordinatorServer:
         for _, listener in self._listeners:
             listener.start_serving()
         self._idle_task = loop.create_task(self._close_idle_connections(), name="cohort-idle-connections")
+        self.handlers.start_registry_mirror()
         self.state = "ready"
         log.info("listening", extra={"address": f"{host}:{self.port}", "advertised": str(self.advertised_address()),
                                      "listeners": ",".join(f"{e.name}://{HostPort(e.host, self.ports[e.name])}"
@@ -333,7 +335,7 @@ class CoordinatorServer:
         if self.groups is not None and self.state != "stopping":
             self.groups.shutdown()
         if self.handlers is not None:
-            await self.handlers.peers.close()
+            await self.handlers.close()
         if self._handing_over is not None:
             await self._handing_over
         elif self.ownership is not None and self.groups is not None:
@@ -392,12 +394,12 @@ class CoordinatorServer:
         assert self.store is not None
         await self.store.append(SECURITY_PARTITION, [encode_record(r) for r in records])
 
-    async def _persist_topic_records(self, records: list[TopicRecord | TopicTombstone]) -> None:
+    async def _persist_topic_records(self, records: list[RegistryRecord]) -> None:
         assert self.store is not None
         await self.store.append(TOPIC_REGISTRY_PARTITION, [encode_record(r) for r in records])
 
     def _replay_other_record(self, record: Record) -> None:
-        if isinstance(record, (TopicRecord, TopicTombstone)):
+        if isinstance(record, (TopicRecord, TopicTombstone, EndOffsetRecord, EndOffsetTombstone)):
             assert self.topics is not None
             self.topics.apply(record)
         elif isinstance(record, SECURITY_RECORD_TYPES):

@@ -37,7 +37,7 @@ from cohort.client.errors import ClientError
 from cohort.client.security import ClientSecurity
 from cohort.coordinator.config import WORKER_LINK_LISTENER
 from cohort.coordinator.ownership import Node
-from cohort.protocol.messages import DeleteTopicsRequest, ListOffsetsRequest, MetadataRequest
+from cohort.protocol.messages import DeleteTopicsRequest, ListOffsetsRequest
 
 log = logging.getLogger("cohort.coordinator.peers")
 
@@ -94,8 +94,9 @@ class Peers:
                 security=link.client_security() if link is not None else None)
         return conn
 
-    async def metadata(self, node: Node, request: MetadataRequest, version: int):
-        """`node`'s answer to `request` (raises ClientError when it cannot be reached)."""
+    async def metadata(self, node: Node, request, version: int):
+        """`node`'s answer to `request` (Metadata, or the registry's DescribeEndOffsets; raises ClientError
+        when it cannot be reached)."""
         # A task of its own: handlers run without a current task, and wait_for may need one.
         return await asyncio.ensure_future(self._connection(node).request(request, version))
 

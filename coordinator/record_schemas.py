@@ -67,6 +67,21 @@ TopicValue = message("TopicValue", None, "0", "none", [
     F("partitions", INT32),
 ])
 
+# How far a topic partition's data goes, as its source reported it (Kafka's log end offset, which a
+# coordinator holding no records cannot know): type 105, with the topic registry. Keyed by partition, so
+# compaction keeps each partition's latest report; the topic id ties a report to one incarnation of the
+# topic (a topic deleted and created again starts with no reported ends).
+EndOffsetKey = message("EndOffsetKey", None, "105", "none", [
+    F("topic", STRING),
+    F("partition", INT32),
+])
+
+EndOffsetValue = message("EndOffsetValue", None, "0", "none", [
+    F("topic_id", UUID),
+    F("end_offset", INT64),
+    F("reported_ms", INT64),
+])
+
 # A SCRAM credential (Kafka's UserScramCredentialRecord, keyed here by user and mechanism): type 101.
 # Never the password: the salt, the iteration count and the two keys RFC 5802 derives from it.
 ScramCredentialKey = message("ScramCredentialKey", None, "101", "none", [

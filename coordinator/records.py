@@ -40,6 +40,8 @@ from cohort.coordinator.record_schemas import (
     OffsetCommitValue,
     TopicKey,
     TopicValue,
+    EndOffsetKey,
+    EndOffsetValue,
     ScramCredentialKey,
     ScramCredentialValue,
     AclKey,
@@ -87,6 +89,8 @@ RECORD_TYPES: dict[int, RecordType] = {type_id: rt for rt in (
                nested={"TopicPartitions": "CurrentTopicPartitions"}),
     # type 100 (Cohort's topic registry); value v0
     RecordType(TopicKey, TopicValue, (0,), "TopicRecord", "TopicTombstone"),
+    # type 105 (a topic partition's end offset as its source reported it; with the topic registry); value v0
+    RecordType(EndOffsetKey, EndOffsetValue, (0,), "EndOffsetRecord", "EndOffsetTombstone"),
     # type 101 (a SCRAM credential); value v0
     RecordType(ScramCredentialKey, ScramCredentialValue, (0,), "ScramCredentialRecord", "ScramCredentialTombstone"),
     # type 102 (an ACL binding: the key is the binding); value v0
@@ -113,6 +117,9 @@ __all__ = [
     "GroupMetadataTombstone",
     "TopicRecord",
     "TopicTombstone",
+    "END_OFFSET_KEY_TYPE",
+    "EndOffsetRecord",
+    "EndOffsetTombstone",
     "ScramCredentialRecord",
     "ScramCredentialTombstone",
     "AclRecord",
@@ -156,6 +163,7 @@ _TOPIC = RECORD_TYPES[100]
 OFFSET_COMMIT_KEY_TYPES = _OFFSET_COMMIT.type_ids
 GROUP_METADATA_KEY_TYPE = _GROUP_METADATA.write_type
 TOPIC_KEY_TYPE = _TOPIC.write_type
+END_OFFSET_KEY_TYPE = RECORD_TYPES[105].write_type
 SECURITY_KEY_TYPES = frozenset({RECORD_TYPES[101].write_type, RECORD_TYPES[102].write_type})  # credentials, ACLs
 OFFSET_COMMIT_SOURCE_KEY_TYPE = RECORD_TYPES[104].write_type
 
@@ -167,6 +175,8 @@ GroupMetadataTombstone = _GROUP_METADATA.tombstone
 GroupMemberRecord = _GROUP_METADATA.nested["MemberMetadata"]
 TopicRecord = _TOPIC.record
 TopicTombstone = _TOPIC.tombstone
+EndOffsetRecord = RECORD_TYPES[105].record
+EndOffsetTombstone = RECORD_TYPES[105].tombstone
 ScramCredentialRecord = RECORD_TYPES[101].record
 ScramCredentialTombstone = RECORD_TYPES[101].tombstone
 AclRecord = RECORD_TYPES[102].record
@@ -200,6 +210,8 @@ Record = (
     | GroupMetadataTombstone
     | TopicRecord
     | TopicTombstone
+    | EndOffsetRecord
+    | EndOffsetTombstone
     | ScramCredentialRecord
     | ScramCredentialTombstone
     | AclRecord

@@ -7,9 +7,16 @@ name, a partition count and a topic id (a UUID, as Kafka assigns one) per
 topic. Partitions hold no records; the server answers ListOffsets and Fetch
 for them as for empty logs (see `cohort.coordinator.handlers`).
 
+The registry also keeps each partition's **reported end offset**: how far the
+partition's data goes, as the system that owns the data (a Spark source, a
+shard scanner, `cohort topics end-offsets set`) reported it. It is what
+ListOffsets (latest), Fetch's high watermark and every lag figure use; a
+partition without a report has no known end. Reports only move forward.
+
 The registry is persisted through the offsets log as `TopicRecord` /
 `TopicTombstone` records (keyed by topic name, so compaction keeps the latest
-state of each topic). Writes follow the coordinator's rule: validate → make a
+state of each topic) and `EndOffsetRecord`s (keyed by topic and partition,
+carrying the topic id they belong to). Writes follow the coordinator's rule: validate → make a
 record → append it (durable) → apply it to memory → answer. All writes go
 through one lock, so two concurrent creations of one name (say two Metadata
 requests auto-creating it) produce one topic, not two ids.
@@ -23,7 +30,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 
-from cohort.coordinator.records import TopicRecord, TopicTombstone
+from cohort.coordinator.records import EndOffsetRecord, EndOffsetTombstone, TopicRecord, TopicTombstone
 from cohort.protocol.errors import ErrorCode
 
 log = logging.getLogger("cohort.coordinator.topics")
@@ -38,7 +45,8 @@ RESERVED_TOPIC_NAMES = frozenset({"__consumer_offsets", "__transaction_state"})
 # response into megabytes. Kafka has no hard limit; this one is generous.
 MAX_PARTITIONS_PER_TOPIC = 100_000
 
-PersistRecords = Callable[[Sequence["TopicRecord | TopicTombstone"]], Awaitable[None]]
+RegistryRecord = TopicRecord | TopicTombstone | EndOffsetRecord | EndOffsetTombstone
+PersistRecords = Callable[[Sequence[RegistryRecord]], Awaitable[None]]
 
 
 @dataclass(slots=True)
@@ -46,6 +54,14 @@ class Topic:
     name: str
     topic_id: uuid.UUID
     partitions: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReportedEnd:
+    """A partition's end offset as its source last reported it, and when (epoch ms)."""
+
+    end_offset: int
+    reported_ms: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +104,8 @@ class TopicRegistry:
         self._by_id: dict[uuid.UUID, Topic] = {}
         self._by_collision_key: dict[str, str] = {}
         self._write_lock = asyncio.Lock()
+        # topic name -> partition -> (topic id the report belongs to, the report); read through `reported_end`
+        self._ends: dict[str, dict[int, tuple[uuid.UUID, ReportedEnd]]] = {}
         # Called after every applied change (live or replayed): consumer groups follow the registry.
         self.on_change: Callable[[], None] | None = None
 
@@ -107,9 +125,33 @@ class TopicRegistry:
     def __contains__(self, name: object) -> bool:
         return name in self._by_name
 
+    def reported_end(self, topic: str, partition: int) -> ReportedEnd | None:
+        """The partition's reported end offset, or None when its source never reported one."""
+        current = self._by_name.get(topic)
+        entry = self._ends.get(topic, {}).get(partition) if current is not None else None
+        if entry is None or entry[0] != current.topic_id or partition >= current.partitions:
+            return None
+        return entry[1]
+
+    def end_offset(self, topic: str, partition: int) -> int | None:
+        """The partition's reported end offset (None: unknown)."""
+        reported = self.reported_end(topic, partition)
+        return None if reported is None else reported.end_offset
+
+    def reported_ends(self, topic: str) -> dict[int, ReportedEnd]:
+        """Every reported end of `topic`'s partitions, by partition."""
+        current = self._by_name.get(topic)
+        if current is None:
+            return {}
+        return {p: end for p, (topic_id, end) in self._ends.get(topic, {}).items()
+                if topic_id == current.topic_id and p < current.partitions}
+
     # -- replay / apply -----------------------------------------------------------
-    def apply(self, record: TopicRecord | TopicTombstone) -> None:
+    def apply(self, record: RegistryRecord) -> None:
         """Make a durable record the in-memory state (used at load and after each append)."""
+        if isinstance(record, (EndOffsetRecord, EndOffsetTombstone)):
+            self._apply_end(record)
+            return
         old = self._by_name.pop(record.name, None)
         if old is not None:
             self._by_id.pop(old.topic_id, None)
@@ -121,6 +163,19 @@ class TopicRegistry:
             self._by_collision_key[_collision_key(topic.name)] = topic.name
         if self.on_change is not None:
             self.on_change()
+
+    def _apply_end(self, record: EndOffsetRecord | EndOffsetTombstone) -> None:
+        by_partition = self._ends.setdefault(record.topic, {})
+        if isinstance(record, EndOffsetTombstone):
+            by_partition.pop(record.partition, None)
+        else:
+            old = by_partition.get(record.partition)
+            # A report never moves an end back (an older report seen late, e.g. from a watch, is ignored).
+            if old is None or old[0] != record.topic_id or old[1].end_offset < record.end_offset:
+                by_partition[record.partition] = (record.topic_id,
+                                                  ReportedEnd(record.end_offset, record.reported_ms))
+        if not by_partition:
+            del self._ends[record.topic]
 
     # -- validation ----------------------------------------------------------------
     def check_new_topic(self, name: str | None, partitions: int) -> TopicRefusal | None:
@@ -190,9 +245,11 @@ class TopicRegistry:
             topic = self._by_name.get(name)
             if topic is None:
                 return TopicRefusal(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist.")
-            record = TopicTombstone(name)
-            await self._persist([record])
-            self.apply(record)
+            records: list[RegistryRecord] = [TopicTombstone(name)]
+            records += [EndOffsetTombstone(name, p) for p in sorted(self._ends.get(name, {}))]
+            await self._persist(records)
+            for record in records:
+                self.apply(record)
         log.info("topic deleted", extra={"topic": name, "topic_id": str(topic.topic_id)})
         return topic
 
@@ -208,3 +265,33 @@ class TopicRegistry:
             self.apply(record)
         log.info("topic partitions increased", extra={"topic": name, "partitions": count})
         return self._by_name[name]
+
+    async def report_end_offsets(self, name: str, ends: dict[int, int],
+                                 now_ms: int) -> dict[int, ReportedEnd | TopicRefusal]:
+        """Record how far `name`'s partitions go (partition -> end offset), durably; per partition the end
+        now kept (a report below it changes nothing: ends only move forward) or why it was refused."""
+        async with self._write_lock:
+            topic = self._by_name.get(name)
+            results: dict[int, ReportedEnd | TopicRefusal] = {}
+            records = []
+            for partition, end in ends.items():
+                if topic is None or not 0 <= partition < topic.partitions:
+                    results[partition] = TopicRefusal(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                                      f"Partition {name}-{partition} does not exist.")
+                elif end < 0:
+                    results[partition] = TopicRefusal(ErrorCode.INVALID_REQUEST,
+                                                      f"End offset {end} of {name}-{partition} is negative.")
+                else:
+                    current = self.reported_end(name, partition)
+                    if current is not None and current.end_offset >= end:
+                        results[partition] = current
+                    else:
+                        records.append(EndOffsetRecord(name, partition, topic.topic_id, end, now_ms))
+            if records:
+                await self._persist(records)
+                for record in records:
+                    self.apply(record)
+                    results[record.partition] = self.reported_end(name, record.partition)
+        if records:
+            log.debug("end offsets reported", extra={"topic": name, "partitions": len(records)})
+        return results

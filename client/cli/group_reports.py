@@ -8,13 +8,19 @@ from __future__ import annotations
 from datetime import datetime
 
 from cohort.client.admin import Admin
+from cohort.client.errors import KafkaError
+from cohort.protocol.errors import ErrorCode
 from cohort.client.cli.offset_reset import ResetInputError, now_minus_ms, parse_datetime_ms, parse_duration
 from cohort.client.cli.output import MISSING, print_json, print_table
-from cohort.client.cli.runner import EXIT_OK, add_connection_options, run_admin_command
+from cohort.client.cli.runner import EXIT_OK, CommandError, add_connection_options, run_admin_command
 
 REBALANCE_COLUMNS = ["ENDED", "KIND", "TRIGGER", "GENERATION", "DURATION-MS", "MEMBERS", "MOVED", "DETAIL"]
 HISTORY_COLUMNS = ["TIME", "TOPIC", "PARTITION", "OFFSET", "CONSUMER-ID", "CLIENT-ID", "HOST", "GENERATION"]
-HEALTH_COLUMNS = ["GROUP", "TOPIC", "PARTITION", "STATUS", "CURRENT-OFFSET", "LAST-MOVED", "LAST-COMMIT"]
+HEALTH_COLUMNS = ["GROUP", "TOPIC", "PARTITION", "STATUS", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "LAST-MOVED",
+                  "LAST-COMMIT"]
+# Said under a health table when some partition has no reported end offset (its LAG is '-').
+UNKNOWN_END_NOTE = ("LAG is unknown ('-') for {count} partition(s): no source reported their end offset "
+                    "(cohort topics end-offsets set); without it an idle partition and a stuck group both look STALLED.")
 HEALTH_MEMBER_COLUMNS = ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "HEARTBEAT-AGE-MS", "COMMIT-AGE-MS"]
 
 
@@ -54,8 +60,18 @@ def _members_cell(entry: dict) -> str:
     return ",".join(f"{m['role']}:{m['member_id'] or m['client_id']}@{m['client_host']}" for m in entry["members"])
 
 
+async def group_report(admin: Admin, group: str, report: str, **options):
+    """`Admin.group_report`, with a missing group worded as everywhere else in `cohort groups`."""
+    try:
+        return await admin.group_report(group, report, **options)
+    except KafkaError as exc:
+        if exc.code == ErrorCode.GROUP_ID_NOT_FOUND:
+            raise CommandError(f"Consumer group '{group}' does not exist.") from None
+        raise
+
+
 async def rebalances(args, admin: Admin) -> int:
-    entries = await admin.group_report(args.group, "rebalances", since_ms=parse_since(args.since))
+    entries = await group_report(admin, args.group, "rebalances", since_ms=parse_since(args.since))
     return _show(args, entries, "no journal entries", REBALANCE_COLUMNS, lambda e: [
         local_time(e["ended_ms"]), e["kind"], e["trigger"], f"{e['epoch_before']}->{e['epoch_after']}",
         e["duration_ms"], _members_cell(e), e["moves_total"],
@@ -86,8 +102,8 @@ async def history(args, admin: Admin) -> int:
                 raise ResetInputError(f"bad partition in --topic {args.topic!r}: it must be >= 0")
         if not topic:
             raise ResetInputError(f"bad --topic {args.topic!r}: use TOPIC or TOPIC:P")
-    events = await admin.group_report(args.group, "history", since_ms=parse_since(args.since), topic=topic,
-                                      partition=partition)
+    events = await group_report(admin, args.group, "history", since_ms=parse_since(args.since), topic=topic,
+                                partition=partition)
     return _show(args, events, "no commits in its history", HISTORY_COLUMNS, lambda e: [
         local_time(e["time_ms"]), e["topic"], e["partition"], "deleted" if e["offset"] is None else e["offset"],
         e["member_id"], e["client_id"], e["client_host"], e["generation"]])
@@ -99,7 +115,7 @@ def _age(now_ms: int, ms: int | None) -> str:
 
 async def describe_health(args, admin: Admin, groups: list[str]) -> list[dict]:
     """Each group's health document (printed as tables unless --output json)."""
-    reports = [await admin.group_report(g, "health") for g in groups]
+    reports = [await group_report(admin, g, "health") for g in groups]
     if args.output == "json":
         return reports
     for r in reports:
@@ -109,8 +125,11 @@ async def describe_health(args, admin: Admin, groups: list[str]) -> list[dict]:
         if r["partitions"]:
             print()
             print_table(HEALTH_COLUMNS, [
-                [r["group"], p["topic"], p["partition"], p["status"], p["offset"], _age(now, p["last_moved_ms"]),
-                 _age(now, p["last_commit_ms"])] for p in r["partitions"]])
+                [r["group"], p["topic"], p["partition"], p["status"], p["offset"], p.get("end_offset"), p.get("lag"),
+                 _age(now, p["last_moved_ms"]), _age(now, p["last_commit_ms"])] for p in r["partitions"]])
+            if r.get("partitions_without_end"):
+                print()
+                print(UNKNOWN_END_NOTE.format(count=r["partitions_without_end"]))
         if r["members"]:
             print()
             print_table(HEALTH_MEMBER_COLUMNS, [

@@ -34,7 +34,7 @@ from cohort.client.cli.runner import (
     add_connection_options,
     run_admin_command,
 )
-from cohort.client.errors import KafkaError
+from cohort.client.errors import KafkaError, UnsupportedApi
 from cohort.client.topic_partition import TopicPartition
 from cohort.protocol.errors import ErrorCode
 
@@ -208,10 +208,26 @@ async def list_groups(args, admin: Admin) -> int:
 # ---------------------------------------------------------------- describe
 
 async def log_end_offsets(admin: Admin, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
-    """Latest offsets of the partitions that exist (deleted topics are simply absent)."""
+    """Log end offsets of the partitions that exist and have a known end (deleted topics are simply absent).
+
+    Cohort holds no records: its ends are the ones sources reported (`topics end-offsets`), and a partition
+    without a report has no known end (absent here, so LOG-END-OFFSET and LAG show '-', never a guess). Any
+    other Kafka server: ListOffsets (latest)."""
     wanted = sorted(set(partitions))
     if not wanted:
         return {}
+    try:
+        reported = await admin.describe_end_offsets(sorted({tp.topic for tp in wanted}))
+    except UnsupportedApi:
+        reported = None  # not Cohort: a log with records, whose latest offset is its end
+    if reported is not None:
+        ends = {}
+        for tp in wanted:
+            by_partition = reported.get(tp.topic)
+            end = by_partition.get(tp.partition) if isinstance(by_partition, dict) else None
+            if end is not None:
+                ends[tp] = end.end_offset
+        return ends
     existing = await admin.describe_topics(sorted({tp.topic for tp in wanted}))
     present = [
         tp for tp in wanted
@@ -219,6 +235,14 @@ async def log_end_offsets(admin: Admin, partitions: Iterable[TopicPartition]) ->
     ]
     listed = await admin.list_partition_offsets({tp: LATEST_TIMESTAMP for tp in present})
     return {tp: o.offset for tp, o in listed.items() if o.offset >= 0}
+
+
+def lag_of(current: int | None, end: int | None) -> int | None:
+    """LAG: end minus committed, 0 at or past the end; None ('-') when either is unknown (the coordinator's
+    `group_health.partition_lag`, restated for other Kafka servers' ends)."""
+    if current is None or end is None or current < 0:
+        return None
+    return max(0, end - current)
 
 
 async def describe_groups(args, admin: Admin) -> int:
@@ -279,7 +303,7 @@ async def _offset_rows(admin: Admin, d: GroupDescription) -> list[list]:
     for tp in partitions:
         current = committed[tp].offset if tp in committed else None
         end = ends.get(tp)
-        lag = end - current if current is not None and end is not None and current >= 0 else None
+        lag = lag_of(current, end)
         m = owner.get(tp)
         rows.append([d.group_id, tp.topic, tp.partition, current, end, lag,
                      m.member_id if m else None, m.host if m else None, m.client_id if m else None])

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import difflib
+import sys
 from collections.abc import Awaitable, Callable
 
 from cohort.client.admin import Admin
@@ -32,10 +34,23 @@ class CommandError(Exception):
 
 
 class OneLineArgumentParser(argparse.ArgumentParser):
-    """argparse, but a usage error is one line (plus exit code 2), never the usage block."""
+    """argparse, but a usage error is one line (plus exit code 2) with the option meant when a word of the
+    command line is close to one, never the usage block."""
 
     def error(self, message: str):  # noqa: D401 - argparse API
-        self.exit(EXIT_USAGE, f"Error: {self.prog}: {message} (see --help)\n")
+        self.exit(EXIT_USAGE, f"Error: {self.prog}: {message}{self.did_you_mean()} (see {self.prog} --help)\n")
+
+    def did_you_mean(self, words: list[str] | None = None) -> str:
+        """" (did you mean --x?)" for the first word of `words` (default: the command line) that is not one of
+        this command's options but is close to one."""
+        options = [o for action in self._actions for o in action.option_strings if o.startswith("--")]
+        for word in sys.argv[1:] if words is None else words:
+            flag = word.split("=", 1)[0]
+            if flag.startswith("--") and flag not in options:
+                close = difflib.get_close_matches(flag, options, n=1, cutoff=0.6)
+                if close:
+                    return f" (did you mean {close[0]}?)"
+        return ""
 
 
 def add_connection_options(parser: argparse.ArgumentParser) -> None:

@@ -1,10 +1,13 @@
-"""`cohort topics …`: the topic registry over the Kafka protocol (create, list, describe, delete, add-partitions)."""
+"""`cohort topics …`: the topic registry over the Kafka protocol (create, list, describe, delete, add-partitions),
+and `topics end-offsets set|show`: the end offsets sources report to Cohort (its own API; lag is measured
+against them)."""
 from __future__ import annotations
 
 import sys
 
 from cohort.client.admin import Admin, NewTopic
-from cohort.client.cli.output import error, print_json
+from cohort.client.cli.group_reports import local_time
+from cohort.client.cli.output import MISSING, error, print_json, print_table
 from cohort.client.cli.runner import (
     EXIT_FAILED,
     EXIT_OK,
@@ -14,7 +17,11 @@ from cohort.client.cli.runner import (
     add_connection_options,
     run_admin_command,
 )
+from cohort.client.errors import KafkaError
+from cohort.client.topic_partition import TopicPartition
 from cohort.protocol.errors import ErrorCode
+
+END_OFFSET_COLUMNS = ["TOPIC", "PARTITION", "END-OFFSET", "REPORTED"]
 
 
 def register(subparsers) -> None:
@@ -54,6 +61,23 @@ def register(subparsers) -> None:
     p.add_argument("--topic", required=True)
     p.add_argument("--partitions", type=int, required=True, help="the new total partition count")
     p.set_defaults(func=lambda args: run_admin_command(args, add_partitions))
+
+    p = commands.add_parser("end-offsets", help="set or show the end offsets sources report (Cohort only)",
+                            description="How far each partition's data goes, as its source reported it. Cohort "
+                                        "holds no records: LOG-END-OFFSET, LAG and health are measured against "
+                                        "these reports.")
+    p.set_defaults(func=lambda args: (p.print_usage(sys.stderr), EXIT_USAGE)[1])
+    ends = p.add_subparsers(dest="end_offsets_command", metavar="COMMAND", parser_class=OneLineArgumentParser)
+    e = ends.add_parser("set", help="report a partition's end offset (needs topic WRITE or ALTER)")
+    add_connection_options(e)
+    e.add_argument("--topic", required=True)
+    e.add_argument("--partition", type=int, required=True)
+    e.add_argument("--offset", type=int, required=True, help="the offset after the partition's last record")
+    e.set_defaults(func=lambda args: run_admin_command(args, set_end_offset))
+    e = ends.add_parser("show", help="each partition's reported end offset ('-': none reported)")
+    add_connection_options(e)
+    e.add_argument("--topic", required=True)
+    e.set_defaults(func=lambda args: run_admin_command(args, show_end_offsets))
 
 
 def _configs(pairs: list[str]) -> dict[str, str]:
@@ -162,4 +186,40 @@ async def add_partitions(args, admin: Admin) -> int:
         print_json({"topic": args.topic, "partitions": args.partitions})
     else:
         print(f"Topic {args.topic} now has {args.partitions} partitions.")
+    return EXIT_OK
+
+
+# ---------------------------------------------------------------- end-offsets
+
+async def set_end_offset(args, admin: Admin) -> int:
+    if args.partition < 0:
+        raise CommandError("--partition must be at least 0", EXIT_USAGE)
+    if args.offset < 0:
+        raise CommandError("--offset must be at least 0", EXIT_USAGE)
+    tp = TopicPartition(args.topic, args.partition)
+    result = (await admin.report_end_offsets({tp: args.offset}))[tp]
+    if isinstance(result, KafkaError):
+        raise CommandError(f"cannot set the end offset of {tp}: {result}")
+    if args.output == "json":
+        print_json({"topic": tp.topic, "partition": tp.partition, "end_offset": result})
+    elif result == args.offset:
+        print(f"End offset of {tp} is {result}.")
+    else:
+        print(f"End offset of {tp} stays {result}: reported end offsets never move back.")
+    return EXIT_OK
+
+
+async def show_end_offsets(args, admin: Admin) -> int:
+    result = (await admin.describe_end_offsets([args.topic]))[args.topic]
+    if isinstance(result, KafkaError):
+        if result.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+            raise CommandError(f"Topic '{args.topic}' does not exist.")
+        raise CommandError(f"cannot show the end offsets of '{args.topic}': {result}")
+    if args.output == "json":
+        print_json([{"topic": args.topic, "partition": p, "end_offset": end.end_offset if end else None,
+                     "reported_ms": end.reported_ms if end else None} for p, end in sorted(result.items())])
+    else:
+        print_table(END_OFFSET_COLUMNS, [[args.topic, p, end.end_offset if end else MISSING,
+                                          local_time(end.reported_ms) if end else MISSING]
+                                         for p, end in sorted(result.items())])
     return EXIT_OK

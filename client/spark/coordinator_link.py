@@ -1,4 +1,4 @@
-"""The three coordinator calls the Spark connector makes, on top of Cohort's client.
+"""The coordinator calls the Spark connector makes, on top of Cohort's client.
 
 The sink's commit runs in a JVM-started Python process that Spark reuses from
 batch to batch (measured), and the listener runs in the driver: both keep one
@@ -94,6 +94,13 @@ class CoordinatorLink:
         payload = {(tp.topic, tp.partition): (offset, metadata) for tp, offset in offsets.items()}
         self._call(lambda admin: admin.commit_offsets(group, payload), f"commit offsets of group {group!r}",
                    group=group)
+
+    def report_end_offsets(self, ends: dict[TopicPartition, int]) -> dict[TopicPartition, object]:
+        """Tell Cohort how far the source's partitions go; per partition the end kept or the refusal
+        (a `KafkaError`: e.g. the topic is not in Cohort's registry, or no WRITE/ALTER on it)."""
+        if not ends:
+            return {}
+        return self._call(lambda admin: admin.report_end_offsets(ends), "report end offsets")
 
     def close(self) -> None:
         with self._lock:

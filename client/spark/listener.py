@@ -1,4 +1,5 @@
-"""A StreamingQueryListener that commits Kafka-shaped sources' progress to a consumer group.
+"""A StreamingQueryListener that commits Kafka-shaped sources' progress to a consumer group, and reports
+how far their data goes (the source's latest offsets) as Cohort's end offsets.
 
 For queries that read Kafka (or any source whose offsets look like Kafka's
 ``{"topic": {"0": 123}}``) and write somewhere else, the sink cannot see the
@@ -14,6 +15,12 @@ partitions that move forward are committed.  A coordinator that is briefly down
 costs a few retries and then one log line; the next batch's commit catches up
 (its offsets include everything before it).  The listener never raises into
 Spark's listener bus.
+
+After each micro-batch it also reports every Kafka-shaped source's latest offsets to Cohort (`Admin.
+report_end_offsets`): the progress' ``latestOffset`` (Spark's Kafka source fills it in: the newest offset
+each partition had when the batch was planned), and at least its ``endOffset`` (data the query has read
+exists). Cohort measures LOG-END-OFFSET, LAG and health against these ends; a topic Cohort does not know,
+or a principal without topic WRITE or ALTER, gets one log line per query and topic, not an error.
 
 Which group a query commits to: the ``groups`` mapping (query name -> group)
 given to the listener, else a ``cohort.group`` option set on the query's source
@@ -51,13 +58,17 @@ class CohortOffsetCommitter(StreamingQueryListener):
         *,
         commit_timeout_ms: int = 5000,
         retries: int = 3,
+        report_end_offsets: bool = True,
     ) -> None:
+        """`report_end_offsets`: report each batch's source latest offsets to Cohort (see above)."""
         self.bootstrap = bootstrap
+        self.report_end_offsets = report_end_offsets
         self.groups = dict(groups or {})
         self.commit_timeout_ms = commit_timeout_ms
         self.retries = retries
         self._group_by_query: dict[str, str] = {}
         self._warned: set[tuple[str, int]] = set()
+        self._refused_ends: set[tuple[str, str]] = set()  # (query, topic) whose end report was refused, logged once
         self._done = threading.Condition()
         self._handled: dict[str, int] = {}  # query id -> last batch id handled (committed or nothing to do)
 
@@ -95,13 +106,13 @@ class CohortOffsetCommitter(StreamingQueryListener):
 
     # -- the work ----------------------------------------------------------------------------
     def _commit_progress(self, query_id: str, name: str | None, batch_id: int, sources) -> None:
-        group = self._group_for(query_id, name)
-        if not group:
-            return
+        group = self._group_for(query_id, name)  # first: the source options are read while the query runs
         wanted: dict[TopicPartition, int] = {}
+        latest: dict[TopicPartition, int] = {}
         for index, source in enumerate(sources):
             try:
                 offsets = parse_kafka_offsets(source.endOffset)
+                available = parse_kafka_offsets(getattr(source, "latestOffset", None))
             except NotKafkaShaped as exc:
                 if (query_id, index) not in self._warned:
                     self._warned.add((query_id, index))
@@ -110,7 +121,11 @@ class CohortOffsetCommitter(StreamingQueryListener):
                 continue
             for tp, offset in (offsets or {}).items():
                 wanted[tp] = max(offset, wanted.get(tp, -1))
-        if not wanted:
+            for tp, offset in [*(offsets or {}).items(), *(available or {}).items()]:
+                latest[tp] = max(offset, latest.get(tp, -1))
+        if latest and self.report_end_offsets:
+            self._report_ends(query_id, name, latest)
+        if not group or not wanted:
             return
         link = link_for(self.bootstrap, self.commit_timeout_ms, self.retries)
         try:
@@ -121,6 +136,21 @@ class CohortOffsetCommitter(StreamingQueryListener):
         except (CoordinatorError, GroupActive) as exc:
             log.error("cohort listener: query %s batch %d: offsets not committed to group %r at %s: %s",
                       name or query_id, batch_id, group, self.bootstrap, exc)
+
+    def _report_ends(self, query_id: str, name: str | None, latest: dict[TopicPartition, int]) -> None:
+        link = link_for(self.bootstrap, self.commit_timeout_ms, self.retries)
+        try:
+            results = link.report_end_offsets(latest)
+        except CoordinatorError as exc:
+            log.error("cohort listener: query %s: end offsets not reported to %s: %s", name or query_id,
+                      self.bootstrap, exc)
+            return
+        for tp, result in sorted(results.items()):
+            if isinstance(result, int) or (query_id, tp.topic) in self._refused_ends:
+                continue
+            self._refused_ends.add((query_id, tp.topic))
+            log.warning("cohort listener: query %s: Cohort refused the end offsets of topic %s (%s); its lag "
+                        "stays unknown", name or query_id, tp.topic, result)
 
     def _group_for(self, query_id: str, name: str | None) -> str:
         group = self._group_by_query.get(query_id)

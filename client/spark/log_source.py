@@ -31,7 +31,8 @@ LOG_SCHEMA = (
     "metadata string, commit_timestamp timestamp, expire_timestamp timestamp, "
     "generation int, protocol string, members int, topic_partitions int, error string"
 )
-"""One row per record.  record_type is offset-commit, group-metadata, consumer-group, topic, journal,
+"""One row per record.  record_type is offset-commit, group-metadata, consumer-group, topic, end-offset
+(a partition's reported end offset, in committed_offset, reported at commit_timestamp), journal,
 commit-source, scram-credential or acl (the names
 `cohort log dump` uses), or undecodable with the reason in `error`; columns that do not
 apply to a record type are null.  Timestamps are null when the record has none (-1 on
@@ -91,6 +92,11 @@ def record_columns(rec) -> dict:
     if name.startswith(("ScramCredential", "Acl")):  # present, never their contents (salts, keys, principals)
         return dict(record_type="scram-credential" if name.startswith("Scram") else "acl",
                     is_tombstone=name.endswith("Tombstone"))
+    if name == "EndOffsetRecord":  # a partition's reported end offset, kept in committed_offset
+        return dict(record_type="end-offset", is_tombstone=False, topic=rec.topic, partition=rec.partition,
+                    committed_offset=rec.end_offset, commit_timestamp=_timestamp(rec.reported_ms))
+    if name == "EndOffsetTombstone":
+        return dict(record_type="end-offset", is_tombstone=True, topic=rec.topic, partition=rec.partition)
     if name.startswith("ConsumerGroup"):  # KIP-848 records; generation = the epoch the record carries, if any
         epoch = next((getattr(rec, f) for f in ("epoch", "assignment_epoch", "member_epoch") if hasattr(rec, f)), None)
         return dict(record_type="consumer-group", is_tombstone=name.endswith("Tombstone"), group=rec.group,

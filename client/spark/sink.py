@@ -10,8 +10,9 @@ Where the code runs (measured on PySpark 4.3):
 
 * ``CohortSink.streamWriter`` runs when the query initialises (after ``.start()``
   has returned) and again, in a JVM-started Python process, before every
-  commit/abort: it validates the options and the schema, so a misconfigured
-  query stops before batch 0 (Spark wraps the ``cohort sink: …`` line in its
+  commit/abort: it validates the options and the schema and checks that the
+  coordinator accepts a connection (within 3 s), so a misconfigured query stops
+  before batch 0 (Spark wraps the ``cohort sink: …`` line in its
   PYTHON_DATA_SOURCE_ERROR).  `check_sink_options` runs the same checks in the
   caller's process, before ``.start()``, to fail at once with that one line.
 * ``CohortStreamWriter.write`` runs on executors, once per partition per batch, and
@@ -185,15 +186,46 @@ class SinkOptions:
         return query_id
 
 
+# How long the sink waits for a TCP connection to the coordinator when a query starts: an unreachable
+# coordinator then fails the query in seconds, not after every commit attempt's timeout (about 70 s).
+COORDINATOR_PROBE_TIMEOUT_S = 3.0
+
+
+def probe_coordinator(bootstrap: str, timeout_s: float = COORDINATOR_PROBE_TIMEOUT_S) -> None:
+    """Raise SinkConfigError (one line) unless some server of `bootstrap` accepts a TCP connection within
+    `timeout_s` (tried again every 0.2 s meanwhile: a coordinator restarting between batches is waited for)."""
+    import socket
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        reasons = []
+        for server in bootstrap.split(","):
+            host, _, port = server.rpartition(":")
+            try:
+                left = max(0.1, deadline - time.monotonic())
+                with socket.create_connection((host.strip("[]"), int(port)), timeout=left):
+                    return
+            except OSError as exc:
+                reasons.append(f"{server}: {exc.strerror or type(exc).__name__}")
+        if time.monotonic() >= deadline:
+            break
+        time.sleep(0.2)
+    raise SinkConfigError(f"cohort sink: no coordinator answers at {bootstrap} ({'; '.join(reasons)}); "
+                          "start `cohort serve` there or fix option bootstrap")
+
+
 def check_sink_options(df_or_schema, options: Mapping[str, str]) -> None:
     """Run the sink's checks now, in this process: raises SinkConfigError with one line.
 
     Spark validates a data source's options only when the query initialises, after
     ``.start()`` returned, and reports a failure wrapped in its own error text. Call this
-    with the DataFrame (or its schema) and the options you pass to ``.options(...)``.
+    with the DataFrame (or its schema) and the options you pass to ``.options(...)``; it
+    also checks that the coordinator answers.
     """
     schema = getattr(df_or_schema, "schema", df_or_schema)
-    SinkOptions.parse({k: str(v) for k, v in options.items()}, schema)
+    parsed = SinkOptions.parse({k: str(v) for k, v in options.items()}, schema)
+    probe_coordinator(parsed.bootstrap)
 
 
 # Best effort, per sink-runner process (Spark runs commit() and abort() of a session in one
@@ -238,7 +270,8 @@ class CohortStreamWriter(DataSourceStreamWriter):
         return TaskNextOffsets(next_offsets(triples()), rows)
 
     def commit(self, messages: list[TaskNextOffsets | None], batchId: int) -> None:
-        commit_batch(self.options, batchId, merge_next_offsets(m.offsets for m in messages if m is not None))
+        with _one_line_errors():
+            commit_batch(self.options, batchId, merge_next_offsets(m.offsets for m in messages if m is not None))
 
     def abort(self, messages: list[TaskNextOffsets | None], batchId: int) -> None:
         # A failed or stopped batch commits nothing; Spark re-runs it under the same id.
@@ -311,4 +344,40 @@ class CohortSink(DataSource):
         return "cohort"
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> CohortStreamWriter:
-        return CohortStreamWriter(SinkOptions.parse(self.options, schema))
+        with _one_line_errors():
+            options = SinkOptions.parse(self.options, schema)
+            probe_coordinator(options.bootstrap)  # a query against an unreachable coordinator stops before batch 0
+            return CohortStreamWriter(options)
+
+
+class _one_line_errors:
+    """Let the sink's own errors reach the user as their one line, first.
+
+    Spark formats an exception of its Python data source process with `traceback.format_exc()` and puts
+    the result after its own prefix, so the user's first line was "Traceback (most recent call last):"
+    and the reason came a dozen lines later. Cohort's errors (`SinkConfigError`, `CohortSinkError`) are
+    complete in one line: while one propagates, the process formats tracebacks without frames
+    (`sys.tracebacklimit = 0`); the next call into the sink restores the setting.
+    """
+
+    _saved: list = []
+
+    def __enter__(self) -> None:
+        import sys
+
+        while self._saved:
+            value = self._saved.pop()
+            if value is _UNSET:
+                sys.__dict__.pop("tracebacklimit", None)
+            else:
+                sys.tracebacklimit = value
+
+    def __exit__(self, kind, exc, tb) -> None:
+        import sys
+
+        if kind is not None and issubclass(kind, (SinkConfigError, CohortSinkError)):
+            self._saved.append(getattr(sys, "tracebacklimit", _UNSET))
+            sys.tracebacklimit = 0
+
+
+_UNSET = object()

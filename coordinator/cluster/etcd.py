@@ -139,14 +139,23 @@ class EtcdClient:
             if exc.code() == grpc.StatusCode.INVALID_ARGUMENT and "too large" in details:
                 raise EtcdRequestTooLarge(f"etcd {what}: {details}") from exc
             self._check_no_space(details)
-            raise EtcdUnavailable(f"etcd {what}: {exc.code().name} {details}".rstrip()) from exc
+            raise EtcdUnavailable(f"etcd {what}: {self._reason(exc)}") from exc
         except EtcdError as exc:
             cause = exc.__cause__
             if isinstance(cause, grpc.aio.AioRpcError) and "too large" in (cause.details() or ""):
                 raise EtcdRequestTooLarge(f"etcd {what}: {cause.details()}") from exc
             details = (cause.details() or "") if isinstance(cause, grpc.aio.AioRpcError) else ""
             self._check_no_space(f"{exc} {details}")
-            raise EtcdUnavailable(f"etcd {what}: {exc}") from exc
+            reason = self._reason(cause) if isinstance(cause, grpc.aio.AioRpcError) else str(exc).splitlines()[0]
+            raise EtcdUnavailable(f"etcd {what}: {reason}") from exc
+
+    def _reason(self, exc: grpc.aio.AioRpcError) -> str:
+        """One short line for a failed call: gRPC's details of an unreachable endpoint are a paragraph of
+        transport errors, which reached the CLI's users verbatim."""
+        if exc.code() == grpc.StatusCode.UNAVAILABLE:
+            return f"no etcd member answers at {','.join(self.endpoints)} (is etcd running?)"
+        details = (exc.details() or "").splitlines()
+        return f"{exc.code().name} {details[0][:200] if details else ''}".rstrip()
 
     def _check_no_space(self, details: str) -> None:
         """Raise `EtcdNoSpace` for etcd's NOSPACE refusal; the first one is logged (and counted in metrics)."""
@@ -210,9 +219,9 @@ class EtcdClient:
                 if exc.code() == grpc.StatusCode.INVALID_ARGUMENT and "too large" in details:
                     raise EtcdRequestTooLarge(f"etcd txn: {details}") from exc
                 self._check_no_space(details)
-                raise EtcdUnavailable(f"etcd txn: {exc.code().name} {details}".rstrip()) from exc
+                raise EtcdUnavailable(f"etcd txn: {self._reason(exc)}") from exc
             except (grpc.RpcError, grpc.aio.BaseError) as exc:  # e.g. the channel closed under the call
-                raise EtcdUnavailable(f"etcd txn: {exc!r}") from exc
+                raise EtcdUnavailable(f"etcd txn: {type(exc).__name__}") from exc
         except EtcdNoSpace:
             raise  # the leader answered: its channel is fine
         except EtcdUnavailable:
@@ -340,6 +349,7 @@ class EtcdClient:
 
 # Building blocks of a transaction (etcd's Compare and RequestOp messages).
 compare_create_revision = KVService.txn_compare_create_revision
+compare_value = KVService.txn_compare_value
 op_put = KVService.txn_op_put
 op_delete = KVService.txn_op_delete
 op_range = KVService.txn_op_get

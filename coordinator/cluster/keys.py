@@ -12,6 +12,8 @@
     g/<p>/<group>                             -> group metadata value     (record type 2)
     t/0/<topic>                               -> topic registry value     (record type 100; cluster-wide,
                                                  not part of partition 0's data: see cluster/node.py)
+    t/0/<topic>/<partition>                   -> reported end offset value (record type 105; with the
+                                                 topic registry, under the same watch)
     s/<hex of the record key>                 -> SCRAM credential / ACL binding value (record types 101,
                                                  102; cluster-wide like t/0/, see cluster/node.py)
     r/<p>/<hex of the record key>             -> any other record type's value
@@ -31,6 +33,8 @@ from cohort.coordinator.records import (
     OFFSET_COMMIT_KEY_TYPES,
     SECURITY_KEY_TYPES,
     TOPIC_KEY_TYPE,
+    END_OFFSET_KEY_TYPE,
+    EndOffsetTombstone,
     GroupMetadataTombstone,
     OffsetCommitTombstone,
     TopicTombstone,
@@ -108,6 +112,11 @@ def etcd_key(partition: int, record_key: bytes) -> bytes:
             name, at = _read_string(record_key, 2)
             if at == len(record_key):
                 return b"t/%s/%s" % (p, _name(name))
+        elif rtype == END_OFFSET_KEY_TYPE:
+            topic, at = _read_string(record_key, 2)
+            if len(record_key) == at + 4:
+                (index,) = _INT32.unpack_from(record_key, at)
+                return b"t/%s/%s/%d" % (p, _name(topic), index)
         elif rtype in SECURITY_KEY_TYPES:
             return SECURITY + record_key.hex().encode()
     except (struct.error, ValueError, UnicodeDecodeError):
@@ -127,7 +136,10 @@ def record_key(key: bytes) -> bytes:
     if kind == b"g":
         return encode_record(GroupMetadataTombstone(unquote(path.decode())))[0]
     if kind == b"t":
-        return encode_record(TopicTombstone(unquote(path.decode())))[0]
+        name, _, index = path.partition(b"/")  # a name is percent-encoded: "/" only before a partition
+        if index:
+            return encode_record(EndOffsetTombstone(unquote(name.decode()), int(index)))[0]
+        return encode_record(TopicTombstone(unquote(name.decode())))[0]
     if kind == b"r":
         return bytes.fromhex(path.decode())
     raise ValueError(f"not a Cohort data key: {key!r}")

@@ -25,6 +25,7 @@ from cohort.coordinator.cluster.etcd import (
     EtcdClient,
     EtcdUnavailable,
     compare_create_revision,
+    compare_value,
     op_delete,
     op_put,
     op_range,
@@ -35,12 +36,14 @@ from cohort.coordinator.cluster.store import EtcdStore
 from cohort.coordinator.config import CoordinatorConfig, parse_cluster_url
 from cohort.coordinator.log import StorageError
 from cohort.coordinator.ownership import Node
-from cohort.coordinator.records import decode_record, encode_record
+from cohort.coordinator.records import EndOffsetRecord, decode_record, encode_record
 from cohort.protocol.errors import ErrorCode
 
 log = logging.getLogger("cohort.cluster")
 
 CLUSTER_ID_KEY = b"cluster/id"
+# Compare-and-set rounds an end-offset report may lose to other nodes' reports before it gives up.
+_END_OFFSET_CAS_ATTEMPTS = 8
 
 
 class ClusterNode:
@@ -140,13 +143,35 @@ class ClusterNode:
         except EtcdUnavailable as exc:
             raise StorageError(f"credentials and ACLs: {exc}", ErrorCode.REQUEST_TIMED_OUT) from exc
 
+    async def _raise_end_offset(self, record, key: bytes, value: bytes) -> None:
+        """Put an end offset unless etcd holds a higher one of the same topic; compare-and-set on the value
+        last read, so two nodes reporting at once cannot move an end back."""
+        for _ in range(_END_OFFSET_CAS_ATTEMPTS):
+            kvs, _, _ = await self.etcd.range(key)
+            if kvs:
+                current = decode_record(keys.record_key(key), kvs[0].value)
+                if current.topic_id == record.topic_id and current.end_offset >= record.end_offset:
+                    self.topics.apply(current)
+                    return
+                compare = compare_value(key, kvs[0].value)
+            else:
+                compare = compare_create_revision(key, 0)
+            written, _, _ = await self.etcd.txn([compare], [op_put(key, value)])
+            if written:
+                return
+        raise StorageError(f"end offset of {record.topic}-{record.partition}: too many concurrent reports",
+                           ErrorCode.REQUEST_TIMED_OUT)
+
     async def persist_topics(self, records) -> None:
-        """Write topic records to etcd; a new topic only if no other node created it first."""
+        """Write topic records to etcd; a new topic only if no other node created it first, an end offset
+        only if no other node wrote a higher one meanwhile (ends only move forward)."""
         try:
             for record in records:
                 record_key, value = encode_record(record)
                 key = keys.etcd_key(0, record_key)
-                if value is None:
+                if isinstance(record, EndOffsetRecord):
+                    await self._raise_end_offset(record, key, value)
+                elif value is None:
                     await self.etcd.txn([], [op_delete(key)])
                 elif self.topics.get(record.name) is not None:
                     await self.etcd.txn([], [op_put(key, value)])

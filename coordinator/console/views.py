@@ -9,11 +9,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable
 
-from cohort.client.admin import LATEST_TIMESTAMP, Admin, GroupDescription
-from cohort.client.cli.groups import _log_ranges
+from cohort.client.admin import Admin, GroupDescription
+from cohort.client.cli.groups import _log_ranges, log_end_offsets
 from cohort.client.cli.offset_reset import Scenario, plan_reset
 from cohort.client.cli.runner import CommandError
-from cohort.client.errors import ClientError, KafkaError, kafka_error
+from cohort.client.errors import ClientError, kafka_error
 from cohort.client.topic_partition import TopicPartition
 from cohort.coordinator.console.snapshot import GroupSnapshot
 from cohort.coordinator.lag import total_lag
@@ -85,16 +85,10 @@ async def topic_detail(admin: Admin, topic: str, snapshot: GroupSnapshot) -> dic
         raise kafka_error(info.error_code, f"topic {topic!r}")
     partitions = sorted(p.partition for p in info.partitions)
     shown = partitions[:MAX_TOPIC_PARTITIONS_SHOWN]
-    try:
-        listed = await admin.list_partition_offsets({TopicPartition(topic, p): LATEST_TIMESTAMP for p in shown})
-        ends = {tp.partition: o.offset for tp, o in listed.items()}
-    except KafkaError as exc:
-        if exc.code not in (ErrorCode.TOPIC_AUTHORIZATION_FAILED, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
-            raise
-        ends = {}
+    # The ends its source reported (none: unknown), as every lag is measured against
+    ends = {tp.partition: end for tp, end in (await log_end_offsets(admin, [TopicPartition(topic, p) for p in shown])).items()}
     return {"topic": topic, "topic_id": info.topic_id, "partition_count": len(partitions),
-            "partitions": [{"partition": p, "log_end_offset": ends.get(p) if (ends.get(p) or 0) >= 0 else None}
-                           for p in shown],
+            "partitions": [{"partition": p, "log_end_offset": ends.get(p)} for p in shown],
             "groups": snapshot.consumers_of(topic), "taken_ms": snapshot.taken_ms}
 
 
@@ -165,7 +159,7 @@ async def _log_end_offsets(admin: Admin, group_id: str) -> dict[TopicPartition, 
         report = await admin.group_report(group_id, "lag")
     except ClientError:
         return {}
-    return {TopicPartition(p["topic"], p["partition"]): (p["log_end_offset"], p["lag"]) for p in report["partitions"]}
+    return {TopicPartition(p["topic"], p["partition"]): (p["end_offset"], p["lag"]) for p in report["partitions"]}
 
 
 def _broker(description: GroupDescription) -> dict | None:

@@ -28,6 +28,8 @@ Kafka does:
   CreatePartitions: topic ALTER; ListOffsets: topic DESCRIBE; Fetch: topic READ (CreateTopics,
   CreatePartitions, ListOffsets and Fetch are rows of `TOPIC_RULES`: the operation, where the topics
   are, how a refusal looks);
+* ReportEndOffsets (Cohort's own): topic WRITE or ALTER, like a producer (its partitions
+  TOPIC_AUTHORIZATION_FAILED); DescribeEndOffsets: topic DESCRIBE;
 * DescribeAcls, DescribeUserScramCredentials: CLUSTER DESCRIBE; CreateAcls,
   DeleteAcls, AlterUserScramCredentials: CLUSTER ALTER (CLUSTER_AUTHORIZATION_FAILED).
 
@@ -56,6 +58,7 @@ from cohort.protocol.messages import (
     ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse, ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatResponse,
     GroupOverviewRequest, GroupOverviewResponse, GroupReportRequest, GroupReportResponse,
+    DescribeEndOffsetsRequest, DescribeEndOffsetsResponse, ReportEndOffsetsRequest, ReportEndOffsetsResponse,
     AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse, CreateAclsRequest, CreateAclsResponse,
     CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest, CreateTopicsResponse,
     DeleteAclsRequest, DeleteAclsResponse, DeleteGroupsRequest, DeleteGroupsResponse, DeleteTopicsRequest,
@@ -305,8 +308,7 @@ class RequestAuthorization:
         # Cohort's own report on a group (journal, history, health, offsets at a time): group DESCRIBE as
         # DescribeGroups, and only the topics OffsetFetch would show (topic DESCRIBE, silently left out).
         if self.allowed(ctx, DESCRIBE, GROUP, request.group_id):
-            response = await handler(request, version, dataclasses.replace(ctx, topic_visible=self.topic_visibility(ctx)))
-            return self._lag_without_hidden_topics(response, ctx) if request.report == "lag" else response
+            return await handler(request, version, dataclasses.replace(ctx, topic_visible=self.topic_visibility(ctx)))
         return GroupReportResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED,
                                    error_message="not authorized to describe the group", report=b"")
 
@@ -379,18 +381,6 @@ class RequestAuthorization:
             row["lag"] = total_lag(t["lag"] for t in row["topics"])
         document["groups"] = rows
         return GroupOverviewResponse(error_code=0, error_message=None, overview=json.dumps(document).encode())
-
-    def _lag_without_hidden_topics(self, response, ctx):
-        """The lag report as OffsetFetch would show it: without the partitions of topics the principal may not
-        DESCRIBE, and without the sampled totals when they counted such partitions."""
-        if response.error_code:
-            return response
-        document = json.loads(response.report)
-        shown = [p for p in document["partitions"] if self.allowed(ctx, DESCRIBE, TOPIC, p["topic"], False)]
-        if len(shown) == len(document["partitions"]):
-            return response
-        document.update(partitions=shown, lag=total_lag(p["lag"] for p in shown), samples=[])
-        return GroupReportResponse(error_code=0, error_message=None, report=json.dumps(document).encode())
 
     async def _delete_groups(self, handler, request, version, ctx):
         allowed = [g for g in request.groups_names if self.allowed(ctx, DELETE, GROUP, g)]
@@ -513,6 +503,28 @@ class RequestAuthorization:
         setattr(response, rule.response_field, entries)
         return response
 
+    async def _report_end_offsets(self, handler, request, version, ctx):
+        """A source reporting end offsets needs WRITE (it produces the data) or ALTER on each topic."""
+        def may_report(t) -> bool:
+            return (self.allowed(ctx, WRITE, TOPIC, t.name, audit_denial=False)
+                    or self.allowed(ctx, ALTER, TOPIC, t.name))
+        allowed, denied = [], []
+        for t in request.topics:
+            (allowed if may_report(t) else denied).append(t)
+        if not denied:
+            return await handler(request, version, ctx)
+        Result = ReportEndOffsetsResponse.ReportedTopicResult
+        refused = [Result(name=t.name, partitions=[Result.ReportedPartitionResult(
+            partition_index=p.partition_index, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, error_message=_FAILED)
+            for p in t.partitions]) for t in denied]
+        if not allowed:
+            return ReportEndOffsetsResponse(topics=refused)
+        narrowed = copy.copy(request)
+        narrowed.topics = allowed
+        response = _unwrap(await handler(narrowed, version, ctx))
+        response.topics = list(response.topics) + refused
+        return response
+
     # ------------------------------------------------------------------ security admin
     async def _describe_acls(self, handler, request, version, ctx):
         if self._cluster(ctx, DESCRIBE):
@@ -559,6 +571,7 @@ class RequestAuthorization:
         OffsetDeleteRequest.API_KEY: _offset_delete,
         GroupReportRequest.API_KEY: _group_report,
         GroupOverviewRequest.API_KEY: _group_overview,
+        ReportEndOffsetsRequest.API_KEY: _report_end_offsets,
         DescribeGroupsRequest.API_KEY: _describe_groups,
         ListGroupsRequest.API_KEY: _list_groups,
         DeleteGroupsRequest.API_KEY: _delete_groups,
@@ -605,6 +618,10 @@ TOPIC_RULES: dict[int, TopicRule] = {
             _ListOffsetsTopic.ListOffsetsPartitionResponse(partition_index=p.partition_index,
                                                            error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
                                                            old_style_offsets=[]) for p in t.partitions])),
+    DescribeEndOffsetsRequest.API_KEY: TopicRule(
+        DESCRIBE, "topics", "topics", name_of=lambda auth, t, version: t,
+        refused=lambda t, v: DescribeEndOffsetsResponse.DescribedTopic(
+            name=t, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, error_message=_FAILED, partitions=[])),
     FetchRequest.API_KEY: TopicRule(
         READ, "topics", "responses",
         name_of=lambda auth, t, version: t.topic if version < 13 else auth._topic_name_by_id(t.topic_id),

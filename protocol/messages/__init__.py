@@ -20,6 +20,12 @@ from cohort.protocol.messages.describe_user_scram_credentials import DescribeUse
 from cohort.protocol.messages.fetch import FetchRequest, FetchResponse
 from cohort.protocol.messages.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
 from cohort.protocol.messages.group_overview import GroupOverviewRequest, GroupOverviewResponse
+from cohort.protocol.messages.end_offsets import (
+    DescribeEndOffsetsRequest,
+    DescribeEndOffsetsResponse,
+    ReportEndOffsetsRequest,
+    ReportEndOffsetsResponse,
+)
 from cohort.protocol.messages.group_report import GroupReportRequest, GroupReportResponse
 from cohort.protocol.messages.heartbeat import HeartbeatRequest, HeartbeatResponse
 from cohort.protocol.messages.join_group import JoinGroupRequest, JoinGroupResponse
@@ -82,6 +88,8 @@ API_SCHEMAS: dict[int, Api] = {a.key: a for a in [
     _api("ConsumerGroupDescribe", ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse),
     _api("GroupReport", GroupReportRequest, GroupReportResponse),  # Cohort's own (private key range)
     _api("GroupOverview", GroupOverviewRequest, GroupOverviewResponse),  # Cohort's own (private key range)
+    _api("ReportEndOffsets", ReportEndOffsetsRequest, ReportEndOffsetsResponse),  # Cohort's own
+    _api("DescribeEndOffsets", DescribeEndOffsetsRequest, DescribeEndOffsetsResponse),  # Cohort's own
 ]}
 
 # API keys of Cohort's own APIs: served, never advertised in ApiVersions (Kafka clients must not see them).
@@ -117,4 +125,5 @@ __all__ = [
     "ConsumerGroupHeartbeatRequest", "ConsumerGroupHeartbeatResponse",
     "ConsumerGroupDescribeRequest", "ConsumerGroupDescribeResponse",
     "GroupReportRequest", "GroupReportResponse", "GroupOverviewRequest", "GroupOverviewResponse", "PRIVATE_API_KEYS",
+    "ReportEndOffsetsRequest", "ReportEndOffsetsResponse", "DescribeEndOffsetsRequest", "DescribeEndOffsetsResponse",
 ]

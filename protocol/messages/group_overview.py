@@ -1,4 +1,4 @@
-"""GroupOverview (key 10002, Cohort's own): one page of the groups a node coordinates, summarized.
+"""GroupOverview (key 10003, Cohort's own): one page of the groups a node coordinates, summarized.
 
 Not a Kafka API (private key range, never advertised; see `group_report`). The web console's group list
 sends it to every broker, the way an admin client sends ListGroups, instead of a DescribeGroups and a
@@ -9,13 +9,13 @@ page may be short (even empty) while `more` is true, because a node bounds the w
 """
 from cohort.protocol.schema import BYTES, INT16, INT32, STRING, F, message
 
-GroupOverviewRequest = message("GroupOverviewRequest", 10002, "0", "none", [
+GroupOverviewRequest = message("GroupOverviewRequest", 10003, "0", "none", [
     F("after", STRING, default=""),                     # the page starts after this group id ("" = first)
     F("limit", INT32, default=100),                     # at most this many groups (the node caps it)
     F("search", STRING, nullable="0+", default=None),   # only ids containing this text, case-insensitive
 ])
 
-GroupOverviewResponse = message("GroupOverviewResponse", 10002, "0", "none", [
+GroupOverviewResponse = message("GroupOverviewResponse", 10003, "0", "none", [
     F("error_code", INT16),
     F("error_message", STRING, nullable="0+", default=None),
     F("overview", BYTES),

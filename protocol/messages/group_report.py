@@ -1,4 +1,4 @@
-"""GroupReport (key 10000, Cohort's own): a group's journal, offset history, health, past offsets or lag history.
+"""GroupReport (key 10000, Cohort's own): a group's journal, offset history, health, lag (with its sampled past) or past offsets.
 
 Not a Kafka API: its key sits in a private range (10000+) that Kafka will not use, and ApiVersions
 does not advertise it, so Kafka clients never see it; Cohort's CLI sends v0 directly. The report is
@@ -10,7 +10,7 @@ give, e.g. offset history in cluster mode).
 from cohort.protocol.schema import BYTES, INT16, INT32, INT64, STRING, F, message
 
 # What `report` may ask for.
-GROUP_REPORTS = ("rebalances", "history", "health", "offsets-at", "lag")
+GROUP_REPORTS = ("rebalances", "history", "health", "lag", "offsets-at")
 
 GroupReportRequest = message("GroupReportRequest", 10000, "0", "none", [
     F("group_id", STRING),

@@ -48,6 +48,8 @@ async def committed(server, group: str) -> dict[TopicPartition, int]:
 async def active_member(shared_cohort_server):
     """A live member of group 'cli-active' owning both partitions of 'cli-active-t'."""
     await seed(shared_cohort_server, "cli-active-hw", "cli-active-t", 2, {0: 10, 1: 3})  # high watermarks 10 and 3
+    async with Admin(shared_cohort_server.bootstrap) as admin:  # partition 0's source reported its end
+        await admin.report_end_offsets({TopicPartition("cli-active-t", 0): 10})
     member = GroupMember(shared_cohort_server.bootstrap, "cli-active", ["cli-active-t"], client_id="cli-test-client",
                          session_timeout_ms=10000, heartbeat_interval_ms=300)
     await member.start(timeout=15)
@@ -62,8 +64,9 @@ async def test_describe_active_group_shows_offsets_lag_and_owners(shared_cohort_
     rows = table(result.stdout)
     assert rows[0] == OFFSETS_HEADER
     by_partition = {row[2]: row for row in rows[1:]}
+    # no source reported an end offset for partition 1: its end is unknown, not the highest commit
     assert by_partition["0"][:6] == ["cli-active", "cli-active-t", "0", "4", "10", "6"]
-    assert by_partition["1"][:6] == ["cli-active", "cli-active-t", "1", "-", "3", "-"]
+    assert by_partition["1"][:6] == ["cli-active", "cli-active-t", "1", "-", "-", "-"]
     for row in by_partition.values():
         assert row[6:] == [active_member.member_id, "/127.0.0.1", "cli-test-client"]
 
@@ -87,7 +90,7 @@ async def test_describe_active_group_shows_offsets_lag_and_owners(shared_cohort_
         ["cli-active", shared_cohort_server.bootstrap, "(0)", "range", "Stable", "1"],
     ]
     parsed = json.loads(as_json.stdout)
-    assert {(r["partition"], r["current_offset"], r["log_end_offset"], r["lag"]) for r in parsed} == {(0, 4, 10, 6), (1, None, 3, None)}
+    assert {(r["partition"], r["current_offset"], r["log_end_offset"], r["lag"]) for r in parsed} == {(0, 4, 10, 6), (1, None, None, None)}
 
 
 async def test_active_group_cannot_be_reset_or_deleted(shared_cohort_server, active_member):
@@ -129,13 +132,15 @@ async def test_list_groups_with_and_without_states(shared_cohort_server, active_
 
 async def test_describe_inactive_and_unknown_groups(shared_cohort_server):
     await seed(shared_cohort_server, "cli-idle", "cli-idle-t", 2, {0: 7, 1: 2})
+    async with Admin(shared_cohort_server.bootstrap) as admin:
+        await admin.report_end_offsets({TopicPartition("cli-idle-t", 0): 7})
     result = await asyncio.to_thread(cli, shared_cohort_server, "groups", "describe", "cli-idle")
     assert result.returncode == 0
     assert "Consumer group 'cli-idle' has no active members." in result.stdout
     rows = table(result.stdout)
-    assert rows[1:] == [
+    assert rows[1:] == [  # caught up where the end is known; unknown (not 0) where no source reported one
         ["cli-idle", "cli-idle-t", "0", "7", "7", "0", "-", "-", "-"],
-        ["cli-idle", "cli-idle-t", "1", "2", "2", "0", "-", "-", "-"],
+        ["cli-idle", "cli-idle-t", "1", "2", "-", "-", "-", "-", "-"],
     ]
     unknown = await asyncio.to_thread(cli, shared_cohort_server, "groups", "describe", "cli-no-such-group")
     assert_one_line_error(unknown, 1, "Consumer group 'cli-no-such-group' does not exist.")

@@ -1,4 +1,5 @@
-"""Bad command lines get the sub-command's own usage and one clear line; Kafka errors read as one sentence."""
+"""Bad command lines get one clear line naming the sub-command (and the option meant); Kafka errors read as one
+sentence."""
 from __future__ import annotations
 
 import subprocess
@@ -17,7 +18,7 @@ def cohort(*args: str) -> subprocess.CompletedProcess:
 
 @pytest.mark.parametrize("argv, own_usage", [
     (["groups", "list", "--bogus"], "cohort groups list"),
-    (["log", "verify", "--bogus"], "usage: cohort log verify"),
+    (["log", "verify", "--bogus"], "cohort log verify"),
     (["topics", "create", "--topic", "t", "--bogus"], "cohort topics create"),
 ])
 def test_an_unknown_option_is_reported_by_the_sub_command_that_was_chosen(argv, own_usage):
@@ -26,6 +27,31 @@ def test_an_unknown_option_is_reported_by_the_sub_command_that_was_chosen(argv, 
     assert own_usage in done.stderr + done.stdout
     assert "usage: cohort [-h] [--version] COMMAND" not in done.stderr + done.stdout
     assert "--bogus" in done.stderr + done.stdout and "Traceback" not in done.stderr
+    assert done.stderr.count("\n") == 1 and done.stderr.startswith("Error: ")  # one line, not the usage block
+
+
+@pytest.mark.parametrize("argv, meant", [
+    (["serve", "--wokers", "2"], "--workers"),
+    (["serve", "--metrics.listen=127.0.0.1:1", "--data-dri", "x"], "--data-dir"),
+    (["groups", "describe", "--bootstrap-servr", "h:1"], "--bootstrap-server"),
+    (["topics", "end-offsets", "set", "--topic", "t", "--partition", "0", "--ofset", "3"], "--offset"),
+])
+def test_an_unknown_flag_is_one_line_with_the_option_meant(argv, meant):
+    done = cohort(*argv)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.count("\n") == 1, done.stderr
+    assert f"(did you mean {meant}?)" in done.stderr
+
+
+def test_serve_help_lists_settings_by_area_and_each_flag_once():
+    text = cohort("serve", "--help").stdout
+    areas = ["server: listeners, data directory, node id, workers:", "cluster mode (etcd):", "consumer groups:",
+             "security: SASL, authorization, TLS:", "operations: metrics, console, logging, shutdown:"]
+    positions = [text.index("\n" + area + "\n") for area in areas]
+    assert positions == sorted(positions)
+    options = [line.split()[0].rstrip(",") for line in text.splitlines() if line.startswith("  --")]
+    assert options.count("--workers") == 1 and len(options) == len(set(options))
+    assert "--workers N|auto, --workers" not in text
 
 
 def test_a_kafka_error_with_the_servers_message_does_not_double_its_punctuation():

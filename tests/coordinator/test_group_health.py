@@ -47,3 +47,52 @@ def test_member_ages_come_from_heartbeats_and_commits():
     (member,) = report.members
     assert (member.heartbeat_age_ms, member.commit_age_ms) == (10, 300)
     assert report.to_json()["members"][0]["commit_age_ms"] == 300
+
+
+def test_with_a_reported_end_no_new_data_is_ok_and_data_waiting_without_progress_is_stalled():
+    monitor = HealthMonitor(STALL)
+    end = {"value": 20}
+    offsets = [("t", 0, 20, 0)]
+    monitor.sample("g", offsets, 0, lambda since: False)
+    # caught up with the end: an idle topic, however long nobody moves
+    report = monitor.evaluate("g", offsets, MEMBER, 60_000, lambda t, p: end["value"])
+    assert report.status == "OK" and (report.partitions[0].end_offset, report.partitions[0].lag) == (20, 0)
+    assert report.total_lag == 0 and report.partitions_without_end == 0
+    # the source reports more data and the group does not move: stalled, with its lag
+    end["value"] = 25
+    report = monitor.evaluate("g", offsets, MEMBER, 60_000, lambda t, p: end["value"])
+    assert report.status == "STALLED" and report.partitions[0].lag == 5 and report.total_lag == 5
+    # without members: caught up is OK, lag left behind is STOPPED
+    assert monitor.evaluate("g", offsets, [], 60_000, lambda t, p: 20).status == "OK"
+    assert monitor.evaluate("g", offsets, [], 60_000, lambda t, p: 25).status == "STOPPED"
+
+
+def test_without_a_reported_end_lag_is_unknown_not_zero():
+    monitor = HealthMonitor(STALL)
+    offsets = [("t", 0, 20, 0)]
+    monitor.sample("g", offsets, 0, lambda since: False)
+    report = monitor.evaluate("g", offsets, MEMBER, 60_000)
+    assert report.status == "STALLED"  # an idle topic and a stuck group look alike without an end
+    assert (report.partitions[0].end_offset, report.partitions[0].lag) == (None, None)
+    assert report.total_lag is None and report.partitions_without_end == 1
+
+
+def test_last_moved_is_the_commit_that_moved_the_offset_never_later_than_the_last_commit():
+    monitor = HealthMonitor(STALL)
+    monitor.sample("g", [("t", 0, 10, 100)], 150, lambda since: False)
+    # committed 11 at 200, noticed by the sample at 900
+    offsets = [("t", 0, 11, 200)]
+    monitor.sample("g", offsets, 900, lambda since: False)
+    (partition,) = monitor.evaluate("g", offsets, MEMBER, 900).partitions
+    assert partition.last_moved_ms == 200 <= partition.last_commit_ms
+
+
+def test_group_lag_sums_known_partitions_and_counts_the_others():
+    from cohort.coordinator.lag import group_lag
+    from cohort.coordinator.topics import ReportedEnd
+
+    ends = {("t", 0): ReportedEnd(10, 5), ("t", 1): ReportedEnd(3, 6)}
+    lag = group_lag([("t", 1, 4), ("t", 0, 7), ("t", 2, 1)], lambda t, p: ends.get((t, p)))
+    assert [(p["partition"], p["end_offset"], p["lag"]) for p in lag["partitions"]] == [
+        (0, 10, 3), (1, 3, 0), (2, None, None)]
+    assert (lag["total_lag"], lag["partitions_without_end"]) == (3, 1)

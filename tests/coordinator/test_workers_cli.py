@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from bounded_wait import wait_until
 from cohort_process import run_cohort
 from workers_harness import WorkersServer, group_on_worker, worker_of
 
@@ -54,17 +55,29 @@ def test_groups_list_describe_reset_and_delete_span_every_worker(tmp_path):
             assert row["coordinator"] == f"127.0.0.1:{server.ports[owner]} ({owner})", row
             assert row["state"] == "Empty"
 
+        # LOG-END-OFFSET is the source's reported end (kept by the registry's worker), unknown without one
+        reported = cli(bootstrap, "topics", "end-offsets", "set", "--topic", "wk-t", "--partition", "0", "--offset", "60")
+        assert reported.returncode == 0, reported.stderr
         offsets = cli(bootstrap, "groups", "describe", "--group", groups[2], "--offsets", "--output", "json")
         assert offsets.returncode == 0, offsets.stderr
-        assert sorted((r["partition"], r["current_offset"], r["log_end_offset"]) for r in json.loads(offsets.stdout)) == [
-            (0, 12, 50), (1, 22, 50)]
+        assert sorted((r["partition"], r["current_offset"], r["log_end_offset"], r["lag"])
+                      for r in json.loads(offsets.stdout)) == [(0, 12, 60, 48), (1, 22, None, None)]
+
+        def lag_known_on_every_worker():  # each group's worker mirrors the registry's reported ends
+            for k, group in groups.items():
+                health = cli(bootstrap, "groups", "describe", "--group", group, "--health", "--output", "json")
+                [report] = json.loads(health.stdout)
+                if [(p["partition"], p["lag"]) for p in report["partitions"]] != [(0, 48 - k + 2), (1, None)]:
+                    return False
+            return True
+        wait_until(lag_known_on_every_worker, 30, "every worker's groups to see the reported end offset")
 
         reset = cli(bootstrap, "groups", "reset-offsets", "--all-groups", "--topic", "wk-t", "--to-latest", "--execute")
         assert reset.returncode == 0, reset.stderr
         with BlockingAdmin(server.bootstrap_of(0)) as admin:
             for group in groups.values():
                 assert {tp: om.offset for tp, om in admin.fetch_offsets(group).items()} == {
-                    ("wk-t", 0): 50, ("wk-t", 1): 50}, group
+                    ("wk-t", 0): 60, ("wk-t", 1): 50}, group  # latest: the reported end, else the highest commit
 
         deleted = cli(bootstrap, "groups", "delete", "--all-groups")
         assert deleted.returncode == 0, deleted.stderr

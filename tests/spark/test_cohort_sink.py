@@ -5,6 +5,7 @@ example source) and has its own checkpoint, group and coordinator; no sleeps.
 """
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -197,9 +198,18 @@ def test_misconfiguration_fails_the_query_with_one_clear_message(spark, tmp_path
     assert expected in message
 
 
-def test_unreachable_coordinator_fails_the_first_batch(spark, tmp_path):
-    message = failure_of(spark, None, tmp_path / "ckpt", "lonely-group", commitTimeoutMs="500", retries="1")
-    assert "could not be committed to group 'lonely-group' at 127.0.0.1:1" in message
+def test_unreachable_coordinator_fails_the_query_in_seconds_with_one_clear_line(spark, cohort_server, tmp_path):
+    started = time.monotonic()
+    run_to_end(spark, cohort_server, tmp_path / "baseline", "reachable-group")  # what Spark itself costs here
+    baseline = time.monotonic() - started
+    started = time.monotonic()
+    message = failure_of(spark, None, tmp_path / "ckpt", "lonely-group")  # default timeouts and retries
+    took = time.monotonic() - started
+    line = "cohort sink: no coordinator answers at 127.0.0.1:1 (127.0.0.1:1: Connection refused)"
+    assert line in message.splitlines()[0], message[:2000]  # the reason first, not after a Python traceback
+    # within seconds of what a whole successful query costs on this machine, not after ~40-70 s of commit
+    # attempts (4 attempts of commitTimeoutMs=10 s each, plus connecting)
+    assert took < baseline + 10, (took, baseline)
 
 
 def test_check_sink_options_refuses_a_misconfigured_query_before_it_starts(spark, tmp_path):
@@ -211,5 +221,7 @@ def test_check_sink_options_refuses_a_misconfigured_query_before_it_starts(spark
     with pytest.raises(SinkConfigError) as failure:
         check_sink_options(bad, {"bootstrap": "127.0.0.1:1", "group": "g", "checkpointLocation": str(tmp_path)})
     assert str(failure.value) == "cohort sink: column 'partition' has type string, expected an integer type (int or bigint)"
-    check_sink_options(df, {"bootstrap": "127.0.0.1:1", "group": "g", "checkpointLocation": str(tmp_path)})
+    with pytest.raises(SinkConfigError) as unreachable:
+        check_sink_options(df, {"bootstrap": "127.0.0.1:1", "group": "g", "checkpointLocation": str(tmp_path)})
+    assert str(unreachable.value).startswith("cohort sink: no coordinator answers at 127.0.0.1:1")
     assert not spark.streams.active

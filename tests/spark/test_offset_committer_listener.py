@@ -90,3 +90,58 @@ def test_listener_survives_the_coordinator_being_down_and_catches_up(cohort_serv
     cohort_server.start()  # same port, same data dir
     listener.onQueryProgress(progress_event("q", 2, '{"t": {"0": 9}}', name="job"))
     assert offsets_of(cohort_server.bootstrap, "outage-g") == {("t", 0): (9, CommitMarker("q", 2))}
+
+
+@pytest.mark.usefixtures("stop_queries")
+def test_listener_reports_the_sources_end_offsets_so_lag_is_known(spark, cohort_server, tmp_path):
+    from cohort.client.admin import NewTopic
+    from cohort_process import run_cohort
+
+    with BlockingAdmin(cohort_server.bootstrap, api_timeout_ms=10000) as ours:
+        ours.create_topics([NewTopic("clicks", 2)])
+    listener = CohortOffsetCommitter(cohort_server.bootstrap)
+    spark.streams.addListener(listener)
+    try:
+        query = (
+            spark.readStream.format("kafka-shaped")
+            .option("topics", "clicks:2,not-in-cohort:1").option("rowsPerBatch", 4).option("endOffset", 10)
+            .option("cohort.group", "ends-g")
+            .load()
+            .writeStream.format("noop")
+            .option("checkpointLocation", str(tmp_path / "ckpt"))
+            .trigger(availableNow=True)
+            .start()
+        )
+        assert query.awaitTermination(120)
+        assert listener.wait_for_batch(str(query.id), 2, timeout=60), "progress of batch 2 never arrived"
+    finally:
+        spark.streams.removeListener(listener)
+
+    with BlockingAdmin(cohort_server.bootstrap, api_timeout_ms=10000) as ours:
+        ends = ours.describe_end_offsets(["clicks"])["clicks"]
+    assert {p: e.end_offset for p, e in ends.items()} == {0: 10, 1: 10}
+    described = run_cohort("groups", "describe", "ends-g", "--offsets", "--output", "json",
+                           "--bootstrap-server", cohort_server.bootstrap)
+    import json
+    rows = {(r["topic"], r["partition"]): (r["current_offset"], r["log_end_offset"], r["lag"])
+            for r in json.loads(described.stdout)}
+    assert rows[("clicks", 0)] == (10, 10, 0) and rows[("clicks", 1)] == (10, 10, 0)
+    assert rows[("not-in-cohort", 0)] == (10, None, None)  # Cohort has no such topic: the end stays unknown
+
+
+def test_listener_reports_latest_offset_ahead_of_what_the_batch_read(cohort_server, caplog):
+    from cohort.client.admin import NewTopic
+
+    with BlockingAdmin(cohort_server.bootstrap, api_timeout_ms=10000) as ours:
+        ours.create_topics([NewTopic("behind", 1)])
+    listener = CohortOffsetCommitter(cohort_server.bootstrap, {"job": "behind-g"})
+    event = progress_event("q", 0, '{"behind": {"0": 20}}', name="job")
+    event.progress.sources[0].latestOffset = '{"behind": {"0": 30}}'  # Spark's Kafka source fills this in
+    listener.onQueryProgress(event)
+    with BlockingAdmin(cohort_server.bootstrap, api_timeout_ms=10000) as ours:
+        assert ours.describe_end_offsets(["behind"])["behind"][0].end_offset == 30
+        assert ours.fetch_offsets("behind-g")[("behind", 0)].offset == 20
+    caplog.set_level(logging.WARNING, logger="cohort.spark.listener")
+    for batch in (1, 2):  # a topic Cohort does not know: one log line, not one per batch
+        listener.onQueryProgress(progress_event("q", batch, '{"elsewhere": {"0": 5}}', name="job"))
+    assert len([r for r in caplog.records if "refused the end offsets of topic elsewhere" in r.getMessage()]) == 1

@@ -7,6 +7,7 @@ import sys
 
 import pytest
 
+from cohort.client.admin import NewTopic
 from cohort.client.blocking import BlockingAdmin
 from kafka_python_members import join_kafka_python_consumer
 from cohort.coordinator.log import list_segments
@@ -27,7 +28,7 @@ def dump_records(data_dir) -> list[tuple]:
             row["log_partition"], row["log_offset"], row["type"], row["tombstone"], rec.get("group"),
             rec.get("name") if is_topic else rec.get("topic"),
             None if is_topic else rec.get("partition"),
-            rec.get("offset"), rec.get("metadata"),
+            rec.get("end_offset") if row["type"] == "end-offset" else rec.get("offset"), rec.get("metadata"),
             rec.get("epoch_after") if row["type"] == "journal" else rec.get("generation"),  # a journal entry's generation after
             rec.get("partitions") if is_topic and not row["tombstone"] else None,
         ))
@@ -53,6 +54,8 @@ def test_log_reader_returns_exactly_the_records_of_a_server_run(spark, cohort_se
         admin.commit_offsets("log-g2", {("u", 0): 1})
         admin.delete_offsets("log-g1", [("t", 1)])
         assert admin.delete_groups(["log-g2"]) == {"log-g2": None}
+        admin.create_topics([NewTopic("log-ends", 1)])
+        admin.report_end_offsets({("log-ends", 0): 12})  # a source's reported end offset
     join_kafka_python_consumer(cohort_server.bootstrap, "log-members", "members-topic").close()
 
     # ...when Spark reads the data dir while the server still runs...
@@ -66,6 +69,7 @@ def test_log_reader_returns_exactly_the_records_of_a_server_run(spark, cohort_se
     offset_tombstones = {(r[4], r[5], r[6]) for r in rows if r[2] == "offset-commit" and r[3]}
     assert {("log-g1", "t", 1), ("log-g2", "u", 0)} <= offset_tombstones
     assert any(r[2] == "group-metadata" and r[4] == "log-members" and not r[3] for r in rows)
+    assert [(r[5], r[6], r[7]) for r in rows if r[2] == "end-offset"] == [("log-ends", 0, 12)]
     assert [r[7] for r in rows if r[2] == "offset-commit" and r[4:7] == ("log-g1", "t", 0)] == [5, 9, 3]
 
     # The README's report finds the regression and counts the commits.

@@ -79,7 +79,14 @@ def test_check_sink_options_fails_in_the_callers_process_with_one_line():
     """Spark checks a data source's options only after .start() returned (hardening, item 19)."""
     from cohort.client.spark import check_sink_options
 
-    check_sink_options(SCHEMA, {"bootstrap": "127.0.0.1:9092", "group": "g", "checkpointLocation": "/tmp/c"})
+    import socket
+
+    with socket.create_server(("127.0.0.1", 0)) as listening:  # a coordinator's port that accepts
+        address = f"127.0.0.1:{listening.getsockname()[1]}"
+        check_sink_options(SCHEMA, {"bootstrap": address, "group": "g", "checkpointLocation": "/tmp/c"})
+    with pytest.raises(SinkConfigError) as gone:  # nobody listens there any more
+        check_sink_options(SCHEMA, {"bootstrap": address, "group": "g", "checkpointLocation": "/tmp/c"})
+    assert str(gone.value).startswith(f"cohort sink: no coordinator answers at {address} (")
     with pytest.raises(SinkConfigError) as failure:
         check_sink_options(SCHEMA, {"bootstrap": "127.0.0.1:9092", "checkpointLocation": "/tmp/c"})
     assert str(failure.value).splitlines() == [

@@ -406,10 +406,10 @@ function svg(tag, attrs, ...children) {
 // The group's total lag as its coordinator sampled it (every few seconds, the last hour), and now.
 function lagChart(report) {
   const points = report.samples.filter(([, lag]) => lag !== null).map(([ms, lag]) => ({ ms, lag }));
-  if (report.lag !== null) points.push({ ms: report.now_ms, lag: report.lag });
+  if (report.total_lag !== null) points.push({ ms: report.now_ms, lag: report.total_lag });
   if (points.length < 2) {
-    return el("p", { class: "muted" }, report.lag === null ? "Lag unknown: no log end offset is known for its partitions."
-      : `Lag now: ${report.lag}. The coordinator samples it every few seconds; the chart fills in as it does.`);
+    return el("p", { class: "muted" }, report.total_lag === null ? "Lag unknown: no source reported an end offset for its partitions (cohort topics end-offsets set)."
+      : `Lag now: ${report.total_lag}. The coordinator samples it every few seconds; the chart fills in as it does.`);
   }
   const width = 1100, height = 160, left = 70, right = 20, top = 10, bottom = 30;
   const t0 = points[0].ms, t1 = Math.max(points[points.length - 1].ms, t0 + 1);
@@ -425,7 +425,7 @@ function lagChart(report) {
     svg("text", { x: left, y: height - 8 }, when(t0)),
     svg("text", { x: width - right, y: height - 8, "text-anchor": "end" }, when(t1)),
     svg("path", { d: path, fill: "none", stroke: "#2f6fdd", "stroke-width": 2, class: "lag-series" })),
-    el("p", { class: "muted" }, `Lag now: ${lagText(report.lag)} (${points.length} samples).`));
+    el("p", { class: "muted" }, `Lag now: ${lagText(report.total_lag)} (${points.length} samples).`));
 }
 
 // Offsets over time, one step line per partition, drawn as inline SVG.

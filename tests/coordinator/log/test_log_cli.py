@@ -173,3 +173,59 @@ def test_errors_are_one_line_with_exit_code_2_and_no_traceback(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "cohort.coordinator.cli", "log", "verify", "--data-dir", str(empty)],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "no offsets log" in proc.stderr and "Traceback" not in proc.stderr
+
+
+async def test_verify_counts_the_live_records_a_start_loads(data_dir, capsys):
+    code, _, err = run(capsys, "verify", "--data-dir", str(data_dir))
+    assert code == 0
+    loaded = len(await reopen(data_dir, num_partitions=2))  # the records a start replays
+    assert loaded == 4  # orders-0, orders-1, the group, the topic (the tombstone is not live)
+    assert err.startswith(f"ok: 11 records in ") and f"({loaded} live records)" in err
+
+
+def test_verify_shows_its_progress_on_a_terminal_only(data_dir):
+    import os
+    import pty
+
+    from cohort_process import cohort_command
+
+    leader, follower = pty.openpty()
+    try:
+        done = subprocess.run(cohort_command("log", "verify", "--data-dir", str(data_dir)), stdin=subprocess.DEVNULL,
+                              stdout=subprocess.PIPE, stderr=follower, timeout=60)
+        os.close(follower)
+        follower = -1
+        shown = b""
+        while True:
+            try:
+                chunk = os.read(leader, 4096)
+            except OSError:  # the terminal's other end is closed: everything was read
+                break
+            if not chunk:
+                break
+            shown += chunk
+    finally:
+        if follower >= 0:
+            os.close(follower)
+        os.close(leader)
+    text = shown.decode()
+    assert done.returncode == 0
+    assert "\rverifying partition 1/2: 0 records so far" in text and "ok: 11 records" in text
+    piped = subprocess.run(cohort_command("log", "verify", "--data-dir", str(data_dir)), capture_output=True,
+                           text=True, timeout=60)
+    assert "verifying" not in piped.stderr and piped.stderr.startswith("ok: 11 records")
+
+
+async def test_dump_shows_reported_end_offsets(tmp_path, capsys):
+    from cohort.coordinator.records import EndOffsetRecord
+
+    log, _ = await open_log(tmp_path, num_partitions=1)
+    await log.append(0, [encode_record(TopicRecord("t", uuid.UUID(int=1), 2)),
+                         encode_record(EndOffsetRecord("t", 1, uuid.UUID(int=1), 42, 1000))])
+    await log.close()
+    code, out, _ = run(capsys, "dump", "--data-dir", str(tmp_path), "--type", "end-offset")
+    [row] = [json.loads(line) for line in out.splitlines()]
+    assert code == 0 and row["record"] == {"topic": "t", "partition": 1, "topic_id": str(uuid.UUID(int=1)),
+                                           "end_offset": 42, "reported_ms": 1000}
+    code, out, _ = run(capsys, "dump", "--data-dir", str(tmp_path), "--format", "table")
+    assert "t-1" in out.splitlines()[-1] and "end_offset=42" in out.splitlines()[-1]

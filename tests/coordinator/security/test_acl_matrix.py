@@ -18,7 +18,7 @@ from cohort.protocol.messages import (
     DeleteAclsRequest, DeleteGroupsRequest, DeleteTopicsRequest, DescribeAclsRequest, DescribeGroupsRequest,
     DescribeUserScramCredentialsRequest, FetchRequest, FindCoordinatorRequest, HeartbeatRequest, JoinGroupRequest,
     LeaveGroupRequest, ListGroupsRequest, ListOffsetsRequest, MetadataRequest, OffsetCommitRequest,
-    OffsetDeleteRequest, OffsetFetchRequest, SyncGroupRequest,
+    OffsetDeleteRequest, OffsetFetchRequest, SyncGroupRequest, DescribeEndOffsetsRequest, ReportEndOffsetsRequest,
 )
 
 GROUP_DENIED, TOPIC_DENIED, CLUSTER_DENIED = 30, 29, 31
@@ -35,6 +35,12 @@ OD = OffsetDeleteRequest.OffsetDeleteRequestTopic
 LO = ListOffsetsRequest.ListOffsetsTopic
 FT = FetchRequest.FetchTopic
 OF = OffsetFetchRequest.OffsetFetchRequestGroup
+RE = ReportEndOffsetsRequest.ReportedTopic
+
+
+def report_end(offset: int) -> ReportEndOffsetsRequest:
+    return ReportEndOffsetsRequest(topics=[RE(name="t", partitions=[RE.ReportedPartition(partition_index=0,
+                                                                                          end_offset=offset)])])
 
 
 def errors(response, path: str) -> list[int]:
@@ -112,6 +118,15 @@ CASES = [
     ("Fetch", FetchRequest(max_wait_ms=0, min_bytes=0, topics=[FT(topic="t", partitions=[
         FT.FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1024)])]), 12,
      [(T, Op.READ)], (T, Op.READ), "responses.partitions.error_code", TOPIC_DENIED),
+    # Cohort's own: a source reporting end offsets needs WRITE (like a producer) or ALTER on the topic
+    ("ReportEndOffsets-write", report_end(5), 0,
+     [(T, Op.WRITE)], (T, Op.WRITE), "topics.partitions.error_code", TOPIC_DENIED),
+    ("ReportEndOffsets-alter", report_end(6), 0,
+     [(T, Op.ALTER)], (T, Op.ALTER), "topics.partitions.error_code", TOPIC_DENIED),
+    ("ReportEndOffsets-read-is-not-enough", report_end(7), 0,
+     [(T, Op.READ), (T, Op.WRITE)], (T, Op.WRITE), "topics.partitions.error_code", TOPIC_DENIED),
+    ("DescribeEndOffsets", DescribeEndOffsetsRequest(topics=["t"]), 0,
+     [(T, Op.DESCRIBE)], (T, Op.DESCRIBE), "topics.error_code", TOPIC_DENIED),
     ("DescribeAcls", DescribeAclsRequest(resource_type_filter=1, pattern_type_filter=1, operation=1,
                                          permission_type=1), 3,
      [(C, Op.DESCRIBE)], (C, Op.DESCRIBE), "error_code", CLUSTER_DENIED),
