@@ -20,7 +20,8 @@ from dataclasses import dataclass
 
 import grpc
 from etcd3aio import Etcd3Client, EtcdError
-from etcd3aio._protobuf import PutRequest, RequestOp, TxnRequest
+from etcd3aio.connections import ConnectionManager
+from etcd3aio._protobuf import Compare, PutRequest, RequestOp, TxnRequest
 from etcd3aio.kv import KVService
 
 log = logging.getLogger("cohort.cluster")
@@ -30,6 +31,11 @@ log = logging.getLogger("cohort.cluster")
 ETCD_MAX_TXN_OPS = 128
 ETCD_MAX_REQUEST_BYTES = 1536 * 1024
 LEADER_RECHECK_S = 5.0
+# gRPC keepalive pings: a subchannel whose member stopped answering (stalled, paused, its link cut
+# without a reset) is closed after one unanswered ping, and its calls go to the other members. etcd
+# refuses pings more often than its --grpc-keepalive-min-time (default 5 s) with GOAWAY.
+GRPC_KEEPALIVE_TIME_MS = 5000
+GRPC_KEEPALIVE_TIMEOUT_MS = 1000
 
 
 class EtcdUnavailable(Exception):
@@ -60,6 +66,16 @@ def prefix_end(prefix: bytes) -> bytes:
     return b"\0"
 
 
+def _channel(endpoints: list[str]) -> Etcd3Client:
+    """An etcd3aio client (one gRPC channel, round-robin over `endpoints`) that tries each call once
+    and pings each connection (see GRPC_KEEPALIVE_TIME_MS)."""
+    client = Etcd3Client(endpoints, rpc_max_attempts=1)
+    # etcd3aio 0.3.0 takes its keepalive timings only here (pinned in pyproject.toml)
+    client._manager = ConnectionManager(endpoints, keepalive_time_ms=GRPC_KEEPALIVE_TIME_MS,
+                                        keepalive_timeout_ms=GRPC_KEEPALIVE_TIMEOUT_MS)
+    return client
+
+
 def _kv(pb) -> KeyValue:
     return KeyValue(pb.key, pb.value, pb.create_revision, pb.mod_revision, pb.lease)
 
@@ -71,7 +87,7 @@ class EtcdClient:
     def __init__(self, endpoints: Sequence[str], timeout_s: float = 5.0) -> None:
         self.endpoints = list(endpoints)
         self.timeout_s = timeout_s
-        self._client = Etcd3Client(self.endpoints, rpc_max_attempts=1)
+        self._client = _channel(self.endpoints)
         self._connected = False
         self._leader: tuple[str, Etcd3Client] | None = None  # (endpoint, its own channel) for transactions
         self._leader_checked = float("-inf")
@@ -196,7 +212,7 @@ class EtcdClient:
             return
         self._retire_leader()
         if endpoint is not None:
-            client = Etcd3Client([endpoint], rpc_max_attempts=1)
+            client = _channel([endpoint])
             await client.connect()
             self._leader = (endpoint, client)
             log.debug("etcd transactions go to the leader at %s", endpoint)
@@ -264,6 +280,11 @@ compare_create_revision = KVService.txn_compare_create_revision
 op_put = KVService.txn_op_put
 op_delete = KVService.txn_op_delete
 op_range = KVService.txn_op_get
+
+
+def compare_mod_revision(key: bytes, revision: int) -> Compare:
+    """`key` was last written at `revision` (0: the key does not exist)."""
+    return Compare(result=Compare.EQUAL, target=Compare.MOD, key=key, mod_revision=revision)
 
 
 def op_put_bytes(key: bytes, value: bytes) -> RequestOp:

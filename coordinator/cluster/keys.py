@@ -2,6 +2,8 @@
 
     nodes/<node-id>                           -> "host:port" (advertised), under the node's lease
     owner/<p>                                 -> "<node-id>", under the owner's lease; epoch = create revision
+    w/<p>                                     -> the partition's write sequence: every write transaction for p
+                                                 compares its mod revision and rewrites it (see cluster/store.py)
     load/<p>                                  -> the owner's load state ("loading", "loaded", "handing-over"),
                                                  under the owner's lease (for `cohort cluster status`)
     o/<p>/<group>/<topic>/<partition>         -> offset commit value      (record types 0, 1)
@@ -35,6 +37,7 @@ from cohort.coordinator.records import (
 NODES = b"nodes/"
 OWNERS = b"owner/"
 LOADS = b"load/"
+WRITES = b"w/"
 LOAD_STATES = ("loading", "loaded", "handing-over")
 DATA_PREFIXES = (b"o/", b"g/", b"t/", b"r/")
 TOPICS = b"t/0/"
@@ -50,6 +53,10 @@ def node_key(node_id: int) -> bytes:
 
 def owner_key(partition: int) -> bytes:
     return OWNERS + str(partition).encode()
+
+
+def write_sequence_key(partition: int) -> bytes:
+    return WRITES + str(partition).encode()
 
 
 def load_key(partition: int) -> bytes:
