@@ -1,13 +1,16 @@
 """The connection to etcd: the few v3 calls cluster mode makes, with one error type and bounded time.
 
-Built on `etcd3aio` (asyncio gRPC; one channel round-robins over every endpoint given, so a dead
-member is skipped). Transactions go to the raft leader's endpoint when it is one of ours: a follower
-would forward the proposal to the leader, which costs etcd ~15 % more CPU per transaction and a hop
-(bench/reports/2026-11-25-cluster); the leader is looked up again every few seconds, and any failure
-on its channel falls back to the round-robin one. Every call has a deadline and is tried once: a
-transaction whose outcome is unknown must be answered as an error to the client, never silently
-retried here. Any failure to reach a quorum (member down, no leader, timeout) becomes
-`EtcdUnavailable`; callers map it to Kafka's retriable errors.
+Built on `etcd3aio` (asyncio gRPC). Reads, watches and lease grants use one channel that round-robins
+over every endpoint given. Transactions and lease refreshes go through one channel per endpoint, chosen
+here: the raft leader's when it is one of ours (a follower would forward the proposal to the leader,
+which costs etcd ~15 % more CPU per transaction and a hop, bench/reports/2026-11-25-cluster; the leader
+is looked up again every few seconds), else the next endpoint in turn. An endpoint whose call failed or
+passed its deadline is avoided for a while (5 s, doubling while it keeps failing, up to 30 s): gRPC
+keeps a stalled member's connection READY, so round-robin alone would keep sending a third of the calls
+into it. Every call has a deadline and is tried once: a transaction whose outcome is unknown is the
+caller's to settle (the store checks it through another endpoint), never silently retried here. Any
+failure to reach a quorum (member down, no leader, timeout) becomes `EtcdUnavailable`; callers map it
+to Kafka's retriable errors.
 """
 from __future__ import annotations
 
@@ -31,6 +34,8 @@ log = logging.getLogger("cohort.cluster")
 ETCD_MAX_TXN_OPS = 128
 ETCD_MAX_REQUEST_BYTES = 1536 * 1024
 LEADER_RECHECK_S = 5.0
+AVOID_FAILED_ENDPOINT_S = 5.0  # first time an endpoint fails; doubles while it keeps failing
+AVOID_FAILED_ENDPOINT_MAX_S = 30.0
 # gRPC keepalive pings: a subchannel whose member stopped answering (stalled, paused, its link cut
 # without a reset) is closed after one unanswered ping, and its calls go to the other members. etcd
 # refuses pings more often than its --grpc-keepalive-min-time (default 5 s) with GOAWAY.
@@ -88,15 +93,20 @@ class EtcdClient:
         self.endpoints = list(endpoints)
         self.timeout_s = timeout_s
         self._client = _channel(self.endpoints)
+        self._members = {endpoint: _channel([endpoint]) for endpoint in self.endpoints}
         self._connected = False
-        self._leader: tuple[str, Etcd3Client] | None = None  # (endpoint, its own channel) for transactions
+        self._leader: str | None = None  # the leader's endpoint, when it is one of ours
         self._leader_checked = float("-inf")
         self._leader_lookup: asyncio.Task | None = None
-        self._retiring: dict[Etcd3Client, asyncio.Task | None] = {}  # former leader channels, closed after a timeout
+        self._turn = 0
+        self._avoid_until: dict[str, float] = {}  # endpoint -> monotonic time until which it is avoided
+        self._failures: dict[str, int] = {}  # endpoint -> calls failed in a row
 
     async def connect(self) -> None:
         if not self._connected:
             await self._client.connect()
+            for member in self._members.values():
+                await member.connect()
             self._connected = True
 
     async def close(self) -> None:
@@ -104,16 +114,39 @@ class EtcdClient:
             self._connected = False
             if self._leader_lookup is not None:
                 self._leader_lookup.cancel()
-            if self._leader is not None:
-                self._retiring[self._leader[1]] = None
-                self._leader = None
-            for client, task in list(self._retiring.items()):
-                if task is not None:
-                    task.cancel()
+            for member in self._members.values():
                 with contextlib.suppress(Exception):
-                    await client.close()
-            self._retiring.clear()
+                    await member.close()
             await self._client.close()
+
+    def _pick(self) -> str:
+        """The endpoint for the next transaction or lease refresh (see the module docstring)."""
+        self._check_leader()
+        now = time.monotonic()
+        avoid = self._avoid_until
+        if self._leader is not None and avoid.get(self._leader, 0.0) <= now:
+            return self._leader
+        count = len(self.endpoints)
+        for step in range(count):
+            endpoint = self.endpoints[(self._turn + step) % count]
+            if avoid.get(endpoint, 0.0) <= now:
+                self._turn = (self._turn + step + 1) % count
+                return endpoint
+        # all avoided: the one that failed fewest times in a row (a stalled member keeps failing; the
+        # others may only have lacked a leader for a moment), then the one avoided longest ago
+        return min(self.endpoints, key=lambda e: (self._failures.get(e, 0), avoid.get(e, 0.0)))
+
+    def _succeeded(self, endpoint: str) -> None:
+        if self._failures.get(endpoint):
+            self._failures[endpoint] = 0
+            self._avoid_until.pop(endpoint, None)
+
+    def _failed(self, endpoint: str) -> None:
+        failures = self._failures[endpoint] = self._failures.get(endpoint, 0) + 1
+        self._avoid_until[endpoint] = time.monotonic() + min(AVOID_FAILED_ENDPOINT_MAX_S,
+                                                             AVOID_FAILED_ENDPOINT_S * 2 ** (failures - 1))
+        if endpoint == self._leader:
+            self._leader = None  # it died, stalled or moved: other endpoints until the next lookup
 
     async def _call(self, what: str, coro):
         try:
@@ -162,35 +195,31 @@ class EtcdClient:
         loop (off here anyway) and, with `_call`'s `wait_for`, a task per call. Same semantics: one
         attempt, bounded by `timeout_s`, every failure `EtcdUnavailable` (or `EtcdRequestTooLarge`).
         """
-        self._check_leader()
-        leader = self._leader
-        client = leader[1] if leader is not None else self._client
+        endpoint = self._pick()
         request = TxnRequest(compare=compare, success=success, failure=failure)
         try:
-            try:
-                # etcd3aio 0.3.0's KVService keeps the stub as `_stub` (pinned in pyproject.toml)
-                response = await client.kv._stub.Txn(request, timeout=self.timeout_s)
-            except grpc.aio.AioRpcError as exc:
-                if exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
-                    raise EtcdUnavailable(f"etcd txn: no answer within {self.timeout_s:g}s") from exc
-                details = exc.details() or ""
-                if exc.code() == grpc.StatusCode.INVALID_ARGUMENT and "too large" in details:
-                    raise EtcdRequestTooLarge(f"etcd txn: {details}") from exc
-                raise EtcdUnavailable(f"etcd txn: {exc.code().name} {details}".rstrip()) from exc
-            except (grpc.RpcError, grpc.aio.BaseError) as exc:  # e.g. the channel closed under the call
-                raise EtcdUnavailable(f"etcd txn: {exc!r}") from exc
-        except EtcdUnavailable:
-            if leader is not None and self._leader is leader:
-                self._retire_leader()  # the leader died or moved: round-robin until the next lookup
-            raise
+            # etcd3aio 0.3.0's KVService keeps the stub as `_stub` (pinned in pyproject.toml)
+            response = await self._members[endpoint].kv._stub.Txn(request, timeout=self.timeout_s)
+        except grpc.aio.AioRpcError as exc:
+            details = exc.details() or ""
+            if exc.code() == grpc.StatusCode.INVALID_ARGUMENT and "too large" in details:
+                raise EtcdRequestTooLarge(f"etcd txn: {details}") from exc
+            self._failed(endpoint)
+            if exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
+                raise EtcdUnavailable(f"etcd txn at {endpoint}: no answer within {self.timeout_s:g}s") from exc
+            raise EtcdUnavailable(f"etcd txn at {endpoint}: {exc.code().name} {details}".rstrip()) from exc
+        except (grpc.RpcError, grpc.aio.BaseError) as exc:  # e.g. the channel closed under the call
+            self._failed(endpoint)
+            raise EtcdUnavailable(f"etcd txn at {endpoint}: {exc!r}") from exc
+        self._succeeded(endpoint)
         return response.succeeded, response.header.revision, list(response.responses)
 
     # --- the leader's channel ---------------------------------------------------------------------
 
     @property
     def leader_endpoint(self) -> str | None:
-        """The endpoint transactions go to directly, None while they round-robin."""
-        return self._leader[0] if self._leader is not None else None
+        """The endpoint transactions go to directly, None while they go to the others in turn."""
+        return self._leader
 
     def _check_leader(self) -> None:
         now = time.monotonic()
@@ -208,26 +237,9 @@ class EtcdClient:
             return
         urls = next((list(m.clientURLs) for m in members.members if m.ID == status.leader), [])
         endpoint = next((e for e in self.endpoints if any(u.rstrip("/").endswith("//" + e) for u in urls)), None)
-        if endpoint == self.leader_endpoint or not self._connected:
-            return
-        self._retire_leader()
-        if endpoint is not None:
-            client = _channel([endpoint])
-            await client.connect()
-            self._leader = (endpoint, client)
+        if endpoint != self._leader and self._connected:
+            self._leader = endpoint
             log.debug("etcd transactions go to the leader at %s", endpoint)
-
-    def _retire_leader(self) -> None:
-        """Stop using the leader's channel; close it once the calls still on it had their time."""
-        leader, self._leader = self._leader, None
-        if leader is not None:
-            self._retiring[leader[1]] = asyncio.get_running_loop().create_task(self._close_later(leader[1]))
-
-    async def _close_later(self, client: Etcd3Client) -> None:
-        await asyncio.sleep(self.timeout_s)
-        self._retiring.pop(client, None)
-        with contextlib.suppress(Exception):
-            await client.close()
 
     # --- leases ----------------------------------------------------------------------------------
 
@@ -236,9 +248,33 @@ class EtcdClient:
         response = await self._call("lease grant", self._client.lease.grant(ttl_s))
         return response.ID, response.TTL
 
-    async def keepalive_once(self, lease_id: int) -> int:
-        """Refresh `lease_id` once; the TTL it has now (<= 0: the lease is gone)."""
-        stream = self._client.lease.keep_alive(lease_id)
+    async def keepalive_once(self, lease_id: int, timeout_s: float | None = None) -> int:
+        """Refresh `lease_id` once, through the endpoint transactions use; the TTL it has now (<= 0: the
+        lease is gone)."""
+        endpoint = self._pick()
+        try:
+            return await self._keepalive_at(endpoint, lease_id, timeout_s or self.timeout_s)
+        except EtcdUnavailable:
+            self._failed(endpoint)
+            raise
+
+    async def keepalive_anywhere(self, lease_id: int, timeout_s: float | None = None) -> int:
+        """Refresh `lease_id` through every endpoint at once; the first answer. For a refresh that
+        failed once: it reaches whichever member answers (during an election none may, for a while),
+        and a member that does not answer here is not avoided for it (it may only lack a leader)."""
+        calls = [asyncio.ensure_future(self._keepalive_at(e, lease_id, timeout_s or self.timeout_s))
+                 for e in self.endpoints]
+        try:
+            for call in asyncio.as_completed(calls):
+                with contextlib.suppress(EtcdUnavailable):
+                    return await call
+            raise EtcdUnavailable("etcd lease keepalive: no member answered")
+        finally:
+            for call in calls:
+                call.cancel()
+
+    async def _keepalive_at(self, endpoint: str, lease_id: int, timeout_s: float) -> int:
+        stream = self._members[endpoint].lease.keep_alive(lease_id)
 
         async def first_answer() -> int:
             async for response in stream:
@@ -246,9 +282,13 @@ class EtcdClient:
             return 0
 
         try:
-            return await self._call("lease keepalive", first_answer())
+            ttl = await asyncio.wait_for(first_answer(), timeout_s)
+        except Exception as exc:  # a deadline, a gRPC error, a stream closed under the call
+            raise EtcdUnavailable(f"etcd lease keepalive at {endpoint}: {exc!r}") from exc
         finally:
             stream.cancel()
+        self._succeeded(endpoint)
+        return ttl
 
     async def time_to_live(self, lease_id: int) -> int:
         response = await self._call("lease ttl", self._client.lease.time_to_live(lease_id))

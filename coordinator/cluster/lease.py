@@ -76,19 +76,21 @@ class NodeLease:
                 await self.etcd.revoke(lease_id)
 
     async def _keepalive(self) -> None:
-        """Refresh every TTL/3; a refresh not answered within a short attempt is sent again at once
-        (gRPC round-robins each call to the next endpoint), so one stalled etcd member costs one attempt."""
+        """Refresh every TTL/3; a refresh not answered within a short attempt is sent again at once,
+        to every member, so one stalled etcd member costs one attempt."""
         interval = self.ttl_ms / 1000 / 3
         attempt_s = max(0.2, min(1.0, interval / 2))
         while True:
             await asyncio.sleep(interval)
             lease_id = self.lease_id
+            refresh = self.etcd.keepalive_once
             while lease_id and lease_id == self.lease_id:
                 sent = time.monotonic()
                 try:
-                    ttl = await asyncio.wait_for(self.etcd.keepalive_once(lease_id), timeout=attempt_s)
-                except (EtcdUnavailable, asyncio.TimeoutError, TimeoutError) as exc:
-                    log.debug("etcd lease keepalive failed, sent again: %s", exc)
+                    ttl = await refresh(lease_id, attempt_s)
+                except EtcdUnavailable as exc:
+                    log.debug("etcd lease keepalive failed, sent again to every member: %s", exc)
+                    refresh = self.etcd.keepalive_anywhere
                     await asyncio.sleep(0.05)
                     continue
                 if lease_id != self.lease_id:

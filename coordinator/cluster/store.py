@@ -64,6 +64,7 @@ Record = tuple[bytes, bytes | None]
 # Room left in a request for the compare, the protobuf framing and etcd's own raft envelope.
 _REQUEST_MARGIN_BYTES = 64 * 1024
 _OP_OVERHEAD_BYTES = 16
+WRITE_ATTEMPTS = 3  # sends of one write whose deadlines passed unapplied, before its appends fail
 
 
 @dataclass(slots=True)
@@ -285,7 +286,7 @@ class EtcdStore:
                             self._finish(r, exc)
                         return
                     unknown = _OutcomeUnknown(token, exc)
-                    outcomes = await asyncio.gather(*(self._settle_unknown(r, unknown) for r in rounds),
+                    outcomes = await asyncio.gather(*(self._settle_or_write_again(r, unknown) for r in rounds),
                                                     return_exceptions=True)
                     for r, outcome in zip(rounds, outcomes):
                         self._finish(r, outcome)
@@ -351,26 +352,38 @@ class EtcdStore:
         return txns
 
     async def _write_alone(self, r: _Round) -> None:
-        """One partition's round, split at etcd's limits; raises NOT_COORDINATOR when fenced."""
-        for part in self._split(r.latest):
-            token = next(self._tokens)
-            try:
-                held, revision, responses = await self._txn(
-                    _guards(r), [_sequence_op(r.partition, token), *(_op(r.partition, k, v) for k, v in part)],
-                    _why_refused(r.partition))
-            except StorageError as exc:
-                if exc.error_code != ErrorCode.REQUEST_TIMED_OUT:
-                    raise
-                await self._settle_unknown(r, _OutcomeUnknown(token, exc))
-                continue
-            if held:
-                r.state.sequence = revision
-            else:
-                self._refused(r, responses)
+        """One partition's round, split at etcd's limits; raises NOT_COORDINATOR when fenced.
 
-    async def _settle_unknown(self, r: _Round, unknown: _OutcomeUnknown) -> None:
-        """Learn whether the write that carried `unknown.token` was applied, and make sure it never
-        is later if it was not: returns if applied, raises otherwise (see the module docstring)."""
+        A part whose deadline passed and that was certainly not applied (it can never be now) is sent
+        again, through another endpoint, up to `WRITE_ATTEMPTS` times in all.
+        """
+        for part in self._split(r.latest):
+            for attempt in range(1, WRITE_ATTEMPTS + 1):
+                token = next(self._tokens)
+                try:
+                    held, revision, responses = await self._txn(
+                        _guards(r), [_sequence_op(r.partition, token), *(_op(r.partition, k, v) for k, v in part)],
+                        _why_refused(r.partition))
+                except StorageError as exc:
+                    if exc.error_code != ErrorCode.REQUEST_TIMED_OUT:
+                        raise
+                    if await self._settle_unknown(r, _OutcomeUnknown(token, exc)):
+                        break
+                    if attempt == WRITE_ATTEMPTS:
+                        raise
+                    continue
+                if not held:
+                    self._refused(r, responses)
+                r.state.sequence = revision
+                break
+
+    async def _settle_or_write_again(self, r: _Round, unknown: _OutcomeUnknown) -> None:
+        if not await self._settle_unknown(r, unknown):
+            await self._write_alone(r)
+
+    async def _settle_unknown(self, r: _Round, unknown: _OutcomeUnknown) -> bool:
+        """Whether the write that carried `unknown.token` was applied; when not, it can never be applied
+        after this returns (see the module docstring). Raises when the partition moved or was given up."""
         resolving = set()
         while True:
             token = next(self._tokens)
@@ -388,16 +401,16 @@ class EtcdStore:
                 continue
             if held:  # the write in doubt compared the older sequence: it can never apply now
                 r.state.sequence = revision
-                raise unknown.cause
+                return False
             written = responses[1].response_range.kvs if len(responses) > 1 else []
             if written and _owner_epoch(responses) == r.state.epoch:
                 if written[0].value == unknown.token:
                     r.state.sequence = written[0].mod_revision
                     log.info("partition %d: a write past its deadline was applied", r.partition)
-                    return
+                    return True
                 if written[0].value in resolving:  # an earlier check of ours landed late
                     r.state.sequence = written[0].mod_revision
-                    raise unknown.cause
+                    return False
             self._refused(r, responses)
 
     def _refused(self, r: _Round, responses: list) -> None:

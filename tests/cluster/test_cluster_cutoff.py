@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 import pytest
 from cohort_process import CohortServer
 from link_proxy import LinkProxy
-from test_cluster_e2e import status
 from test_cluster_failures import owned, until
 
 from cohort.client.connection import BrokerConnection
+from cohort.coordinator.cluster.ownership import preferred_owner
 from cohort.protocol.messages import OffsetCommitRequest, OffsetFetchRequest
 from cohort.protocol.partitioning import partition_for
 
@@ -119,15 +119,15 @@ def two_nodes(etcd, tmp_path):
         assert "Traceback" not in node.stderr(), node.output()
 
 
-def groups_owned_by(etcd, node_id: int) -> list[str]:
-    """One group per partition `node_id` owns, in partition order."""
-    owned_there = sorted(row["partition"] for row in status(etcd)["partitions"] if row["owner"] == node_id)
+def groups_preferring(node_id: int, node_ids: set[int]) -> list[str]:
+    """One group per partition whose preferred owner among `node_ids` is `node_id`, in partition order."""
+    wanted = [p for p in range(50) if preferred_owner(p, node_ids) == node_id]
     by_partition: dict[int, str] = {}
     for group in (f"cutoff-{i}" for i in range(100000)):
         by_partition.setdefault(partition_for(group, 50), group)
-        if all(p in by_partition for p in owned_there):
+        if all(p in by_partition for p in wanted):
             break
-    return [by_partition[p] for p in owned_there]
+    return [by_partition[p] for p in wanted]
 
 
 async def takeover(etcd, cut_off, other, interrupt, resume) -> float:
@@ -136,7 +136,7 @@ async def takeover(etcd, cut_off, other, interrupt, resume) -> float:
     the group for a while, `resume()`, probe on; the two-coordinator window."""
     await until(lambda: owned(cut_off) + owned(other) == 50 and owned(cut_off) and owned(other), 30,
                 "spread over 2 nodes")
-    groups = groups_owned_by(etcd, 1)
+    groups = groups_preferring(1, {1, 2})
     group = groups[-1]  # the partition node 1 lets go last, if it lets them go one by one
     old, new = Prober(cut_off, group), Prober(other, group)
     late = Prober(cut_off, group)  # asks right after the interruption (a paused node answers after SIGCONT)
@@ -144,7 +144,7 @@ async def takeover(etcd, cut_off, other, interrupt, resume) -> float:
     probing = [asyncio.create_task(old.run(stop)), asyncio.create_task(new.run(stop)),
                *(asyncio.create_task(keep_committing(cut_off, g, stop)) for g in groups)]
     try:
-        await until(lambda: old.first_ok_sent() is not None, 15, "node 1 answers for its group")
+        await until(lambda: old.first_ok_sent() is not None, 30, "node 1 answers for its group")
         interrupt()
         probing.append(asyncio.create_task(late.run(stop)))
         await until(lambda: new.first_ok_sent() is not None, 30, "node 2 took the group over")

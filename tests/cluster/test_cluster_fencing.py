@@ -15,7 +15,7 @@ from link_proxy import LinkProxy
 from test_store import claim, commit, load_all
 
 from cohort.coordinator.cluster import keys
-from cohort.coordinator.cluster.etcd import EtcdClient, prefix_end
+from cohort.coordinator.cluster.etcd import EtcdClient
 from cohort.coordinator.cluster.store import EtcdStore
 from cohort.coordinator.log import StorageError
 from cohort.coordinator.records import decode_record
@@ -32,20 +32,19 @@ def proxies(etcd):
         proxy.close()
 
 
-async def offset_history(etcd, partition: int) -> list[int]:
-    """Every value etcd's history holds for the partition's offset keys, oldest first (as offsets)."""
+async def offset_history(etcd, key: bytes, since_revision: int) -> list[int]:
+    """Every value etcd's history holds for `key` from `since_revision` on, oldest first (as offsets)."""
     reader = EtcdClient(etcd.endpoints)
     await reader.connect()
     try:
-        prefix = b"o/%d/" % partition
-        current, _, _ = await reader.range(prefix, prefix_end(prefix))
-        last = max((kv.mod_revision for kv in current), default=0)
+        current, _, _ = await reader.range(key)
+        last = current[0].mod_revision
         seen: list[int] = []
 
         async def collect() -> None:
-            async for events in reader.watch_prefix(prefix, 1):
+            async for events in reader.watch_prefix(key, since_revision):
                 for kind, kv in events:
-                    if kind == 0:
+                    if kv.key == key and kind == 0:
                         seen.append(decode_record(keys.record_key(kv.key), kv.value).offset)
                     if kv.mod_revision >= last:
                         return
@@ -84,7 +83,7 @@ async def test_a_commit_held_on_a_stalled_link_never_lands_on_top_of_a_newer_ack
             offset += 1
             acknowledged = offset
         await asyncio.sleep(1.0)
-        history = await offset_history(etcd, 3)
+        history = await offset_history(etcd, keys.etcd_key(3, commit("late", 0, 0)[0]), epoch)
         assert acknowledged > 10
         went_down = [(a, b) for a, b in zip(history, history[1:]) if b < a]
         assert not went_down, f"acknowledged offsets rolled back in etcd's history: {went_down}"
