@@ -188,31 +188,39 @@ class EtcdClient:
             start = page[-1].key + b"\0"
 
     async def txn(self, compare: Sequence, success: Sequence, failure: Sequence = ()) -> tuple[bool, int, list]:
-        """(compare held, revision of the transaction, the branch's responses).
+        """(compare held, revision of the transaction, the branch's responses). A member that cannot be
+        connected to is skipped at once (the transaction was never sent); any other failure is the
+        caller's to settle.
 
         The hot call of cluster mode (every commit round is one), so it goes straight to the generated
         gRPC stub with gRPC's own deadline: etcd3aio's wrapper would add an `asyncio.timeout`, a retry
         loop (off here anyway) and, with `_call`'s `wait_for`, a task per call. Same semantics: one
         attempt, bounded by `timeout_s`, every failure `EtcdUnavailable` (or `EtcdRequestTooLarge`).
         """
-        endpoint = self._pick()
         request = TxnRequest(compare=compare, success=success, failure=failure)
-        try:
-            # etcd3aio 0.3.0's KVService keeps the stub as `_stub` (pinned in pyproject.toml)
-            response = await self._members[endpoint].kv._stub.Txn(request, timeout=self.timeout_s)
-        except grpc.aio.AioRpcError as exc:
-            details = exc.details() or ""
-            if exc.code() == grpc.StatusCode.INVALID_ARGUMENT and "too large" in details:
-                raise EtcdRequestTooLarge(f"etcd txn: {details}") from exc
-            self._failed(endpoint)
-            if exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
-                raise EtcdUnavailable(f"etcd txn at {endpoint}: no answer within {self.timeout_s:g}s") from exc
-            raise EtcdUnavailable(f"etcd txn at {endpoint}: {exc.code().name} {details}".rstrip()) from exc
-        except (grpc.RpcError, grpc.aio.BaseError) as exc:  # e.g. the channel closed under the call
-            self._failed(endpoint)
-            raise EtcdUnavailable(f"etcd txn at {endpoint}: {exc!r}") from exc
-        self._succeeded(endpoint)
-        return response.succeeded, response.header.revision, list(response.responses)
+        for _ in self.endpoints:
+            endpoint = self._pick()
+            member = self._members[endpoint]
+            connected = member._channel.get_state(try_to_connect=True) == grpc.ChannelConnectivity.READY
+            try:
+                # etcd3aio 0.3.0's KVService keeps the stub as `_stub` (pinned in pyproject.toml)
+                response = await member.kv._stub.Txn(request, timeout=self.timeout_s)
+            except grpc.aio.AioRpcError as exc:
+                details = exc.details() or ""
+                if exc.code() == grpc.StatusCode.INVALID_ARGUMENT and "too large" in details:
+                    raise EtcdRequestTooLarge(f"etcd txn: {details}") from exc
+                self._failed(endpoint)
+                if exc.code() == grpc.StatusCode.UNAVAILABLE and not connected:
+                    continue  # no connection to send it on (a member down): certainly not sent, next member
+                if exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
+                    raise EtcdUnavailable(f"etcd txn at {endpoint}: no answer within {self.timeout_s:g}s") from exc
+                raise EtcdUnavailable(f"etcd txn at {endpoint}: {exc.code().name} {details}".rstrip()) from exc
+            except (grpc.RpcError, grpc.aio.BaseError) as exc:  # e.g. the channel closed under the call
+                self._failed(endpoint)
+                raise EtcdUnavailable(f"etcd txn at {endpoint}: {exc!r}") from exc
+            self._succeeded(endpoint)
+            return response.succeeded, response.header.revision, list(response.responses)
+        raise EtcdUnavailable("etcd txn: no member could be connected to")
 
     # --- the leader's channel ---------------------------------------------------------------------
 

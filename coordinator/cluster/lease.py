@@ -97,8 +97,23 @@ class NodeLease:
                     break  # a new lease was granted meanwhile
                 if ttl > 0:
                     self.deadline = sent + ttl
-                else:
+                elif await self._confirmed_gone(lease_id):
                     log.warning("etcd lease %x expired: this node's partitions are gone", lease_id)
                     self.lease_id = 0
                     self.deadline = 0.0
+                else:
+                    refresh = self.etcd.keepalive_anywhere
+                    continue
                 break
+
+    async def _confirmed_gone(self, lease_id: int) -> bool:
+        """One member answering a refresh with TTL 0 is asked again (a member that was paused past the
+        TTL may answer so until it learns of the new leader): the lease's TTL as etcd has it."""
+        try:
+            remaining = await self.etcd.time_to_live(lease_id)
+        except EtcdUnavailable:
+            return False  # unknown: keep refreshing; the local deadline decides meanwhile
+        if remaining > 0:
+            log.warning("etcd lease %x: a member answered a refresh as expired, etcd has %ds left", lease_id,
+                        remaining)
+        return remaining <= 0 and lease_id == self.lease_id
