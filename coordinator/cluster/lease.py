@@ -103,6 +103,7 @@ class NodeLease:
                     self.deadline = 0.0
                 else:
                     refresh = self.etcd.keepalive_anywhere
+                    await asyncio.sleep(0.05)
                     continue
                 break
 

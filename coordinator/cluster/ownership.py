@@ -417,9 +417,11 @@ class EtcdOwnership:
             return
         held = [p for p, s in self._states.items() if s in (S.OWNED, S.HANDING_OFF)]
         for partition in held:
+            served = self._states[partition] == S.OWNED  # a handoff told the listener already
             self._forget(partition)
-            self.stats.losses += 1
-            self._listener.lost(partition)
+            if served:
+                self.stats.losses += 1
+                self._listener.lost(partition)
         if held:
             log.warning("node %d: lease deadline passed without an answered keepalive: %d partitions no "
                         "longer served here", self.local.node_id, len(held))
