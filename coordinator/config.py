@@ -585,6 +585,7 @@ class CoordinatorConfig:
     worker_ports: str | None = _setting(None, PortListKind(), "Kafka ports of the workers, one each (unset: the listeners port and the ones after it).", "--worker-ports")
     cluster: str | None = _setting(None, EtcdClusterKind(), "Cluster mode: nodes share the offsets partitions through these etcd v3 endpoints and keep offsets there (no data dir); unset = one node on the local log.", "--cluster")
     cluster_lease_ttl_ms: int = _setting(6000, IntKind(1000, 3600000), "Cluster mode: TTL of this node's etcd lease; a node that stops refreshing it (dead, paused, cut off) loses its partitions this long after.")
+    cluster_etcd_request_timeout_ms: int = _setting(1000, IntKind(100, 60000), "Cluster mode: deadline of one etcd request; a write past it is not answered as failed: its outcome is checked through another etcd member first (or the partition given up), so a short deadline moves past a stalled member quickly.")
     cluster_etcd_max_txn_ops: int = _setting(128, IntKind(16, 1_000_000), "Cluster mode: most operations (and compares) one etcd transaction may carry: set it to the etcd members' --max-txn-ops (etcd's default 128); higher lets a node write its queued commits in fewer transactions.")
     cluster_etcd_max_request_bytes: int = _setting(1536 * 1024, IntKind(256 * 1024, 2**31 - 1), "Cluster mode: largest etcd request a node sends: set it to the etcd members' --max-request-bytes (etcd's default 1.5 MiB).")
     # -- groups ---------------------------------------------------------------

@@ -41,6 +41,7 @@ import asyncio
 import functools
 import json
 import logging
+import math
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -258,7 +259,7 @@ class GroupCoordinator:
         "config", "metrics", "_heartbeats", "_store", "offsets", "scheduler", "journal", "health", "_keeps_history",
         "_health_timer", "_journal_writes", "_journal_tails", "_commit_sources", "runtime", "_other_records",
         "_groups", "_consumer_groups", "_topics", "_topics_announce", "_num_partitions", "_loaded", "_failed",
-        "_owned", "_loads", "_load_turn", "loaded_records", "_releases", "_high_watermarks", "_writes_started",
+        "_owned", "_serving_deadline", "_loads", "_load_turn", "loaded_records", "_releases", "_high_watermarks", "_writes_started",
         "_group_writes", "_writes_finished", "_write_waiters", "_retention_timer", "_retention_task", "_closed",
         "partition_for", "log_ends", "lag_history", "_lag_sampling",
     )
@@ -302,6 +303,7 @@ class GroupCoordinator:
         self._loaded: set[int] = set()
         self._failed: dict[int, str] = {}  # partition -> why it could not be loaded
         self._owned: set[int] | None = None  # None until ownership is known: every partition is ours, loading
+        self._serving_deadline = math.inf  # see `serve_until`
         self._loads: dict[int, asyncio.Task] = {}
         self._load_turn: asyncio.Lock | None = None  # partitions load one after another, in acquired order
         self.loaded_records = 0  # live records replayed from the store since start (the load summary)
@@ -332,6 +334,8 @@ class GroupCoordinator:
     def _partition_error(self, partition: int) -> int:
         if self._closed:
             return E.COORDINATOR_NOT_AVAILABLE
+        if time.monotonic() >= self._serving_deadline:
+            return E.NOT_COORDINATOR
         if partition in self._loaded:
             return E.NONE
         if partition in self._failed or (self._owned is not None and partition not in self._owned):
@@ -381,6 +385,12 @@ class GroupCoordinator:
         self._loads[partition] = task
         task.add_done_callback(lambda _: self._loads.pop(partition, None) if self._loads.get(partition) is task
                                else None)
+
+    def serve_until(self, deadline: float) -> None:
+        """Past `deadline` (monotonic) the ownership's lease may have lapsed: every group answers
+        NOT_COORDINATOR, checked on each request (a request read before the ownership's own timer
+        runs, e.g. by a node resumed after a pause, must not be answered as coordinator)."""
+        self._serving_deadline = deadline
 
     def lost(self, partition: int) -> None:
         """Another node coordinates `partition` now: answer its parked requests NOT_COORDINATOR,
@@ -1178,7 +1188,8 @@ class GroupCoordinator:
         if group_id is None:
             return self._commit_error_response(req, E.INVALID_GROUP_ID)
         partition = self.partition_for(group_id)
-        if partition not in self._loaded or self._closed:  # (`_partition_error`'s usual answer, inline)
+        if partition not in self._loaded or self._closed or time.monotonic() >= self._serving_deadline:
+            # (`_partition_error`'s usual answer, inline)
             error = self._partition_error(partition)
             if error:
                 return self._commit_error_response(req, error)

@@ -10,7 +10,11 @@ same with an `Ownership`:
 FindCoordinator and Metadata answer from `owner()`/`nodes()`; a request for a partition this node
 does not own answers NOT_COORDINATOR. The coordinator learns about changes through the listener it
 registers: `acquired(partition, epoch)` -> load from the `Store`, then serve; `lost(partition)` ->
-answer parked requests NOT_COORDINATOR, forget the partition's groups, `Store.release`.
+answer parked requests NOT_COORDINATOR, forget the partition's groups, `Store.release`;
+`serve_until(deadline)` -> an ownership that holds partitions under a lease (cluster mode) gives the
+instant (`time.monotonic()`) past which no request may be answered as coordinator, whatever the
+partitions' state, so that a node cut off from etcd, or paused, never answers after its lease may have
+lapsed (another node may coordinate its groups by then).
 """
 from __future__ import annotations
 
@@ -44,6 +48,8 @@ class OwnershipListener(Protocol):
     def acquired(self, partition: int, epoch: int) -> None: ...
 
     def lost(self, partition: int) -> None: ...
+
+    def serve_until(self, deadline: float) -> None: ...
 
 
 class Ownership(Protocol):

@@ -1,13 +1,16 @@
 """The connection to etcd: the few v3 calls cluster mode makes, with one error type and bounded time.
 
-Built on `etcd3aio` (asyncio gRPC; one channel round-robins over every endpoint given, so a dead
-member is skipped). Transactions go to the raft leader's endpoint when it is one of ours: a follower
-would forward the proposal to the leader, which costs etcd ~15 % more CPU per transaction and a hop
-(measured with `bench.etcd_txn_bench`); the leader is looked up again every few seconds, and any failure
-on its channel falls back to the round-robin one. Every call has a deadline and is tried once: a
-transaction whose outcome is unknown must be answered as an error to the client, never silently
-retried here. Any failure to reach a quorum (member down, no leader, timeout) becomes
-`EtcdUnavailable`; callers map it to Kafka's retriable errors.
+Built on `etcd3aio` (asyncio gRPC). Reads, watches and lease grants use one channel that round-robins
+over every endpoint given. Transactions and lease refreshes go through one channel per endpoint, chosen
+here: the raft leader's when it is one of ours (a follower would forward the proposal to the leader,
+which costs etcd ~15 % more CPU per transaction and a hop, measured with `bench.etcd_txn_bench`; the leader
+is looked up again every few seconds), else the next endpoint in turn. An endpoint whose call failed or
+passed its deadline is avoided for a while (5 s, doubling while it keeps failing, up to 30 s): gRPC
+keeps a stalled member's connection READY, so round-robin alone would keep sending a third of the calls
+into it. Every call has a deadline and is tried once: a transaction whose outcome is unknown is the
+caller's to settle (the store checks it through another endpoint), never silently retried here. Any
+failure to reach a quorum (member down, no leader, timeout) becomes `EtcdUnavailable`; callers map it
+to Kafka's retriable errors.
 """
 from __future__ import annotations
 
@@ -20,7 +23,8 @@ from dataclasses import dataclass
 
 import grpc
 from etcd3aio import Etcd3Client, EtcdError
-from etcd3aio._protobuf import PutRequest, RequestOp, TxnRequest
+from etcd3aio.connections import ConnectionManager
+from etcd3aio._protobuf import Compare, PutRequest, RequestOp, TxnRequest
 from etcd3aio.kv import KVService
 
 log = logging.getLogger("cohort.cluster")
@@ -30,6 +34,13 @@ log = logging.getLogger("cohort.cluster")
 ETCD_MAX_TXN_OPS = 128
 ETCD_MAX_REQUEST_BYTES = 1536 * 1024
 LEADER_RECHECK_S = 5.0
+AVOID_FAILED_ENDPOINT_S = 5.0  # first time an endpoint fails; doubles while it keeps failing
+AVOID_FAILED_ENDPOINT_MAX_S = 30.0
+# gRPC keepalive pings: a subchannel whose member stopped answering (stalled, paused, its link cut
+# without a reset) is closed after one unanswered ping, and its calls go to the other members. etcd
+# refuses pings more often than its --grpc-keepalive-min-time (default 5 s) with GOAWAY.
+GRPC_KEEPALIVE_TIME_MS = 5000
+GRPC_KEEPALIVE_TIMEOUT_MS = 1000
 
 
 class EtcdUnavailable(Exception):
@@ -86,6 +97,16 @@ def prefix_end(prefix: bytes) -> bytes:
     return b"\0"
 
 
+def _channel(endpoints: list[str]) -> Etcd3Client:
+    """An etcd3aio client (one gRPC channel, round-robin over `endpoints`) that tries each call once
+    and pings each connection (see GRPC_KEEPALIVE_TIME_MS)."""
+    client = Etcd3Client(endpoints, rpc_max_attempts=1)
+    # etcd3aio 0.3.0 takes its keepalive timings only here (pinned in pyproject.toml)
+    client._manager = ConnectionManager(endpoints, keepalive_time_ms=GRPC_KEEPALIVE_TIME_MS,
+                                        keepalive_timeout_ms=GRPC_KEEPALIVE_TIMEOUT_MS)
+    return client
+
+
 def _kv(pb) -> KeyValue:
     return KeyValue(pb.key, pb.value, pb.create_revision, pb.mod_revision, pb.lease)
 
@@ -97,17 +118,22 @@ class EtcdClient:
     def __init__(self, endpoints: Sequence[str], timeout_s: float = 5.0) -> None:
         self.endpoints = list(endpoints)
         self.timeout_s = timeout_s
-        self._client = Etcd3Client(self.endpoints, rpc_max_attempts=1)
+        self._client = _channel(self.endpoints)
+        self._members = {endpoint: _channel([endpoint]) for endpoint in self.endpoints}
         self._connected = False
-        self._leader: tuple[str, Etcd3Client] | None = None  # (endpoint, its own channel) for transactions
+        self._leader: str | None = None  # the leader's endpoint, when it is one of ours
         self._leader_checked = float("-inf")
         self._leader_lookup: asyncio.Task | None = None
-        self._retiring: dict[Etcd3Client, asyncio.Task | None] = {}  # former leader channels, closed after a timeout
         self.no_space = False  # etcd refused the last write it answered with NOSPACE
+        self._turn = 0
+        self._avoid_until: dict[str, float] = {}  # endpoint -> monotonic time until which it is avoided
+        self._failures: dict[str, int] = {}  # endpoint -> calls failed in a row
 
     async def connect(self) -> None:
         if not self._connected:
             await self._client.connect()
+            for member in self._members.values():
+                await member.connect()
             self._connected = True
 
     async def close(self) -> None:
@@ -118,16 +144,39 @@ class EtcdClient:
                 # Waited for: left running, it would call a closed channel's services (None by then).
                 lookup.cancel()
                 await asyncio.wait([lookup])
-            if self._leader is not None:
-                self._retiring[self._leader[1]] = None
-                self._leader = None
-            for client, task in list(self._retiring.items()):
-                if task is not None:
-                    task.cancel()
+            for member in self._members.values():
                 with contextlib.suppress(Exception):
-                    await client.close()
-            self._retiring.clear()
+                    await member.close()
             await self._client.close()
+
+    def _pick(self) -> str:
+        """The endpoint for the next transaction or lease refresh (see the module docstring)."""
+        self._check_leader()
+        now = time.monotonic()
+        avoid = self._avoid_until
+        if self._leader is not None and avoid.get(self._leader, 0.0) <= now:
+            return self._leader
+        count = len(self.endpoints)
+        for step in range(count):
+            endpoint = self.endpoints[(self._turn + step) % count]
+            if avoid.get(endpoint, 0.0) <= now:
+                self._turn = (self._turn + step + 1) % count
+                return endpoint
+        # all avoided: the one that failed fewest times in a row (a stalled member keeps failing; the
+        # others may only have lacked a leader for a moment), then the one avoided longest ago
+        return min(self.endpoints, key=lambda e: (self._failures.get(e, 0), avoid.get(e, 0.0)))
+
+    def _succeeded(self, endpoint: str) -> None:
+        if self._failures.get(endpoint):
+            self._failures[endpoint] = 0
+            self._avoid_until.pop(endpoint, None)
+
+    def _failed(self, endpoint: str) -> None:
+        failures = self._failures[endpoint] = self._failures.get(endpoint, 0) + 1
+        self._avoid_until[endpoint] = time.monotonic() + min(AVOID_FAILED_ENDPOINT_MAX_S,
+                                                             AVOID_FAILED_ENDPOINT_S * 2 ** (failures - 1))
+        if endpoint == self._leader:
+            self._leader = None  # it died, stalled or moved: other endpoints until the next lookup
 
     async def _call(self, what: str, coro):
         try:
@@ -197,47 +246,51 @@ class EtcdClient:
             start = page[-1].key + b"\0"
 
     async def txn(self, compare: Sequence, success: Sequence, failure: Sequence = ()) -> tuple[bool, int, list]:
-        """(compare held, revision of the transaction, the branch's responses).
+        """(compare held, revision of the transaction, the branch's responses). A member that cannot be
+        connected to is skipped at once (the transaction was never sent); any other failure is the
+        caller's to settle.
 
         The hot call of cluster mode (every commit round is one), so it goes straight to the generated
         gRPC stub with gRPC's own deadline: etcd3aio's wrapper would add an `asyncio.timeout`, a retry
         loop (off here anyway) and, with `_call`'s `wait_for`, a task per call. Same semantics: one
         attempt, bounded by `timeout_s`, every failure `EtcdUnavailable` (or `EtcdRequestTooLarge`).
         """
-        self._check_leader()
-        leader = self._leader
-        client = leader[1] if leader is not None else self._client
         request = TxnRequest(compare=compare, success=success, failure=failure)
-        try:
+        for _ in self.endpoints:
+            endpoint = self._pick()
+            member = self._members[endpoint]
+            connected = member._channel.get_state(try_to_connect=True) == grpc.ChannelConnectivity.READY
             try:
                 # etcd3aio 0.3.0's KVService keeps the stub as `_stub` (pinned in pyproject.toml)
-                response = await client.kv._stub.Txn(request, timeout=self.timeout_s)
+                response = await member.kv._stub.Txn(request, timeout=self.timeout_s)
             except grpc.aio.AioRpcError as exc:
-                if exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
-                    raise EtcdUnavailable(f"etcd txn: no answer within {self.timeout_s:g}s") from exc
                 details = exc.details() or ""
                 if exc.code() == grpc.StatusCode.INVALID_ARGUMENT and "too large" in details:
                     raise EtcdRequestTooLarge(f"etcd txn: {details}") from exc
-                self._check_no_space(details)
-                raise EtcdUnavailable(f"etcd txn: {self._reason(exc)}") from exc
+                if NO_SPACE_DETAILS in details:
+                    self._succeeded(endpoint)  # the member answered: its channel is fine
+                    self._check_no_space(details)
+                self._failed(endpoint)
+                if exc.code() == grpc.StatusCode.UNAVAILABLE and not connected:
+                    continue  # no connection to send it on (a member down): certainly not sent, next member
+                if exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
+                    raise EtcdUnavailable(f"etcd txn at {endpoint}: no answer within {self.timeout_s:g}s") from exc
+                raise EtcdUnavailable(f"etcd txn at {endpoint}: {self._reason(exc)}") from exc
             except (grpc.RpcError, grpc.aio.BaseError) as exc:  # e.g. the channel closed under the call
-                raise EtcdUnavailable(f"etcd txn: {type(exc).__name__}") from exc
-        except EtcdNoSpace:
-            raise  # the leader answered: its channel is fine
-        except EtcdUnavailable:
-            if leader is not None and self._leader is leader:
-                self._retire_leader()  # the leader died or moved: round-robin until the next lookup
-            raise
-        if self.no_space and any(op.HasField("request_put") for op in success):
-            self._accepted_a_write()
-        return response.succeeded, response.header.revision, list(response.responses)
+                self._failed(endpoint)
+                raise EtcdUnavailable(f"etcd txn at {endpoint}: {type(exc).__name__}") from exc
+            self._succeeded(endpoint)
+            if self.no_space and any(op.HasField("request_put") for op in success):
+                self._accepted_a_write()
+            return response.succeeded, response.header.revision, list(response.responses)
+        raise EtcdUnavailable("etcd txn: no member could be connected to")
 
     # --- the leader's channel ---------------------------------------------------------------------
 
     @property
     def leader_endpoint(self) -> str | None:
-        """The endpoint transactions go to directly, None while they round-robin."""
-        return self._leader[0] if self._leader is not None else None
+        """The endpoint transactions go to directly, None while they go to the others in turn."""
+        return self._leader
 
     def _check_leader(self) -> None:
         now = time.monotonic()
@@ -257,26 +310,9 @@ class EtcdClient:
             return
         urls = next((list(m.clientURLs) for m in members.members if m.ID == status.leader), [])
         endpoint = next((e for e in self.endpoints if any(u.rstrip("/").endswith("//" + e) for u in urls)), None)
-        if endpoint == self.leader_endpoint or not self._connected:
-            return
-        self._retire_leader()
-        if endpoint is not None:
-            client = Etcd3Client([endpoint], rpc_max_attempts=1)
-            await client.connect()
-            self._leader = (endpoint, client)
+        if endpoint != self._leader and self._connected:
+            self._leader = endpoint
             log.debug("etcd transactions go to the leader at %s", endpoint)
-
-    def _retire_leader(self) -> None:
-        """Stop using the leader's channel; close it once the calls still on it had their time."""
-        leader, self._leader = self._leader, None
-        if leader is not None:
-            self._retiring[leader[1]] = asyncio.get_running_loop().create_task(self._close_later(leader[1]))
-
-    async def _close_later(self, client: Etcd3Client) -> None:
-        await asyncio.sleep(self.timeout_s)
-        self._retiring.pop(client, None)
-        with contextlib.suppress(Exception):
-            await client.close()
 
     # --- members ---------------------------------------------------------------------------------
 
@@ -308,9 +344,33 @@ class EtcdClient:
         response = await self._call("lease grant", self._client.lease.grant(ttl_s))
         return response.ID, response.TTL
 
-    async def keepalive_once(self, lease_id: int) -> int:
-        """Refresh `lease_id` once; the TTL it has now (<= 0: the lease is gone)."""
-        stream = self._client.lease.keep_alive(lease_id)
+    async def keepalive_once(self, lease_id: int, timeout_s: float | None = None) -> int:
+        """Refresh `lease_id` once, through the endpoint transactions use; the TTL it has now (<= 0: the
+        lease is gone)."""
+        endpoint = self._pick()
+        try:
+            return await self._keepalive_at(endpoint, lease_id, timeout_s or self.timeout_s)
+        except EtcdUnavailable:
+            self._failed(endpoint)
+            raise
+
+    async def keepalive_anywhere(self, lease_id: int, timeout_s: float | None = None) -> int:
+        """Refresh `lease_id` through every endpoint at once; the first answer. For a refresh that
+        failed once: it reaches whichever member answers (during an election none may, for a while),
+        and a member that does not answer here is not avoided for it (it may only lack a leader)."""
+        calls = [asyncio.ensure_future(self._keepalive_at(e, lease_id, timeout_s or self.timeout_s))
+                 for e in self.endpoints]
+        try:
+            for call in asyncio.as_completed(calls):
+                with contextlib.suppress(EtcdUnavailable):
+                    return await call
+            raise EtcdUnavailable("etcd lease keepalive: no member answered")
+        finally:
+            for call in calls:
+                call.cancel()
+
+    async def _keepalive_at(self, endpoint: str, lease_id: int, timeout_s: float) -> int:
+        stream = self._members[endpoint].lease.keep_alive(lease_id)
 
         async def first_answer() -> int:
             async for response in stream:
@@ -318,9 +378,13 @@ class EtcdClient:
             return 0
 
         try:
-            return await self._call("lease keepalive", first_answer())
+            ttl = await asyncio.wait_for(first_answer(), timeout_s)
+        except Exception as exc:  # a deadline, a gRPC error, a stream closed under the call
+            raise EtcdUnavailable(f"etcd lease keepalive at {endpoint}: {exc!r}") from exc
         finally:
             stream.cancel()
+        self._succeeded(endpoint)
+        return ttl
 
     async def time_to_live(self, lease_id: int) -> int:
         response = await self._call("lease ttl", self._client.lease.time_to_live(lease_id))
@@ -353,6 +417,11 @@ compare_value = KVService.txn_compare_value
 op_put = KVService.txn_op_put
 op_delete = KVService.txn_op_delete
 op_range = KVService.txn_op_get
+
+
+def compare_mod_revision(key: bytes, revision: int) -> Compare:
+    """`key` was last written at `revision` (0: the key does not exist)."""
+    return Compare(result=Compare.EQUAL, target=Compare.MOD, key=key, mod_revision=revision)
 
 
 def op_put_bytes(key: bytes, value: bytes) -> RequestOp:

@@ -6,6 +6,8 @@
                                                  registration, deleted by a graceful stop, so `cohort cluster
                                                  status` can tell a node whose lease lapsed from one that left
     owner/<p>                                 -> "<node-id>", under the owner's lease; epoch = create revision
+    w/<p>                                     -> the partition's write sequence: every write transaction for p
+                                                 compares its mod revision and rewrites it (see cluster/store.py)
     load/<p>                                  -> the owner's load state ("loading", "loaded", "handing-over"),
                                                  under the owner's lease (for `cohort cluster status`)
     o/<p>/<group>/<topic>/<partition>         -> offset commit value      (record types 0, 1)
@@ -45,6 +47,7 @@ NODES = b"nodes/"
 SEEN = b"seen/"
 OWNERS = b"owner/"
 LOADS = b"load/"
+WRITES = b"w/"
 LOAD_STATES = ("loading", "loaded", "handing-over")
 DATA_PREFIXES = (b"o/", b"g/", b"t/", b"r/")
 TOPICS = b"t/0/"
@@ -64,6 +67,10 @@ def seen_key(node_id: int) -> bytes:
 
 def owner_key(partition: int) -> bytes:
     return OWNERS + str(partition).encode()
+
+
+def write_sequence_key(partition: int) -> bytes:
+    return WRITES + str(partition).encode()
 
 
 def load_key(partition: int) -> bytes:

@@ -21,13 +21,23 @@ log = logging.getLogger("cohort.cluster")
 
 
 class NodeLease:
-    def __init__(self, etcd: EtcdClient, ttl_ms: int, *, on_expired: Callable[[], None]) -> None:
+    def __init__(self, etcd: EtcdClient, ttl_ms: int, *, on_deadline: Callable[[float], None]) -> None:
         self.etcd = etcd
         self.ttl_ms = ttl_ms
-        self.on_expired = on_expired  # the lease is (or may be) gone: stop serving what it held
+        self.on_deadline = on_deadline  # the deadline moved (past it, stop serving what the lease holds)
         self.lease_id = 0
-        self.deadline = 0.0  # time.monotonic() until which the lease is certainly alive
+        self._deadline = 0.0
         self._task: asyncio.Task | None = None
+
+    @property
+    def deadline(self) -> float:
+        """time.monotonic() until which the lease is certainly alive."""
+        return self._deadline
+
+    @deadline.setter
+    def deadline(self, value: float) -> None:
+        self._deadline = value
+        self.on_deadline(value)
 
     @property
     def ttl_s(self) -> int:
@@ -66,28 +76,45 @@ class NodeLease:
                 await self.etcd.revoke(lease_id)
 
     async def _keepalive(self) -> None:
+        """Refresh every TTL/3; a refresh not answered within a short attempt is sent again at once,
+        to every member, so one stalled etcd member costs one attempt."""
         interval = self.ttl_ms / 1000 / 3
-        expired_reported = False
+        attempt_s = max(0.2, min(1.0, interval / 2))
         while True:
             await asyncio.sleep(interval)
-            sent, lease_id = time.monotonic(), self.lease_id
-            if not lease_id:
-                continue  # expired; the ownership grants a new one
-            try:
-                ttl = await asyncio.wait_for(self.etcd.keepalive_once(lease_id), timeout=interval * 2)
-            except (EtcdUnavailable, asyncio.TimeoutError, TimeoutError) as exc:
-                ttl = None
-                log.debug("etcd lease keepalive failed: %s", exc)
-            if lease_id != self.lease_id:
-                continue  # a new lease was granted meanwhile
-            if ttl is not None and ttl > 0:
-                self.deadline = sent + ttl
-                expired_reported = False
-                continue
-            if ttl is not None and ttl <= 0:
-                log.warning("etcd lease %x expired: this node's partitions are gone", self.lease_id)
-                self.lease_id = 0
-                self.deadline = 0.0
-            if not expired_reported and not self.alive():
-                expired_reported = True
-                self.on_expired()
+            lease_id = self.lease_id
+            refresh = self.etcd.keepalive_once
+            while lease_id and lease_id == self.lease_id:
+                sent = time.monotonic()
+                try:
+                    ttl = await refresh(lease_id, attempt_s)
+                except EtcdUnavailable as exc:
+                    log.debug("etcd lease keepalive failed, sent again to every member: %s", exc)
+                    refresh = self.etcd.keepalive_anywhere
+                    await asyncio.sleep(0.05)
+                    continue
+                if lease_id != self.lease_id:
+                    break  # a new lease was granted meanwhile
+                if ttl > 0:
+                    self.deadline = sent + ttl
+                elif await self._confirmed_gone(lease_id):
+                    log.warning("etcd lease %x expired: this node's partitions are gone", lease_id)
+                    self.lease_id = 0
+                    self.deadline = 0.0
+                else:
+                    refresh = self.etcd.keepalive_anywhere
+                    await asyncio.sleep(0.05)
+                    continue
+                break
+
+    async def _confirmed_gone(self, lease_id: int) -> bool:
+        """One member answering a refresh with TTL 0 is asked again (a member that was paused past the
+        TTL may answer so until it learns of the new leader): the lease's TTL as etcd has it."""
+        try:
+            remaining = await self.etcd.time_to_live(lease_id)
+        except EtcdUnavailable:
+            return False  # unknown: keep refreshing; the local deadline decides meanwhile
+        if remaining > 0:
+            log.warning("etcd lease %x: a member answered a refresh as expired, etcd has %ds left", lease_id,
+                        remaining)
+        return remaining <= 0 and lease_id == self.lease_id

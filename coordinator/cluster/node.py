@@ -48,7 +48,7 @@ _END_OFFSET_CAS_ATTEMPTS = 8
 
 class ClusterNode:
     def __init__(self, config: CoordinatorConfig, local: Node, metrics=None) -> None:
-        self.etcd = EtcdClient(parse_cluster_url(config.cluster))
+        self.etcd = EtcdClient(parse_cluster_url(config.cluster), timeout_s=config.cluster_etcd_request_timeout_ms / 1000)
         self.store = EtcdStore(self.etcd, config.offsets_topic_num_partitions,
                                max_txn_ops=config.cluster_etcd_max_txn_ops,
                                max_request_bytes=config.cluster_etcd_max_request_bytes)

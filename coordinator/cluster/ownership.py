@@ -121,7 +121,7 @@ class EtcdOwnership:
         self.local = local
         self.store = store  # an EtcdStore: released before a handoff, tells us when a write was fenced
         self.num_partitions = num_partitions
-        self.lease = NodeLease(etcd, lease_ttl_ms, on_expired=self._lease_expired)
+        self.lease = NodeLease(etcd, lease_ttl_ms, on_deadline=self._lease_deadline_moved)
         self.stats = OwnershipStats()
         self._nodes: dict[int, Node] = {}
         self._owners: dict[int, OwnerEntry] = {}
@@ -134,14 +134,17 @@ class EtcdOwnership:
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task] = []
         self._stopping = False
+        self._deadline_timer: asyncio.TimerHandle | None = None
         if store is not None:
             store.on_fenced = self._fenced
             store.on_loaded = self._loaded
+            store.on_stale = self._stale
+            store.serving_until = lambda: self.lease.deadline
 
     # --- the Ownership interface ---------------------------------------------------------------
 
     def owner(self, partition: int) -> Node | None:
-        if self._states.get(partition) == S.OWNED:
+        if self._states.get(partition) == S.OWNED and self.lease.alive():
             return self.local
         entry = self._owners.get(partition)
         if entry is None or entry.node_id == self.local.node_id:
@@ -156,6 +159,7 @@ class EtcdOwnership:
 
     async def start(self, listener: OwnershipListener) -> None:
         self._listener = listener
+        listener.serve_until(0.0)  # nothing is served before the first lease
         await self.etcd.connect()
         await self.lease.grant()
         revision = await self._resync()
@@ -171,6 +175,8 @@ class EtcdOwnership:
     async def stop(self) -> None:
         """Hand every partition over (no lease wait): lost, writes drained, then the lease revoked."""
         self._stopping = True
+        if self._deadline_timer is not None:
+            self._deadline_timer.cancel()
         for task in self._tasks:
             task.cancel()
         # grpc may turn a cancelled watch into an RPC error: the loops also stop on `_stopping`.
@@ -348,6 +354,8 @@ class EtcdOwnership:
                                 [op_put(keys.load_key(partition), b"handing-over", lease=self.lease.lease_id)])
         if self.store is not None:
             await self.store.release(partition)
+        if self._states[partition] != S.HANDING_OFF:
+            return  # let go meanwhile (the lease's deadline passed): the key goes with the lease
         self._forget(partition)
         try:
             await self.etcd.txn([compare_create_revision(key, epoch)],
@@ -416,7 +424,40 @@ class EtcdOwnership:
                 if self._load_wanted.get(p) == changed[p]:
                     self._load_published[p] = changed[p]
 
-    def _lease_expired(self) -> None:
+    def _lease_deadline_moved(self, deadline: float) -> None:
+        """Every request is checked against the new deadline; the moment it passes, everything goes."""
+        if self._listener is not None:
+            self._listener.serve_until(deadline)
+        if self._deadline_timer is not None:
+            self._deadline_timer.cancel()
+        loop = asyncio.get_running_loop()
+        # loop.time() is time.monotonic(): the deadline is on the loop's clock
+        self._deadline_timer = loop.call_at(deadline, self._lease_deadline_passed)
+
+    def _lease_deadline_passed(self) -> None:
+        """The lease may have lapsed: stop serving every partition at once, before any await (a
+        release lets in-flight writes finish in the background; fenced writes fail by themselves)."""
+        self._deadline_timer = None
+        if self.lease.alive() or self._stopping:
+            return
+        held = [p for p, s in self._states.items() if s in (S.OWNED, S.HANDING_OFF)]
+        for partition in held:
+            served = self._states[partition] == S.OWNED  # a handoff told the listener already
+            self._forget(partition)
+            if served:
+                self.stats.losses += 1
+                self._listener.lost(partition)
+        if held:
+            log.warning("node %d: lease deadline passed without an answered keepalive: %d partitions no "
+                        "longer served here", self.local.node_id, len(held))
+        self._wake.set()
+
+    def _stale(self, partition: int) -> None:
+        """The store gave `partition` up (a write's outcome stayed unknown, or its write sequence moved):
+        stop serving it now; while `owner/<p>` is still ours the next reconcile adopts and loads it again."""
+        if self._states.get(partition) == S.OWNED:
+            self._forget(partition)
+            self._listener.lost(partition)
         self._wake.set()
 
     async def _rejoin(self) -> None:

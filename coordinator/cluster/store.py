@@ -6,6 +6,18 @@ the create revision I won it with"; when the guard fails nothing of it is applie
 it raise NOT_COORDINATOR. A commit is acknowledged only after etcd answered the transaction, i.e.
 after a quorum has it.
 
+Why a write sequence too: the epoch guard does not stop this node's own late transactions. A
+transaction held on a stalled link past its deadline may still reach etcd later, and its epoch guard
+still holds; applied on top of a newer, acknowledged round it would roll that round back. So each
+partition keeps `w/<p>`, and every write for p also compares its mod revision with the one this node
+last saw and rewrites it (with a token naming the transaction): a transaction that arrives after any
+later write of p fails its guard. A deadline makes an outcome unknown, not failed: before answering,
+the store writes `w/<p>` once more under the same guards (through another endpoint, retried until the
+lease's local deadline). If that write holds, the held transaction can never apply and the round is
+answered as failed; if it is refused and `w/<p>` carries the held transaction's token, the round was
+applied and is acknowledged; otherwise the partition is given up (and loaded again, which first
+rewrites `w/<p>`, so whatever is still in flight from before can never apply).
+
 Group commit, as on the local log: appends for a partition queue while its previous round is in
 flight; its next round is everything queued (the latest value per key). Why rounds of several
 partitions share one transaction (one guard per partition, all must hold): etcd's cost is per
@@ -20,7 +32,10 @@ only values the clients asked for, so a retry is harmless).
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
+import math
+import os
 import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
@@ -33,9 +48,11 @@ from cohort.coordinator.cluster.etcd import (
     EtcdRequestTooLarge,
     EtcdUnavailable,
     compare_create_revision,
-    prefix_end,
+    compare_mod_revision,
     op_delete,
     op_put_bytes,
+    op_range,
+    prefix_end,
 )
 from cohort.coordinator.log import StorageError
 from cohort.protocol.errors import ErrorCode
@@ -47,6 +64,7 @@ Record = tuple[bytes, bytes | None]
 # Room left in a request for the compare, the protobuf framing and etcd's own raft envelope.
 _REQUEST_MARGIN_BYTES = 64 * 1024
 _OP_OVERHEAD_BYTES = 16
+WRITE_ATTEMPTS = 3  # sends of one write whose deadlines passed unapplied, before its appends fail
 
 
 @dataclass(slots=True)
@@ -62,6 +80,7 @@ class StoreStats:
 @dataclass(slots=True, eq=False)  # by identity: a partition loaded again gets a new one
 class _Partition:
     epoch: int
+    sequence: int = 0  # mod revision of w/<p> after this node's last write (what the next write compares)
     queue: list[tuple[Sequence[Record], asyncio.Future]] = field(default_factory=list)
     writing: bool = False  # a transaction with this partition's records is in flight
     releasing: bool = False
@@ -78,12 +97,20 @@ class _Round:
     waiters: list[asyncio.Future]
 
 
+class _OutcomeUnknown(Exception):
+    """A write's deadline passed: it may or may not be (or still become) applied."""
+
+    def __init__(self, token: bytes, cause: StorageError) -> None:
+        super().__init__(str(cause))
+        self.token, self.cause = token, cause
+
+
 class EtcdStore:
     """Records of the owned offsets partitions, kept in etcd (see the module docstring)."""
 
     def __init__(self, etcd: EtcdClient, num_partitions: int = 50, *, page_size: int = 1000,
                  max_txn_ops: int = ETCD_MAX_TXN_OPS, max_request_bytes: int = ETCD_MAX_REQUEST_BYTES,
-                 max_in_flight: int = 1) -> None:
+                 max_in_flight: int = 4, slow_txn_s: float = 0.1) -> None:
         self.etcd = etcd
         self.num_partitions = num_partitions
         self.page_size = page_size
@@ -92,17 +119,29 @@ class EtcdStore:
         self.stats = StoreStats()
         self.on_fenced = lambda partition: None  # set by the ownership: drop the partition at once
         self.on_loaded = lambda partition, epoch: None  # set by the ownership: publish the load state
-        self.max_in_flight = max_in_flight  # transactions in flight at once (each over other partitions)
+        # set by the ownership: a write's outcome stayed unknown, or w/<p> moved under us: load p again
+        self.on_stale = lambda partition: None
+        self.serving_until = lambda: math.inf  # set by the ownership: the lease's local deadline (monotonic)
+        self.outcome_retry_s = 0.1
+        self._tokens = (b"%s-%d" % (os.urandom(6).hex().encode(), n) for n in itertools.count())
+        # One transaction in flight carries what every partition queued meanwhile (etcd's cost is per
+        # transaction); another starts beside it, over other partitions, only while the ones in flight
+        # are slower than `slow_txn_s` (a stalled member), up to `max_in_flight`.
+        self.max_in_flight = max_in_flight
+        self.slow_txn_s = slow_txn_s
+        self._flights: list[float] = []  # start times (monotonic) of the transactions in flight
+        self._slow_check: asyncio.TimerHandle | None = None
         self._partitions: dict[int, _Partition] = {}
         self._waiting: dict[_Partition, int] = {}  # partitions with queued records (-> number), oldest first
         self._writing: set[int] = set()  # partitions with a transaction in flight
-        self._in_flight = 0
         self._writers: set[asyncio.Task] = set()
 
     async def open(self) -> None:
         await self.etcd.connect()
 
     async def close(self) -> None:
+        if self._slow_check is not None:
+            self._slow_check.cancel()
         for partition in list(self._partitions):
             await self.release(partition)
 
@@ -110,14 +149,19 @@ class EtcdStore:
         """Partition `partition`'s records, read page by page at one revision, after it was won at `epoch`.
 
         Every write of an earlier owner that etcd accepted happened before the claim (later ones
-        fail their guard), so a snapshot taken after the claim has all of them.
+        fail their guard), so a snapshot taken after the claim has all of them; the same holds for
+        this node's own earlier writes once the load has rewritten `w/<p>`.
         """
         state = self._partitions[partition] = _Partition(epoch)
         try:
-            owner, _, revision = await self._retrying(partition, state, lambda: self.etcd.range(keys.owner_key(partition)))
-            if not owner or owner[0].create_revision != epoch:
+            # Rewriting w/<p> first fences every transaction still in flight from an earlier load of
+            # this epoch; the snapshot is read at that write's revision.
+            held, revision, _ = await self._retrying(partition, state, lambda: self.etcd.txn(
+                [_guard(partition, epoch)], [op_put_bytes(keys.write_sequence_key(partition), next(self._tokens))]))
+            if not held:
                 raise StorageError(f"partition {partition}: epoch {epoch} is no longer the owner's",
                                    ErrorCode.NOT_COORDINATOR)
+            state.sequence = revision
             for prefix in keys.partition_prefixes(partition):
                 start, end = prefix, prefix_end(prefix)
                 while True:
@@ -178,14 +222,25 @@ class EtcdStore:
     # --- rounds: queued records of several partitions in one transaction ---------------------------
 
     def _start_rounds(self) -> None:
-        while self._in_flight < self.max_in_flight and self._waiting:
+        while self._waiting and len(self._flights) < self._flight_limit():
             rounds = self._next_rounds()
             if not rounds:
                 return
-            self._in_flight += 1
-            task = asyncio.get_running_loop().create_task(self._write_rounds(rounds), name="etcd-round")
+            started = time.monotonic()
+            self._flights.append(started)
+            task = asyncio.get_running_loop().create_task(self._write_rounds(rounds, started), name="etcd-round")
             self._writers.add(task)
             task.add_done_callback(self._writers.discard)
+        if self._waiting and self._slow_check is None and len(self._flights) < self.max_in_flight:
+            self._slow_check = asyncio.get_running_loop().call_later(self.slow_txn_s, self._slow_checked)
+
+    def _flight_limit(self) -> int:
+        now = time.monotonic()
+        return min(self.max_in_flight, 1 + sum(1 for started in self._flights if now - started >= self.slow_txn_s))
+
+    def _slow_checked(self) -> None:
+        self._slow_check = None
+        self._start_rounds()
 
     def _next_rounds(self) -> list[_Round]:
         """The queued records of waiting partitions with nothing in flight, as many as fit one transaction
@@ -203,33 +258,45 @@ class EtcdStore:
                 for record_key, value in records:
                     latest[record_key] = value
             round_bytes = sum(_op_bytes(k, v) for k, v in latest.items())
-            if rounds and (ops + len(latest) > self.max_txn_ops or len(rounds) >= self.max_txn_ops
+            # each round also carries its w/<p> put and two compares (etcd limits compares like operations)
+            if rounds and (ops + len(latest) + 1 > self.max_txn_ops or 2 * (len(rounds) + 1) > self.max_txn_ops
                            or size + round_bytes > self.max_txn_bytes):
                 break
             del self._waiting[state]
             rounds.append(_Round(partition, state, latest, [done for _, done in state.queue]))
             state.queue, state.writing = [], True
             self._writing.add(partition)
-            ops, size = ops + len(latest), size + round_bytes
+            ops, size = ops + len(latest) + 1, size + round_bytes
             if ops >= self.max_txn_ops:
                 break
         return rounds
 
-    async def _write_rounds(self, rounds: list[_Round]) -> None:
+    async def _write_rounds(self, rounds: list[_Round], started: float) -> None:
         try:
             if len(rounds) > 1:
+                token = next(self._tokens)
+                guards = [g for r in rounds for g in _guards(r)]
+                ops = [op for r in rounds for op in (_sequence_op(r.partition, token),
+                                                     *(_op(r.partition, k, v) for k, v in r.latest.items()))]
                 try:
-                    held = await self._txn([_guard(r.partition, r.state.epoch) for r in rounds],
-                                           [_op(r.partition, k, v) for r in rounds for k, v in r.latest.items()])
+                    held, revision, _ = await self._txn(guards, ops)
                 except StorageError as exc:
-                    for r in rounds:
-                        self._finish(r, exc)
+                    if exc.error_code != ErrorCode.REQUEST_TIMED_OUT:
+                        for r in rounds:
+                            self._finish(r, exc)
+                        return
+                    unknown = _OutcomeUnknown(token, exc)
+                    outcomes = await asyncio.gather(*(self._settle_or_write_again(r, unknown) for r in rounds),
+                                                    return_exceptions=True)
+                    for r, outcome in zip(rounds, outcomes):
+                        self._finish(r, outcome)
                     return
                 if held:
                     for r in rounds:
+                        r.state.sequence = revision
                         self._finish(r, None)
                     return
-                # Some partition moved to another node and nothing was applied: each alone says which.
+                # A guard failed and nothing was applied: each partition alone says which moved.
             outcomes = await asyncio.gather(*(self._write_alone(r) for r in rounds), return_exceptions=True)
             for r, outcome in zip(rounds, outcomes):
                 self._finish(r, outcome)
@@ -239,7 +306,7 @@ class EtcdStore:
                                              ErrorCode.NOT_COORDINATOR), fenced=False)
             raise
         finally:
-            self._in_flight -= 1
+            self._flights.remove(started)
             self._start_rounds()
 
     def _finish(self, r: _Round, outcome: BaseException | None, *, fenced: bool = True) -> None:
@@ -275,7 +342,7 @@ class EtcdStore:
         size = 0
         for record_key, value in latest.items():
             op_size = _op_bytes(record_key, value)
-            if ops and (len(ops) >= self.max_txn_ops or size + op_size > self.max_txn_bytes):
+            if ops and (len(ops) + 1 >= self.max_txn_ops or size + op_size > self.max_txn_bytes):  # + w/<p>
                 txns.append(ops)
                 ops, size = [], 0
             ops.append((record_key, value))
@@ -285,21 +352,99 @@ class EtcdStore:
         return txns
 
     async def _write_alone(self, r: _Round) -> None:
-        """One partition's round, split at etcd's limits; raises NOT_COORDINATOR when fenced."""
-        for part in self._split(r.latest):
-            if not await self._txn([_guard(r.partition, r.state.epoch)], [_op(r.partition, k, v) for k, v in part]):
-                self.stats.fenced_writes += 1
-                log.warning("partition %d: write refused, owner/%d is no longer ours (epoch %d)",
-                            r.partition, r.partition, r.state.epoch)
-                raise StorageError(f"partition {r.partition}: fenced (epoch {r.state.epoch} is stale)",
-                                   ErrorCode.NOT_COORDINATOR)
+        """One partition's round, split at etcd's limits; raises NOT_COORDINATOR when fenced.
 
-    async def _txn(self, guards: list, ops: list) -> bool:
-        """One etcd transaction; whether its guards held. etcd failures become retriable StorageErrors."""
+        A part whose deadline passed and that was certainly not applied (it can never be now) is sent
+        again, through another endpoint, up to `WRITE_ATTEMPTS` times in all.
+        """
+        for part in self._split(r.latest):
+            for attempt in range(1, WRITE_ATTEMPTS + 1):
+                token = next(self._tokens)
+                try:
+                    held, revision, responses = await self._txn(
+                        _guards(r), [_sequence_op(r.partition, token), *(_op(r.partition, k, v) for k, v in part)],
+                        _why_refused(r.partition))
+                except StorageError as exc:
+                    if exc.error_code != ErrorCode.REQUEST_TIMED_OUT:
+                        raise
+                    if await self._settle_unknown(r, _OutcomeUnknown(token, exc)):
+                        break
+                    if attempt == WRITE_ATTEMPTS:
+                        raise
+                    continue
+                if not held:
+                    self._refused(r, responses)
+                r.state.sequence = revision
+                break
+
+    async def _settle_or_write_again(self, r: _Round, unknown: _OutcomeUnknown) -> None:
+        if not await self._settle_unknown(r, unknown):
+            await self._write_alone(r)
+
+    async def _settle_unknown(self, r: _Round, unknown: _OutcomeUnknown) -> bool:
+        """Whether the write that carried `unknown.token` was applied; when not, it can never be applied
+        after this returns (see the module docstring). Raises when the partition moved or was given up."""
+        resolving = set()
+        while True:
+            token = next(self._tokens)
+            resolving.add(token)
+            try:
+                held, revision, responses = await self._txn(_guards(r), [_sequence_op(r.partition, token)],
+                                                            _why_refused(r.partition))
+            except StorageError as exc:
+                if time.monotonic() + self.outcome_retry_s >= self.serving_until():
+                    log.warning("partition %d: outcome of a write unknown until the lease's deadline; giving "
+                                "the partition up", r.partition)
+                    self._given_up(r)
+                    raise unknown.cause from exc
+                await asyncio.sleep(self.outcome_retry_s)
+                continue
+            if held:  # the write in doubt compared the older sequence: it can never apply now
+                r.state.sequence = revision
+                return False
+            written = responses[1].response_range.kvs if len(responses) > 1 else []
+            if written and _owner_epoch(responses) == r.state.epoch:
+                if written[0].value == unknown.token:
+                    r.state.sequence = written[0].mod_revision
+                    log.info("partition %d: a write past its deadline was applied", r.partition)
+                    return True
+                if written[0].value in resolving:  # an earlier check of ours landed late
+                    r.state.sequence = written[0].mod_revision
+                    return False
+            self._refused(r, responses)
+
+    def _refused(self, r: _Round, responses: list) -> None:
+        """A write's guards failed: another owner (fenced), or w/<p> moved without us (give p up)."""
+        if _owner_epoch(responses) != r.state.epoch:
+            self.stats.fenced_writes += 1
+            log.warning("partition %d: write refused, owner/%d is no longer ours (epoch %d)",
+                        r.partition, r.partition, r.state.epoch)
+            raise StorageError(f"partition {r.partition}: fenced (epoch {r.state.epoch} is stale)",
+                               ErrorCode.NOT_COORDINATOR)
+        log.warning("partition %d: write refused, w/%d moved (an earlier write of this node landed late); "
+                    "loading the partition again", r.partition, r.partition)
+        self._given_up(r)
+        raise StorageError(f"partition {r.partition}: its write sequence moved; loading it again",
+                           ErrorCode.COORDINATOR_NOT_AVAILABLE)
+
+    def _given_up(self, r: _Round) -> None:
+        """Stop serving `r.partition` from what this node holds; the ownership loads it again."""
+        state = r.state
+        if self._partitions.get(r.partition) is state and not state.releasing:
+            state.releasing = True
+            error = StorageError(f"partition {r.partition}: loading it again", ErrorCode.COORDINATOR_NOT_AVAILABLE)
+            for _, done in state.queue:
+                if not done.done():
+                    done.set_exception(error)
+            state.queue = []
+            self.on_stale(r.partition)
+
+    async def _txn(self, guards: list, ops: list, failure: Sequence = ()) -> tuple[bool, int, list]:
+        """One etcd transaction: (guards held, revision, responses). etcd failures become StorageErrors:
+        REQUEST_TIMED_OUT when the outcome is unknown (a deadline, a broken connection)."""
         started = time.perf_counter()
         try:
-            held, _, _ = await self.etcd.txn(guards, ops)
-            return held
+            return await self.etcd.txn(guards, ops, failure)
         except EtcdRequestTooLarge as exc:
             self.stats.etcd_errors += 1
             raise StorageError(str(exc), ErrorCode.MESSAGE_TOO_LARGE) from exc
@@ -317,6 +462,26 @@ def _op_bytes(record_key: bytes, value: bytes | None) -> int:
 
 def _guard(partition: int, epoch: int):
     return compare_create_revision(keys.owner_key(partition), epoch)
+
+
+def _guards(r: _Round) -> list:
+    """Still the owner at the round's epoch, and no write of p since the last one this node saw."""
+    return [_guard(r.partition, r.state.epoch),
+            compare_mod_revision(keys.write_sequence_key(r.partition), r.state.sequence)]
+
+
+def _sequence_op(partition: int, token: bytes):
+    return op_put_bytes(keys.write_sequence_key(partition), token)
+
+
+def _why_refused(partition: int) -> list:
+    """The failure branch of a partition's write: its owner key and its write sequence."""
+    return [op_range(keys.owner_key(partition)), op_range(keys.write_sequence_key(partition))]
+
+
+def _owner_epoch(responses: list) -> int:
+    kvs = responses[0].response_range.kvs if responses else []
+    return kvs[0].create_revision if kvs else 0
 
 
 def _op(partition: int, record_key: bytes, value: bytes | None):

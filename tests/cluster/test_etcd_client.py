@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from bounded_wait import wait_until_async
+from link_proxy import LinkProxy
 
 from cohort.coordinator.cluster.etcd import EtcdClient, EtcdUnavailable, op_put
 
@@ -37,3 +38,26 @@ async def test_transactions_go_to_the_leader_and_follow_it_when_it_is_killed(etc
 
 async def _at(write, endpoint: str) -> bool:
     return await write() == endpoint
+
+
+async def test_a_stalled_member_costs_one_deadline_then_is_avoided(etcd):
+    # gRPC keeps a stalled member's connection READY: round-robin alone sent every third call into it.
+    proxies = [LinkProxy(member.client_port).start() for member in etcd.members]
+    client = EtcdClient([p.endpoint for p in proxies], timeout_s=0.5)
+    await client.connect()
+    try:
+        for _ in range(3):
+            await client.txn([], [op_put(b"stall-test", b"warm")])
+        proxies[0].hold()
+        timed_out = 0
+        for i in range(12):
+            try:
+                await client.txn([], [op_put(b"stall-test", b"%d" % i)])
+            except EtcdUnavailable:
+                timed_out += 1
+        assert timed_out <= 1
+    finally:
+        proxies[0].heal()
+        await client.close()
+        for proxy in proxies:
+            proxy.close()

@@ -26,6 +26,10 @@ class Events:
         self.log: list[tuple[float, str, int]] = []
         self.serving: dict[int, int] = {}
         self.loads: set[asyncio.Task] = set()
+        self.serving_deadline = 0.0  # what the ownership said with serve_until
+
+    def serve_until(self, deadline: float) -> None:
+        self.serving_deadline = deadline
 
     def acquired(self, partition: int, epoch: int) -> None:
         assert partition not in self.serving

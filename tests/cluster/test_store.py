@@ -100,7 +100,7 @@ async def test_rounds_of_several_partitions_share_a_transaction_and_a_moved_part
     assert await load_all(EtcdStore(client), 21, moved_epoch) == dict([commit("shared", 21, 1)])
 
 
-async def test_appends_queued_before_the_partition_is_loaded_again_still_finish(client):
+async def test_appends_queued_before_the_partition_is_loaded_again_finish_or_fail_retriably(client):
     epoch, _ = await claim(client, 11, node_id=1)
     store = EtcdStore(client, max_in_flight=1)
     await load_all(store, 11, epoch)
@@ -108,10 +108,16 @@ async def test_appends_queued_before_the_partition_is_loaded_again_still_finish(
     await asyncio.sleep(0)  # its transaction is in flight
     second = asyncio.ensure_future(store.append(11, [commit("again", 1, 2)]))
     await asyncio.sleep(0)  # queued behind it
-    # The partition is lost and adopted again meanwhile: the store loads it once more.
+    # The partition is lost and adopted again meanwhile: the store loads it once more. The load rewrites
+    # w/11, so what the earlier load queued can no longer land on top of what the new one reads.
     await load_all(store, 11, epoch)
-    await asyncio.wait_for(asyncio.gather(first, second), 10)
-    assert await load_all(EtcdStore(client), 11, epoch) == dict([commit("again", 0, 1), commit("again", 1, 2)])
+    outcomes = await asyncio.wait_for(asyncio.gather(first, second, return_exceptions=True), 10)
+    for outcome in outcomes:
+        assert outcome is None or (isinstance(outcome, StorageError)
+                                   and outcome.error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE), outcome
+    acknowledged = dict(record for record, outcome in zip([commit("again", 0, 1), commit("again", 1, 2)], outcomes)
+                        if outcome is None)
+    assert await load_all(EtcdStore(client), 11, epoch) == acknowledged
 
 
 async def test_a_round_over_128_operations_is_split_into_several_transactions(client):
@@ -120,7 +126,7 @@ async def test_a_round_over_128_operations_is_split_into_several_transactions(cl
     await load_all(store, 1, epoch)
     records = [commit("big", i, i) for i in range(1000)]
     await store.append(1, records)
-    assert store.stats.transactions == 8  # ceil(1000 / 128)
+    assert store.stats.transactions == 8  # ceil(1000 / 127): each also rewrites w/1
     assert await load_all(EtcdStore(client), 1, epoch) == dict(records)
 
 
@@ -211,25 +217,37 @@ async def test_release_finishes_queued_appends_and_refuses_later_ones(client):
 async def test_quorum_loss_fails_appends_with_a_retriable_error_and_service_returns(etcd, client):
     epoch, _ = await claim(client, 8, node_id=1)
     store = EtcdStore(client)
+    stale: list[int] = []
+    store.on_stale = stale.append  # the ownership's part: load the partition again
     await load_all(store, 8, epoch)
     await store.append(8, [commit("q", 0, 1)])
     survivor, *lost = etcd.members
     for member in lost:
         etcd.kill(member)
     started = time.monotonic()
+    store.serving_until = lambda: started + 4  # the lease's local deadline, as the ownership sets it
     with pytest.raises(StorageError) as failed:
         await store.append(8, [commit("q", 0, 2)])
-    assert time.monotonic() - started < 10
+    # the outcome stayed unknown until the lease's deadline: the partition is given up, not answered "not applied"
+    assert 4 <= time.monotonic() - started < 10
     assert failed.value.error_code == ErrorCode.REQUEST_TIMED_OUT and failed.value.error_code.retriable
+    assert stale == [8]
+    await store.release(8)
     for member in lost:
         etcd.start_member(member)
+    store.serving_until = lambda: time.monotonic() + 60
+    loaded = False
 
     async def accepted():
+        nonlocal loaded
         try:
+            if not loaded:
+                await load_all(store, 8, epoch)
+                loaded = True
             await store.append(8, [commit("q", 0, 3)])
             return True
         except StorageError as exc:
-            assert exc.error_code == ErrorCode.REQUEST_TIMED_OUT
+            assert exc.error_code in (ErrorCode.REQUEST_TIMED_OUT, ErrorCode.NOT_COORDINATOR)
             return False
     await eventually(accepted, 60, "appends accepted again once etcd has a quorum")
     assert await load_all(EtcdStore(client), 8, epoch) == dict([commit("q", 0, 3)])
