@@ -7,11 +7,12 @@ import sys
 from cohort.coordinator import __version__
 from cohort.coordinator import cli_cluster, cli_log, cli_security, cli_serve
 from cohort.client import cli as client_cli
+from cohort.protocol.compiled import running_path
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="cohort", description="Cohort: a standalone Kafka group coordinator.")
-    parser.add_argument("--version", action="version", version=f"cohort {__version__}")
+    parser.add_argument("--version", action="version", version=f"cohort {__version__} (request path: {running_path()})")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     cli_serve.register(subparsers)
     cli_log.register(subparsers)
