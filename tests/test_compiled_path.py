@@ -15,6 +15,8 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import zipfile
+from pathlib import Path
 
 import pytest
 
@@ -88,3 +90,39 @@ def test_a_server_names_the_path_it_runs_in_its_started_line(tmp_path):
             assert started["request_path"] == f"pure Python ({PURE_PYTHON_ENV}=1)"
         elif _c_compiler() is not None:
             assert started["request_path"] == f"compiled (Cython, {len(COMPILED_MODULES)} modules)"
+
+
+def test_without_a_c_compiler_the_wheel_holds_the_sources_and_runs_them(tmp_path):
+    """A machine without a compiler still installs: every module is left out of the compiled set
+    (a warning each), the wheel carries the .py files, and the pure path runs."""
+    root = Path(__file__).resolve().parents[1]
+    context = tmp_path / "context"
+    context.mkdir()
+    for name in ("pyproject.toml", "setup.py", "README.md"):
+        shutil.copy2(root / name, context / name)
+    for folder in ("protocol", "coordinator", "client"):
+        shutil.copytree(root / folder, context / folder,
+                        ignore=shutil.ignore_patterns("__pycache__", "*.so", "*.c"))
+    built = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-v", "--no-deps", "--no-build-isolation", "--no-index",
+         "--wheel-dir", str(tmp_path / "wheels"), str(context)],
+        env={**os.environ, "CC": "/bin/false"}, capture_output=True, text=True, timeout=600)
+    assert built.returncode == 0, built.stdout[-2000:] + built.stderr[-2000:]
+    for name in COMPILED_MODULES:
+        assert f"warning: {name} not compiled" in built.stdout + built.stderr, name
+    (wheel,) = (tmp_path / "wheels").glob("cohort-*.whl")
+    installed = tmp_path / "site"
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+        archive.extractall(installed)
+    assert not [n for n in names if n.endswith(".so")]
+    assert {name.replace(".", "/") + ".py" for name in COMPILED_MODULES} <= set(names)
+
+    # -S: no site-packages .pth files, so no editable install's finder; the dependencies stay on the path
+    path = [str(installed), *(p for p in sys.path if p)]
+    code = f"import sys; sys.path[:] = {path!r}; from cohort.protocol.compiled import running_path; print(running_path())"
+    env = {k: v for k, v in os.environ.items() if k != PURE_PYTHON_ENV}
+    ran = subprocess.run([sys.executable, "-S", "-c", code], env=env, capture_output=True, text=True,
+                         timeout=120, cwd=tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.strip() == "pure Python (no compiled modules installed)"
