@@ -14,8 +14,12 @@
 
 # -- build: turn the project and its dependencies into wheels ------------------
 FROM python:3.11-slim AS build
+# A C compiler for the compiled request path (docs/compiled-path.md); the image has Python's headers.
+RUN apt-get -o DPkg::Lock::Timeout=300 update -qq \
+    && apt-get -o DPkg::Lock::Timeout=300 install -y -qq --no-install-recommends gcc libc6-dev \
+    && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml setup.py README.md ./
 COPY protocol ./protocol
 COPY coordinator ./coordinator
 COPY client ./client

@@ -314,7 +314,7 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run workloads against one or more targets")
     run.add_argument("--workloads", help=f"comma-separated, from: {', '.join(WORKLOADS)} (default: all)")
     run.add_argument("--target", action="append",
-                     help="cohort (default), cohort-never, cohort=PATH (another cohort executable), cohort-never=PATH, canned (the uvloop ceiling), tansu, zookeeper or HOST:PORT (loopback); repeatable")
+                     help="cohort (default), cohort-never, cohort-pure (COHORT_PURE_PYTHON=1), cohort=PATH (another cohort executable), cohort-never=PATH, canned (the uvloop ceiling), tansu, zookeeper or HOST:PORT (loopback); repeatable")
     common(run)
     compare = sub.add_parser("compare", help="run one workload against two targets alternately, A B, B A, A B …")
     compare.add_argument("--a", default="cohort")

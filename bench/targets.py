@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cohort.protocol.compiled import PURE_PYTHON_ENV
+
 REPO = Path(__file__).resolve().parent.parent
 ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")
 ZOOKEEPER_CONF_DIR = Path("/etc/zookeeper/conf")
@@ -241,7 +243,7 @@ class CohortServer(_ManagedProcess):
 
     def __init__(self, *, data_dir: Path | None = None, settings: dict | None = None,
                  ready_timeout_s: float = 120.0, executable: list[str] | None = None,
-                 port: int | None = None) -> None:
+                 port: int | None = None, pure_python: bool = False) -> None:
         super().__init__(name="cohort", host="127.0.0.1", port=port or free_port())
         self.workdir = Path(tempfile.mkdtemp(prefix="cohort-bench-"))
         self._own_workdir = True
@@ -262,7 +264,10 @@ class CohortServer(_ManagedProcess):
         self.ready_timeout_s = ready_timeout_s
         # Start-up as from an installed package: compiled modules are cached (an environment that turns the
         # cache off would make every start, and the restart workload's load figures, compile them anew).
-        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", PURE_PYTHON_ENV)}
+        if pure_python:  # the .py sources of the compiled modules (docs/compiled-path.md)
+            env[PURE_PYTHON_ENV] = "1"
+            self.version += " pure Python"
         self._spawn(command, env=env, ready_timeout_s=ready_timeout_s)
 
 
@@ -380,7 +385,7 @@ class CannedServer(_ManagedProcess):
 
 def is_managed(spec: str) -> bool:
     """Whether `start_target` starts `spec` itself (as opposed to an external HOST:PORT)."""
-    return spec in ("cohort", "cohort-never", "tansu", "zookeeper", "canned") or spec.startswith(
+    return spec in ("cohort", "cohort-never", "cohort-pure", "tansu", "zookeeper", "canned") or spec.startswith(
         ("cohort=", "cohort-never=", "cohort-workers", "cohort-cluster"))
 
 
@@ -393,6 +398,10 @@ def start_target(spec: str, **cohort_settings) -> Target:
     """
     if spec == "cohort":
         return CohortServer(settings=cohort_settings or None)
+    if spec == "cohort-pure":  # this checkout with COHORT_PURE_PYTHON=1: the compiled modules' .py sources
+        server = CohortServer(settings=cohort_settings or None, pure_python=True)
+        server.name = "cohort-pure"
+        return server
     if spec.startswith("cohort-workers"):
         # "cohort-workers2": `cohort serve --workers 2`, every worker on a free port of its own
         count = int(spec.removeprefix("cohort-workers") or "2")

@@ -8,11 +8,12 @@ from cohort.coordinator import __version__
 from cohort.coordinator import cli_cluster, cli_log, cli_security, cli_serve
 from cohort.client import cli as client_cli
 from cohort.client.cli.runner import OneLineArgumentParser
+from cohort.protocol.compiled import running_path
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineArgumentParser(prog="cohort", description="Cohort: a standalone Kafka group coordinator.")
-    parser.add_argument("--version", action="version", version=f"cohort {__version__}")
+    parser.add_argument("--version", action="version", version=f"cohort {__version__} (request path: {running_path()})")
     # a usage error is one line with the fix, never the 60-line usage block
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=OneLineArgumentParser)
     cli_serve.register(subparsers)

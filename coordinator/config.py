@@ -28,11 +28,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, NamedTuple
 
+from cohort.protocol.compiled import PURE_PYTHON_ENV
+
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
 ENV_PREFIX = "COHORT_"
 # Names the config file itself rather than a setting, so it is not a setting.
 CONFIG_FILE_ENV = "COHORT_CONFIG"
+# Ours but not settings: the config file's path, and the pure-Python switch (read when the package is
+# imported, before any configuration: protocol/compiled.py).
+NOT_SETTINGS_ENV = frozenset({CONFIG_FILE_ENV, PURE_PYTHON_ENV})
 
 
 class ConfigError(Exception):
@@ -1023,7 +1028,7 @@ def resolve_config(
             sources[name] = source
 
     for var, text in environ.items():
-        if not var.startswith(ENV_PREFIX) or var == CONFIG_FILE_ENV:
+        if not var.startswith(ENV_PREFIX) or var in NOT_SETTINGS_ENV:
             continue
         spec = _SETTINGS_BY_ENV.get(var)
         if spec is None:

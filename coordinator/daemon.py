@@ -39,6 +39,7 @@ from cohort.coordinator import __version__
 from cohort.coordinator.config import ConfigError, CoordinatorConfig, EffectiveConfig, HostPort
 from cohort.coordinator.heap import HeapKeeper, limit_malloc_arenas
 from cohort.coordinator.log.file_modes import FILE_MODE, make_private_dir
+from cohort.protocol.compiled import running_path
 
 log = logging.getLogger("cohort.coordinator.daemon")
 
@@ -277,6 +278,7 @@ class Daemon:
             "cohort started",
             extra={
                 "version": __version__,
+                "request_path": running_path(),  # compiled or pure Python (protocol/compiled.py)
                 "config_file": str(self.effective.config_file) if self.effective.config_file else "none",
                 "data_dir": str(config.data_dir) if config.cluster is None else "none (cluster mode)",
                 "cluster": config.cluster or "none",

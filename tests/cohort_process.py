@@ -17,6 +17,8 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from cohort.protocol.compiled import PURE_PYTHON_ENV
+
 COHORT = Path(sys.executable).with_name("cohort")
 
 
@@ -27,8 +29,9 @@ def cohort_command(*args: str) -> list[str]:
 
 
 def clean_env(**extra: str) -> dict[str, str]:
-    """The test's environment without any COHORT_* setting leaking in."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("COHORT_")}
+    """The test's environment without any COHORT_* setting leaking in (the pure-Python switch is kept:
+    a pure run of the tests runs pure servers)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("COHORT_") or k == PURE_PYTHON_ENV}
     env.update(extra)
     return env
 
