@@ -1,14 +1,13 @@
 """Plain HTTP calls to the console's JSON API (urllib: nothing of ours between the test and the server)."""
 from __future__ import annotations
 
-import asyncio
 import base64
 import json
 import time
 import urllib.error
 import urllib.request
 
-from cohort.client.admin import Admin
+from cohort.client.blocking import BlockingAdmin
 from cohort.client.topic_partition import TopicPartition
 from cohort_process import CohortServer, free_port
 from kafka import KafkaAdminClient, KafkaConsumer
@@ -99,17 +98,11 @@ def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
         admin.close()
 
 
-def report_ends(bootstrap: str, ends: dict[tuple[str, int], int], **admin_settings) -> None:
+def report_ends(bootstrap: str, ends: dict[tuple[str, int], int]) -> None:
     """What a source does: report how far each (topic, partition)'s data goes (ReportEndOffsets), the end
     every lag is measured against. Fails the test on any per-partition error."""
-    async def run() -> dict:
-        admin = Admin([bootstrap], **admin_settings)
-        try:
-            return await admin.report_end_offsets({TopicPartition(t, p): end for (t, p), end in ends.items()})
-        finally:
-            await admin.close()
-
-    kept = asyncio.run(run())
+    with BlockingAdmin(bootstrap, request_timeout_ms=10000) as admin:
+        kept = admin.report_end_offsets(ends)
     assert kept == {TopicPartition(t, p): end for (t, p), end in ends.items()}, kept
 
 
