@@ -7,6 +7,8 @@ import time
 import urllib.error
 import urllib.request
 
+from cohort.client.blocking import BlockingAdmin
+from cohort.client.topic_partition import TopicPartition
 from cohort_process import CohortServer, free_port
 from kafka import KafkaAdminClient, KafkaConsumer
 from kafka.errors import CommitFailedError, RebalanceInProgressError
@@ -94,6 +96,14 @@ def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
         admin.create_topics([NewTopic(topic, partitions, 1)])
     finally:
         admin.close()
+
+
+def report_ends(bootstrap: str, ends: dict[tuple[str, int], int]) -> None:
+    """What a source does: report how far each (topic, partition)'s data goes (ReportEndOffsets), the end
+    every lag is measured against. Fails the test on any per-partition error."""
+    with BlockingAdmin(bootstrap, request_timeout_ms=10000) as admin:
+        kept = admin.report_end_offsets(ends)
+    assert kept == {TopicPartition(t, p): end for (t, p), end in ends.items()}, kept
 
 
 def commit(consumer: KafkaConsumer, offsets: dict) -> None:

@@ -10,7 +10,7 @@ from kafka.structs import OffsetAndMetadata
 
 from bounded_wait import wait_until
 from cohort_process import clean_env, cohort_command, free_port
-from console_http import ConsoleServer, call, commit, create_topic, stable_consumers
+from console_http import ConsoleServer, call, commit, create_topic, report_ends, stable_consumers
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -155,9 +155,20 @@ def test_with_workers_the_supervisors_console_shows_the_groups_of_every_worker(t
             status, detail, _ = call(f"http://127.0.0.1:{console_port}/api/groups/{group}")
             assert status == 200 and [o["offset"] for o in detail["offsets"]] == [3 + k]
             assert detail["coordinator"]["port"] == server.ports[k]  # answered by the worker that owns it
-        # the log end is the highest commit on any worker: the first group's coordinator learns the second's
-        wait_until(lambda: call(f"http://127.0.0.1:{console_port}/api/groups/{groups[0]}")[1]["offsets"][0]["lag"] == 1,
-                   15, "the first group's lag against the other worker's commit (4 - 3)")
+            # no source reported where spread-topic ends: the lag is unknown (a commit is no end)
+            assert [(o["log_end_offset"], o["lag"]) for o in detail["offsets"]] == [(None, None)]
+            assert detail["lag"] is None
+        # a source reports the end through the second worker; each group's worker (the first one's too) measures
+        # its lag against it, and the supervisor's console shows both
+        report_ends(server.bootstrap_of(1), {("spread-topic", 0): 10})
+
+        def lags() -> list:
+            return [[(o["log_end_offset"], o["lag"])
+                     for o in call(f"http://127.0.0.1:{console_port}/api/groups/{g}")[1]["offsets"]] for g in groups]
+        wait_until(lambda: lags() == [[(10, 7)], [(10, 6)]], 30,
+                   "each group's lag against the reported end (10 - 3, 10 - 4)")
+        status, report, _ = call(f"http://127.0.0.1:{console_port}/api/groups/{groups[0]}/lag")
+        assert status == 200 and report["total_lag"] == 7 and report["partitions"][0]["end_offset"] == 10
         # the cluster page: each worker with the offsets partitions it owns (p mod 2), all loaded
         status, cluster, _ = call(f"http://127.0.0.1:{console_port}/api/cluster")
         assert status == 200 and [b["port"] for b in cluster["brokers"]] == server.ports

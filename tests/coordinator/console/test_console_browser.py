@@ -15,7 +15,7 @@ from kafka.structs import OffsetAndMetadata
 from playwright.sync_api import expect
 
 from bounded_wait import wait_until
-from console_http import ConsoleServer, commit, create_topic, stable_consumers
+from console_http import ConsoleServer, commit, create_topic, report_ends, stable_consumers
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -141,14 +141,18 @@ def test_search_filter_and_sort_narrow_the_group_list_and_a_hidden_tab_asks_noth
     try:
         create_topic(server.bootstrap, "payments", 2)
         p0, p1 = TopicPartition("payments", 0), TopicPartition("payments", 1)
-        # the end of payments-0 is 500 (the highest commit): lags 500 - offset; payments-1 is even everywhere
         commit_as_admin(server.bootstrap, {"ledger": {p0: 400, p1: 9}, "ledger-replay": {p0: 100, p1: 9},
                                            "fraud-check": {p0: 500, p1: 9}, "archiver": {p0: 0, p1: 9}})
         page = browser.new_page(viewport={"width": 1200, "height": 700})
         page.goto(f"http://127.0.0.1:{server.console_port}/")
         ids = page.locator("a.group-id")
         expect(ids).to_have_text(["archiver", "fraud-check", "ledger", "ledger-replay"])
-        expect(page.locator('tr[data-group="archiver"] td.lag')).to_have_text("500")
+        # no source reported where payments ends: every lag is unknown, never 0
+        expect(page.locator("td.lag")).to_have_text(["–"] * 4)
+        # the source reports payments-0 ends at 500: lags 500 - offset; payments-1 at 9, even everywhere
+        report_ends(server.bootstrap, {("payments", 0): 500, ("payments", 1): 9})
+        # (the list refreshes itself every 5 s, from a snapshot at most 5 s old)
+        expect(page.locator('tr[data-group="archiver"] td.lag')).to_have_text("500", timeout=20000)
         expect(page.locator('tr[data-group="fraud-check"] td.lag')).to_have_text("0")
 
         page.fill("#group-search", "ledg")
@@ -198,10 +202,14 @@ def test_a_topic_page_shows_its_partitions_end_offsets_and_the_groups_consuming_
         commit(consumers[0], {tp: OffsetAndMetadata(50 * (tp.partition + 1), "", -1) for tp in consumers[0].assignment()})
         commit_as_admin(server.bootstrap, {"billing": {TopicPartition("orders", 0): 20},
                                            "auditors": {TopicPartition("audit", 0): 7}})
+        # the source of orders reports its ends (where shipping committed); no source reported audit's
+        report_ends(server.bootstrap, {("orders", 0): 50, ("orders", 1): 100, ("orders", 2): 150})
         page = browser.new_page(viewport={"width": 1200, "height": 800})
         page.goto(f"http://127.0.0.1:{server.console_port}/#/topics")
         expect(page.locator("a.topic-name")).to_have_text(["audit", "orders"])
         expect(page.locator('tr[data-topic="orders"] td.num').nth(1)).to_have_text("2")  # two groups consume it
+        expect(page.locator('tr[data-topic="orders"] td.lag')).to_have_text("30")  # billing's 50 - 20, shipping's 0
+        expect(page.locator('tr[data-topic="audit"] td.lag')).to_have_text("–")  # a commit (7) is no end
         page.screenshot(path=str(IMAGES / "console-topics.png"), full_page=True)
 
         page.click("text=orders")
@@ -215,11 +223,13 @@ def test_a_topic_page_shows_its_partitions_end_offsets_and_the_groups_consuming_
         page.click("#consumers >> text=billing")  # on to the group, whose page refreshes when asked
         expect(page.locator("h1")).to_have_text("billing")
         expect(page.locator("#group-lag")).to_have_text("30")
+        expect(page.locator("#lag")).to_contain_text("Lag now: 30")  # the lag report's total, with its samples
         commit_as_admin(server.bootstrap, {"billing": {TopicPartition("orders", 0): 45}})
         expect(page.locator("#offsets td.committed")).to_have_text(["20"])
         page.click("#refresh-now")
         expect(page.locator("#offsets td.committed")).to_have_text(["45"])
         expect(page.locator("#group-lag")).to_have_text("5")
+        expect(page.locator("#lag")).to_contain_text("Lag now: 5")
     finally:
         for c in consumers:
             c.close()

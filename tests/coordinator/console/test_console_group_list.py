@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 
 import pytest
 
@@ -11,7 +12,7 @@ from cohort.client.admin import Admin
 from cohort.client.topic_partition import TopicPartition
 from bounded_wait import wait_until
 from cohort_process import metric_value
-from console_http import ConsoleServer, create_topic
+from console_http import ConsoleServer, create_topic, report_ends
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -19,7 +20,7 @@ GROUPS = 1200
 
 
 def make_groups(bootstrap: str, count: int) -> None:
-    """`count` groups team-0000… each with offsets on `orders` (group i commits 10 * i; its lag is known)."""
+    """`count` groups team-0000… each with offsets on `orders` (group i commits 10 * i on orders-0, 5 on orders-1)."""
     async def run() -> None:
         admin = Admin([bootstrap])
         try:
@@ -65,8 +66,16 @@ def test_a_list_of_many_groups_is_one_bounded_page_from_a_few_coordinator_reques
         assert len(page["groups"]) == 500  # a page is bounded whatever is asked
 
         status, page, _ = server.api("/api/groups?search=TEAM-011&sort=lag&order=desc")
-        # the lag column: the high watermark of orders-0 is the highest offset any group committed there
-        # (group i is 10 * (GROUPS - 1 - i) behind on it; all are even on orders-1)
+        # no source reported where orders ends: every lag is unknown (never 0)
+        assert [g["group_id"] for g in page["groups"]] == [f"team-{i:04d}" for i in range(110, 120)]
+        assert [g["lag"] for g in page["groups"]] == [None] * 10
+        # the lag column, against the reported ends: group i is 10 * (GROUPS - 1 - i) behind on orders-0,
+        # all are even on orders-1
+        reported_ms = int(time.time() * 1000)
+        report_ends(server.bootstrap, {("orders", 0): 10 * (GROUPS - 1), ("orders", 1): 5})
+        # the list is a snapshot shared for up to 5 s: the next one sees the reported ends
+        page = wait_until(lambda: (lambda p: p["taken_ms"] > reported_ms and p)(
+            server.api("/api/groups?search=TEAM-011&sort=lag&order=desc")[1]), 15, "a snapshot taken after the report")
         assert [g["group_id"] for g in page["groups"]] == [f"team-{i:04d}" for i in range(110, 120)]
         assert [g["lag"] for g in page["groups"]] == [10 * (GROUPS - 1 - i) for i in range(110, 120)]
         status, page, _ = server.api("/api/groups?sort=nonsense")
@@ -115,8 +124,13 @@ def test_a_groups_lag_over_time_is_sampled_by_its_coordinator(tmp_path):
             finally:
                 await admin.close()
 
-        asyncio.run(commit("leader", 900))
         asyncio.run(commit("laggard", 100))
+        status, report, _ = server.api("/api/groups/laggard/lag")  # no end reported yet: the lag is unknown
+        assert status == 200 and report["total_lag"] is None and report["partitions_without_end"] == 1
+        assert [(p["committed"], p["end_offset"], p["lag"]) for p in report["partitions"]] == [(100, None, None)]
+        reported_from = int(time.time() * 1000)
+        report_ends(server.bootstrap, {("orders", 0): 900})
+        reported_to = int(time.time() * 1000)
         wait_until(lambda: 800 in [lag for _, lag in server.api("/api/groups/laggard/lag")[1]["samples"]], 30,
                    "a sample of the laggard's lag (900 - 100)")
         asyncio.run(commit("laggard", 850))
@@ -124,9 +138,11 @@ def test_a_groups_lag_over_time_is_sampled_by_its_coordinator(tmp_path):
                    "a later sample after it caught up")
         status, report, _ = server.api("/api/groups/laggard/lag")
         lags = [lag for _, lag in report["samples"]]
-        assert lags.index(800) < lags.index(50) and report["lag"] == 50
-        assert report["partitions"] == [{"topic": "orders", "partition": 0, "offset": 850, "log_end_offset": 900,
-                                         "lag": 50}]
+        assert lags.index(800) < lags.index(50)
+        assert report["group"] == "laggard" and report["total_lag"] == 50 and report["partitions_without_end"] == 0
+        [partition] = report["partitions"]
+        assert reported_from <= partition.pop("end_reported_ms") <= reported_to
+        assert partition == {"topic": "orders", "partition": 0, "committed": 850, "end_offset": 900, "lag": 50}
         status, detail, _ = server.api("/api/groups/laggard")
         assert detail["lag"] == 50 and detail["offsets"][0]["log_end_offset"] == 900
         times = [ms for ms, _ in report["samples"]]

@@ -100,17 +100,30 @@ def test_sign_in_over_plain_http_is_refused_at_start_up_unless_the_operator_allo
 
 
 def test_each_user_sees_and_changes_only_what_their_acls_allow(secured):
+    status, body, _ = secured.api("/api/groups/visible/lag", auth=ADMIN)  # no source reported where events ends
+    assert status == 200 and body["total_lag"] is None and body["partitions_without_end"] == 1
+    assert [(p["topic"], p["committed"], p["end_offset"], p["lag"]) for p in body["partitions"]] == [
+        ("events", 7, None, None)]
+    # the source of events reports its end (as the superuser: it needs WRITE or ALTER on the topic)
+    done = run_cohort("topics", "end-offsets", "set", "--topic", "events", "--partition", "0", "--offset", "12",
+                      "--bootstrap-server", f"127.0.0.1:{secured.sasl_port}", "--command-config",
+                      str(secured.admin_config))
+    assert done.returncode == 0, done.stderr
+
     status, body, _ = secured.api("/api/groups", auth=ALICE)
     assert status == 200 and [g["group_id"] for g in body["groups"]] == ["visible"]
     # the list's lag leaves out topics the user may not DESCRIBE, as OffsetFetch does
     assert body["groups"][0]["topics"] == 0 and body["groups"][0]["lag"] is None
     status, body, _ = secured.api("/api/groups", auth=ADMIN)
     assert status == 200 and [g["group_id"] for g in body["groups"]] == ["hidden", "visible"]
-    assert [(g["topics"], g["lag"]) for g in body["groups"]] == [(1, 0), (1, 0)]
+    assert [(g["topics"], g["lag"]) for g in body["groups"]] == [(1, 5), (1, 5)]  # 12 - 7
     status, body, _ = secured.api("/api/groups/visible/lag", auth=ALICE)  # the lag report is filtered the same way
-    assert status == 200 and body["partitions"] == [] and body["lag"] is None and body["samples"] == []
+    assert status == 200 and body["group"] == "visible" and body["partitions"] == []
+    assert body["total_lag"] is None and body["partitions_without_end"] == 0 and body["samples"] == []
     status, body, _ = secured.api("/api/groups/visible/lag", auth=ADMIN)
-    assert [(p["topic"], p["lag"]) for p in body["partitions"]] == [("events", 0)]
+    assert [(p["topic"], p["committed"], p["end_offset"], p["lag"]) for p in body["partitions"]] == [
+        ("events", 7, 12, 5)]
+    assert body["total_lag"] == 5 and body["partitions_without_end"] == 0
     status, body, _ = secured.api("/api/topics", auth=ALICE)
     assert status == 200 and body["topics"] == []
     status, body, _ = secured.api("/api/topics/events", auth=BOB)  # READ implies DESCRIBE
