@@ -105,7 +105,7 @@ def window(url: str, list_clients: int, seconds: float) -> tuple[float, float, i
 def run_server(name: str, env: dict | None, args) -> list[dict]:
     console = free_port()
     settings = {"console.listen": f"127.0.0.1:{console}", "group.min.session.timeout.ms": 1000}
-    executable = None if env is None else [sys.executable, "-m", "cohort.coordinator.cli"]
+    executable = None if env is None else [sys.executable, "-m", "cohort.coordinator.cli.main"]
     saved = dict(os.environ)
     if env is not None:
         os.environ.update(env)

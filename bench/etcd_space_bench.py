@@ -21,7 +21,7 @@ from pathlib import Path
 
 from cohort.coordinator.cluster import keys, values
 from cohort.coordinator.cluster.etcd import EtcdClient, compare_create_revision, op_put, op_put_bytes
-from cohort.coordinator.records import OffsetCommitRecord, encode_record
+from cohort.coordinator.records.types import OffsetCommitRecord, encode_record
 
 from bench.cluster import ClusterTarget
 from bench.targets import REPO

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from cohort.coordinator.cluster import keys
 from cohort.coordinator.cluster.etcd import EtcdClient, compare_create_revision, op_put
-from cohort.coordinator.records import OffsetCommitRecord, encode_record
+from cohort.coordinator.records.types import OffsetCommitRecord, encode_record
 
 from bench.cluster import ClusterTarget
 from bench.stats import read_cpu_seconds

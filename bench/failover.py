@@ -306,7 +306,7 @@ def offset_history(target: ClusterTarget, groups: list[str]) -> dict[str, set[in
     (etcd ran without compaction)."""
     from cohort.coordinator.cluster import keys, values
     from cohort.coordinator.cluster.etcd import EtcdClient, prefix_end
-    from cohort.coordinator.records import OffsetCommitRecord, decode_record
+    from cohort.coordinator.records.types import OffsetCommitRecord, decode_record
 
     wanted = set(groups)
 

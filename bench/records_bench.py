@@ -13,9 +13,9 @@ Cases (each run in this process, CPU time of this thread, median of `--runs`):
 * **decode**: `--commits` commits with metadata through `decode_records`
   (the load path's per-record fallback) and `decode_record` (the Spark reader).
 
-Only the public API of `cohort.coordinator.records` is used, so the same
+Only the public API of `cohort.coordinator.records.types` is used, so the same
 script measures any revision of the module: `--module FILE` loads it from FILE
-(e.g. `git show REV:coordinator/records.py > /tmp/records_rev.py`).
+(e.g. `git show REV:coordinator/records/types.py > /tmp/records_rev.py`).
 """
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ from types import ModuleType  # noqa: E402
 
 def load_records(path: Path | None) -> ModuleType:
     """The records module of this tree, or the one in `path` standing in for it."""
-    name = "cohort.coordinator.records"
+    name = "cohort.coordinator.records.types"
     if path is None:
         return importlib.import_module(name)
     spec = importlib.util.spec_from_file_location(name, path)

@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from cohort.coordinator.log import OffsetsLog, list_segments  # noqa: E402
 from cohort.coordinator.log import state as log_state  # noqa: E402
-from cohort.coordinator.records import encode_offset_commit  # noqa: E402
+from cohort.coordinator.records.types import encode_offset_commit  # noqa: E402
 from cohort.protocol.partitioning import partition_for  # noqa: E402
 
 GROUPS = 1000

@@ -203,7 +203,7 @@ def _baseline_executable(ref: str, work: Path) -> list[str]:
     archive = subprocess.run(["git", "-C", str(Path(__file__).resolve().parents[1]), "archive", ref],
                              check=True, capture_output=True, timeout=60).stdout
     subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True, timeout=60)
-    return ["env", f"PYTHONPATH={tree.parent}", sys.executable, "-m", "cohort.coordinator.cli"]
+    return ["env", f"PYTHONPATH={tree.parent}", sys.executable, "-m", "cohort.coordinator.cli.main"]
 
 
 async def _measure_one(port: int, session: KafkaSession, mode: str, r: int, args, context) -> dict:

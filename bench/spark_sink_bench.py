@@ -78,7 +78,7 @@ def start_server(data_dir: Path) -> tuple[subprocess.Popen, str]:
     port = free_port()
     bootstrap = f"127.0.0.1:{port}"
     process = subprocess.Popen(
-        [sys.executable, "-m", "cohort.coordinator.cli", "serve", "--listen", bootstrap,
+        [sys.executable, "-m", "cohort.coordinator.cli.main", "serve", "--listen", bootstrap,
          "--metrics", f"127.0.0.1:{free_port()}", "--data-dir", str(data_dir),
          "--group.initial.rebalance.delay.ms", "0"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=REPO,

@@ -230,7 +230,7 @@ def cohort_executable() -> list[str]:
     script = Path(sys.executable).with_name("cohort")
     if script.exists():
         return [str(script)]
-    return [sys.executable, "-m", "cohort.coordinator.cli"]
+    return [sys.executable, "-m", "cohort.coordinator.cli.main"]
 
 
 class CohortServer(_ManagedProcess):

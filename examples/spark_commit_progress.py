@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
             return 1
     print(f"{rows} result rows in {args.out / 'results'}; progress committed to group {args.group!r}:\n")
     return subprocess.call(
-        [sys.executable, "-m", "cohort.coordinator.cli", "groups", "describe", args.group, "--offsets",
+        [sys.executable, "-m", "cohort.coordinator.cli.main", "groups", "describe", args.group, "--offsets",
          "--bootstrap-server", args.bootstrap]
     )
 

@@ -22,8 +22,8 @@ from types import ModuleType
 # Chosen by the profile in docs/compiled-path.md: the modules a request walks through.
 COMPILED_MODULES = (
     "cohort.protocol.framing",
-    "cohort.coordinator.connection",
-    "cohort.coordinator.offsets",
+    "cohort.coordinator.server.connection",
+    "cohort.coordinator.groups.offsets_table",
     "cohort.coordinator.log.batch",
     "cohort.coordinator.log.commit_rounds",
     "cohort.coordinator.log.durable_future",

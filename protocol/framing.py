@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from cohort.protocol.errors import ErrorCode, ProtocolError
 from cohort.protocol.messages import API_SCHEMAS, Api, ApiVersionsResponse
-from cohort.protocol.schema import EncodeError, _Fail, _uvarint
+from cohort.protocol.schema import EncodeError, DecodeFailure, read_uvarint
 
 API_VERSIONS_KEY = 18
 
@@ -148,14 +148,14 @@ _FLEXIBLE_FROM: dict[int, int] = {key: api.flexible_from for key, api in API_SCH
 
 def _skip_tagged_fields(data: bytes, pos: int, what: str) -> int:
     try:
-        count, pos = _uvarint(data, pos)
+        count, pos = read_uvarint(data, pos)
         for _ in range(count):
-            _tag, pos = _uvarint(data, pos)
-            size, pos = _uvarint(data, pos)
+            _tag, pos = read_uvarint(data, pos)
+            size, pos = read_uvarint(data, pos)
             pos += size
             if pos > len(data):
                 raise ProtocolError(f"{what}: tagged field runs past the end")
-    except (IndexError, _Fail):
+    except (IndexError, DecodeFailure):
         raise ProtocolError(f"{what}: truncated tagged fields") from None
     return pos
 
@@ -183,7 +183,7 @@ def decode_request(frame: bytes) -> tuple[RequestHeader, object]:
     # the generated decoder, called directly; its failures reported as `<Request>.decode` reports them
     try:
         body, _end = decode(frame, header.header_size, len(frame))
-    except _Fail as exc:
+    except DecodeFailure as exc:
         raise ProtocolError(f"{name} v{version}: {exc.reason} at byte {exc.pos}") from None
     except RecursionError:
         raise ProtocolError(f"{name} v{version}: nesting too deep") from None

@@ -225,7 +225,7 @@ def _build_class(struct_: Struct, message_name: str) -> type:
 # Code generation
 
 
-class _Fail(Exception):
+class DecodeFailure(Exception):
     """Internal: raised by generated decoders with the byte offset and reason."""
 
     def __init__(self, reason: str, pos: int) -> None:
@@ -233,7 +233,7 @@ class _Fail(Exception):
         self.pos = pos
 
 
-def _uvarint(buf: bytes, pos: int) -> tuple[int, int]:
+def read_uvarint(buf: bytes, pos: int) -> tuple[int, int]:
     """Kafka's unsigned varint: 7 bits a byte, least significant first, at most 5 bytes."""
     b = buf[pos]
     if b < 0x80:
@@ -243,7 +243,7 @@ def _uvarint(buf: bytes, pos: int) -> tuple[int, int]:
     while True:
         pos += 1
         if shift > 28:
-            raise _Fail("unsigned varint longer than 5 bytes", pos)
+            raise DecodeFailure("unsigned varint longer than 5 bytes", pos)
         b = buf[pos]
         value |= (b & 0x7F) << shift
         if b < 0x80:
@@ -268,13 +268,13 @@ _H = struct.Struct(">h")
 _I = struct.Struct(">i")
 
 
-class _Gen:
+class SourceWriter:
     """Emits Python source lines with indentation and unique local names."""
 
     def __init__(self) -> None:
         self.lines: list[str] = []
         self.ns: dict[str, Any] = {
-            "_Fail": _Fail, "_uvarint": _uvarint, "_wuv": _write_uvarint,
+            "DecodeFailure": DecodeFailure, "read_uvarint": read_uvarint, "_wuv": _write_uvarint,
             "_h": _H.unpack_from, "_i": _I.unpack_from, "_ph": _H.pack, "_pi": _I.pack,
             "_UUID": uuid.UUID, "_struct_error": struct.error,
         }
@@ -328,22 +328,22 @@ def compile_struct(struct_: Struct, version: int, flexible: bool, cache: dict) -
 # ---- decoding
 
 
-def _emit_read_uvarint(g: _Gen, ind: int, target: str, minus_one: bool = False) -> None:
-    """Inline the one-byte case of an unsigned varint; longer ones call `_uvarint`."""
+def _emit_read_uvarint(g: SourceWriter, ind: int, target: str, minus_one: bool = False) -> None:
+    """Inline the one-byte case of an unsigned varint; longer ones call `read_uvarint`."""
     g.emit(ind, f"{target} = buf[pos]")
     g.emit(ind, f"if {target} < 128: pos += 1")
-    g.emit(ind, f"else: {target}, pos = _uvarint(buf, pos)")
+    g.emit(ind, f"else: {target}, pos = read_uvarint(buf, pos)")
     if minus_one:
         g.emit(ind, f"{target} -= 1")
 
 
-def _emit_write_uvarint(g: _Gen, ind: int, expr: str) -> None:
+def _emit_write_uvarint(g: SourceWriter, ind: int, expr: str) -> None:
     g.emit(ind, f"_k = {expr}")
     g.emit(ind, "if _k < 128: out.append(_k)")
     g.emit(ind, "else: _wuv(out, _k)")
 
 
-def _gen_read_value(g: _Gen, ind: int, t: Any, target: str, nullable: bool, flexible: bool,
+def gen_read_value(g: SourceWriter, ind: int, t: Any, target: str, nullable: bool, flexible: bool,
                     cache: dict, version: int, label: str, depth: int = 0) -> None:
     """Emit code reading one value of type `t` at `pos` into local `target`."""
     fmt = _fixed_format(t)
@@ -353,7 +353,7 @@ def _gen_read_value(g: _Gen, ind: int, t: Any, target: str, nullable: bool, flex
         return
     if t is UUID:
         g.emit(ind, "_e = pos + 16")
-        g.emit(ind, "if _e > end: raise _Fail('truncated uuid', pos)")
+        g.emit(ind, "if _e > end: raise DecodeFailure('truncated uuid', pos)")
         g.emit(ind, f"{target} = _UUID(bytes=buf[pos:_e]); pos = _e")
         return
     if t is STRING or t is BYTES or t is RECORDS:
@@ -363,14 +363,14 @@ def _gen_read_value(g: _Gen, ind: int, t: Any, target: str, nullable: bool, flex
             if t is STRING:
                 # Kafka's readers refuse a compact string longer than an int16 string could be:
                 # the request is malformed (its connection is closed), not a value to answer.
-                g.emit(ind, f"if _n > 32767: raise _Fail('length ' + str(_n) + ' of {label} exceeds 32767', pos)")
+                g.emit(ind, f"if _n > 32767: raise DecodeFailure('length ' + str(_n) + ' of {label} exceeds 32767', pos)")
         elif t is STRING:
             g.emit(ind, "_n, = _h(buf, pos); pos += 2")
         else:
             g.emit(ind, "_n, = _i(buf, pos); pos += 4")
         g.emit(ind, "if _n > 0:")
         g.emit(ind + 1, "_e = pos + _n")
-        g.emit(ind + 1, f"if _e > end: raise _Fail('length ' + str(_n) + ' of {label} runs past the end', pos)")
+        g.emit(ind + 1, f"if _e > end: raise DecodeFailure('length ' + str(_n) + ' of {label} runs past the end', pos)")
         if t is STRING:
             g.emit(ind + 1, f"{target} = buf[pos:_e].decode('utf-8'); pos = _e")
         else:
@@ -380,10 +380,10 @@ def _gen_read_value(g: _Gen, ind: int, t: Any, target: str, nullable: bool, flex
         g.emit(ind + 1, f"{target} = {repr('' if t is STRING else b'')}")
         g.emit(ind, "else:")
         if nullable:
-            g.emit(ind + 1, f"if _n != -1: raise _Fail('invalid length ' + str(_n) + ' for {label}', pos)")
+            g.emit(ind + 1, f"if _n != -1: raise DecodeFailure('invalid length ' + str(_n) + ' for {label}', pos)")
             g.emit(ind + 1, f"{target} = None")
         else:
-            g.emit(ind + 1, f"raise _Fail('null or negative length ' + str(_n) + ' for non-nullable {label}', pos)")
+            g.emit(ind + 1, f"raise DecodeFailure('null or negative length ' + str(_n) + ' for non-nullable {label}', pos)")
         return
     if isinstance(t, Struct):
         if nullable:
@@ -403,29 +403,29 @@ def _gen_read_value(g: _Gen, ind: int, t: Any, target: str, nullable: bool, flex
             g.emit(ind, "_n, = _i(buf, pos); pos += 4")
         g.emit(ind, "if _n < 0:")
         if nullable:
-            g.emit(ind + 1, f"if _n != -1: raise _Fail('invalid count ' + str(_n) + ' for {label}', pos)")
+            g.emit(ind + 1, f"if _n != -1: raise DecodeFailure('invalid count ' + str(_n) + ' for {label}', pos)")
             g.emit(ind + 1, f"{target} = None")
         else:
-            g.emit(ind + 1, f"raise _Fail('null or negative count ' + str(_n) + ' for non-nullable {label}', pos)")
+            g.emit(ind + 1, f"raise DecodeFailure('null or negative count ' + str(_n) + ' for non-nullable {label}', pos)")
         g.emit(ind, "else:")
         el = t.element
         efmt = _fixed_format(el)
         if efmt is not None:
             size = struct.calcsize(">" + efmt)
             g.emit(ind + 1, f"_e = pos + _n * {size}")
-            g.emit(ind + 1, f"if _e > end: raise _Fail('count ' + str(_n) + ' of {label} runs past the end', pos)")
+            g.emit(ind + 1, f"if _e > end: raise DecodeFailure('count ' + str(_n) + ' of {label} runs past the end', pos)")
             # one element (the usual partition list of one) skips building a format string
             g.emit(ind + 1, f"if _n == 1: {target} = [{g.const(struct.Struct('>' + efmt).unpack_from, 'u')}(buf, pos)[0]]; pos = _e")
             g.emit(ind + 1, f"else: {target} = list(_struct_unpack('>' + str(_n) + '{efmt}', buf, pos)); pos = _e")
             g.ns["_struct_unpack"] = struct.unpack_from
             return
         # every element takes at least one byte: refuse absurd counts before looping
-        g.emit(ind + 1, f"if _n > end - pos: raise _Fail('count ' + str(_n) + ' of {label} runs past the end', pos)")
+        g.emit(ind + 1, f"if _n > end - pos: raise DecodeFailure('count ' + str(_n) + ' of {label} runs past the end', pos)")
         item = g.tmp("x")
         lst = g.tmp("l")
         g.emit(ind + 1, f"{lst} = []")
         g.emit(ind + 1, "for _ in range(_n):")
-        _gen_read_value(g, ind + 2, el, item, False, flexible, cache, version, label + "[]", depth)
+        gen_read_value(g, ind + 2, el, item, False, flexible, cache, version, label + "[]", depth)
         g.emit(ind + 2, f"{lst}.append({item})")
         g.emit(ind + 1, f"{target} = {lst}")
         return
@@ -453,7 +453,7 @@ def _fixed_run(fields: list[Field], i: int, version: int) -> tuple[list[Field], 
     return run, absent, j
 
 
-def _absent_expr(f: Field, g: _Gen) -> str:
+def _absent_expr(f: Field, g: SourceWriter) -> str:
     """Source for the value of a field that is not on the wire in this version."""
     if isinstance(f.type, Array):
         return "None" if f.default is None else "[]"
@@ -468,7 +468,7 @@ def _absent_expr(f: Field, g: _Gen) -> str:
 _INLINE_DEPTH = 6
 
 
-def _emit_struct_read(g: _Gen, ind: int, struct_: Struct, target: str, version: int, flexible: bool,
+def _emit_struct_read(g: SourceWriter, ind: int, struct_: Struct, target: str, version: int, flexible: bool,
                       cache: dict, depth: int) -> None:
     """Emit code decoding one `struct_` at `pos` into `target`.
 
@@ -503,7 +503,7 @@ def _emit_struct_read(g: _Gen, ind: int, struct_: Struct, target: str, version: 
             g.emit(ind, f"{names}, = {g.const(s.unpack_from, 'u')}(buf, pos); pos += {s.size}")
             i = j
             continue
-        _gen_read_value(g, ind, f.type, f"{o}.{f.name}", _is_nullable(f, version), flexible, cache, version,
+        gen_read_value(g, ind, f.type, f"{o}.{f.name}", _is_nullable(f, version), flexible, cache, version,
                         f"{struct_.name}.{f.name}", depth)
         i += 1
     g.emit(ind, f"{o}._unknown_tags = None")
@@ -514,20 +514,20 @@ def _emit_struct_read(g: _Gen, ind: int, struct_: Struct, target: str, version: 
         g.emit(ind, "else:")
         ind2 = ind + 1
         _emit_read_uvarint(g, ind2, nt)
-        g.emit(ind2, f"if {nt} > end - pos: raise _Fail('tag count ' + str({nt}) + ' runs past the end', pos)")
+        g.emit(ind2, f"if {nt} > end - pos: raise DecodeFailure('tag count ' + str({nt}) + ' runs past the end', pos)")
         g.emit(ind2, f"for _ in range({nt}):")
-        g.emit(ind2 + 1, f"{tag}, pos = _uvarint(buf, pos)")
-        g.emit(ind2 + 1, f"{size}, pos = _uvarint(buf, pos)")
+        g.emit(ind2 + 1, f"{tag}, pos = read_uvarint(buf, pos)")
+        g.emit(ind2 + 1, f"{size}, pos = read_uvarint(buf, pos)")
         g.emit(ind2 + 1, f"{tend} = pos + {size}")
-        g.emit(ind2 + 1, f"if {tend} > end: raise _Fail('tagged field ' + str({tag}) + ' runs past the end', pos)")
+        g.emit(ind2 + 1, f"if {tend} > end: raise DecodeFailure('tagged field ' + str({tag}) + ' runs past the end', pos)")
         first = True
         for f in tagged:
             g.emit(ind2 + 1, f"{'if' if first else 'elif'} {tag} == {f.tag}:")
             first = False
             g.emit(ind2 + 2, f"{saved} = end; end = {tend}")
-            _gen_read_value(g, ind2 + 2, f.type, f"{o}.{f.name}", _is_nullable(f, version), True, cache, version,
+            gen_read_value(g, ind2 + 2, f.type, f"{o}.{f.name}", _is_nullable(f, version), True, cache, version,
                             f"{struct_.name}.{f.name}", depth)
-            g.emit(ind2 + 2, f"if pos > {tend}: raise _Fail('tagged field {f.tag} overruns its size', pos)")
+            g.emit(ind2 + 2, f"if pos > {tend}: raise DecodeFailure('tagged field {f.tag} overruns its size', pos)")
             g.emit(ind2 + 2, f"end = {saved}; pos = {tend}")
         unknown_ind = ind2 + 1
         if tagged:
@@ -540,18 +540,18 @@ def _emit_struct_read(g: _Gen, ind: int, struct_: Struct, target: str, version: 
 
 
 def _gen_decoder(struct_: Struct, version: int, flexible: bool, cache: dict):
-    g = _Gen()
+    g = SourceWriter()
     g.ns["_new"] = object.__new__
     g.emit(0, "def decode(buf, pos, end):")
     g.emit(1, "try:")
     _emit_struct_read(g, 2, struct_, "obj", version, flexible, cache, 0)
     g.emit(2, "return obj, pos")
     g.emit(1, "except _struct_error:")
-    g.emit(2, "raise _Fail('truncated', pos) from None")
+    g.emit(2, "raise DecodeFailure('truncated', pos) from None")
     g.emit(1, "except IndexError:")
-    g.emit(2, "raise _Fail('truncated', pos) from None")
+    g.emit(2, "raise DecodeFailure('truncated', pos) from None")
     g.emit(1, "except UnicodeDecodeError:")
-    g.emit(2, "raise _Fail('invalid UTF-8', pos) from None")
+    g.emit(2, "raise DecodeFailure('invalid UTF-8', pos) from None")
     src = "\n".join(g.lines) + "\n"
     exec(compile(src, f"<decode {struct_.name} v{version}>", "exec"), g.ns)
     return g.ns["decode"]
@@ -560,7 +560,7 @@ def _gen_decoder(struct_: Struct, version: int, flexible: bool, cache: dict):
 # ---- encoding
 
 
-def _gen_write_value(g: _Gen, ind: int, t: Any, expr: str, nullable: bool, flexible: bool,
+def _gen_write_value(g: SourceWriter, ind: int, t: Any, expr: str, nullable: bool, flexible: bool,
                      cache: dict, version: int, label: str, depth: int = 0) -> None:
     fmt = _fixed_format(t)
     if fmt is not None:
@@ -631,7 +631,7 @@ def _gen_write_value(g: _Gen, ind: int, t: Any, expr: str, nullable: bool, flexi
     raise TypeError(f"cannot encode type {t!r}")
 
 
-def _is_default_expr(f: Field, expr: str, g: _Gen, version: int) -> str:
+def _is_default_expr(f: Field, expr: str, g: SourceWriter, version: int) -> str:
     """Source testing whether a tagged field holds its default (and so stays off the wire)."""
     if isinstance(f.type, Array):
         if f.default is None:
@@ -646,7 +646,7 @@ def _is_default_expr(f: Field, expr: str, g: _Gen, version: int) -> str:
 
 
 def _gen_encoder(struct_: Struct, version: int, flexible: bool, cache: dict):
-    g = _Gen()
+    g = SourceWriter()
     g.ns["_Enc"] = EncodeError
     g.emit(0, "def encode(obj, out):")
     _emit_struct_write(g, 1, struct_, "obj", version, flexible, cache, 0)
@@ -656,7 +656,7 @@ def _gen_encoder(struct_: Struct, version: int, flexible: bool, cache: dict):
     return g.ns["encode"]
 
 
-def _emit_struct_write(g: _Gen, ind: int, struct_: Struct, obj: str, version: int, flexible: bool, cache: dict,
+def _emit_struct_write(g: SourceWriter, ind: int, struct_: Struct, obj: str, version: int, flexible: bool, cache: dict,
                        depth: int) -> None:
     """Emit code appending the struct held in local `obj` to `out`.
 
@@ -793,7 +793,7 @@ def message(name: str, api_key: int | None, valid: str, flexible: str, fields: I
             dec = decoders[version] = schema.codec(version).decode
         try:
             obj, end = dec(data, pos, len(data))
-        except _Fail as exc:
+        except DecodeFailure as exc:
             raise ProtocolError(f"{name} v{version}: {exc.reason} at byte {exc.pos}") from None
         except RecursionError:
             raise ProtocolError(f"{name} v{version}: nesting too deep") from None

@@ -25,7 +25,7 @@ COHORT = Path(sys.executable).with_name("cohort")
 def cohort_command(*args: str) -> list[str]:
     if COHORT.exists():
         return [str(COHORT), *args]
-    return [sys.executable, "-m", "cohort.coordinator.cli", *args]
+    return [sys.executable, "-m", "cohort.coordinator.cli.main", *args]
 
 
 def clean_env(**extra: str) -> dict[str, str]:

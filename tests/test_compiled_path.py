@@ -64,7 +64,7 @@ def test_the_switch_loads_the_sources_even_beside_extension_modules():
 
 
 def test_cohort_version_names_the_path_that_runs():
-    cohort = [sys.executable, "-m", "cohort.coordinator.cli"]
+    cohort = [sys.executable, "-m", "cohort.coordinator.cli.main"]
     pure = subprocess.run([*cohort, "--version"], env=_pure_env(), capture_output=True, text=True, timeout=120)
     assert pure.returncode == 0, pure.stderr
     assert pure.stdout.strip().endswith(f"(request path: pure Python ({PURE_PYTHON_ENV}=1))")

@@ -196,7 +196,7 @@ def test_copied_context_builds_the_wheel_with_the_cohort_script(dockerfile, tmp_
     (wheel,) = (tmp_path / "wheels").glob("cohort-*.whl")
     with zipfile.ZipFile(wheel) as archive:
         names = archive.namelist()
-        assert "cohort/coordinator/cli.py" in names and "cohort/coordinator/node.py" in names
+        assert "cohort/coordinator/cli/main.py" in names and "cohort/coordinator/server/node.py" in names
         assert {f"cohort/coordinator/console/static/{f}" for f in ("index.html", "console.js", "console.css")} <= set(names)
         assert not any(name.startswith(("coordinator/", "protocol/", "client/")) for name in names)
         if shutil.which("gcc"):  # the image's build stage installs it: the wheel carries both paths
@@ -205,7 +205,7 @@ def test_copied_context_builds_the_wheel_with_the_cohort_script(dockerfile, tmp_
                 assert f"{path}.py" in names, module
                 assert any(n.startswith(f"{path}.") and n.endswith(".so") for n in names), f"{module} not compiled"
         entry_points = next(n for n in names if n.endswith("entry_points.txt"))
-        assert "cohort = cohort.coordinator.cli:main" in archive.read(entry_points).decode()
+        assert "cohort = cohort.coordinator.cli.main:main" in archive.read(entry_points).decode()
 
 
 def test_entrypoint_serves_health_and_stops_cleanly_outside_a_container(dockerfile, tmp_path):

@@ -27,7 +27,7 @@ def test_a_users_own_protocol_and_client_modules_do_not_shadow_cohorts(tmp_path)
     script.write_text(
         "import protocol, client\n"
         "from cohort.client.blocking import BlockingAdmin\n"
-        "from cohort.coordinator.cli import main\n"
+        "from cohort.coordinator.cli.main import main\n"
         "print(protocol.NAME, '|', client.NAME, '|', BlockingAdmin.__module__)\n"
     )
     done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=60)

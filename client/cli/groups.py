@@ -425,7 +425,7 @@ async def _partitions_in_scope(admin: Admin, args, committed, file_plan) -> list
     return sorted(set(partitions))
 
 
-async def _log_ranges(admin: Admin, partitions: list[TopicPartition]) -> dict[TopicPartition, LogRange]:
+async def log_ranges(admin: Admin, partitions: list[TopicPartition]) -> dict[TopicPartition, LogRange]:
     topics = await admin.describe_topics(sorted({tp.topic for tp in partitions}))
     for tp in partitions:
         info = topics[tp.topic]
@@ -465,7 +465,7 @@ async def reset_offsets(args, admin: Admin) -> int:
         partitions = await _partitions_in_scope(admin, args, committed, file_plan)
         if not partitions:
             raise CommandError(f"group '{group}' has no committed offsets to reset; name the partitions with --topic")
-        logs = await _log_ranges(admin, partitions)
+        logs = await log_ranges(admin, partitions)
         by_timestamp = None
         if scenario.needs_timestamps:
             found = await admin.list_partition_offsets({tp: int(scenario.value) for tp in partitions})

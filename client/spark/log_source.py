@@ -5,7 +5,7 @@ analytics answer operator questions: commit rate per group over time, when a
 group's offset went backwards, which groups went idle.  The source is read-only
 and safe while the server runs: it reads each segment as a snapshot through the
 storage layer's own reader (`cohort.coordinator.log.segments.read_segment`, which
-stops at an unfinished write) and decodes with `cohort.coordinator.records`, so the
+stops at an unfinished write) and decodes with `cohort.coordinator.records.types`, so the
 on-disk format is defined in exactly one place.
 
 One Spark partition per (non-empty) segment file.  A segment that compaction replaced
@@ -52,7 +52,7 @@ LOG_COLUMNS = tuple(column.split()[0] for column in LOG_SCHEMA.split(","))
 
 def record_columns(rec) -> dict:
     """The non-null columns of one decoded record (everything but the log position)."""
-    from cohort.coordinator.records import (
+    from cohort.coordinator.records.types import (
         GroupMetadataRecord,
         GroupMetadataTombstone,
         OffsetCommitRecord,
@@ -108,7 +108,7 @@ def log_rows(log_partition: int, segment: str | Path) -> Iterator[tuple]:
     """The rows of one segment file, in log order (the reader's per-partition work)."""
     # Imported here: this runs in executor processes, which unpickle only the partition.
     from cohort.coordinator.log import read_segment
-    from cohort.coordinator.records import RecordDecodeError, decode_record
+    from cohort.coordinator.records.types import RecordDecodeError, decode_record
 
     name = Path(segment).name
     try:

@@ -20,7 +20,7 @@
                                                  102; cluster-wide like t/0/, see cluster/node.py)
     r/<p>/<hex of the record key>             -> any other record type's value
 
-Values are the local log's record values (`cohort.coordinator.records`), offset commits packed into
+Values are the local log's record values (`cohort.coordinator.records.types`), offset commits packed into
 fewer bytes (`cohort.coordinator.cluster.values`, read back byte for byte); the record key is rebuilt
 from the etcd key on load. Group and topic names are percent-encoded so that a "/" in a
 name cannot be confused with a separator, and the keys stay readable with `etcdctl get --prefix`.
@@ -30,7 +30,7 @@ from __future__ import annotations
 import struct
 from urllib.parse import quote, unquote
 
-from cohort.coordinator.records import (
+from cohort.coordinator.records.types import (
     GROUP_METADATA_KEY_TYPE,
     OFFSET_COMMIT_KEY_TYPES,
     SECURITY_KEY_TYPES,

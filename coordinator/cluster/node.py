@@ -34,9 +34,9 @@ from cohort.coordinator.cluster.metrics import ClusterCollector
 from cohort.coordinator.cluster.ownership import EtcdOwnership
 from cohort.coordinator.cluster.store import EtcdStore
 from cohort.coordinator.config import CoordinatorConfig, parse_cluster_url
-from cohort.coordinator.log import StorageError
-from cohort.coordinator.ownership import Node
-from cohort.coordinator.records import EndOffsetRecord, decode_record, encode_record
+from cohort.coordinator.contracts.store import StorageError
+from cohort.coordinator.contracts.ownership import Node
+from cohort.coordinator.records.types import EndOffsetRecord, decode_record, encode_record
 from cohort.protocol.errors import ErrorCode
 
 log = logging.getLogger("cohort.cluster")

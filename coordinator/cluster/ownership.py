@@ -43,7 +43,7 @@ from cohort.coordinator.cluster.etcd import (
     prefix_end,
 )
 from cohort.coordinator.cluster.lease import NodeLease
-from cohort.coordinator.ownership import Node, OwnershipListener
+from cohort.coordinator.contracts.ownership import Node, OwnershipListener
 
 log = logging.getLogger("cohort.cluster")
 

@@ -54,7 +54,7 @@ from cohort.coordinator.cluster.etcd import (
     op_range,
     prefix_end,
 )
-from cohort.coordinator.log import StorageError
+from cohort.coordinator.contracts.store import StorageError
 from cohort.protocol.errors import ErrorCode
 
 log = logging.getLogger("cohort.cluster")

@@ -10,13 +10,13 @@ import asyncio
 from collections.abc import Iterable
 
 from cohort.client.admin import Admin, GroupDescription
-from cohort.client.cli.groups import _log_ranges, log_end_offsets
+from cohort.client.cli.groups import log_ranges, log_end_offsets
 from cohort.client.cli.offset_reset import Scenario, plan_reset
 from cohort.client.cli.runner import CommandError
 from cohort.client.errors import ClientError, kafka_error
 from cohort.client.topic_partition import TopicPartition
 from cohort.coordinator.console.snapshot import GroupSnapshot
-from cohort.coordinator.lag import total_lag
+from cohort.coordinator.groups.lag import total_lag
 from cohort.protocol.errors import ErrorCode, error_name
 
 
@@ -188,7 +188,7 @@ async def reset_plan(admin: Admin, group_id: str, at_ms: int) -> dict:
             # The denied topics are not named: a refusal must not tell what the principal may not see.
             raise kafka_error(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "not authorized to describe the group's topics")
         try:
-            logs = await _log_ranges(admin, sorted(restorable))
+            logs = await log_ranges(admin, sorted(restorable))
         except CommandError as exc:
             raise kafka_error(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, str(exc)) from None
         plan, warnings = plan_reset(Scenario("to-commit-at", at_ms), restorable, committed, logs, file_plan=restorable)

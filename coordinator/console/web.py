@@ -37,7 +37,7 @@ from cohort.coordinator.config import INT32_MAX, INT64_MAX, HostPort
 from cohort.coordinator.console import guards, views
 from cohort.coordinator.console.access import CoordinatorAccess, Sessions, SignInRequired
 from cohort.coordinator.console.snapshot import Snapshots
-from cohort.coordinator.topics import TOPIC_NAME_MAX_LENGTH
+from cohort.coordinator.server.topics import TOPIC_NAME_MAX_LENGTH
 from cohort.protocol.errors import ErrorCode
 
 log = logging.getLogger("cohort.coordinator.console")
@@ -433,7 +433,7 @@ def _acting_for(client_id: str):
 
 async def _etcd_status(url: str) -> dict:
     """`cohort cluster status` as JSON, or why etcd could not say (the page shows the rest anyway)."""
-    from cohort.coordinator.cli_cluster import cluster_status
+    from cohort.coordinator.cli.cluster import cluster_status
     from cohort.coordinator.cluster.etcd import EtcdClient
     from cohort.coordinator.config import parse_cluster_url
 

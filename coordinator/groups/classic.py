@@ -58,7 +58,7 @@ from cohort.coordinator.groups.effects import (
     TimerFired,
     Unloaded,
 )
-from cohort.coordinator.records import GroupMemberRecord, GroupMetadataRecord
+from cohort.coordinator.records.types import GroupMemberRecord, GroupMetadataRecord
 from cohort.protocol.consumer_protocol import decode_subscription
 from cohort.protocol.errors import ErrorCode
 

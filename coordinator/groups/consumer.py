@@ -81,7 +81,7 @@ from cohort.coordinator.groups.classic import (
     SyncGroup,
     SyncResult,
 )
-from cohort.coordinator.records import (
+from cohort.coordinator.records.types import (
     ClassicMemberMetadata,
     ClassicProtocolRecord,
     ConsumerGroupCurrentMemberAssignmentRecord,

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from cohort.coordinator.groups.classic import CONSUMER_PROTOCOL_TYPE, ClassicGroup, GroupState
 from cohort.coordinator.groups.consumer import MemberState, MigrationPolicy, TopicImage
-from cohort.coordinator.records import (
+from cohort.coordinator.records.types import (
     ClassicMemberMetadata,
     ClassicProtocolRecord,
     ConsumerGroupCurrentMemberAssignmentRecord,

@@ -51,7 +51,7 @@ from cohort.coordinator.groups.effects import (
     StateChanged,
     TimerFired,
 )
-from cohort.coordinator.records import GroupMetadataRecord
+from cohort.coordinator.records.types import GroupMetadataRecord
 from cohort.protocol.errors import ErrorCode
 
 log = logging.getLogger("cohort.group")

@@ -2,11 +2,11 @@
 
 Storage knows keys and records, not groups: a record is ``(key: bytes,
 value: bytes | None)`` (None = tombstone; keys and values are never empty),
-and compaction keeps the latest value per key.  What the bytes mean is `cohort.coordinator.records`' business; which
+and compaction keeps the latest value per key.  What the bytes mean is `cohort.coordinator.records.types`' business; which
 partition a group's records go to is the caller's
 (`cohort.protocol.partitioning.partition_for`).
 
-Using it as the coordinator's `cohort.coordinator.store.Store` (one partition at a time)::
+Using it as the coordinator's `cohort.coordinator.contracts.store.Store` (one partition at a time)::
 
     log = OffsetsLog(data_dir, num_partitions=50, flush_policy="always", partitions=())
     await log.open()                           # this instance's journal, fsync helpers, cleaner
@@ -34,7 +34,7 @@ would build, because every record type is keyed by what it replaces (Kafka's
 own loader does the same).  The dedup happens on raw bytes before anything is
 decoded, newest segment first, so a record whose key was rewritten later is
 never even cut out of its batch.  Decode the survivors with
-`cohort.coordinator.records.decode_for_load(records)`: it yields offset commits as
+`cohort.coordinator.records.types.decode_for_load(records)`: it yields offset commits as
 column-wise `OffsetCommitRun`s (store them with `OffsetsTable.put_run`, no
 per-record Python) and every other record as a typed record;
 `decode_records` is the simple per-record alternative.  Until its callback
@@ -60,11 +60,12 @@ Tools and readers: `list_segments(data_dir)`, `read_segment(path)` and
 `read_partition(data_dir, p)` read segment files without the server's
 cooperation (safe while it runs; a torn or in-progress tail is skipped;
 `read_partition` also copes with a concurrent compaction); `cohort log
-dump|verify|compact` is built on them (`cohort.coordinator.cli_log`).
+dump|verify|compact` is built on them (`cohort.coordinator.cli.log`).
 """
 from cohort.coordinator.log.compaction import CompactionResult, compact_closed_segments
 from cohort.coordinator.log.offsets_log import OffsetsLog
-from cohort.coordinator.log.state import FlushPolicy, LogLoadError, PartitionState, StorageError
+from cohort.coordinator.log.state import FlushPolicy, PartitionState
+from cohort.coordinator.contracts.store import LogLoadError, StorageError
 from cohort.coordinator.log.segments import (
     CorruptLogError,
     list_partitions,

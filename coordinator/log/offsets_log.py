@@ -7,7 +7,7 @@ rolls, compaction).  This module is the life of the whole: `open` (node-wide set
 instance's journal, fsync helpers, cleaner), `load`/`release` of one partition (a lock on the
 partition directory makes this instance its only writer), `close`.
 
-It satisfies `cohort.coordinator.store.Store`: `load(p, epoch)` yields the live records in chunks
+It satisfies `cohort.coordinator.contracts.store.Store`: `load(p, epoch)` yields the live records in chunks
 (the epoch is ignored: the directory lock is the fencing on a local disk), `append` returns once
 durable, `release(p)` finishes p's accepted appends, checkpoints it and gives its directory up.
 """

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from cohort.coordinator.group_coordinator import RequestContext
+from cohort.coordinator.groups.coordinator import RequestContext
 from cohort.coordinator.security.authorizer import (
     AclBinding, binding_from_wire, binding_problem, filter_from_wire,
 )
@@ -24,7 +24,7 @@ from cohort.protocol.messages import (
     AlterUserScramCredentialsResponse, CreateAclsResponse, DeleteAclsResponse, DescribeAclsResponse,
     DescribeUserScramCredentialsResponse, SaslAuthenticateResponse, SaslHandshakeResponse,
 )
-from cohort.coordinator.log import StorageError
+from cohort.coordinator.contracts.store import StorageError
 
 _NO_AUTHORIZER = "No Authorizer is configured."
 

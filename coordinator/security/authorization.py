@@ -49,9 +49,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from cohort.coordinator.group_coordinator import EncodeInThread, RequestContext
-from cohort.coordinator.lag import total_lag
-from cohort.coordinator.peers import PEER_LISTENER
+from cohort.coordinator.groups.coordinator import EncodeInThread, RequestContext
+from cohort.coordinator.groups.lag import total_lag
+from cohort.coordinator.server.peers import PEER_LISTENER
 from cohort.coordinator.security.authorizer import CLUSTER_NAME, AclOperation, Authorizer, ResourceType
 from cohort.protocol.errors import ErrorCode
 from cohort.protocol.messages import (

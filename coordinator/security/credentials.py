@@ -19,7 +19,7 @@ import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from cohort.coordinator.records import ScramCredentialRecord, ScramCredentialTombstone
+from cohort.coordinator.records.types import ScramCredentialRecord, ScramCredentialTombstone
 
 MIN_ITERATIONS = 4096  # Kafka's minimum for SCRAM-SHA-256/512
 MAX_ITERATIONS = 16384  # Kafka's maximum (ScramMechanism.maxIterations)

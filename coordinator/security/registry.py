@@ -13,7 +13,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 
-from cohort.coordinator.records import AclRecord, AclTombstone, Record, ScramCredentialRecord, ScramCredentialTombstone
+from cohort.coordinator.records.types import AclRecord, AclTombstone, Record, ScramCredentialRecord, ScramCredentialTombstone
 from cohort.coordinator.security.authorizer import AclBinding, Authorizer, binding_from_wire
 from cohort.coordinator.security.credentials import CredentialStore, ScramCredential, ScramMechanism
 

@@ -27,11 +27,11 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from cohort.coordinator.log import StorageError
-from cohort.coordinator.records import Record, decode_record, encode_record
+from cohort.coordinator.contracts.store import StorageError
+from cohort.coordinator.records.types import Record, decode_record, encode_record
 from cohort.coordinator.security.registry import SECURITY_RECORD_TYPES, SecurityRegistry
 
-log = logging.getLogger("cohort.coordinator.worker")
+log = logging.getLogger("cohort.coordinator.process.worker")
 
 STATE = "security_state"
 APPEND = "security_append"

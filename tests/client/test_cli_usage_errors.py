@@ -12,7 +12,7 @@ from cohort.protocol.errors import ErrorCode
 
 
 def cohort(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "cohort.coordinator.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "cohort.coordinator.cli.main", *args], capture_output=True, text=True,
                           timeout=60)
 
 

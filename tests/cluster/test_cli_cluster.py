@@ -13,8 +13,8 @@ from cohort.coordinator.cluster import keys, values
 from cohort.coordinator.cluster.etcd import EtcdClient, prefix_end
 from cohort.coordinator.cluster.ownership import EtcdOwnership
 from cohort.coordinator.cluster.store import EtcdStore
-from cohort.coordinator.ownership import Node
-from cohort.coordinator.records import GroupMetadataRecord, OffsetCommitRecord, decode_record, encode_record
+from cohort.coordinator.contracts.ownership import Node
+from cohort.coordinator.records.types import GroupMetadataRecord, OffsetCommitRecord, decode_record, encode_record
 from cohort.protocol.partitioning import partition_for
 
 from test_ownership import Events, Member, eventually, preferred_owner

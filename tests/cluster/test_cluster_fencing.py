@@ -17,8 +17,8 @@ from test_store import claim, commit, load_all
 from cohort.coordinator.cluster import keys
 from cohort.coordinator.cluster.etcd import EtcdClient
 from cohort.coordinator.cluster.store import EtcdStore
-from cohort.coordinator.log import StorageError
-from cohort.coordinator.records import decode_record
+from cohort.coordinator.contracts.store import StorageError
+from cohort.coordinator.records.types import decode_record
 
 pytestmark = pytest.mark.timeout(240)
 

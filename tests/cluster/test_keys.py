@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from cohort.coordinator.cluster import keys
-from cohort.coordinator.records import (
+from cohort.coordinator.records.types import (
     GroupMetadataTombstone,
     OffsetCommitTombstone,
     TopicTombstone,

@@ -10,9 +10,9 @@ from cohort.coordinator.cluster import keys
 from cohort.coordinator.cluster.etcd import EtcdClient, prefix_end
 from cohort.coordinator.cluster.ownership import EtcdOwnership, preferred_owner
 from cohort.coordinator.cluster.store import EtcdStore
-from cohort.coordinator.log import StorageError
-from cohort.coordinator.ownership import Node
-from cohort.coordinator.records import OffsetCommitRecord, encode_record
+from cohort.coordinator.contracts.store import StorageError
+from cohort.coordinator.contracts.ownership import Node
+from cohort.coordinator.records.types import OffsetCommitRecord, encode_record
 from cohort.protocol.errors import ErrorCode
 
 TTL_MS = 2000

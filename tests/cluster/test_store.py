@@ -11,9 +11,9 @@ from cohort.coordinator.cluster.etcd import EtcdClient, compare_create_revision,
 from cohort.coordinator.cluster.node import ClusterNode
 from cohort.coordinator.cluster.store import EtcdStore
 from cohort.coordinator.config import CoordinatorConfig
-from cohort.coordinator.ownership import Node
-from cohort.coordinator.log import StorageError
-from cohort.coordinator.records import OffsetCommitRecord, encode_record
+from cohort.coordinator.contracts.ownership import Node
+from cohort.coordinator.contracts.store import StorageError
+from cohort.coordinator.records.types import OffsetCommitRecord, encode_record
 from cohort.protocol.errors import ErrorCode
 
 

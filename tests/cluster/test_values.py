@@ -5,7 +5,7 @@ import random
 import uuid
 
 from cohort.coordinator.cluster import keys, values
-from cohort.coordinator.records import (
+from cohort.coordinator.records.types import (
     GroupMetadataRecord,
     OffsetCommitRecord,
     TopicRecord,

@@ -12,8 +12,9 @@ from pathlib import Path
 from cohort.coordinator.config import CoordinatorConfig
 from cohort.coordinator.groups.classic import RebalanceCause, RebalanceReason, RebalanceRequested
 from cohort.coordinator.groups.runtime import ManualScheduler
-from cohort.coordinator.group_coordinator import GroupCoordinator, RequestContext
-from cohort.coordinator.log import OffsetsLog, StorageError
+from cohort.coordinator.groups.coordinator import GroupCoordinator, RequestContext
+from cohort.coordinator.log import OffsetsLog
+from cohort.coordinator.contracts.store import StorageError
 from cohort.protocol import messages as m
 from cohort.protocol.consumer_protocol import ConsumerProtocolSubscription, encode_subscription
 from cohort.protocol.errors import ErrorCode

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from cohort.coordinator.config import CoordinatorConfig
-from cohort.coordinator.node import CoordinatorServer
+from cohort.coordinator.server.node import CoordinatorServer
 from cohort.protocol.framing import FrameReader, decode_response, encode_request
 
 FAST_GROUP_SETTINGS = {

@@ -47,10 +47,10 @@ def test_bad_input_closes_only_that_connection(server, raw_client, caplog, what)
     bystander = raw_client(server.port)
     assert_well_behaved_client_is_served(bystander)
     offender = raw_client(server.port)
-    with caplog.at_level(logging.INFO, logger="cohort.coordinator.connection"):
+    with caplog.at_level(logging.INFO, logger="cohort.coordinator.server.connection"):
         offender.send_bytes(BAD_INPUTS[what])
         assert offender.is_closed_by_server(), f"{what}: connection left open"
-    closing = [r for r in caplog.records if r.name == "cohort.coordinator.connection" and "closing connection" in r.getMessage()]
+    closing = [r for r in caplog.records if r.name == "cohort.coordinator.server.connection" and "closing connection" in r.getMessage()]
     assert len(closing) == 1, [r.getMessage() for r in closing]  # logged once, as a warning, not a traceback
     assert closing[0].levelno == logging.WARNING and not closing[0].exc_info
     assert_well_behaved_client_is_served(bystander)

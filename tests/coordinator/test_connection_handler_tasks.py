@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from cohort.coordinator.handlers import Route
+from cohort.coordinator.server.handlers import Route
 from cohort.protocol.framing import encode_request
 from cohort.protocol import messages as m
 

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from cohort.coordinator.handlers import Route
+from cohort.coordinator.server.handlers import Route
 from cohort.protocol import messages as m
 
 pytestmark = pytest.mark.timeout(60)

@@ -11,7 +11,7 @@ from cohort.coordinator.groups.consumer import (
     TopicsChanged,
     validate_heartbeat,
 )
-from cohort.coordinator.records import ConsumerGroupMemberMetadataTombstone, decode_record, encode_record
+from cohort.coordinator.records.types import ConsumerGroupMemberMetadataTombstone, decode_record, encode_record
 from cohort.protocol.errors import ErrorCode
 from tests.coordinator.consumer_group_driver import Driver, owned, tid, topic
 

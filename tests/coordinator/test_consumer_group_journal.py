@@ -3,7 +3,7 @@ emits one `RebalanceJournaled` per rebalance, from its first group-epoch bump un
 or Empty again, with the trigger, the members involved and the partitions whose target owner changed."""
 from __future__ import annotations
 
-from cohort.coordinator.group_journal import TRIGGERS, GroupJournal, PartitionMove, partition_moves
+from cohort.coordinator.groups.operator_journal import TRIGGERS, GroupJournal, PartitionMove, partition_moves
 from cohort.coordinator.groups.consumer import ConsumerGroupState, TopicsChanged
 from cohort.coordinator.groups.effects import RebalanceJournaled
 from cohort.coordinator.groups.classic import LeaveGroup

@@ -15,7 +15,7 @@ from cohort.coordinator.groups.classic import (
 from cohort.coordinator.groups.consumer import ConvertedFromClassic, ConvertedToClassic
 from cohort.coordinator.groups.effects import LoadCompleted, Now
 from cohort.coordinator.groups.migration import UpgradeRefused, check_upgrade, upgrade_records
-from cohort.coordinator.records import GroupMemberRecord, GroupMetadataRecord, GroupMetadataTombstone
+from cohort.coordinator.records.types import GroupMemberRecord, GroupMetadataRecord, GroupMetadataTombstone
 from cohort.protocol.consumer_protocol import (
     ConsumerProtocolAssignment,
     ConsumerProtocolSubscription,

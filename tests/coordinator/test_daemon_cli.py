@@ -130,7 +130,7 @@ def test_metrics_port_in_use_is_refused(tmp_path):
 def test_locked_data_dir_is_refused_naming_the_holder(tmp_path):
     holder = subprocess.Popen(
         [sys.executable, "-c",
-         "import sys, pathlib; from cohort.coordinator.daemon import DataDirLock; "
+         "import sys, pathlib; from cohort.coordinator.process.daemon import DataDirLock; "
          "lock = DataDirLock(pathlib.Path(sys.argv[1])); lock.acquire(); print('locked', flush=True); sys.stdin.read()",
          str(tmp_path)],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
@@ -146,11 +146,11 @@ def test_locked_data_dir_is_refused_naming_the_holder(tmp_path):
 
 
 def test_lock_is_free_again_once_its_holder_exits(tmp_path):
-    from cohort.coordinator.daemon import DataDirLock
+    from cohort.coordinator.process.daemon import DataDirLock
 
     subprocess.run(
         [sys.executable, "-c",
-         "import sys, pathlib; from cohort.coordinator.daemon import DataDirLock; DataDirLock(pathlib.Path(sys.argv[1])).acquire()",
+         "import sys, pathlib; from cohort.coordinator.process.daemon import DataDirLock; DataDirLock(pathlib.Path(sys.argv[1])).acquire()",
          str(tmp_path)],
         check=True, timeout=30,
     )
@@ -160,7 +160,7 @@ def test_lock_is_free_again_once_its_holder_exits(tmp_path):
 
 
 def test_second_lock_in_one_process_is_refused(tmp_path):
-    from cohort.coordinator.daemon import DataDirLock, StartupError
+    from cohort.coordinator.process.daemon import DataDirLock, StartupError
 
     first = DataDirLock(tmp_path)
     first.acquire()

@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from cohort.coordinator.logs import configure_logging
+from cohort.coordinator.process.logging_setup import configure_logging
 
 
 @pytest.fixture
@@ -61,7 +61,7 @@ def test_chatty_libraries_are_quiet_unless_debugging(tmp_path, restore_root_logg
 def test_reopen_follows_a_rotated_log_file(tmp_path, restore_root_logging):
     path = tmp_path / "cohort.log"
     setup = configure_logging("text", "INFO", path)
-    log = logging.getLogger("cohort.coordinator.daemon")
+    log = logging.getLogger("cohort.coordinator.process.daemon")
     log.info("before rotation")
     path.rename(tmp_path / "cohort.log.1")  # what logrotate does before SIGHUP
     assert setup.reopen() is True
@@ -84,7 +84,7 @@ def test_exceptions_stay_inside_one_json_line(tmp_path, restore_root_logging):
     try:
         raise ValueError("boom")
     except ValueError:
-        logging.getLogger("cohort.coordinator.connection").exception("handler failed", extra={"api": "OffsetCommit"})
+        logging.getLogger("cohort.coordinator.server.connection").exception("handler failed", extra={"api": "OffsetCommit"})
     setup.close()
     (line,) = path.read_text().splitlines()
     doc = json.loads(line)

@@ -9,7 +9,7 @@ import asyncio
 
 import pytest
 
-from cohort.coordinator.eager_tasks import start_eager_task
+from cohort.coordinator.server.eager_tasks import start_eager_task
 
 pytestmark = pytest.mark.timeout(30)
 

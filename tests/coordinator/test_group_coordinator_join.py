@@ -4,9 +4,9 @@ from __future__ import annotations
 import pytest
 
 from cohort.coordinator.groups.classic import GroupState
-from cohort.coordinator.records import GroupMetadataRecord, decode_record
+from cohort.coordinator.records.types import GroupMetadataRecord, decode_record
 from cohort.coordinator.log import read_segment, list_segments
-from cohort.coordinator.group_coordinator import RequestContext
+from cohort.coordinator.groups.coordinator import RequestContext
 from group_harness import E, Harness, subscription
 
 

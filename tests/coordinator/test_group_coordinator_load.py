@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from cohort.coordinator.groups.classic import GroupState
-from cohort.coordinator.records import GroupMemberRecord, GroupMetadataRecord, GroupMetadataTombstone, OffsetCommitRecord
+from cohort.coordinator.records.types import GroupMemberRecord, GroupMetadataRecord, GroupMetadataTombstone, OffsetCommitRecord
 from group_harness import E, Harness
 
 
@@ -71,7 +71,7 @@ async def test_given_replayed_records_then_state_is_rebuilt_without_writes(h):
 
 
 async def test_given_loaded_group_over_max_size_then_it_rebalances_and_extra_members_are_refused(tmp_path):
-    from cohort.coordinator.records import encode_record
+    from cohort.coordinator.records.types import encode_record
     from group_harness import subscription
     h = await Harness(tmp_path, group_max_size=2).start()
     try:

@@ -9,8 +9,8 @@ import asyncio
 import pytest
 
 from cohort.coordinator.log import PartitionState
-from cohort.coordinator.ownership import Node
-from cohort.coordinator.static_ownership import StaticOwnership
+from cohort.coordinator.contracts.ownership import Node
+from cohort.coordinator.server.static_ownership import StaticOwnership
 from cohort.protocol import messages as m
 from group_harness import CTX, E, FailingLog, Harness
 

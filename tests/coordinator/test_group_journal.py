@@ -7,10 +7,10 @@ from hypothesis import strategies as st
 from bounded_wait import wait_until_async
 from group_harness import Harness
 
-from cohort.coordinator.group_coordinator import JOURNAL_BUILD_OFF_LOOP
-from cohort.coordinator.group_journal import GroupJournal, partition_moves
+from cohort.coordinator.groups.coordinator import JOURNAL_BUILD_OFF_LOOP
+from cohort.coordinator.groups.operator_journal import GroupJournal, partition_moves
 from cohort.coordinator.groups.effects import RebalanceJournaled
-from cohort.coordinator.records import decode_record, encode_record
+from cohort.coordinator.records.types import decode_record, encode_record
 from cohort.protocol.consumer_protocol import ConsumerProtocolAssignment, encode_assignment
 from test_group_state_machine import Driver, S
 

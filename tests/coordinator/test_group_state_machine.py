@@ -51,7 +51,7 @@ from cohort.coordinator.groups.effects import (
     TimerFired,
 )
 from cohort.coordinator.groups.runtime import ManualScheduler
-from cohort.coordinator.records import GroupMemberRecord, GroupMetadataRecord
+from cohort.coordinator.records.types import GroupMemberRecord, GroupMetadataRecord
 from cohort.protocol.errors import ErrorCode
 
 S = GroupState

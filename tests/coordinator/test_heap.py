@@ -10,7 +10,7 @@ import textwrap
 
 SCRIPT = textwrap.dedent("""
     import asyncio, gc, weakref
-    from cohort.coordinator.heap import HeapKeeper
+    from cohort.coordinator.process.heap import HeapKeeper
 
     class Node:
         pass
@@ -51,7 +51,7 @@ def test_full_collections_freeze_their_survivors_and_a_refreeze_reclaims_frozen_
 
 ARENAS_SCRIPT = textwrap.dedent("""
     import ctypes, sys, tempfile, threading
-    from cohort.coordinator import heap
+    from cohort.coordinator.process import heap
 
     if sys.argv[1] == "limit":
         heap.limit_malloc_arenas()

@@ -2,8 +2,8 @@
 partitions at start and `lost` for each at stop."""
 from __future__ import annotations
 
-from cohort.coordinator.ownership import Node
-from cohort.coordinator.static_ownership import StaticOwnership
+from cohort.coordinator.contracts.ownership import Node
+from cohort.coordinator.server.static_ownership import StaticOwnership
 
 NODES = [Node(0, "h", 1), Node(1, "h", 2), Node(2, "h", 3)]
 

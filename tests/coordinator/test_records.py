@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cohort.coordinator.records import (
+from cohort.coordinator.records.types import (
     AclRecord,
     AclTombstone,
     GroupMemberRecord,
@@ -123,7 +123,7 @@ key_bodies = st.one_of(
 @settings(max_examples=500, deadline=None)
 @given(st.sampled_from([0, 1, 2, 100]), key_bodies, st.integers(-1, 5), st.binary(max_size=40), st.booleans())
 def test_fast_decoding_matches_the_generic_codec_of_the_declarations(rtype, key_body, version, value_body, tombstone):
-    from cohort.coordinator.records import RECORD_TYPES
+    from cohort.coordinator.records.types import RECORD_TYPES
 
     key = struct.pack(">h", rtype) + key_body
     value = None if tombstone else struct.pack(">h", version) + value_body
@@ -218,7 +218,7 @@ def test_encoding_a_field_that_does_not_fit_is_a_value_error():
 
 
 def _flatten(items):
-    from cohort.coordinator.records import OffsetCommitRun
+    from cohort.coordinator.records.types import OffsetCommitRun
 
     out = []
     for item in items:
@@ -242,7 +242,7 @@ def _flatten(items):
               principal=st.just("User:a"), host=st.just("*"), operation=st.integers(2, 8), permission=st.just(3)),
 ), max_size=30))
 def test_column_wise_load_decodes_exactly_what_record_by_record_decoding_does(recs):
-    from cohort.coordinator.records import decode_for_load
+    from cohort.coordinator.records.types import decode_for_load
 
     pairs = [encode_record(r) for r in recs]
     expected = [decode_record(k, v) for k, v in pairs]
@@ -252,7 +252,7 @@ def test_column_wise_load_decodes_exactly_what_record_by_record_decoding_does(re
 
 
 def test_column_wise_load_reports_bad_records_like_record_by_record_decoding():
-    from cohort.coordinator.records import decode_for_load
+    from cohort.coordinator.records.types import decode_for_load
 
     good = encode_record(OffsetCommitRecord("g", "t", 0, 1))
     bad = (good[0], b"\x00\x07" + good[1][2:])
@@ -414,7 +414,7 @@ def test_a_new_record_type_is_one_declaration_and_one_registry_line():
     """A record type added the way later ones (credentials, consumer-group members) will be."""
     from dataclasses import fields
 
-    from cohort.coordinator.record_codecs import RecordType
+    from cohort.coordinator.records.codecs import RecordType
     from cohort.protocol.schema import BYTES as B, INT8, INT32 as I32, STRING as S, Array, F, Struct, message
 
     key = message("CredentialKey", None, "200", "none", [F("user", S), F("mechanism", INT8)])

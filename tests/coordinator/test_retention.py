@@ -136,7 +136,7 @@ async def test_given_an_expired_group_then_its_journal_goes_once_its_last_entry_
 
 
 async def test_given_a_bad_reset_then_the_read_api_plans_and_executes_the_undo_and_journals_it(h):
-    from cohort.coordinator.group_coordinator import RequestContext
+    from cohort.coordinator.groups.coordinator import RequestContext
 
     (member,) = await h.stable_group("u", 1, session_ms=600_000)
     await h.commit("u", {("t", 0): 5, ("t", 1): 7}, member_id=member, generation=1)

@@ -147,7 +147,7 @@ def wide_commit(group: str, partitions: int, offset: int) -> OffsetCommitRequest
 def test_a_frame_decoded_off_the_loop_is_served_in_order_with_the_requests_behind_it(server, raw_client):
     """A request frame of DECODE_OFF_LOOP_BYTES or more is decoded on a worker thread; the requests sent
     after it on the same connection wait for it, so they are served, and answered, after it."""
-    from cohort.coordinator.connection import DECODE_OFF_LOOP_BYTES
+    from cohort.coordinator.server.connection import DECODE_OFF_LOOP_BYTES
 
     client = raw_client(server.port)
     big = wide_commit("wide", 40_000, 7)
@@ -168,7 +168,7 @@ def test_a_frame_decoded_off_the_loop_is_served_in_order_with_the_requests_behin
 
 
 def test_a_malformed_frame_decoded_off_the_loop_closes_only_its_connection(server, raw_client):
-    from cohort.coordinator.connection import DECODE_OFF_LOOP_BYTES
+    from cohort.coordinator.server.connection import DECODE_OFF_LOOP_BYTES
 
     bystander = raw_client(server.port)
     client = raw_client(server.port)

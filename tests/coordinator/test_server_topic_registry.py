@@ -13,9 +13,9 @@ import pytest
 from hypothesis import settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from cohort.coordinator.log import StorageError
-from cohort.coordinator.records import TopicRecord, decode_record, encode_record
-from cohort.coordinator.topics import Topic, TopicRefusal, TopicRegistry, topic_name_problem
+from cohort.coordinator.contracts.store import StorageError
+from cohort.coordinator.records.types import TopicRecord, decode_record, encode_record
+from cohort.coordinator.server.topics import Topic, TopicRefusal, TopicRegistry, topic_name_problem
 from cohort.protocol.errors import ErrorCode
 
 NAMES = st.sampled_from(["orders", "orders.v2", "orders_v2", "clicks", "a", "x" * 249, "x" * 250, "bad name", ""])

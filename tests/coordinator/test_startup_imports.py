@@ -12,5 +12,5 @@ def test_a_plain_node_serves_without_importing_what_only_scram_needs(tmp_path):
     assert server.stop() == 0
     imported = {line.rsplit("|", 1)[1].strip() for line in server.stderr().splitlines()
                 if line.startswith("import time:") and "|" in line}
-    assert {"cohort.coordinator.node", "cohort.coordinator.security.sasl"} <= imported  # the list is complete
+    assert {"cohort.coordinator.server.node", "cohort.coordinator.security.sasl"} <= imported  # the list is complete
     assert sorted(m for m in imported if m.split(".")[0] in NOT_FOR_A_PLAIN_NODE) == []

@@ -27,8 +27,8 @@ def worker_pids(supervisor_pid: int) -> dict[int, int]:
             argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
         except FileNotFoundError:
             continue
-        if b"cohort.coordinator.worker" in argv:
-            spec = json.loads(argv[argv.index(b"cohort.coordinator.worker") + 1])
+        if b"cohort.coordinator.process.worker" in argv:
+            spec = json.loads(argv[argv.index(b"cohort.coordinator.process.worker") + 1])
             pids[spec["index"]] = pid
     return pids
 

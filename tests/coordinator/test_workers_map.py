@@ -6,9 +6,9 @@ from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
 from cohort.coordinator.metrics import CoordinatorMetrics
-from cohort.coordinator.ownership import Node
-from cohort.coordinator.static_ownership import StaticOwnership, partitions_of_worker
-from cohort.coordinator.supervisor import label_exposition
+from cohort.coordinator.contracts.ownership import Node
+from cohort.coordinator.server.static_ownership import StaticOwnership, partitions_of_worker
+from cohort.coordinator.process.supervisor import label_exposition
 from cohort.protocol.partitioning import partition_for
 
 NUM_PARTITIONS = 50

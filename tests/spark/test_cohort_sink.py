@@ -58,7 +58,7 @@ def committed(admin, group) -> dict[tuple[str, int], tuple[int, CommitMarker | N
 def commit_records(data_dir: Path, group: str) -> list[tuple[str, int, int, CommitMarker | None]]:
     """The group's offset-commit records in the server's log, in log order per log partition."""
     from cohort.coordinator.log.segments import list_segments, read_segment
-    from cohort.coordinator.records import OffsetCommitRecord, decode_record
+    from cohort.coordinator.records.types import OffsetCommitRecord, decode_record
 
     out = []
     for _, segment in list_segments(data_dir):

@@ -17,7 +17,7 @@ def test_example_writes_results_and_cohort_groups_describe_shows_its_offsets(spa
     assert spark.read.json(str(tmp_path / "results")).count() == 3 * 120
 
     described = subprocess.run(
-        [sys.executable, "-m", "cohort.coordinator.cli", "groups", "describe", "orders-enricher", "--offsets",
+        [sys.executable, "-m", "cohort.coordinator.cli.main", "groups", "describe", "orders-enricher", "--offsets",
          "--output", "json", "--bootstrap-server", cohort_server.bootstrap],
         capture_output=True, text=True, timeout=60,
     )

@@ -16,7 +16,7 @@ from cohort.coordinator.log import list_segments
 def dump_records(data_dir) -> list[tuple]:
     """`cohort log dump` (the storage owner's tool) as comparable tuples."""
     out = subprocess.run(
-        [sys.executable, "-m", "cohort.coordinator.cli", "log", "dump", "--data-dir", str(data_dir)],
+        [sys.executable, "-m", "cohort.coordinator.cli.main", "log", "dump", "--data-dir", str(data_dir)],
         capture_output=True, text=True, timeout=60, check=True,
     ).stdout
     rows = []

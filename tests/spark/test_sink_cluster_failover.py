@@ -18,7 +18,7 @@ from kafka import KafkaAdminClient
 from cohort.client.spark.commit_plan import CommitMarker
 from cohort.coordinator.cluster import keys, values
 from cohort.coordinator.cluster.etcd import EtcdClient
-from cohort.coordinator.records import OffsetCommitRecord, decode_record
+from cohort.coordinator.records.types import OffsetCommitRecord, decode_record
 from cohort.protocol.partitioning import partition_for
 
 CLUSTER_TESTS = str(Path(__file__).resolve().parents[1] / "cluster")

@@ -134,7 +134,7 @@ def test_the_console_is_off_by_default_and_a_taken_port_stops_the_start_naming_t
 
 
 def test_with_workers_the_supervisors_console_shows_the_groups_of_every_worker(tmp_path):
-    from cohort.coordinator.static_ownership import worker_for_partition
+    from cohort.coordinator.server.static_ownership import worker_for_partition
     from workers_harness import WorkersServer, group_on_worker, worker_of
 
     console_port = free_port()

@@ -9,7 +9,7 @@ from bounded_wait import wait_until_async
 from cohort.coordinator.log import OffsetsLog, list_segments
 from cohort.coordinator.log.journal import read_checkpoint
 from cohort.coordinator.log.segments import partition_dir, segment_base, segment_name
-from cohort.coordinator.records import OffsetCommitRecord, encode_record
+from cohort.coordinator.records.types import OffsetCommitRecord, encode_record
 
 
 class FakeClock:

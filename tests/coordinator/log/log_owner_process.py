@@ -12,7 +12,7 @@ import asyncio
 import sys
 
 from cohort.coordinator.log import OffsetsLog
-from cohort.coordinator.records import OffsetCommitRecord, decode_record, encode_record
+from cohort.coordinator.records.types import OffsetCommitRecord, decode_record, encode_record
 
 
 def commit(p: int, n: int) -> tuple[bytes, bytes]:

@@ -10,12 +10,12 @@ import uuid
 import pytest
 from log_helpers import reopen, commit, crash_copy, garble_past_marks, open_log
 
-from cohort.coordinator.cli import main
-from cohort.coordinator.daemon import DataDirLock
+from cohort.coordinator.cli.main import main
+from cohort.coordinator.process.daemon import DataDirLock
 from cohort.coordinator.log import list_segments
 from cohort.coordinator.log.batch import iter_batches
 from cohort.coordinator.log.journal import CHECKPOINT_NAME, list_journals
-from cohort.coordinator.records import (
+from cohort.coordinator.records.types import (
     GroupMemberRecord,
     GroupMetadataRecord,
     OffsetCommitRecord,
@@ -164,13 +164,13 @@ async def test_compacting_a_log_whose_records_are_all_in_active_segments_says_wh
 
 def test_errors_are_one_line_with_exit_code_2_and_no_traceback(tmp_path):
     missing = tmp_path / "nope"
-    proc = subprocess.run([sys.executable, "-m", "cohort.coordinator.cli", "log", "dump", "--data-dir", str(missing)],
+    proc = subprocess.run([sys.executable, "-m", "cohort.coordinator.cli.main", "log", "dump", "--data-dir", str(missing)],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
     assert proc.stderr.strip() == f"cohort log: data dir {missing} does not exist or is not a directory"
     empty = tmp_path / "empty"
     empty.mkdir()
-    proc = subprocess.run([sys.executable, "-m", "cohort.coordinator.cli", "log", "verify", "--data-dir", str(empty)],
+    proc = subprocess.run([sys.executable, "-m", "cohort.coordinator.cli.main", "log", "verify", "--data-dir", str(empty)],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "no offsets log" in proc.stderr and "Traceback" not in proc.stderr
 
@@ -217,7 +217,7 @@ def test_verify_shows_its_progress_on_a_terminal_only(data_dir):
 
 
 async def test_dump_shows_reported_end_offsets(tmp_path, capsys):
-    from cohort.coordinator.records import EndOffsetRecord
+    from cohort.coordinator.records.types import EndOffsetRecord
 
     log, _ = await open_log(tmp_path, num_partitions=1)
     await log.append(0, [encode_record(TopicRecord("t", uuid.UUID(int=1), 2)),

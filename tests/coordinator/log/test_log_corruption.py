@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from log_helpers import commit, open_log
 
-from cohort.coordinator.log import LogLoadError, OffsetsLog, PartitionState, StorageError, list_segments
+from cohort.coordinator.log import OffsetsLog, PartitionState, list_segments
+from cohort.coordinator.contracts.store import LogLoadError, StorageError
 from cohort.coordinator.log.batch import iter_batches
 from cohort.protocol.errors import ErrorCode
 

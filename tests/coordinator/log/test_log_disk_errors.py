@@ -13,7 +13,8 @@ import threading
 import pytest
 from log_helpers import reopen, commit, open_log, wait_for
 
-from cohort.coordinator.log import StorageError, list_segments, read_segment
+from cohort.coordinator.log import list_segments, read_segment
+from cohort.coordinator.contracts.store import StorageError
 from cohort.protocol.errors import ErrorCode
 
 

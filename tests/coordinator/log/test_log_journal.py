@@ -12,7 +12,8 @@ import pytest
 from bounded_wait import wait_until_async
 from log_helpers import reopen, commit, crash_copy, garble_past_marks, open_log
 
-from cohort.coordinator.log import LogLoadError, OffsetsLog, list_segments
+from cohort.coordinator.log import OffsetsLog, list_segments
+from cohort.coordinator.contracts.store import LogLoadError
 from cohort.coordinator.log import checkpoints as checkpoints_module
 from cohort.coordinator.log import commit_rounds
 from cohort.coordinator.log.journal import list_journals, read_checkpoint, read_journal

@@ -14,8 +14,9 @@ import logging
 import pytest
 from log_helpers import commit, crash_copy, garble_past_marks, open_log
 
-from cohort.coordinator.cli import main
-from cohort.coordinator.log import LogLoadError, OffsetsLog
+from cohort.coordinator.cli.main import main
+from cohort.coordinator.log import OffsetsLog
+from cohort.coordinator.contracts.store import LogLoadError
 from cohort.coordinator.log.journal import ENTRY_HEADER_SIZE, list_journals, scan_journal
 
 PARTITIONS = 4
@@ -114,7 +115,7 @@ async def test_a_flipped_byte_in_the_journal_is_recovered_from_the_segments_when
 async def test_verify_on_a_running_servers_data_dir_says_so_and_ignores_the_preallocated_journal(tmp_path, capsys):
     log, _ = await open_log(tmp_path, num_partitions=PARTITIONS)
     try:
-        from cohort.coordinator.daemon import DataDirLock
+        from cohort.coordinator.process.daemon import DataDirLock
 
         lock = DataDirLock(tmp_path)
         lock.acquire()  # what `cohort serve` holds while it runs

@@ -12,7 +12,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from log_helpers import garble_past_marks
 
 from cohort.coordinator.log import OffsetsLog
-from cohort.coordinator.records import (
+from cohort.coordinator.records.types import (
     GroupMemberRecord,
     GroupMetadataRecord,
     GroupMetadataTombstone,

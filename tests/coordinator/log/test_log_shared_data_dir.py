@@ -17,7 +17,8 @@ import pytest
 from log_helpers import crash_copy, garble_past_marks, reopen
 from log_owner_process import committed
 
-from cohort.coordinator.log import OffsetsLog, PartitionState, StorageError
+from cohort.coordinator.log import OffsetsLog, PartitionState
+from cohort.coordinator.contracts.store import StorageError
 from cohort.coordinator.log.journal import (
     CHECKPOINT_FORMAT,
     CHECKPOINT_NAME,
@@ -188,7 +189,7 @@ async def test_owner_processes_killed_under_appends_lose_nothing_acknowledged_un
 
 @pytest.mark.timeout(60)
 async def test_log_tools_work_on_a_shared_data_dir_and_compact_refuses_while_an_owner_runs(tmp_path, capsys):
-    from cohort.coordinator.cli import main
+    from cohort.coordinator.cli.main import main
 
     first = _start_owner(tmp_path, [0, 1, 2, 3])
     try:

@@ -9,8 +9,9 @@ import shutil
 import pytest
 from log_helpers import commit, open_log
 
-from cohort.coordinator.cli import main
-from cohort.coordinator.log import LogLoadError, list_segments
+from cohort.coordinator.cli.main import main
+from cohort.coordinator.log import list_segments
+from cohort.coordinator.contracts.store import LogLoadError
 from cohort.coordinator.log.batch import iter_batches
 from cohort.coordinator.log.journal import CHECKPOINT_NAME, list_journals
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from cohort.coordinator.records import ScramCredentialTombstone, decode_record, encode_record
+from cohort.coordinator.records.types import ScramCredentialTombstone, decode_record, encode_record
 from cohort.coordinator.security.credentials import (
     CredentialStore, ScramMechanism, credential_from_password, credential_from_salted_password, salted_password,
 )

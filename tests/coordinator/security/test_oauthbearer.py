@@ -125,7 +125,7 @@ def test_a_bad_token_is_refused_to_a_real_client(oauth_node, keys, what, caplog)
 
 def test_sessions_end_with_their_token_and_confluent_kafka_reauthenticates(oauth_node, keys, caplog):
     node = oauth_node(connections_max_reauth_ms=600000)
-    caplog.set_level(logging.DEBUG, logger="cohort.coordinator.connection")
+    caplog.set_level(logging.DEBUG, logger="cohort.coordinator.server.connection")
     rsa_key = keys[0]
     topic = f"t-{uuid.uuid4().hex[:8]}"
     create_topic(kp(node, lambda: rsa_key.token()), topic)
@@ -150,7 +150,7 @@ def test_sessions_end_with_their_token_and_confluent_kafka_reauthenticates(oauth
 
 def test_kafka_python_reauthenticates_with_fresh_tokens_from_its_provider(oauth_node, keys, caplog):
     node = oauth_node(connections_max_reauth_ms=600000)
-    caplog.set_level(logging.DEBUG, logger="cohort.coordinator.connection")
+    caplog.set_level(logging.DEBUG, logger="cohort.coordinator.server.connection")
     rsa_key = keys[0]
     topic = f"t-{uuid.uuid4().hex[:8]}"
     security = kp(node, lambda: rsa_key.token(lifetime_s=4))

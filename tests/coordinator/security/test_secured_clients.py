@@ -345,7 +345,7 @@ def test_ssl_client_certificate_subject_is_the_principal(secured, ca):
 
 
 def test_kafka_python_reauthenticates_before_its_session_ends(secured, ca, caplog):
-    caplog.set_level(logging.DEBUG, logger="cohort.coordinator.connection")
+    caplog.set_level(logging.DEBUG, logger="cohort.coordinator.server.connection")
     node = secured(connections_max_reauth_ms=1500)
     security = kp_security(node, ca, "SASL_SSL", "SCRAM-SHA-512", *ALICE)
     create_topic(security, "long-lived")
@@ -363,13 +363,13 @@ def test_kafka_python_reauthenticates_before_its_session_ends(secured, ca, caplo
         assert consumer.committed(TopicPartition("long-lived", 0)) == 5
     finally:
         consumer.close()
-    messages = [r.getMessage() for r in caplog.records if r.name == "cohort.coordinator.connection"]
+    messages = [r.getMessage() for r in caplog.records if r.name == "cohort.coordinator.server.connection"]
     assert messages.count("re-authenticated") >= 2
     assert not any("expired" in m for m in messages)
 
 
 def test_confluent_kafka_reauthenticates_before_its_session_ends(secured, ca, caplog):
-    caplog.set_level(logging.DEBUG, logger="cohort.coordinator.connection")
+    caplog.set_level(logging.DEBUG, logger="cohort.coordinator.server.connection")
     node = secured(connections_max_reauth_ms=1500)
     create_topic(kp_security(node, ca, "SASL_SSL", "SCRAM-SHA-512", *ALICE), "long-lived")
     consumer = confluent_kafka.Consumer({**ck_security(node, ca, "SASL_SSL", "SCRAM-SHA-512", *ALICE),
@@ -388,7 +388,7 @@ def test_confluent_kafka_reauthenticates_before_its_session_ends(secured, ca, ca
         assert consumer.committed([confluent_kafka.TopicPartition("long-lived", 0)], timeout=10)[0].offset == 6
     finally:
         consumer.close()
-    messages = [r.getMessage() for r in caplog.records if r.name == "cohort.coordinator.connection"]
+    messages = [r.getMessage() for r in caplog.records if r.name == "cohort.coordinator.server.connection"]
     assert messages.count("re-authenticated") >= 2
     assert not any("expired" in m for m in messages)
 
@@ -401,7 +401,7 @@ def test_cohorts_own_client_reauthenticates_on_the_same_connection(secured, ca, 
     from cohort.client.security import ClientSecurity
     from cohort.protocol.messages import ApiVersionsRequest
 
-    caplog.set_level(logging.DEBUG, logger="cohort.coordinator.connection")
+    caplog.set_level(logging.DEBUG, logger="cohort.coordinator.server.connection")
     node = secured(connections_max_reauth_ms=1500)
     host, port = bootstrap(node, "SASL_SSL").split(":")
 
@@ -420,6 +420,6 @@ def test_cohorts_own_client_reauthenticates_on_the_same_connection(secured, ca, 
             await conn.close()
 
     asyncio.run(scenario())
-    messages = [r.getMessage() for r in caplog.records if r.name == "cohort.coordinator.connection"]
+    messages = [r.getMessage() for r in caplog.records if r.name == "cohort.coordinator.server.connection"]
     assert messages.count("authenticated") == 1 and messages.count("re-authenticated") >= 2
     assert not any("expired" in m for m in messages)

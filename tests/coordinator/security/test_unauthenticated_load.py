@@ -291,7 +291,7 @@ def test_failed_logins_name_the_user_and_repeats_are_one_line_per_interval(serve
 def test_failed_tls_handshakes_are_one_line_per_address_and_interval(server_factory, tmp_path, ca, caplog):
     node = server_factory(tmp_path / "data", listeners="SSL://127.0.0.1:0", ssl_keystore_location=ca.server,
                           log_aggregation_interval_ms=1500)
-    caplog.set_level(logging.INFO, logger="cohort.coordinator.node")
+    caplog.set_level(logging.INFO, logger="cohort.coordinator.server.node")
     for _ in range(5):  # a plaintext Kafka client on the TLS port
         client = RawClient(node.server.ports["SSL"])
         try:

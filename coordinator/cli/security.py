@@ -187,14 +187,14 @@ def users_add(args) -> int:
 def users_delete(args) -> int:
     mechanism = _mechanism(args.mechanism)
     if _in_cluster(args):
-        from cohort.coordinator.records import ScramCredentialTombstone
+        from cohort.coordinator.records.types import ScramCredentialTombstone
 
         if not _in_etcd(args, delete=[ScramCredentialTombstone(args.name, int(mechanism))]):
             raise CommandError(f"user {args.name} has no {mechanism.mechanism_name} credential in the cluster")
         print(f"Deleted {mechanism.mechanism_name} credential of user {args.name} from the cluster.")
         return EXIT_OK
     if args.data_dir is not None:
-        from cohort.coordinator.records import ScramCredentialTombstone
+        from cohort.coordinator.records.types import ScramCredentialTombstone
 
         if (args.name, mechanism) not in {(c.user, c.mechanism) for c in _read_offline(args.data_dir)}:
             raise CommandError(f"user {args.name} has no {mechanism.mechanism_name} credential in {args.data_dir}")
@@ -266,7 +266,7 @@ def _in_etcd(args, put=(), delete=()):
         from cohort.coordinator.cluster import keys
     except ImportError:
         raise CommandError("cluster mode needs the etcd client: pip install 'cohort[cluster]'", EXIT_USAGE) from None
-    from cohort.coordinator.records import ScramCredentialRecord, decode_record, encode_record
+    from cohort.coordinator.records.types import ScramCredentialRecord, decode_record, encode_record
 
     try:
         endpoints = parse_cluster_url(args.cluster)
@@ -313,11 +313,11 @@ def _read_offline(data_dir: Path):
 async def _offline(data_dir: Path, records):
     """Open the log of a data dir no server holds, read (or append) partition 0's credentials, close."""
     from cohort.coordinator.config import CoordinatorConfig
-    from cohort.coordinator.daemon import DataDirLock, StartupError
+    from cohort.coordinator.process.daemon import DataDirLock, StartupError
     from cohort.coordinator.log import OffsetsLog
     from cohort.coordinator.log.file_modes import make_private_dir
-    from cohort.coordinator.node import SECURITY_PARTITION
-    from cohort.coordinator.records import ScramCredentialRecord, ScramCredentialTombstone, decode_record, encode_record
+    from cohort.coordinator.server.node import SECURITY_PARTITION
+    from cohort.coordinator.records.types import ScramCredentialRecord, ScramCredentialTombstone, decode_record, encode_record
     from cohort.coordinator.security.credentials import CredentialStore
 
     make_private_dir(data_dir, tighten=True)

@@ -5,7 +5,10 @@ import argparse
 import sys
 
 from cohort.coordinator import __version__
-from cohort.coordinator import cli_cluster, cli_log, cli_security, cli_serve
+from cohort.coordinator.cli import cluster as cli_cluster
+from cohort.coordinator.cli import log as cli_log
+from cohort.coordinator.cli import security as cli_security
+from cohort.coordinator.cli import serve as cli_serve
 from cohort.client import cli as client_cli
 from cohort.client.cli.runner import OneLineArgumentParser
 from cohort.protocol.compiled import running_path

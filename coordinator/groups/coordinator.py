@@ -2,7 +2,7 @@
 committed-offsets table.
 
 The server decodes a request and calls the coordinator method for its API (the dispatch table in
-`cohort.coordinator.handlers`): ``join_group``, ``sync_group``, ``heartbeat``, ``leave_group``,
+`cohort.coordinator.server.handlers`): ``join_group``, ``sync_group``, ``heartbeat``, ``leave_group``,
 ``offset_commit``, ``offset_fetch``, ``describe_groups``, ``list_groups``, ``delete_groups``,
 ``offset_delete``, ``consumer_group_heartbeat``, ``consumer_group_describe`` and Cohort's own
 ``group_report``, each called as ``method(request, api_version, RequestContext)``. The coordinator
@@ -46,9 +46,9 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from cohort.coordinator.group_health import GroupHealth, HealthMonitor
-from cohort.coordinator.lag import LagHistory, LogEnds, group_lag, topic_lags, total_lag
-from cohort.coordinator.group_journal import GroupJournal, JournalEntry, entry_from_record, rebalance_record_of
+from cohort.coordinator.groups.health import GroupHealth, HealthMonitor
+from cohort.coordinator.groups.lag import LagHistory, LogEnds, group_lag, topic_lags, total_lag
+from cohort.coordinator.groups.operator_journal import GroupJournal, JournalEntry, entry_from_record, rebalance_record_of
 from cohort.coordinator.groups.classic import ClassicGroup, GroupState, JoinRequest, JoinResult, SyncResult
 from cohort.coordinator.groups.consumer import (
     ConvertedFromClassic,
@@ -66,11 +66,11 @@ from cohort.coordinator.groups.consumer import (
 from cohort.coordinator.groups.effects import RebalanceJournaled
 from cohort.coordinator.groups.migration import UpgradeRefused, check_upgrade, upgrade_records
 from cohort.coordinator.groups.runtime import GroupRuntime, LoopScheduler, Scheduler
-from cohort.coordinator.log import LogLoadError, StorageError
+from cohort.coordinator.contracts.store import LogLoadError, StorageError
 from cohort.coordinator.metrics import GROUP_TYPES
-from cohort.coordinator.offset_history import CommitEvent, commit_events, group_key_prefixes, offsets_at
-from cohort.coordinator.offsets import OffsetsTable
-from cohort.coordinator.records import (
+from cohort.coordinator.groups.offset_history import CommitEvent, commit_events, group_key_prefixes, offsets_at
+from cohort.coordinator.groups.offsets_table import OffsetsTable
+from cohort.coordinator.records.types import (
     RECORD_TYPES,
     GroupJournalRecord,
     GroupJournalTombstone,
@@ -87,7 +87,7 @@ from cohort.coordinator.records import (
     encode_offset_commit,
     encode_record,
 )
-from cohort.coordinator.store import Store
+from cohort.coordinator.contracts.store import Store
 from cohort.protocol import messages as m
 from cohort.protocol.errors import ErrorCode
 from cohort.protocol.partitioning import partition_for as _partition_for

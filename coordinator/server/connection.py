@@ -52,9 +52,9 @@ from dataclasses import dataclass
 from types import CoroutineType
 from typing import TYPE_CHECKING, Any
 
-from cohort.coordinator.eager_tasks import start_eager_task
-from cohort.coordinator.group_coordinator import AnswerWhenDone, EncodeInThread, RequestContext
-from cohort.coordinator.listener import peer_name
+from cohort.coordinator.server.eager_tasks import start_eager_task
+from cohort.coordinator.groups.coordinator import AnswerWhenDone, EncodeInThread, RequestContext
+from cohort.coordinator.server.listener import peer_name
 from cohort.coordinator.log.durable_future import DurableFuture
 from cohort.coordinator.security.sasl import SaslAuthenticator, SaslStep
 from cohort.coordinator.security.tls import ANONYMOUS, certificate_principal
@@ -82,9 +82,9 @@ from cohort.protocol.messages import (
 from cohort.protocol.schema import compile_struct, uvarint_bytes
 
 if TYPE_CHECKING:
-    from cohort.coordinator.node import CoordinatorServer
+    from cohort.coordinator.server.node import CoordinatorServer
 
-log = logging.getLogger("cohort.coordinator.connection")
+log = logging.getLogger("cohort.coordinator.server.connection")
 
 _FETCH_KEY = FetchRequest.API_KEY
 # Requests that commute with each other, so a connection may run several at

@@ -1,6 +1,6 @@
 """One worker of `cohort serve --workers N`: a whole coordinator node over its share of the partitions.
 
-The supervisor (`cohort.coordinator.supervisor`) starts ``python -m cohort.coordinator.worker SPEC``
+The supervisor (`cohort.coordinator.process.supervisor`) starts ``python -m cohort.coordinator.process.worker SPEC``
 with the worker's Kafka listening socket already bound (inherited descriptor) and a pipe to report on.
 SPEC (JSON) carries the supervisor's effective settings, this worker's index and every worker's node.
 The worker is then an ordinary `Daemon` except that:
@@ -13,7 +13,7 @@ The worker is then an ordinary `Daemon` except that:
 * the supervisor tells it which workers are down (a JSON line ``{"down": [node ids]}`` on a second
   pipe): their partitions have no owner meanwhile, so FindCoordinator answers COORDINATOR_NOT_AVAILABLE
   and Metadata leaves them out, as Kafka does while a dead broker's partitions fail over;
-* it reaches the other workers over the worker link (`cohort.coordinator.peers.PeerLink`: a loopback
+* it reaches the other workers over the worker link (`cohort.coordinator.server.peers.PeerLink`: a loopback
   port of its own, also bound by the supervisor, and the secret of this start in its environment), and
   its credentials and ACLs are worker 0's, relayed through the same pipes
   (`cohort.coordinator.security.worker_sync`).
@@ -34,15 +34,15 @@ from pathlib import Path
 from typing import Any
 
 from cohort.coordinator.config import CoordinatorConfig, EffectiveConfig
-from cohort.coordinator.daemon import Daemon
-from cohort.coordinator.ownership import Node
-from cohort.coordinator.peers import LINK_SECRET_ENV, PeerLink
+from cohort.coordinator.process.daemon import Daemon
+from cohort.coordinator.contracts.ownership import Node
+from cohort.coordinator.server.peers import LINK_SECRET_ENV, PeerLink
 from cohort.coordinator.security.worker_sync import WorkerSecurity
-from cohort.coordinator.static_ownership import StaticOwnership
+from cohort.coordinator.server.static_ownership import StaticOwnership
 
 _PR_SET_PDEATHSIG = 1
 PIPE_LINE_LIMIT = 1 << 28  # a line on a worker's pipes (worker 0's security state is one line)
-log = logging.getLogger("cohort.coordinator.worker")
+log = logging.getLogger("cohort.coordinator.process.worker")
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,7 +107,7 @@ class WorkerDaemon(Daemon):
         self.spec = spec
 
     def new_server(self, metrics: Any) -> Any:
-        from cohort.coordinator.node import CoordinatorServer
+        from cohort.coordinator.server.node import CoordinatorServer
 
         spec = self.spec
         ownership = WorkerOwnership(spec.nodes[spec.index], spec.nodes, self.config.offsets_topic_num_partitions,

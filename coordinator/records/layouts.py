@@ -6,10 +6,10 @@ layer's schema machinery, so every version's codec is generated from these
 field lists.  A key schema's versions are the record types it is written
 under (the key's int16 prefix); a value schema's versions are the value
 versions (the value's int16 prefix).  Field names are the typed records'
-(`cohort.coordinator.records`), which are derived from these lists too.
+(`cohort.coordinator.records.types`), which are derived from these lists too.
 
 Adding a record type is one key and one value declaration here and one line
-in `cohort.coordinator.records.RECORD_TYPES`.
+in `cohort.coordinator.records.types.RECORD_TYPES`.
 """
 from __future__ import annotations
 

@@ -22,7 +22,7 @@ import ssl
 from collections.abc import Callable
 from typing import Any
 
-log = logging.getLogger("cohort.coordinator.listener")
+log = logging.getLogger("cohort.coordinator.server.listener")
 
 _ACCEPTS_PER_WAKEUP = 64
 _ACCEPT_RETRY_S = 0.1  # after EMFILE/ENFILE/ENOBUFS: try again shortly, don't spin

@@ -1,6 +1,6 @@
 """`CoordinatorServer`: one Cohort node, its listener and the life of what it serves.
 
-Life cycle (driven by `cohort.coordinator.daemon` or by tests)::
+Life cycle (driven by `cohort.coordinator.process.daemon` or by tests)::
 
     server = CoordinatorServer(config, metrics=metrics)
     await server.start()   # state "loading": open the store, load the owned partitions, then serve; "ready"
@@ -12,7 +12,7 @@ The node wires the `Store` (the local offsets log unless one is given), the `Own
 owns every partition unless one is given), the group coordinator, the topic registry and the
 request handlers together; the coordinator talks to the store only through the `Store` interface
 and loads and unloads partitions as the ownership says, and owns the set of open connections
-(`cohort.coordinator.connection` does everything within one). Node-wide limits
+(`cohort.coordinator.server.connection` does everything within one). Node-wide limits
 from the config: ``max.connections`` and ``max.connections.per.ip`` (a slot
 from accept to close, `ConnectionQuotas`; more are refused at accept),
 ``connections.authentication.timeout.ms`` (an SSL/SASL connection not signed in
@@ -38,17 +38,17 @@ from pathlib import Path
 from typing import Any
 
 from cohort.coordinator.config import ConfigError, CoordinatorConfig, Endpoint, HostPort
-from cohort.coordinator.connection import Connection, ListenerSecurity, RebalancePacer, RequestBytesBudget
-from cohort.coordinator.connection_quotas import ConnectionQuotas, ConnectionSlot, resolve_overrides
-from cohort.coordinator.group_coordinator import GroupCoordinator
-from cohort.coordinator.handlers import RequestHandlers
-from cohort.coordinator.listener import Listener
+from cohort.coordinator.server.connection import Connection, ListenerSecurity, RebalancePacer, RequestBytesBudget
+from cohort.coordinator.server.connection_quotas import ConnectionQuotas, ConnectionSlot, resolve_overrides
+from cohort.coordinator.groups.coordinator import GroupCoordinator
+from cohort.coordinator.server.handlers import RequestHandlers
+from cohort.coordinator.server.listener import Listener
 from cohort.coordinator.log import OffsetsLog
-from cohort.coordinator.peer_events import PeerEvents
+from cohort.coordinator.server.peer_events import PeerEvents
 from cohort.coordinator.metrics import LogPartitionStats
-from cohort.coordinator.offset_history import HISTORY_KEY_PREFIXES
-from cohort.coordinator.ownership import Node, Ownership
-from cohort.coordinator.records import (EndOffsetRecord, EndOffsetTombstone, Record, TopicRecord, TopicTombstone,
+from cohort.coordinator.groups.offset_history import HISTORY_KEY_PREFIXES
+from cohort.coordinator.contracts.ownership import Node, Ownership
+from cohort.coordinator.records.types import (EndOffsetRecord, EndOffsetTombstone, Record, TopicRecord, TopicTombstone,
                                          encode_record)
 from cohort.coordinator.security import admin_apis
 from cohort.coordinator.security.authorization import RequestAuthorization
@@ -57,18 +57,18 @@ from cohort.coordinator.security.oauthbearer import JwtValidator
 from cohort.coordinator.security.password_checks import PasswordChecks
 from cohort.coordinator.security.registry import SECURITY_RECORD_TYPES, SecurityRegistry
 from cohort.coordinator.security.worker_sync import WorkerSecurity
-from cohort.coordinator.peers import PEER_LISTENER, PeerLink
+from cohort.coordinator.server.peers import PEER_LISTENER, PeerLink
 from cohort.coordinator.security.tls import server_context
-from cohort.coordinator.static_ownership import TOPIC_REGISTRY_PARTITION, StaticOwnership
-from cohort.coordinator.store import Store
-from cohort.coordinator.topics import RegistryRecord, TopicRegistry
+from cohort.coordinator.server.static_ownership import TOPIC_REGISTRY_PARTITION, StaticOwnership
+from cohort.coordinator.contracts.store import Store
+from cohort.coordinator.server.topics import RegistryRecord, TopicRegistry
 from cohort.protocol.messages import (
     AlterUserScramCredentialsRequest, CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest,
     DescribeUserScramCredentialsRequest, SaslAuthenticateRequest, SaslHandshakeRequest,
 )
 from cohort.coordinator.log.file_modes import make_private_dir, private_opener
 
-log = logging.getLogger("cohort.coordinator.node")
+log = logging.getLogger("cohort.coordinator.server.node")
 
 # The credentials and ACLs live in the topic registry's offsets-log partition.
 SECURITY_PARTITION = TOPIC_REGISTRY_PARTITION

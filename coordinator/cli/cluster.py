@@ -266,7 +266,7 @@ def _load_state(owner, load) -> str | None:
 # --- import ----------------------------------------------------------------------------------------
 
 def import_command(args: argparse.Namespace) -> int:
-    from cohort.coordinator.daemon import DataDirLock, StartupError
+    from cohort.coordinator.process.daemon import DataDirLock, StartupError
     from cohort.coordinator.log import CorruptLogError, list_partitions
 
     data_dir: Path = args.data_dir

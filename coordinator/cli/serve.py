@@ -45,7 +45,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def serve_command(args: argparse.Namespace) -> int:
-    from cohort.coordinator.daemon import EXIT_CONFIG, fail, run_serve
+    from cohort.coordinator.process.daemon import EXIT_CONFIG, fail, run_serve
 
     try:
         effective = config_from_args(args)
@@ -90,8 +90,8 @@ def _worker_layout(config) -> list[tuple[int, int, str, str, list[int]]]:
     if config.worker_count < 2:
         return []
     from cohort.coordinator.config import HostPort
-    from cohort.coordinator.static_ownership import partitions_of_worker
-    from cohort.coordinator.supervisor import worker_nodes
+    from cohort.coordinator.server.static_ownership import partitions_of_worker
+    from cohort.coordinator.process.supervisor import worker_nodes
 
     listens = config.worker_listen_addresses()
     nodes = worker_nodes(config, {e.name: [a.port for a in config.worker_listen_addresses(e.name)]

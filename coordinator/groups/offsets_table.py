@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import chain
 
-from cohort.coordinator.records import OffsetCommitRun
+from cohort.coordinator.records.types import OffsetCommitRun
 
 __all__ = ["OffsetAndMetadata", "OffsetsTable"]
 
@@ -223,7 +223,7 @@ class OffsetsTable:
         return [t.committed(p) for p in partitions]
 
     def put_run(self, run: OffsetCommitRun) -> None:
-        """Store a column-wise run of commits (`cohort.coordinator.records.decode_for_load`), the load path.
+        """Store a column-wise run of commits (`cohort.coordinator.records.types.decode_for_load`), the load path.
 
         A run that covers partitions 0..n-1 of a topic the table has no offsets
         for yet (the usual case at load time) becomes the topic's slots in one

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from cohort.coordinator.records import (
+from cohort.coordinator.records.types import (
     OFFSET_COMMIT_KEY_TYPES,
     OFFSET_COMMIT_SOURCE_KEY_TYPE,
     OffsetCommitRecord,

@@ -1,6 +1,6 @@
 """What the server answers: the API dispatch table and every handler that is not group logic.
 
-The connection (`cohort.coordinator.connection`) turns bytes into a decoded request and hands
+The connection (`cohort.coordinator.server.connection`) turns bytes into a decoded request and hands
 it here with the API version and a `RequestContext`; a handler returns the
 response message. Group APIs (JoinGroup … OffsetDelete) are forwarded to the
 `GroupCoordinator`, which owns every group. The rest is answered here:
@@ -12,12 +12,12 @@ response message. Group APIs (JoinGroup … OffsetDelete) are forwarded to the
   `Ownership` (this node when it runs alone; one of the workers with
   `--workers N`).
 * **Metadata / CreateTopics / DeleteTopics / CreatePartitions**: the topic
-  registry (`cohort.coordinator.topics`). The brokers are the Ownership's nodes;
+  registry (`cohort.coordinator.server.topics`). The brokers are the Ownership's nodes;
   the owner of the registry's offsets partition is the controller and the
   leader, only replica and only in-sync replica of every topic partition
   (leader epoch 0). Other workers forward Metadata to it and answer topic
   changes NOT_CONTROLLER, ListOffsets and Fetch NOT_LEADER_OR_FOLLOWER
-  (`cohort.coordinator.peers`).
+  (`cohort.coordinator.server.peers`).
 * **ListOffsets / Fetch — topics without records.** Cohort is a coordinator,
   not a message log, but consumers call ListOffsets and Fetch right after an
   assignment and some clients crash without them. Every partition therefore
@@ -36,7 +36,7 @@ once when it can: it returns the response (an `EncodeInThread` when the
 response is large enough to encode off the loop), an `AnswerWhenDone` (a
 commit, answered from its append's done-callback) or a coroutine for what must
 wait. Every coroutine runs in an asyncio task of its own, started eagerly
-(`cohort.coordinator.eager_tasks`), so handlers may use what needs a current
+(`cohort.coordinator.server.eager_tasks`), so handlers may use what needs a current
 task (``asyncio.timeout``, ``wait_for``, ``current_task``). Either way the
 connection writes responses in request order.
 """
@@ -53,14 +53,14 @@ from collections.abc import Awaitable, Callable
 from typing import Any, NamedTuple
 
 from cohort.coordinator.config import CoordinatorConfig, HostPort
-from cohort.coordinator.group_coordinator import GroupCoordinator, RequestContext
-from cohort.coordinator.group_overview import GroupOverview
-from cohort.coordinator.log import StorageError
-from cohort.coordinator.ownership import Node, Ownership
-from cohort.coordinator.records import EndOffsetRecord, TopicRecord, TopicTombstone
-from cohort.coordinator.peers import PEER_CLIENT_ID, PeerLink, Peers
-from cohort.coordinator.static_ownership import TOPIC_REGISTRY_PARTITION, StaticOwnership
-from cohort.coordinator.topics import RESERVED_TOPIC_NAMES, Topic, TopicRefusal, TopicRegistry, topic_name_problem
+from cohort.coordinator.groups.coordinator import GroupCoordinator, RequestContext
+from cohort.coordinator.groups.overview import GroupOverview
+from cohort.coordinator.contracts.store import StorageError
+from cohort.coordinator.contracts.ownership import Node, Ownership
+from cohort.coordinator.records.types import EndOffsetRecord, TopicRecord, TopicTombstone
+from cohort.coordinator.server.peers import PEER_CLIENT_ID, PeerLink, Peers
+from cohort.coordinator.server.static_ownership import TOPIC_REGISTRY_PARTITION, StaticOwnership
+from cohort.coordinator.server.topics import RESERVED_TOPIC_NAMES, Topic, TopicRefusal, TopicRegistry, topic_name_problem
 from cohort.protocol.errors import ErrorCode
 from cohort.protocol.framing import SUPPORTED_VERSIONS
 from cohort.protocol.messages import (
@@ -102,7 +102,7 @@ from cohort.protocol.messages import (
     SyncGroupRequest,
 )
 
-log = logging.getLogger("cohort.coordinator.handlers")
+log = logging.getLogger("cohort.coordinator.server.handlers")
 REGISTRY_MIRROR_S = 1.0
 
 ZERO_UUID = uuid.UUID(int=0)

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from cohort.coordinator.topics import ReportedEnd
+    from cohort.coordinator.server.topics import ReportedEnd
 
 # Samples kept per group: an hour at the health sampler's usual 15 s.
 LAG_HISTORY_SAMPLES = 240

@@ -33,10 +33,10 @@ from typing import Any, Callable
 from cohort.protocol.errors import EncodeError, ProtocolError
 from cohort.protocol.schema import BYTES, STRING, UUID, Array, Field
 # The schema generator's failure signal, source writer and reader of one non-fixed field.
-from cohort.protocol.schema import _Fail, _Gen, _gen_read_value
+from cohort.protocol.schema import DecodeFailure, SourceWriter, gen_read_value
 from cohort.protocol.schema import Struct as SchemaStruct
 
-_MODULE = "cohort.coordinator.records"  # where the typed classes are published (pickling, reprs)
+_MODULE = "cohort.coordinator.records.types"  # where the typed classes are published (pickling, reprs)
 _KEY_PREFIX_CACHE_SIZE = 16384
 _H = struct.Struct(">h")
 
@@ -115,7 +115,7 @@ def fixed_layout(schema: Any, version: int) -> FixedLayout:
 # --------------------------------------------------------------------------------------
 # Code generation
 # --------------------------------------------------------------------------------------
-class _Source(_Gen):
+class _Source(SourceWriter):
     """The schema generator's source writer, plus compiling and struct packing."""
 
     def compile(self, name: str, label: str) -> Callable:
@@ -213,18 +213,18 @@ def _emit_reading(src: _Source, ind: int, fields: list[Field], version: int, lab
             # looked up by its bytes: a name seen before is not decoded again
             src.emit(ind, "_n, = _h(buf, pos); _e = pos + 2 + _n")
             src.emit(ind, "if _n < 0 or _e > end: "
-                          f"raise _Fail('invalid length ' + str(_n) + ' of {label}.{f.name}', pos)")
+                          f"raise DecodeFailure('invalid length ' + str(_n) + ' of {label}.{f.name}', pos)")
             src.emit(ind, "_s = buf[pos + 2:_e]; pos = _e")
             src.emit(ind, f"{name} = names.get(_s)")
             src.emit(ind, f"if {name} is None: {name} = names[_s] = _intern(_s.decode('utf-8'))")
             src.ns["_intern"] = sys.intern
         elif kind == "uuid":
             flush()
-            _gen_read_value(src, ind, f.type, name, False, False, {}, version, f"{label}.{f.name}")
+            gen_read_value(src, ind, f.type, name, False, False, {}, version, f"{label}.{f.name}")
         else:
             length_read = flush("h" if kind == "string" else "i")  # one struct call for the run and the length
             first = len(src.lines)
-            _gen_read_value(src, ind, f.type, name, version in f.nullable, False, {}, version, f"{label}.{f.name}")
+            gen_read_value(src, ind, f.type, name, version in f.nullable, False, {}, version, f"{label}.{f.name}")
             if length_read:  # drop the reader's own length read
                 assert src.lines[first].lstrip().startswith("_n, = "), src.lines[first]
                 del src.lines[first]
@@ -405,7 +405,7 @@ class RecordType:
         src.emit(1, "end = len(buf); pos = 2")
         src.emit(1, "try:")
         _emit_reading(src, 2, head, type_id, self.key.SCHEMA.name, names=True)
-        src.emit(1, "except (_Fail, _struct_error, IndexError, UnicodeDecodeError):")
+        src.emit(1, "except (DecodeFailure, _struct_error, IndexError, UnicodeDecodeError):")
         src.emit(2, "return None")
         src.emit(1, f"return ({''.join(_local(f.name) + ', ' for f in head)}) if pos == end else None")
         return src.compile("decode_head", f"decode {self.name} key head type {type_id}")
@@ -424,7 +424,7 @@ class RecordType:
         src.emit(1, "buf = key; end = len(buf); pos = 2; where = 0")
         src.emit(1, "try:")
         _emit_reading(src, 2, self.key_fields, type_id, self.key.SCHEMA.name, names=True)
-        src.emit(2, "if pos != end: raise _Fail(str(end - pos) + ' unexpected trailing bytes', pos)")
+        src.emit(2, "if pos != end: raise DecodeFailure(str(end - pos) + ' unexpected trailing bytes', pos)")
         src.emit(2, f"if value is None: return _Tomb({key_args})")
         src.emit(2, "buf = value if type(value) is bytes else bytes(value); end = len(buf)")
         src.emit(2, f"if end < 2: raise _Err('{value_name}: value too short (' + str(end) + ' bytes)')")
@@ -435,11 +435,11 @@ class RecordType:
         if flat_versions:
             src.emit(2, "else:")
             src.emit(3, f"return _generic(({key_args},), value, version)")
-            src.emit(2, "if pos != end: raise _Fail(str(end - pos) + ' unexpected trailing bytes', pos)")
+            src.emit(2, "if pos != end: raise DecodeFailure(str(end - pos) + ' unexpected trailing bytes', pos)")
             src.emit(2, f"return _Rec({all_args})")
         else:
             src.emit(2, f"return _generic(({key_args},), value, version)")
-        src.emit(1, "except _Fail as exc:")
+        src.emit(1, "except DecodeFailure as exc:")
         src.emit(2, "reason, pos = exc.reason, exc.pos")
         src.emit(1, "except (_struct_error, IndexError):")
         src.emit(2, "reason = 'truncated'")

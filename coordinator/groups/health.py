@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 
-from cohort.coordinator.lag import partition_lag
+from cohort.coordinator.groups.lag import partition_lag
 
 STATUSES = ("OK", "STALLED", "REWOUND", "STOPPED")  # index = the Prometheus gauge value
 _RANK = {s: i for i, s in enumerate(STATUSES)}

@@ -1,6 +1,6 @@
 """`StaticOwnership`: a fixed partition -> node map (single node, and `cohort serve --workers N`).
 
-The `Ownership` of `cohort.coordinator.ownership` without leases: nobody ever takes a partition from
+The `Ownership` of `cohort.coordinator.contracts.ownership` without leases: nobody ever takes a partition from
 anybody, so `start` acquires this node's share once and `stop` gives it up. The split of `--workers N`
 is `worker_for_partition`: partition p belongs to worker ``p mod N`` -- stable for a given N, spread
 evenly, and independent of ports and node ids (the data layout never depends on it either: each partition
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from cohort.coordinator.ownership import Node, OwnershipListener
+from cohort.coordinator.contracts.ownership import Node, OwnershipListener
 
 TOPIC_REGISTRY_PARTITION = 0
 

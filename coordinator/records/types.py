@@ -32,8 +32,8 @@ from dataclasses import dataclass, replace
 from itertools import compress, groupby
 from operator import itemgetter, not_
 
-from cohort.coordinator.record_codecs import RecordDecodeError, RecordType, fixed_layout
-from cohort.coordinator.record_schemas import (
+from cohort.coordinator.records.codecs import RecordDecodeError, RecordType, fixed_layout
+from cohort.coordinator.records.layouts import (
     GroupMetadataKey,
     GroupMetadataValue,
     OffsetCommitKey,

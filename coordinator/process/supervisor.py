@@ -1,8 +1,8 @@
 """`cohort serve --workers N`: one supervisor process, N coordinator worker processes.
 
-Each worker (`cohort.coordinator.worker`) is a Kafka broker of its own -- node id ``node.id + K``,
+Each worker (`cohort.coordinator.process.worker`) is a Kafka broker of its own -- node id ``node.id + K``,
 port ``--listen``'s + K (or ``--worker-ports``) -- owning offsets partitions ``p`` with ``p mod N == K``
-(`cohort.coordinator.static_ownership`). Clients bootstrap from any worker and reach the others
+(`cohort.coordinator.server.static_ownership`). Clients bootstrap from any worker and reach the others
 through Metadata and FindCoordinator, as across Kafka brokers.
 
 What the supervisor does, in order: bind every worker's Kafka port and the one ``--metrics`` port
@@ -20,7 +20,7 @@ being refused -> watch them:
   ``cohort_worker_up`` and ``cohort_worker_restarts_total``; ``/health`` is 200 only when every worker
   is ready, else 503 with one line per worker;
 * the worker link: it binds a loopback port per worker too and makes a secret at each start
-  (`cohort.coordinator.peers.PeerLink`), and relays worker 0's credentials and ACLs to the others and
+  (`cohort.coordinator.server.peers.PeerLink`), and relays worker 0's credentials and ACLs to the others and
   their changes to worker 0 (`cohort.coordinator.security.worker_sync`).
 """
 from __future__ import annotations
@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 
 from cohort.coordinator import __version__
 from cohort.coordinator.config import EffectiveConfig, HostPort, parse_endpoints
-from cohort.coordinator.daemon import (
+from cohort.coordinator.process.daemon import (
     EXIT_FAILURE,
     EXIT_OK,
     DataDirLock,
@@ -48,12 +48,12 @@ from cohort.coordinator.daemon import (
     fail,
     prepare_data_dir,
 )
-from cohort.coordinator.ownership import Node
-from cohort.coordinator.peers import LINK_SECRET_ENV
+from cohort.coordinator.contracts.ownership import Node
+from cohort.coordinator.server.peers import LINK_SECRET_ENV
 from cohort.coordinator.security import worker_sync
-from cohort.coordinator.worker import PIPE_LINE_LIMIT, WorkerSpec, config_settings
+from cohort.coordinator.process.worker import PIPE_LINE_LIMIT, WorkerSpec, config_settings
 
-log = logging.getLogger("cohort.coordinator.supervisor")
+log = logging.getLogger("cohort.coordinator.process.supervisor")
 
 RESTART_BACKOFF_S = 0.5
 RESTART_BACKOFF_MAX_S = 10.0
@@ -186,8 +186,8 @@ class Supervisor:
 
     # ------------------------------------------------------------------ life
     def run(self) -> int:
-        from cohort.coordinator.daemon import new_event_loop_factory
-        from cohort.coordinator.logs import configure_logging
+        from cohort.coordinator.process.daemon import new_event_loop_factory
+        from cohort.coordinator.process.logging_setup import configure_logging
 
         try:
             self._log_setup = configure_logging(self.config.log_format, self.config.log_level, self.config.log_file)
@@ -240,7 +240,7 @@ class Supervisor:
             self._console = open_console(config)
             prepare_data_dir(config.data_dir)
             self._lock.acquire()
-            from cohort.coordinator.node import load_cluster_id
+            from cohort.coordinator.server.node import load_cluster_id
 
             load_cluster_id(config.data_dir)  # once, before any worker reads it
         except (StartupError, OSError, ValueError) as exc:
@@ -312,7 +312,7 @@ class Supervisor:
         worker.exited = asyncio.Event()
         try:
             worker.process = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "cohort.coordinator.worker", spec.to_json(),
+                sys.executable, "-m", "cohort.coordinator.process.worker", spec.to_json(),
                 pass_fds=(*(s.fileno() for s in worker.listen), worker.link.fileno(), write_fd, control_read),
                 stdin=asyncio.subprocess.DEVNULL, env={**os.environ, LINK_SECRET_ENV: self._link_secret},
                 # Its own session: Ctrl-C in a terminal reaches the supervisor only, which forwards one

@@ -130,7 +130,7 @@ def _type_name(rec: object) -> str:
 
 def _dump_rows(args: argparse.Namespace) -> Iterator[dict]:
     from cohort.coordinator.log import list_partitions, read_partition
-    from cohort.coordinator.records import RecordDecodeError, decode_record
+    from cohort.coordinator.records.types import RecordDecodeError, decode_record
 
     partitions = list_partitions(args.data_dir)
     if args.partition is not None:
@@ -230,7 +230,7 @@ def _verify(args: argparse.Namespace) -> int:
         segment_base,
         segment_name,
     )
-    from cohort.coordinator.records import RecordDecodeError, decode_record
+    from cohort.coordinator.records.types import RecordDecodeError, decode_record
 
     damage = 0
     warnings = 0
@@ -375,7 +375,7 @@ class _Progress:
 def _server_holding(data_dir: Path) -> str | None:
     """`" (pid N)"` (or "") if a server holds the data dir's lock, or a process owns one of its partition
     directories (`--workers`), now; else None.  Never takes a lock for long."""
-    from cohort.coordinator.daemon import LOCK_FILE_NAME, DataDirLock, StartupError
+    from cohort.coordinator.process.daemon import LOCK_FILE_NAME, DataDirLock, StartupError
 
     if (Path(data_dir) / LOCK_FILE_NAME).exists():
         lock = DataDirLock(Path(data_dir))
@@ -423,9 +423,9 @@ def _unchecked_from(mark, base: int) -> float:
 def compact_command(args: argparse.Namespace) -> int:
     import time
 
-    from cohort.coordinator.daemon import DataDirLock, StartupError
+    from cohort.coordinator.process.daemon import DataDirLock, StartupError
     from cohort.coordinator.log import CorruptLogError, compact_closed_segments, list_partitions
-    from cohort.coordinator.offset_history import HISTORY_KEY_PREFIXES
+    from cohort.coordinator.groups.offset_history import HISTORY_KEY_PREFIXES
     from cohort.coordinator.log.journal import CheckpointError, read_checkpoint
     from cohort.coordinator.log.segments import (
         complete_pending_compaction,

@@ -5,7 +5,7 @@ can see in Metadata, and admin tools create and delete topics. So the
 coordinator keeps the smallest registry that makes those calls truthful: a
 name, a partition count and a topic id (a UUID, as Kafka assigns one) per
 topic. Partitions hold no records; the server answers ListOffsets and Fetch
-for them as for empty logs (see `cohort.coordinator.handlers`).
+for them as for empty logs (see `cohort.coordinator.server.handlers`).
 
 The registry also keeps each partition's **reported end offset**: how far the
 partition's data goes, as the system that owns the data (a Spark source, a
@@ -30,10 +30,10 @@ import uuid
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 
-from cohort.coordinator.records import EndOffsetRecord, EndOffsetTombstone, TopicRecord, TopicTombstone
+from cohort.coordinator.records.types import EndOffsetRecord, EndOffsetTombstone, TopicRecord, TopicTombstone
 from cohort.protocol.errors import ErrorCode
 
-log = logging.getLogger("cohort.coordinator.topics")
+log = logging.getLogger("cohort.coordinator.server.topics")
 
 # Kafka's topic name rules (`org.apache.kafka.common.internals.Topic`).
 TOPIC_NAME_MAX_LENGTH = 249

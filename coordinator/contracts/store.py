@@ -5,7 +5,7 @@ this interface, per coordinator partition (Kafka's `__consumer_offsets` partitio
 id mod `offsets.topic.num.partitions`). It never learns whether records sit in the local log
 (`cohort.coordinator.log`, single node and `--workers`) or in etcd (cluster mode).
 
-Records are ``(key, value)`` byte pairs as declared in `cohort.coordinator.records`; ``value=None``
+Records are ``(key, value)`` byte pairs as declared in `cohort.coordinator.records.types`; ``value=None``
 is a tombstone. Storage knows records, not groups: compaction keeps the latest value per key.
 
 Life of a partition on one node::

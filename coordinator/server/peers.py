@@ -36,10 +36,10 @@ from cohort.client.connection import BrokerConnection
 from cohort.client.errors import ClientError
 from cohort.client.security import ClientSecurity
 from cohort.coordinator.config import WORKER_LINK_LISTENER
-from cohort.coordinator.ownership import Node
+from cohort.coordinator.contracts.ownership import Node
 from cohort.protocol.messages import DeleteTopicsRequest, ListOffsetsRequest
 
-log = logging.getLogger("cohort.coordinator.peers")
+log = logging.getLogger("cohort.coordinator.server.peers")
 
 PEER_CLIENT_ID = "cohort-worker"
 PEER_REQUEST_TIMEOUT_MS = 5000

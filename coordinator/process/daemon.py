@@ -37,11 +37,11 @@ from typing import Any, Iterator
 
 from cohort.coordinator import __version__
 from cohort.coordinator.config import ConfigError, CoordinatorConfig, EffectiveConfig, HostPort
-from cohort.coordinator.heap import HeapKeeper, limit_malloc_arenas
+from cohort.coordinator.process.heap import HeapKeeper, limit_malloc_arenas
 from cohort.coordinator.log.file_modes import FILE_MODE, make_private_dir
 from cohort.protocol.compiled import running_path
 
-log = logging.getLogger("cohort.coordinator.daemon")
+log = logging.getLogger("cohort.coordinator.process.daemon")
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
@@ -161,7 +161,7 @@ def new_event_loop_factory():
 class Daemon:
     """One server process: owns the lock, the metrics endpoint and the server.
 
-    A worker of `cohort serve --workers N` is a `Daemon` too (`cohort.coordinator.worker`): its
+    A worker of `cohort serve --workers N` is a `Daemon` too (`cohort.coordinator.process.worker`): its
     supervisor holds the data-dir lock, so it overrides `holds_data_dir_lock`, `new_server` and
     `metrics_bound`.
     """
@@ -182,7 +182,7 @@ class Daemon:
         self._heap = HeapKeeper()
 
     def run(self) -> int:
-        from cohort.coordinator.logs import configure_logging
+        from cohort.coordinator.process.logging_setup import configure_logging
 
         limit_malloc_arenas()  # before the loop's and the log's threads exist
         try:
@@ -297,7 +297,7 @@ class Daemon:
         return self._exit_code()
 
     def new_server(self, metrics: Any) -> Any:
-        from cohort.coordinator.node import CoordinatorServer
+        from cohort.coordinator.server.node import CoordinatorServer
 
         return CoordinatorServer(self.config, metrics=metrics)
 
@@ -436,7 +436,7 @@ def fail(message: str, code: int = EXIT_FAILURE) -> int:
 def run_serve(effective: EffectiveConfig) -> int:
     """Run ``cohort serve`` to completion; returns the process exit code (`--workers N`: a supervisor)."""
     if effective.config.worker_count > 1:
-        from cohort.coordinator.supervisor import Supervisor
+        from cohort.coordinator.process.supervisor import Supervisor
 
         return Supervisor(effective).run()
     return Daemon(effective).run()

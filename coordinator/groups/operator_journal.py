@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from cohort.coordinator.groups.effects import RebalanceJournaled
-from cohort.coordinator.records import (
+from cohort.coordinator.records.types import (
     GroupJournalRecord,
     GroupJournalTombstone,
     JournalMemberRecord,

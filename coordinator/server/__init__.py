@@ -1,0 +1,1 @@
+"""One Cohort node: its listeners, connections, the API dispatch, topics and peers."""
