@@ -37,7 +37,34 @@ import asyncio
 from collections.abc import AsyncIterator, Sequence
 from typing import Protocol
 
+from cohort.protocol.errors import ErrorCode
+
 Record = tuple[bytes, bytes | None]
+
+
+class StorageError(Exception):
+    """An append (or the log) failed; `error_code` is the Kafka error to map for the client.
+
+    KAFKA_STORAGE_ERROR for disk failures (the coordinator maps it to
+    NOT_COORDINATOR), COORDINATOR_LOAD_IN_PROGRESS for a partition not loaded
+    yet, NOT_COORDINATOR for a failed partition, a closed log or a lost
+    ownership epoch.
+    """
+
+    def __init__(self, message: str, error_code: ErrorCode = ErrorCode.KAFKA_STORAGE_ERROR,
+                 errno: int | None = None) -> None:
+        super().__init__(message)
+        self.error_code = error_code
+        self.errno = errno
+
+
+class LogLoadError(Exception):
+    """Some partitions could not be loaded (damage that is not a torn tail, or unreadable files)."""
+
+    def __init__(self, errors: dict[int, Exception]) -> None:
+        lines = [f"partition {p}: {e}" for p, e in sorted(errors.items())]
+        super().__init__("offsets log failed to load: " + "; ".join(lines))
+        self.errors = errors
 
 
 class Store(Protocol):

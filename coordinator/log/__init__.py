@@ -65,7 +65,6 @@ dump|verify|compact` is built on them (`cohort.coordinator.cli.log`).
 from cohort.coordinator.log.compaction import CompactionResult, compact_closed_segments
 from cohort.coordinator.log.offsets_log import OffsetsLog
 from cohort.coordinator.log.state import FlushPolicy, PartitionState
-from cohort.coordinator.contracts.store import LogLoadError, StorageError
 from cohort.coordinator.log.segments import (
     CorruptLogError,
     list_partitions,
@@ -76,8 +75,6 @@ from cohort.coordinator.log.segments import (
 
 __all__ = [
     "OffsetsLog",
-    "StorageError",
-    "LogLoadError",
     "CorruptLogError",
     "PartitionState",
     "FlushPolicy",

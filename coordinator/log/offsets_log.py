@@ -53,7 +53,7 @@ from cohort.coordinator.log.state import (
 from cohort.protocol.errors import ErrorCode
 from cohort.coordinator.log.file_modes import make_private_dir
 
-__all__ = ["OffsetsLog", "StorageError", "LogLoadError", "PartitionState", "FlushPolicy", "ReplayCallback"]
+__all__ = ["OffsetsLog", "PartitionState", "FlushPolicy", "ReplayCallback"]
 
 log = logging.getLogger("cohort.log")
 

@@ -17,37 +17,13 @@ from pathlib import Path
 
 from cohort.coordinator.log.journal import PartitionMark
 from cohort.coordinator.log.partition_lock import PartitionLock
+from cohort.coordinator.contracts.store import LogLoadError, StorageError  # noqa: F401  (raised throughout the log)
 from cohort.protocol.errors import ErrorCode
 
 log = logging.getLogger("cohort.log")
 
 ROLL_MIN_BYTES = 8 << 20  # the active segment rolls at no smaller size (unless segment.bytes is smaller)
 ROLL_DIRTY_RATIO = 2  # ... and at this many times the bytes its partition's closed segments hold
-
-class StorageError(Exception):
-    """An append (or the log) failed; `error_code` is the Kafka error to map for the client.
-
-    KAFKA_STORAGE_ERROR for disk failures (the coordinator maps it to
-    NOT_COORDINATOR, as Kafka's group coordinator does), COORDINATOR_LOAD_IN_PROGRESS for a
-    partition not loaded yet, NOT_COORDINATOR for a failed partition or a
-    closed log.
-    """
-
-    def __init__(self, message: str, error_code: ErrorCode = ErrorCode.KAFKA_STORAGE_ERROR,
-                 errno: int | None = None) -> None:
-        super().__init__(message)
-        self.error_code = error_code
-        self.errno = errno
-
-
-class LogLoadError(Exception):
-    """Some partitions could not be loaded (damage that is not a torn tail, or unreadable files)."""
-
-    def __init__(self, errors: dict[int, Exception]) -> None:
-        lines = [f"partition {p}: {e}" for p, e in sorted(errors.items())]
-        super().__init__("offsets log failed to load: " + "; ".join(lines))
-        self.errors = errors
-
 
 class PartitionState(enum.Enum):
     UNOWNED = "unowned"  # not this instance's (never loaded, or released)
