@@ -50,8 +50,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from cohort.coordinator.groups.coordinator import EncodeInThread, RequestContext
+from cohort.coordinator.config import WORKER_LINK_LISTENER
 from cohort.coordinator.groups.lag import total_lag
-from cohort.coordinator.server.peers import PEER_LISTENER
 from cohort.coordinator.security.authorizer import CLUSTER_NAME, AclOperation, Authorizer, ResourceType
 from cohort.protocol.errors import ErrorCode
 from cohort.protocol.messages import (
@@ -146,7 +146,7 @@ class RequestAuthorization:
         handler = handler if inspect.iscoroutinefunction(handler) else _as_async(handler)
 
         async def run(request, version, ctx):
-            if ctx.listener == PEER_LISTENER:  # another worker, forwarding what it already authorized
+            if ctx.listener == WORKER_LINK_LISTENER:  # another worker, forwarding what it already authorized
                 return await handler(request, version, ctx)
             return await guarded(handler, request, version, ctx)
         run.__name__ = f"authorized_{getattr(handler, '__name__', 'handler')}"

@@ -37,7 +37,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from cohort.coordinator.config import ConfigError, CoordinatorConfig, Endpoint, HostPort
+from cohort.coordinator.config import WORKER_LINK_LISTENER, ConfigError, CoordinatorConfig, Endpoint, HostPort
 from cohort.coordinator.server.connection import Connection, ListenerSecurity, RebalancePacer, RequestBytesBudget
 from cohort.coordinator.server.connection_quotas import ConnectionQuotas, ConnectionSlot, resolve_overrides
 from cohort.coordinator.groups.coordinator import GroupCoordinator
@@ -57,7 +57,7 @@ from cohort.coordinator.security.oauthbearer import JwtValidator
 from cohort.coordinator.security.password_checks import PasswordChecks
 from cohort.coordinator.security.registry import SECURITY_RECORD_TYPES, SecurityRegistry
 from cohort.coordinator.security.worker_sync import WorkerSecurity
-from cohort.coordinator.server.peers import PEER_LISTENER, PeerLink
+from cohort.coordinator.server.peers import PeerLink
 from cohort.coordinator.security.tls import server_context
 from cohort.coordinator.server.static_ownership import TOPIC_REGISTRY_PARTITION, StaticOwnership
 from cohort.coordinator.contracts.store import Store
@@ -167,15 +167,15 @@ class CoordinatorServer:
                 self.ports[endpoint.name] = listener.port
             link = self.peer_link
             if link is not None and link.listen_socket is not None:
-                security = ListenerSecurity(PEER_LISTENER, "SASL_PLAINTEXT", None, ("PLAIN",), credentials=link,
+                security = ListenerSecurity(WORKER_LINK_LISTENER, "SASL_PLAINTEXT", None, ("PLAIN",), credentials=link,
                                             reauthenticates=False)
                 # (the workers' own link is not a client listener: not counted, as Kafka's inter-broker one)
                 listener = Listener("127.0.0.1", 0,
                                     lambda peer, slot, security=security: Connection(self, peer, security, slot),
                                     backlog=1024)
                 listener.adopt([link.listen_socket])
-                self._listeners.append((Endpoint(PEER_LISTENER, "127.0.0.1", listener.port), listener))
-                self.ports[PEER_LISTENER] = listener.port
+                self._listeners.append((Endpoint(WORKER_LINK_LISTENER, "127.0.0.1", listener.port), listener))
+                self.ports[WORKER_LINK_LISTENER] = listener.port
         except OSError:
             await self.unbind()
             raise

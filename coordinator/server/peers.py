@@ -16,7 +16,7 @@ own groups only (it never asks on), and such a DeleteTopics (sent once the regis
 topic) by forgetting the topic's high watermarks, so a topic created again starts from 0 everywhere.
 
 Workers reach each other over the worker link (`PeerLink`), not the clients' listener: every worker
-also listens on a loopback port of its own (`PEER_LISTENER`, bound by the supervisor like the Kafka
+also listens on a loopback port of its own (`WORKER_LINK_LISTENER`, bound by the supervisor like the Kafka
 ports), where the only accepted login is SASL/PLAIN as `PEER_USER` with a secret the supervisor makes
 at each start. So forwarding works whatever the clients' listener asks for (TLS, SASL, client
 certificates), and a request on that listener is a worker's own: the authorization guard lets it through
@@ -35,7 +35,6 @@ from dataclasses import dataclass, field
 from cohort.client.connection import BrokerConnection
 from cohort.client.errors import ClientError
 from cohort.client.security import ClientSecurity
-from cohort.coordinator.config import WORKER_LINK_LISTENER
 from cohort.coordinator.contracts.ownership import Node
 from cohort.protocol.messages import DeleteTopicsRequest, ListOffsetsRequest
 
@@ -45,7 +44,7 @@ PEER_CLIENT_ID = "cohort-worker"
 PEER_REQUEST_TIMEOUT_MS = 5000
 LATEST_TIMESTAMP = -1
 _FETCH_REFRESH_S = 1.0
-PEER_LISTENER = WORKER_LINK_LISTENER  # the worker link's listener (config refuses the name for others)
+
 PEER_USER = "cohort-worker"
 LINK_SECRET_ENV = "COHORT_WORKER_LINK_SECRET"  # how the supervisor hands the secret down (never argv)
 
