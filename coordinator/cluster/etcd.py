@@ -283,7 +283,7 @@ class EtcdClient:
             if self.no_space and any(op.HasField("request_put") for op in success):
                 self._accepted_a_write()
             return response.succeeded, response.header.revision, list(response.responses)
-        raise EtcdUnavailable("etcd txn: no member could be connected to")
+        raise EtcdUnavailable(f"etcd txn: no etcd member answers at {','.join(self.endpoints)} (is etcd running?)")
 
     # --- the leader's channel ---------------------------------------------------------------------
 

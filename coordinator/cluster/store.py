@@ -45,6 +45,7 @@ from cohort.coordinator.cluster.etcd import (
     ETCD_MAX_REQUEST_BYTES,
     ETCD_MAX_TXN_OPS,
     EtcdClient,
+    EtcdNoSpace,
     EtcdRequestTooLarge,
     EtcdUnavailable,
     compare_create_revision,
@@ -392,7 +393,10 @@ class EtcdStore:
                 held, revision, responses = await self._txn(_guards(r), [_sequence_op(r.partition, token)],
                                                             _why_refused(r.partition))
             except StorageError as exc:
-                if time.monotonic() + self.outcome_retry_s >= self.serving_until():
+                # etcd refusing the check (NOSPACE) will not stop while the lease lives: give p up as at the
+                # deadline (its reload rewrites w/<p> first, so the write in doubt can never land later)
+                if exc.error_code != ErrorCode.REQUEST_TIMED_OUT or \
+                        time.monotonic() + self.outcome_retry_s >= self.serving_until():
                     log.warning("partition %d: outcome of a write unknown until the lease's deadline; giving "
                                 "the partition up", r.partition)
                     self._given_up(r)
@@ -441,13 +445,17 @@ class EtcdStore:
 
     async def _txn(self, guards: list, ops: list, failure: Sequence = ()) -> tuple[bool, int, list]:
         """One etcd transaction: (guards held, revision, responses). etcd failures become StorageErrors:
-        REQUEST_TIMED_OUT when the outcome is unknown (a deadline, a broken connection)."""
+        REQUEST_TIMED_OUT when the outcome is unknown (a deadline, a broken connection), COORDINATOR_NOT_AVAILABLE
+        when etcd refused it (NOSPACE)."""
         started = time.perf_counter()
         try:
             return await self.etcd.txn(guards, ops, failure)
         except EtcdRequestTooLarge as exc:
             self.stats.etcd_errors += 1
             raise StorageError(str(exc), ErrorCode.MESSAGE_TOO_LARGE) from exc
+        except EtcdNoSpace as exc:  # etcd answered and refused it (quota reached): certainly not applied
+            self.stats.etcd_errors += 1
+            raise StorageError(str(exc), ErrorCode.COORDINATOR_NOT_AVAILABLE) from exc
         except EtcdUnavailable as exc:
             self.stats.etcd_errors += 1
             raise StorageError(str(exc), ErrorCode.REQUEST_TIMED_OUT) from exc

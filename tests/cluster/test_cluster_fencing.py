@@ -14,7 +14,7 @@ import pytest
 from link_proxy import LinkProxy
 from test_store import claim, commit, load_all
 
-from cohort.coordinator.cluster import keys
+from cohort.coordinator.cluster import keys, values
 from cohort.coordinator.cluster.etcd import EtcdClient
 from cohort.coordinator.cluster.store import EtcdStore
 from cohort.coordinator.contracts.store import StorageError
@@ -45,7 +45,7 @@ async def offset_history(etcd, key: bytes, since_revision: int) -> list[int]:
             async for events in reader.watch_prefix(key, since_revision):
                 for kind, kv in events:
                     if kv.key == key and kind == 0:
-                        seen.append(decode_record(keys.record_key(kv.key), kv.value).offset)
+                        seen.append(decode_record(keys.record_key(kv.key), values.from_etcd(kv.value)).offset)
                     if kv.mod_revision >= last:
                         return
         await asyncio.wait_for(collect(), 30)
