@@ -23,19 +23,16 @@ def progress_event(query_id: str, batch_id: int, *end_offsets, name: str | None 
     return SimpleNamespace(progress=SimpleNamespace(id=query_id, name=name, batchId=batch_id, sources=sources))
 
 
-@pytest.mark.usefixtures("stop_queries")
-def test_listener_commits_end_offsets_of_a_kafka_shaped_query(spark, cohort_server, admin, tmp_path):
-    # Given payments-0 already ahead of what the query will reach (someone committed 50)...
-    with BlockingAdmin(cohort_server.bootstrap, api_timeout_ms=10000) as ours:
-        ours.commit_offsets("listener-g", {("payments", 0): 50})
-    listener = CohortOffsetCommitter(cohort_server.bootstrap)
+def run_kafka_shaped_query(spark, bootstrap: str, topics: str, group: str, tmp_path):
+    """Run a Kafka-shaped query (three batches of four rows up to offset 10) to its end with the listener
+    committer attached, wait until it handled the last batch's progress, and return the query."""
+    listener = CohortOffsetCommitter(bootstrap)
     spark.streams.addListener(listener)
     try:
-        # ...when a query over a Kafka-shaped source names its group in a source option...
         query = (
             spark.readStream.format("kafka-shaped")
-            .option("topics", "orders:2,payments:1").option("rowsPerBatch", 4).option("endOffset", 10)
-            .option("cohort.group", "listener-g")
+            .option("topics", topics).option("rowsPerBatch", 4).option("endOffset", 10)
+            .option("cohort.group", group)
             .load()
             .writeStream.format("noop")
             .option("checkpointLocation", str(tmp_path / "ckpt"))
@@ -46,6 +43,16 @@ def test_listener_commits_end_offsets_of_a_kafka_shaped_query(spark, cohort_serv
         assert listener.wait_for_batch(str(query.id), 2, timeout=60), "progress of batch 2 never arrived"
     finally:
         spark.streams.removeListener(listener)
+    return query
+
+
+@pytest.mark.usefixtures("stop_queries")
+def test_listener_commits_end_offsets_of_a_kafka_shaped_query(spark, cohort_server, admin, tmp_path):
+    # Given payments-0 already ahead of what the query will reach (someone committed 50)...
+    with BlockingAdmin(cohort_server.bootstrap, api_timeout_ms=10000) as ours:
+        ours.commit_offsets("listener-g", {("payments", 0): 50})
+    # ...when a query over a Kafka-shaped source names its group in a source option...
+    query = run_kafka_shaped_query(spark, cohort_server.bootstrap, "orders:2,payments:1", "listener-g", tmp_path)
 
     # ...then the group holds every partition's endOffset, but payments-0 did not move backwards.
     committed = {tp: offset for tp, (offset, _) in offsets_of(cohort_server.bootstrap, "listener-g").items()}
@@ -99,23 +106,7 @@ def test_listener_reports_the_sources_end_offsets_so_lag_is_known(spark, cohort_
 
     with BlockingAdmin(cohort_server.bootstrap, api_timeout_ms=10000) as ours:
         ours.create_topics([NewTopic("clicks", 2)])
-    listener = CohortOffsetCommitter(cohort_server.bootstrap)
-    spark.streams.addListener(listener)
-    try:
-        query = (
-            spark.readStream.format("kafka-shaped")
-            .option("topics", "clicks:2,not-in-cohort:1").option("rowsPerBatch", 4).option("endOffset", 10)
-            .option("cohort.group", "ends-g")
-            .load()
-            .writeStream.format("noop")
-            .option("checkpointLocation", str(tmp_path / "ckpt"))
-            .trigger(availableNow=True)
-            .start()
-        )
-        assert query.awaitTermination(120)
-        assert listener.wait_for_batch(str(query.id), 2, timeout=60), "progress of batch 2 never arrived"
-    finally:
-        spark.streams.removeListener(listener)
+    run_kafka_shaped_query(spark, cohort_server.bootstrap, "clicks:2,not-in-cohort:1", "ends-g", tmp_path)
 
     with BlockingAdmin(cohort_server.bootstrap, api_timeout_ms=10000) as ours:
         ends = ours.describe_end_offsets(["clicks"])["clicks"]
