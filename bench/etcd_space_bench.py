@@ -1,11 +1,13 @@
-"""etcd database bytes per acknowledged commit: offset commit values as the log has them against packed.
+"""etcd database bytes per acknowledged commit: offset commit values as the log has them, packed, and packed
+with the store's per-partition write sequence (`w/<p>`, one more put per partition of a transaction).
 
     python -m bench.etcd_space_bench [--commits 20000] [--round 8] [--rounds 3] [--out DIR]
 
 A local 3-member etcd (`bench.cluster`, no Cohort nodes, no compaction during the run). Each phase sends
 transactions shaped like `EtcdStore`'s rounds (an owner-epoch guard per partition, `--round` puts of
 offset commits over 48 partitions, keys `o/<p>/bench-group-<g>/bench-topic/<i>`, increasing offsets,
-the current time) until `--commits` are acknowledged, and reads the growth of etcd's database size
+the current time; `sequenced` adds the `w/<p>` put of every partition in the transaction, as the store
+does) until `--commits` are acknowledged, and reads the growth of etcd's database size
 (`dbSize` of every member, after etcd's backend committed). Phases alternate which encoding goes first
 (A B, B A, ...); the report gives bytes per commit for each and the medians.
 """
@@ -28,7 +30,7 @@ from bench.targets import REPO
 
 PARTITIONS = 48
 GROUPS = 400
-ENCODINGS = {"log": lambda key, value: value, "packed": values.for_etcd}
+ENCODINGS = {"log": lambda key, value: value, "packed": values.for_etcd, "sequenced": values.for_etcd}
 
 
 async def db_sizes(client: EtcdClient) -> list[int]:
@@ -54,6 +56,8 @@ async def phase(client: EtcdClient, epochs: dict[int, int], encoding: str, commi
             value_bytes += len(stored)
             puts.append(op_put_bytes(key, stored))
             parts.add(p)
+        if encoding == "sequenced":
+            puts += [op_put_bytes(keys.write_sequence_key(p), b"%d" % n) for p in sorted(parts)]
         held, _, _ = await client.txn([compare_create_revision(keys.owner_key(p), epochs[p]) for p in sorted(parts)],
                                       puts)
         assert held
@@ -82,7 +86,7 @@ async def run(target: ClusterTarget, commits: int, round_size: int, rounds: int)
         await phase(client, epochs, "log", GROUPS * 8, round_size, 0)
         rows = []
         for r in range(rounds):
-            order = ("log", "packed") if r % 2 == 0 else ("packed", "log")
+            order = tuple(ENCODINGS) if r % 2 == 0 else tuple(reversed(ENCODINGS))
             for encoding in order:
                 row = await phase(client, epochs, encoding, commits, round_size, (len(rows) + 1) * commits)
                 row["round"] = r + 1
@@ -110,7 +114,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         target.close()
     print(f"median etcd bytes per commit: log format {medians['log']}, packed {medians['packed']} "
-          f"({medians['packed'] / medians['log']:.2f}x)")
+          f"({medians['packed'] / medians['log']:.2f}x), packed with the write sequence {medians['sequenced']} "
+          f"({medians['sequenced'] / medians['log']:.2f}x)")
     out = args.out or REPO / "bench" / "results" / f"etcd-space-{int(time.time())}"
     out.mkdir(parents=True, exist_ok=True)
     (out / "etcd_space.json").write_text(json.dumps(result, indent=2) + "\n")
