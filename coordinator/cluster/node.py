@@ -18,11 +18,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import uuid
 
 from cohort.coordinator.cluster import keys
 from cohort.coordinator.cluster.etcd import (
     EtcdClient,
+    EtcdNoSpace,
     EtcdUnavailable,
     compare_create_revision,
     compare_value,
@@ -40,6 +42,10 @@ from cohort.coordinator.records.types import EndOffsetRecord, decode_record, enc
 from cohort.protocol.errors import ErrorCode
 
 log = logging.getLogger("cohort.cluster")
+
+# How long a starting node waits for etcd to answer (members starting with it, a leader being elected):
+# each request's own deadline is short (`cluster.etcd.request.timeout.ms`), a start need not be.
+ETCD_START_WAIT_S = 30.0
 
 CLUSTER_ID_KEY = b"cluster/id"
 # Compare-and-set rounds an end-offset report may lose to other nodes' reports before it gives up.
@@ -65,7 +71,20 @@ class ClusterNode:
         """Reach etcd and return the cluster id (created by the first node ever started)."""
         await self.etcd.connect()
         candidate = f"cohort-{uuid.uuid4().hex[:22]}".encode()
-        await self.etcd.txn([compare_create_revision(CLUSTER_ID_KEY, 0)], [op_put(CLUSTER_ID_KEY, candidate)])
+        deadline, waiting = time.monotonic() + ETCD_START_WAIT_S, False
+        while True:
+            try:
+                await self.etcd.txn([compare_create_revision(CLUSTER_ID_KEY, 0)], [op_put(CLUSTER_ID_KEY, candidate)])
+                break
+            except EtcdNoSpace:
+                raise
+            except EtcdUnavailable as exc:
+                if time.monotonic() >= deadline:
+                    raise
+                if not waiting:
+                    waiting = True
+                    log.info("waiting for etcd to answer (at most %gs): %s", ETCD_START_WAIT_S, exc)
+                await asyncio.sleep(0.5)
         kvs, _, _ = await self.etcd.range(CLUSTER_ID_KEY)
         return kvs[0].value.decode()
 
