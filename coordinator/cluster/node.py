@@ -45,7 +45,7 @@ log = logging.getLogger("cohort.cluster")
 
 # How long a starting node waits for etcd to answer (members starting with it, a leader being elected):
 # each request's own deadline is short (`cluster.etcd.request.timeout.ms`), a start need not be.
-ETCD_START_WAIT_S = 30.0
+ETCD_START_WAIT_S = 10.0
 
 CLUSTER_ID_KEY = b"cluster/id"
 # Compare-and-set rounds an end-offset report may lose to other nodes' reports before it gives up.
