@@ -170,7 +170,7 @@ async def _verify_all_groups(target: Target, group_ids: list[str], topics: int, 
 
 
 _LOAD_LINE = re.compile(r"load|replay|records", re.IGNORECASE)
-_LOAD_TOTAL = re.compile(r"(\d+) records(?:, \d+ live keys)? in (\d+(?:\.\d+)?) ?ms")
+_LOAD_TOTAL = re.compile(r"(\d+) (?:live )?records(?:, \d+ live keys)? in (\d+(?:\.\d+)?) ?ms")
 
 
 def _reported_load(lines: list[str]) -> dict:
