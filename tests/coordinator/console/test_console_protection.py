@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import socket
 
 import pytest
 from kafka import KafkaAdminClient, TopicPartition
@@ -249,7 +250,9 @@ def test_a_malformed_group_link_shows_an_error_instead_of_loading_forever(served
 
 def test_a_console_without_sign_in_on_a_non_loopback_address_is_warned_about(tmp_path, served):
     assert "without sign-in" not in served.stderr()  # 127.0.0.1: only this machine reaches it
-    console_port = free_port()
+    with socket.socket() as probe:  # free on every address, not only on 127.0.0.1 (free_port's probe)
+        probe.bind(("0.0.0.0", 0))
+        console_port = probe.getsockname()[1]
     server = CohortServer(tmp_path / "wide", "--console.listen", f"0.0.0.0:{console_port}")
     server.reserved_ports = (console_port,)
     server.start()
