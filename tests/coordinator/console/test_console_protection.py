@@ -11,7 +11,7 @@ from kafka import KafkaAdminClient, TopicPartition
 from kafka.structs import OffsetAndMetadata
 
 from bounded_wait import wait_until
-from cohort_process import CohortServer, free_port
+from cohort_process import CohortServer
 from console_http import ConsoleServer, call
 
 pytestmark = pytest.mark.timeout(180)
