@@ -127,6 +127,19 @@ class ListedOffset:
     timestamp: int = -1
 
 
+
+async def _private_request(conn: BrokerConnection, what: str, request):
+    """One of Cohort's private APIs (v0) on `conn`. A server that does not know it closes the connection:
+    that raises `UnsupportedApi` (a time-out stays `RequestTimedOut`)."""
+    await conn.connect()
+    try:
+        return await conn.request(request, version=0)
+    except RequestTimedOut:
+        raise
+    except KafkaConnectionError:
+        raise UnsupportedApi(f"{conn.address} closed the connection on Cohort's {what} API: "
+                             "not a Cohort server, or an older one") from None
+
 class Admin:
     """An asyncio admin client; use as `async with Admin("host:9092") as admin: ...`."""
 
@@ -357,14 +370,7 @@ class Admin:
                                      partition=partition)
 
         async def attempt(conn: BrokerConnection):
-            await conn.connect()
-            try:
-                response = await conn.request(request, version=0)
-            except RequestTimedOut:
-                raise
-            except KafkaConnectionError:
-                raise UnsupportedApi(f"{conn.address} closed the connection on Cohort's GroupReport API: "
-                                     "not a Cohort server, or an older one") from None
+            response = await _private_request(conn, "GroupReport", request)
             if response.error_code != ErrorCode.NONE:
                 raise kafka_error(response.error_code, response.error_message or f"GroupReport for {group_id!r}")
             return json.loads(response.report)
@@ -385,15 +391,8 @@ class Admin:
         while True:
             conn = await (self.cluster.broker_connection(node_id) if node_id is not None
                           else self.cluster.any_connection())
-            await conn.connect()
-            try:
-                response = await conn.request(GroupOverviewRequest(after=after, limit=page_size, search=search),
-                                              version=0)
-            except RequestTimedOut:
-                raise
-            except KafkaConnectionError:
-                raise UnsupportedApi(f"{conn.address} closed the connection on Cohort's GroupOverview API: "
-                                     "not a Cohort server, or an older one") from None
+            response = await _private_request(conn, "GroupOverview",
+                                              GroupOverviewRequest(after=after, limit=page_size, search=search))
             if response.error_code != ErrorCode.NONE:
                 raise kafka_error(response.error_code, response.error_message or f"GroupOverview on {conn.address}")
             page = json.loads(response.overview)
@@ -452,15 +451,7 @@ class Admin:
         while pending:
             retry: dict = {}
             try:
-                conn = await self.cluster.controller_connection()
-                await conn.connect()
-                try:
-                    response = await conn.request(request(pending), version=0)
-                except RequestTimedOut:
-                    raise
-                except KafkaConnectionError:
-                    raise UnsupportedApi(f"{conn.address} closed the connection on Cohort's {what} API: "
-                                         "not a Cohort server, or an older one") from None
+                response = await _private_request(await self.cluster.controller_connection(), what, request(pending))
             except KafkaConnectionError:
                 if deadline.expired:
                     raise
