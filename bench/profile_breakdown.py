@@ -16,11 +16,11 @@ import collections
 SYSCALL_LEAVES = ("Connection._write_out", "FsyncProcess.sync", "write_all", "Runner.run", "socket.accept")
 STEPS = (
     ("decode", ("<decode", "decode_request", "FrameReader", "decode_request_header")),
-    ("records", ("<encode OffsetCommit>", "<encode GroupMetadata", "records.py", "record_codecs.py")),
+    ("records", ("<encode OffsetCommit>", "<encode GroupMetadata", "records/")),
     ("encode", ("<encode", "encode_response")),
     ("append", ("commit_rounds.py", "batch.py", "journal.py", "log/state.py", "durable_future.py",
                 "fsync_process.py", "offsets_log.py", "segments.py")),
-    ("engine", ("group_coordinator.py", "groups/", "offsets.py")),
+    ("engine", ("groups/",)),
     ("dispatch", ("connection.py", "handlers.py", "eager_tasks.py", "metrics.py")),
 )
 

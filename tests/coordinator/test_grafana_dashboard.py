@@ -30,7 +30,7 @@ def _exported_names() -> set[str]:
     cluster = (REPO / "coordinator" / "cluster" / "metrics.py").read_text()
     types += [[name, kind.lower()] for kind, name in
               re.findall(r'(Gauge|Counter|Histogram)MetricFamily\(\s*"(cohort_[a-z_]+)"', cluster)]
-    supervisor = (REPO / "coordinator" / "supervisor.py").read_text()
+    supervisor = (REPO / "coordinator" / "process" / "supervisor.py").read_text()
     types += [line.split()[2:] for line in re.findall(r"# TYPE cohort_[a-z_]+ [a-z]+", supervisor)]
     assert {"cohort_cluster_partition_losses", "cohort_worker_up"} <= {name for name, _ in types}
     for name, kind in types:
