@@ -257,6 +257,8 @@ def test_a_console_without_sign_in_on_a_non_loopback_address_is_warned_about(tmp
     server.reserved_ports = (console_port,)
     server.start()
     try:
+        # the console starts beside the Kafka listener: its start-up lines may follow /health's first 200
+        wait_until(lambda: "without sign-in" in server.stderr(), 10, "the console's start-up warning")
         warning = [line for line in server.stderr().splitlines() if "without sign-in" in line]
         assert len(warning) == 1 and "WARNING" in warning[0] and f"0.0.0.0:{console_port}" in warning[0]
         status, _, _ = call(f"http://127.0.0.1:{console_port}/api/groups")
