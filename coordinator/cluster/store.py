@@ -327,11 +327,8 @@ class EtcdStore:
     def _fenced(self, partition: int, state: _Partition) -> None:
         """Another node owns the partition now: refuse what is queued and every later append."""
         state.releasing = True
-        error = StorageError(f"partition {partition}: ownership moved to another node", ErrorCode.NOT_COORDINATOR)
-        for _, done in state.queue:
-            if not done.done():
-                done.set_exception(error)
-        state.queue = []
+        _refuse_queued(state, StorageError(f"partition {partition}: ownership moved to another node",
+                                           ErrorCode.NOT_COORDINATOR))
         if self._partitions.get(partition) is state:
             del self._partitions[partition]
             self.on_fenced(partition)
@@ -436,11 +433,8 @@ class EtcdStore:
         state = r.state
         if self._partitions.get(r.partition) is state and not state.releasing:
             state.releasing = True
-            error = StorageError(f"partition {r.partition}: loading it again", ErrorCode.COORDINATOR_NOT_AVAILABLE)
-            for _, done in state.queue:
-                if not done.done():
-                    done.set_exception(error)
-            state.queue = []
+            _refuse_queued(state, StorageError(f"partition {r.partition}: loading it again",
+                                               ErrorCode.COORDINATOR_NOT_AVAILABLE))
             self.on_stale(r.partition)
 
     async def _txn(self, guards: list, ops: list, failure: Sequence = ()) -> tuple[bool, int, list]:
@@ -476,6 +470,14 @@ def _guards(r: _Round) -> list:
     """Still the owner at the round's epoch, and no write of p since the last one this node saw."""
     return [_guard(r.partition, r.state.epoch),
             compare_mod_revision(keys.write_sequence_key(r.partition), r.state.sequence)]
+
+
+def _refuse_queued(state: _Partition, error: StorageError) -> None:
+    """Fail every append still queued for the partition with `error`."""
+    for _, done in state.queue:
+        if not done.done():
+            done.set_exception(error)
+    state.queue = []
 
 
 def _sequence_op(partition: int, token: bytes):
