@@ -1,0 +1,91 @@
+"""The life of an offsets partition on one node: one enum and one table for every layer that tracks it.
+
+Kafka's coordinator runtime keeps one `CoordinatorState` per `__consumer_offsets` partition with the
+states each may be entered from. Cohort's partitions pass through three layers, each tracking only the
+part of the life it sees, all against this one table:
+
+* the ownership (`cohort.coordinator.cluster.ownership`): UNOWNED -> CLAIMING -> LOADING/LOADED ->
+  RELEASING -> UNOWNED, the etcd claim and hand-over;
+* the group coordinator's partition runtime: UNOWNED -> LOADING -> LOADED (or FAILED) -> RELEASING ->
+  UNOWNED, what is served;
+* the store (the local log; the etcd store): UNOWNED -> LOADING -> LOADED (or FAILED) -> UNOWNED, what
+  is readable and writable on disk or in etcd.
+
+A partition leaves any owned state straight for UNOWNED when it must stop at once (a lease deadline
+passed, the node was fenced): nothing waits for a release then. An illegal move raises loudly.
+"""
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable
+
+
+class PartitionLifecycle(enum.Enum):
+    UNOWNED = "unowned"  # not this node's: never claimed, or released
+    CLAIMING = "claiming"  # asking to own it (cluster mode's create-if-absent claim in etcd)
+    LOADING = "loading"  # owned; its records are being read (its groups answer COORDINATOR_LOAD_IN_PROGRESS)
+    LOADED = "loaded"  # owned and served
+    FAILED = "failed"  # owned, but its load failed: answers NOT_COORDINATOR until loaded again
+    RELEASING = "releasing"  # being let go: parked requests answered, the store's release under way
+
+
+L = PartitionLifecycle
+# Every legal move: state -> the states it may be entered from (Kafka's `CoordinatorState.canTransitionFrom`).
+ENTERED_FROM: dict[PartitionLifecycle, frozenset[PartitionLifecycle]] = {
+    L.CLAIMING: frozenset({L.UNOWNED}),
+    L.LOADING: frozenset({L.UNOWNED, L.CLAIMING, L.FAILED}),
+    L.LOADED: frozenset({L.LOADING}),
+    L.FAILED: frozenset({L.LOADING, L.LOADED}),
+    L.RELEASING: frozenset({L.LOADING, L.LOADED, L.FAILED}),
+    L.UNOWNED: frozenset({L.CLAIMING, L.LOADING, L.LOADED, L.FAILED, L.RELEASING}),
+}
+# Where the partition is this node's to serve or to load.
+OWNED_STATES = frozenset({L.LOADING, L.LOADED, L.FAILED})
+
+
+class IllegalPartitionTransition(RuntimeError):
+    """A move the table does not allow: a bug in whoever asked for it."""
+
+
+def check_transition(partition: int, old: PartitionLifecycle, new: PartitionLifecycle) -> None:
+    if old not in ENTERED_FROM[new]:
+        raise IllegalPartitionTransition(f"partition {partition}: {old.value} -> {new.value} is not a legal move")
+
+
+class PartitionStates:
+    """Each partition's state, moved only through `move` (checked against the table).
+
+    `in_state[s]` is the set of partitions in state s, kept up to date, so the hot path asks
+    `p in states.loaded` at the cost of one set lookup.
+    """
+
+    __slots__ = ("_state", "in_state", "loaded")
+
+    def __init__(self, partitions: Iterable[int] = ()) -> None:
+        self._state: dict[int, PartitionLifecycle] = {}
+        self.in_state: dict[PartitionLifecycle, set[int]] = {s: set() for s in PartitionLifecycle}
+        self.loaded = self.in_state[L.LOADED]
+        for p in partitions:
+            self._state[p] = L.UNOWNED
+            self.in_state[L.UNOWNED].add(p)
+
+    def __getitem__(self, partition: int) -> PartitionLifecycle:
+        return self._state.get(partition, L.UNOWNED)
+
+    def move(self, partition: int, new: PartitionLifecycle) -> PartitionLifecycle:
+        """Move `partition` to `new` (raises `IllegalPartitionTransition`); returns the state it left."""
+        old = self._state.get(partition, L.UNOWNED)
+        if old is new:
+            return old
+        check_transition(partition, old, new)
+        self.in_state[old].discard(partition)
+        self.in_state[new].add(partition)
+        self._state[partition] = new
+        return old
+
+    def partitions(self, *states: PartitionLifecycle) -> list[int]:
+        """The partitions in any of `states`, in order."""
+        return sorted(p for s in states for p in self.in_state[s])
+
+    def items(self) -> list[tuple[int, PartitionLifecycle]]:
+        return sorted(self._state.items())
