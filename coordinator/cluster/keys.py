@@ -6,8 +6,9 @@
                                                  registration, deleted by a graceful stop, so `cohort cluster
                                                  status` can tell a node whose lease lapsed from one that left
     owner/<p>                                 -> "<node-id>", under the owner's lease; epoch = create revision
-    w/<p>                                     -> the partition's write sequence: every write transaction for p
-                                                 compares its mod revision and rewrites it (see cluster/store.py)
+    w/<p>                                     -> the partition's write fence: every write transaction for p
+                                                 compares its mod revision; written at each load and when a
+                                                 write's outcome is in doubt (see cluster/store.py)
     load/<p>                                  -> the owner's load state ("loading", "loaded", "handing-over"),
                                                  under the owner's lease (for `cohort cluster status`)
     o/<p>/<group>/<topic>/<partition>         -> offset commit value      (record types 0, 1)
@@ -69,7 +70,7 @@ def owner_key(partition: int) -> bytes:
     return OWNERS + str(partition).encode()
 
 
-def write_sequence_key(partition: int) -> bytes:
+def write_fence_key(partition: int) -> bytes:
     return WRITES + str(partition).encode()
 
 

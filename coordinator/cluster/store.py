@@ -6,21 +6,37 @@ the create revision I won it with"; when the guard fails nothing of it is applie
 it raise NOT_COORDINATOR. A commit is acknowledged only after etcd answered the transaction, i.e.
 after a quorum has it.
 
-Why a write sequence too: the epoch guard does not stop this node's own late transactions. A
-transaction held on a stalled link past its deadline may still reach etcd later, and its epoch guard
-still holds; applied on top of a newer, acknowledged round it would roll that round back. So each
-partition keeps `w/<p>`, and every write for p also compares its mod revision with the one this node
-last saw and rewrites it (with a token naming the transaction): a transaction that arrives after any
-later write of p fails its guard. A deadline makes an outcome unknown, not failed: before answering,
-the store writes `w/<p>` once more under the same guards (through another endpoint, retried until the
-lease's local deadline). If that write holds, the held transaction can never apply and the round is
-answered as failed; if it is refused and `w/<p>` carries the held transaction's token, the round was
-applied and is acknowledged; otherwise the partition is given up (and loaded again, which first
-rewrites `w/<p>`, so whatever is still in flight from before can never apply).
+Why a write fence too: the epoch guard does not stop this node's own late transactions. A transaction
+T1 held on a stalled link past its deadline may still reach etcd later, and its epoch guard still
+holds; applied on top of a newer, acknowledged round T2 it would roll T2 back. So every write for p
+also compares the mod revision of `w/<p>` with the one this node last saw, and `w/<p>` is written only
+when that must fence something: at each load, and when a write's outcome is in doubt. The cases:
+
+* T1's deadline passes (its outcome is unknown, not failed). Before p's next round, the store writes
+  `w/<p>` under T1's guards, through another endpoint, retried until the lease's local deadline. Held:
+  T1 compared the older revision of `w/<p>`, so it can never apply from now on; the same transaction
+  reads T1's keys back, and T1 is answered as applied if every key holds what T1 wrote (a put's value,
+  a delete's absence; a create is a put of an absent key), as failed otherwise (etcd applies T1 whole
+  or not at all). Only then is T2 sent: T2 can never be overwritten by T1.
+* An earlier check of ours landed late (the check's own deadline passed): `w/<p>` carries its token;
+  T1 can no longer apply, and the check is written once more to read T1's keys at a known point.
+* `w/<p>` moved and no check of ours explains it (an earlier load's write of it, or a check of that
+  load, landed late): this round is refused and p is given up and loaded again, never answered as done.
+* The lease's local deadline passes before the check is answered, or etcd refuses it (NOSPACE): p is
+  given up; its load writes `w/<p>` first (the snapshot is read at that revision), so a write still in
+  flight either landed before and is loaded, or never applies.
+* A guard fails because `owner/<p>` is no longer ours: fenced, NOT_COORDINATOR.
+
+Why not a compare on each written key's own mod revision: it costs no put either, but it does not stop
+T1 from landing later on keys no newer round touched (so a doubtful outcome needs a fencing write all
+the same), it needs the last revision of every key in memory, and it doubles the compares of a
+transaction (etcd limits compares like operations). One compare per partition fences the same writes.
+Why not write `w/<p>` in every transaction: each put of it is one more revision in etcd's history,
+about 60 bytes per partition per transaction (docs/cluster-operations.md).
 
 Group commit, as on the local log: appends for a partition queue while its previous round is in
 flight; its next round is everything queued (the latest value per key). Why rounds of several
-partitions share one transaction (one guard per partition, all must hold): etcd's cost is per
+partitions share one transaction (one guard pair per partition, all must hold): etcd's cost is per
 transaction, not per key, so a node writes its queued rounds of every partition together, up to
 etcd's per-request limits (128 operations, 1.5 MiB), with a few transactions in flight at once but
 never two for the same partition (that keeps each partition's writes in order). When a guard fails
@@ -81,7 +97,7 @@ class StoreStats:
 @dataclass(slots=True, eq=False)  # by identity: a partition loaded again gets a new one
 class _Partition:
     epoch: int
-    sequence: int = 0  # mod revision of w/<p> after this node's last write (what the next write compares)
+    fence: int = 0  # mod revision of w/<p> after this node last wrote it (what every write compares)
     queue: list[tuple[Sequence[Record], asyncio.Future]] = field(default_factory=list)
     writing: bool = False  # a transaction with this partition's records is in flight
     releasing: bool = False
@@ -96,14 +112,6 @@ class _Round:
     state: _Partition
     latest: dict[bytes, bytes | None]
     waiters: list[asyncio.Future]
-
-
-class _OutcomeUnknown(Exception):
-    """A write's deadline passed: it may or may not be (or still become) applied."""
-
-    def __init__(self, token: bytes, cause: StorageError) -> None:
-        super().__init__(str(cause))
-        self.token, self.cause = token, cause
 
 
 class EtcdStore:
@@ -158,11 +166,11 @@ class EtcdStore:
             # Rewriting w/<p> first fences every transaction still in flight from an earlier load of
             # this epoch; the snapshot is read at that write's revision.
             held, revision, _ = await self._retrying(partition, state, lambda: self.etcd.txn(
-                [_guard(partition, epoch)], [op_put_bytes(keys.write_sequence_key(partition), next(self._tokens))]))
+                [_guard(partition, epoch)], [_fence_op(partition, next(self._tokens))]))
             if not held:
                 raise StorageError(f"partition {partition}: epoch {epoch} is no longer the owner's",
                                    ErrorCode.NOT_COORDINATOR)
-            state.sequence = revision
+            state.fence = revision
             for prefix in keys.partition_prefixes(partition):
                 start, end = prefix, prefix_end(prefix)
                 while True:
@@ -259,15 +267,15 @@ class EtcdStore:
                 for record_key, value in records:
                     latest[record_key] = value
             round_bytes = sum(_op_bytes(k, v) for k, v in latest.items())
-            # each round also carries its w/<p> put and two compares (etcd limits compares like operations)
-            if rounds and (ops + len(latest) + 1 > self.max_txn_ops or 2 * (len(rounds) + 1) > self.max_txn_ops
+            # each round also carries two compares (etcd limits compares like operations)
+            if rounds and (ops + len(latest) > self.max_txn_ops or 2 * (len(rounds) + 1) > self.max_txn_ops
                            or size + round_bytes > self.max_txn_bytes):
                 break
             del self._waiting[state]
             rounds.append(_Round(partition, state, latest, [done for _, done in state.queue]))
             state.queue, state.writing = [], True
             self._writing.add(partition)
-            ops, size = ops + len(latest) + 1, size + round_bytes
+            ops, size = ops + len(latest), size + round_bytes
             if ops >= self.max_txn_ops:
                 break
         return rounds
@@ -275,26 +283,22 @@ class EtcdStore:
     async def _write_rounds(self, rounds: list[_Round], started: float) -> None:
         try:
             if len(rounds) > 1:
-                token = next(self._tokens)
                 guards = [g for r in rounds for g in _guards(r)]
-                ops = [op for r in rounds for op in (_sequence_op(r.partition, token),
-                                                     *(_op(r.partition, k, v) for k, v in r.latest.items()))]
+                ops = [_op(r.partition, k, v) for r in rounds for k, v in r.latest.items()]
                 try:
-                    held, revision, _ = await self._txn(guards, ops)
+                    held, _, _ = await self._txn(guards, ops)
                 except StorageError as exc:
                     if exc.error_code != ErrorCode.REQUEST_TIMED_OUT:
                         for r in rounds:
                             self._finish(r, exc)
                         return
-                    unknown = _OutcomeUnknown(token, exc)
-                    outcomes = await asyncio.gather(*(self._settle_or_write_again(r, unknown) for r in rounds),
+                    outcomes = await asyncio.gather(*(self._settle_or_write_again(r, exc) for r in rounds),
                                                     return_exceptions=True)
                     for r, outcome in zip(rounds, outcomes):
                         self._finish(r, outcome)
                     return
                 if held:
                     for r in rounds:
-                        r.state.sequence = revision
                         self._finish(r, None)
                     return
                 # A guard failed and nothing was applied: each partition alone says which moved.
@@ -334,13 +338,14 @@ class EtcdStore:
             self.on_fenced(partition)
 
     def _split(self, latest: dict[bytes, bytes | None]) -> list[list]:
-        """One partition's round cut at etcd's limits (the latest value per key, in first-seen order)."""
+        """One partition's round cut at etcd's limits (the latest value per key, in first-seen order), each
+        part small enough for the check of its outcome (a put of w/<p> and a read of every key)."""
         txns: list[list] = []
         ops: list = []
         size = 0
         for record_key, value in latest.items():
             op_size = _op_bytes(record_key, value)
-            if ops and (len(ops) + 1 >= self.max_txn_ops or size + op_size > self.max_txn_bytes):  # + w/<p>
+            if ops and (len(ops) + 1 >= self.max_txn_ops or size + op_size > self.max_txn_bytes):
                 txns.append(ops)
                 ops, size = [], 0
             ops.append((record_key, value))
@@ -357,38 +362,37 @@ class EtcdStore:
         """
         for part in self._split(r.latest):
             for attempt in range(1, WRITE_ATTEMPTS + 1):
-                token = next(self._tokens)
                 try:
-                    held, revision, responses = await self._txn(
-                        _guards(r), [_sequence_op(r.partition, token), *(_op(r.partition, k, v) for k, v in part)],
-                        _why_refused(r.partition))
+                    held, _, responses = await self._txn(
+                        _guards(r), [_op(r.partition, k, v) for k, v in part], _why_refused(r.partition))
                 except StorageError as exc:
                     if exc.error_code != ErrorCode.REQUEST_TIMED_OUT:
                         raise
-                    if await self._settle_unknown(r, _OutcomeUnknown(token, exc)):
+                    if await self._settle_unknown(r, part, exc):
                         break
                     if attempt == WRITE_ATTEMPTS:
                         raise
                     continue
                 if not held:
                     self._refused(r, responses)
-                r.state.sequence = revision
                 break
 
-    async def _settle_or_write_again(self, r: _Round, unknown: _OutcomeUnknown) -> None:
-        if not await self._settle_unknown(r, unknown):
+    async def _settle_or_write_again(self, r: _Round, unknown: StorageError) -> None:
+        if not await self._settle_unknown(r, list(r.latest.items()), unknown):
             await self._write_alone(r)
 
-    async def _settle_unknown(self, r: _Round, unknown: _OutcomeUnknown) -> bool:
-        """Whether the write that carried `unknown.token` was applied; when not, it can never be applied
+    async def _settle_unknown(self, r: _Round, part: Sequence[Record], unknown: StorageError) -> bool:
+        """Whether the write of `part` whose deadline passed was applied; when not, it can never be applied
         after this returns (see the module docstring). Raises when the partition moved or was given up."""
+        etcd_keys = [keys.etcd_key(r.partition, record_key) for record_key, _ in part]
         resolving = set()
         while True:
             token = next(self._tokens)
             resolving.add(token)
             try:
-                held, revision, responses = await self._txn(_guards(r), [_sequence_op(r.partition, token)],
-                                                            _why_refused(r.partition))
+                held, revision, responses = await self._txn(
+                    _guards(r), [_fence_op(r.partition, token), *(op_range(key) for key in etcd_keys)],
+                    _why_refused(r.partition))
             except StorageError as exc:
                 # etcd refusing the check (NOSPACE) will not stop while the lease lives: give p up as at the
                 # deadline (its reload rewrites w/<p> first, so the write in doubt can never land later)
@@ -397,21 +401,20 @@ class EtcdStore:
                     log.warning("partition %d: outcome of a write unknown until the lease's deadline; giving "
                                 "the partition up", r.partition)
                     self._given_up(r)
-                    raise unknown.cause from exc
+                    raise unknown from exc
                 await asyncio.sleep(self.outcome_retry_s)
                 continue
-            if held:  # the write in doubt compared the older sequence: it can never apply now
-                r.state.sequence = revision
-                return False
-            written = responses[1].response_range.kvs if len(responses) > 1 else []
-            if written and _owner_epoch(responses) == r.state.epoch:
-                if written[0].value == unknown.token:
-                    r.state.sequence = written[0].mod_revision
+            if held:  # the write in doubt compared the older w/<p>: it can never apply now
+                r.state.fence = revision
+                applied = all(_holds(key, value, response.response_range.kvs)
+                              for key, (_, value), response in zip(etcd_keys, part, responses[1:]))
+                if applied:
                     log.info("partition %d: a write past its deadline was applied", r.partition)
-                    return True
-                if written[0].value in resolving:  # an earlier check of ours landed late
-                    r.state.sequence = written[0].mod_revision
-                    return False
+                return applied
+            fence = responses[1].response_range.kvs if len(responses) > 1 else []
+            if fence and _owner_epoch(responses) == r.state.epoch and fence[0].value in resolving:
+                r.state.fence = fence[0].mod_revision  # an earlier check of ours landed late: check once more
+                continue
             self._refused(r, responses)
 
     def _refused(self, r: _Round, responses: list) -> None:
@@ -422,10 +425,10 @@ class EtcdStore:
                         r.partition, r.partition, r.state.epoch)
             raise StorageError(f"partition {r.partition}: fenced (epoch {r.state.epoch} is stale)",
                                ErrorCode.NOT_COORDINATOR)
-        log.warning("partition %d: write refused, w/%d moved (an earlier write of this node landed late); "
+        log.warning("partition %d: write refused, w/%d moved (an earlier fence of this node landed late); "
                     "loading the partition again", r.partition, r.partition)
         self._given_up(r)
-        raise StorageError(f"partition {r.partition}: its write sequence moved; loading it again",
+        raise StorageError(f"partition {r.partition}: its write fence moved; loading it again",
                            ErrorCode.COORDINATOR_NOT_AVAILABLE)
 
     def _given_up(self, r: _Round) -> None:
@@ -467,9 +470,9 @@ def _guard(partition: int, epoch: int):
 
 
 def _guards(r: _Round) -> list:
-    """Still the owner at the round's epoch, and no write of p since the last one this node saw."""
+    """Still the owner at the round's epoch, and no fence of p written since the last one this node saw."""
     return [_guard(r.partition, r.state.epoch),
-            compare_mod_revision(keys.write_sequence_key(r.partition), r.state.sequence)]
+            compare_mod_revision(keys.write_fence_key(r.partition), r.state.fence)]
 
 
 def _refuse_queued(state: _Partition, error: StorageError) -> None:
@@ -480,13 +483,20 @@ def _refuse_queued(state: _Partition, error: StorageError) -> None:
     state.queue = []
 
 
-def _sequence_op(partition: int, token: bytes):
-    return op_put_bytes(keys.write_sequence_key(partition), token)
+def _fence_op(partition: int, token: bytes):
+    return op_put_bytes(keys.write_fence_key(partition), token)
 
 
 def _why_refused(partition: int) -> list:
-    """The failure branch of a partition's write: its owner key and its write sequence."""
-    return [op_range(keys.owner_key(partition)), op_range(keys.write_sequence_key(partition))]
+    """The failure branch of a partition's write: its owner key and its write fence."""
+    return [op_range(keys.owner_key(partition)), op_range(keys.write_fence_key(partition))]
+
+
+def _holds(key: bytes, value: bytes | None, kvs) -> bool:
+    """Whether etcd's `kvs` for `key` are what writing `value` (None: deleting) leaves."""
+    if value is None:
+        return not kvs
+    return bool(kvs) and kvs[0].value == values.for_etcd(key, value)
 
 
 def _owner_epoch(responses: list) -> int:

@@ -91,3 +91,61 @@ async def test_a_commit_held_on_a_stalled_link_never_lands_on_top_of_a_newer_ack
         assert await load_all(EtcdStore(client), 3, epoch) == dict([commit("late", 0, acknowledged)])
     finally:
         await client.close()
+
+
+async def test_late_writes_of_creates_updates_and_deletes_over_two_partitions_never_land(etcd, proxies):
+    """Rounds of two partitions sharing transactions, each round a create, an update or a delete: after
+    every held transaction reached etcd, each partition holds exactly what was acknowledged (a late
+    transaction landing would resurrect a deleted key, roll an update back or add a refused create)."""
+    client = EtcdClient([p.endpoint for p in proxies], timeout_s=0.5)
+    await client.connect()
+    try:
+        epochs = {p: (await claim(client, p, node_id=1))[0] for p in (3, 4)}
+        store = EtcdStore(client)
+        for p, epoch in epochs.items():
+            await load_all(store, p, epoch)
+        acknowledged: dict[int, dict[bytes, bytes]] = {p: {} for p in epochs}
+        created: dict[int, list[bytes]] = {p: [] for p in epochs}
+        step = 0
+
+        async def writer(p: int, until: float) -> None:
+            nonlocal step
+            while time.monotonic() < until:
+                step += 1
+                creating = step % 3 == 0
+                if creating:
+                    record = commit(f"new-{step}", p, step)
+                elif step % 3 == 1 or not created[p]:
+                    record = commit("hot", p, step)
+                else:
+                    record = (created[p][0], None)
+                try:
+                    await asyncio.wait_for(store.append(p, [record]), 10)
+                except StorageError as exc:
+                    assert exc.error_code.retriable, exc
+                    if p not in store._partitions:  # given up: load it again, as the ownership does
+                        await store.release(p)
+                        assert await load_all(store, p, epochs[p]) == acknowledged[p]
+                    continue
+                key, value = record
+                if value is None:
+                    del acknowledged[p][key]
+                    created[p].remove(key)
+                else:
+                    acknowledged[p][key] = value
+                    if creating:
+                        created[p].append(key)
+
+        for cut in range(4):
+            stalled = proxies[cut % len(proxies)]
+            stalled.hold()
+            until = time.monotonic() + 2.5
+            await asyncio.gather(*(writer(p, until) for p in epochs))
+            stalled.heal()
+            await asyncio.sleep(1.0)  # the held bytes reach etcd now: applied or refused
+        assert sum(map(len, acknowledged.values())) > 2 and step > 30
+        assert store.stats.etcd_errors > 0, "no transaction was held"
+        for p, epoch in epochs.items():
+            assert await load_all(EtcdStore(client), p, epoch) == acknowledged[p], f"partition {p}"
+    finally:
+        await client.close()

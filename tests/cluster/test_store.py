@@ -109,7 +109,7 @@ async def test_appends_queued_before_the_partition_is_loaded_again_finish_or_fai
     second = asyncio.ensure_future(store.append(11, [commit("again", 1, 2)]))
     await asyncio.sleep(0)  # queued behind it
     # The partition is lost and adopted again meanwhile: the store loads it once more. The load rewrites
-    # w/11, so what the earlier load queued can no longer land on top of what the new one reads.
+    # w/11 (the write fence), so what the earlier load queued can no longer land on top of what it reads.
     await load_all(store, 11, epoch)
     outcomes = await asyncio.wait_for(asyncio.gather(first, second, return_exceptions=True), 10)
     for outcome in outcomes:
@@ -126,7 +126,7 @@ async def test_a_round_over_128_operations_is_split_into_several_transactions(cl
     await load_all(store, 1, epoch)
     records = [commit("big", i, i) for i in range(1000)]
     await store.append(1, records)
-    assert store.stats.transactions == 8  # ceil(1000 / 127): each also rewrites w/1
+    assert store.stats.transactions == 8  # ceil(1000 / 127): room kept for the check of an unknown outcome
     assert await load_all(EtcdStore(client), 1, epoch) == dict(records)
 
 
