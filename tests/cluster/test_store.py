@@ -69,6 +69,21 @@ async def test_appended_records_come_back_on_load_latest_value_per_key_without_t
     assert await load_all(reader, 3, epoch) == dict([commit("g", 0, 11)])
 
 
+async def test_a_commit_is_one_revision_of_its_own_key_and_nothing_else(client):
+    """What a commit leaves in etcd's history (its size: docs/cluster-operations.md): a put of its key;
+    the write fence w/<p> is compared, not rewritten."""
+    epoch, _ = await claim(client, 8, node_id=1)
+    store = EtcdStore(client)
+    await load_all(store, 8, epoch)
+    (fence,), _, _ = await client.range(keys.write_fence_key(8))
+    for offset in range(1, 11):
+        await store.append(8, [commit("one", 0, offset), commit("one", 1, offset)])
+    assert store.stats.transactions == 10
+    assert [kv.mod_revision for kv in (await client.range(keys.write_fence_key(8)))[0]] == [fence.mod_revision]
+    written, _, _ = await client.range(b"o/8/", b"o/80")
+    assert len(written) == 2 and written[0].mod_revision == written[1].mod_revision > fence.mod_revision
+
+
 async def test_concurrent_appends_share_rounds_and_all_are_durable(client):
     epoch, _ = await claim(client, 5, node_id=1)
     store = EtcdStore(client)
