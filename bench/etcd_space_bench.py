@@ -1,7 +1,7 @@
 """etcd database bytes per acknowledged commit: the store's transactions as they are, against the design before
 (values in the earlier packed layout, every transaction rewriting each of its partitions' `w/<p>`).
 
-    python -m bench.etcd_space_bench [--commits 8000] [--round 8] [--rounds 3] [--out DIR]
+    python -m bench.etcd_space_bench [--commits 8000] [--round 8] [--rounds 3] [--node] [--out DIR]
 
 A local 3-member etcd (`bench.cluster`, no Cohort nodes, no compaction during the run). Each phase sends
 transactions shaped like `EtcdStore`'s rounds (the guards of every partition in it, `--round` puts of
@@ -16,6 +16,10 @@ of every member, after etcd's backend committed). The phases:
 
 Phases alternate their order (A B C D, D C B A, ...); the report gives bytes per commit for each and the
 medians.
+
+`--node` measures the same through one `cohort serve --cluster` node instead (the code as it is, no
+baseline): 16 kafka-python consumers, one group each, commit one partition of `space-topic` in turn
+(synchronous commits), `--commits` a round.
 """
 from __future__ import annotations
 
@@ -25,6 +29,7 @@ import json
 import statistics
 import struct
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -131,27 +136,77 @@ async def run(target: ClusterTarget, commits: int, round_size: int, rounds: int)
         await client.close()
 
 
+def through_node(target: ClusterTarget, commits: int, rounds: int) -> list[dict]:
+    from kafka import KafkaConsumer, TopicPartition
+    from kafka.structs import OffsetAndMetadata
+
+    async def sizes() -> list[int]:
+        client = EtcdClient(target.etcd_endpoints, timeout_s=10)
+        await client.connect()
+        try:
+            return await db_sizes(client)
+        finally:
+            await client.close()
+
+    groups, partition = 16, TopicPartition("space-topic", 0)
+    consumers = [KafkaConsumer(bootstrap_servers=f"127.0.0.1:{target.port}", group_id=f"space-group-{g}",
+                               enable_auto_commit=False) for g in range(groups)]
+    try:
+        for consumer in consumers:  # warm-up: every key exists
+            consumer.commit({partition: OffsetAndMetadata(0, "", -1)})
+        rows = []
+        for r in range(rounds):
+            time.sleep(1.0)
+            before = asyncio.run(sizes())
+            each = commits // groups
+
+            def commit(consumer, first: int = r * each) -> None:
+                for n in range(first + 1, first + each + 1):
+                    consumer.commit({partition: OffsetAndMetadata(n, "", -1)})
+
+            threads = [threading.Thread(target=commit, args=(consumer,)) for consumer in consumers]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            time.sleep(1.5)
+            growth = [a - b for a, b in zip(asyncio.run(sizes()), before)]
+            rows.append({"encoding": "node", "round": r + 1, "commits": each * groups, "db_growth_per_member": growth,
+                         "db_bytes_per_commit": round(statistics.median(growth) / (each * groups), 1)})
+            print(f"  round {r + 1} through a node: {rows[-1]['db_bytes_per_commit']:>6} etcd bytes/commit", flush=True)
+        return rows
+    finally:
+        for consumer in consumers:
+            consumer.close()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.etcd_space_bench", description=__doc__.split("\n\n")[0])
     parser.add_argument("--commits", type=int, default=8000, help="commits per phase (default 8000)")
     parser.add_argument("--round", type=int, default=8, help="commits per transaction (default 8)")
     parser.add_argument("--rounds", type=int, default=3, help="rounds of both phases (default 3)")
+    parser.add_argument("--node", action="store_true", help="through a Cohort node (the code as it is)")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
-    target = ClusterTarget(0, etcd_compaction=False)
+    target = ClusterTarget(1 if args.node else 0, etcd_compaction=False)
     try:
-        rows = asyncio.run(run(target, args.commits, args.round, args.rounds))
+        if args.node:
+            rows = through_node(target, args.commits, args.rounds)
+        else:
+            rows = asyncio.run(run(target, args.commits, args.round, args.rounds))
         medians = {e: statistics.median(r["db_bytes_per_commit"] for r in rows if r["encoding"] == e)
-                   for e in ENCODINGS}
+                   for e in dict.fromkeys(r["encoding"] for r in rows)}
         result = {"rows": rows, "median_db_bytes_per_commit": medians, "target": target.describe()}
     finally:
         target.close()
     print("median etcd bytes per commit: " + ", ".join(
-        f"{e} {m} ({m / medians['log']:.2f}x the log format)" for e, m in medians.items()))
+        f"{e} {m}" + (f" ({m / medians['log']:.2f}x the log format)" if "log" in medians else "")
+        for e, m in medians.items()))
     out = args.out or REPO / "bench" / "results" / f"etcd-space-{int(time.time())}"
     out.mkdir(parents=True, exist_ok=True)
-    (out / "etcd_space.json").write_text(json.dumps(result, indent=2) + "\n")
-    print(f"results: {out / 'etcd_space.json'}")
+    name = "etcd_space_node.json" if args.node else "etcd_space.json"
+    (out / name).write_text(json.dumps(result, indent=2) + "\n")
+    print(f"results: {out / name}")
     return 0
 
 
