@@ -429,6 +429,13 @@ def op_put_bytes(key: bytes, value: bytes) -> RequestOp:
     return RequestOp(request_put=PutRequest(key=key, value=value))
 
 
+def op_revisions(key: bytes):
+    """A range operation for `key` that returns its revisions, not its value."""
+    op = op_range(key)
+    op.request_range.keys_only = True
+    return op
+
+
 def op_count(prefix: bytes, revision: int = 0):
     """A range operation that only counts the keys under `prefix`."""
     op = op_range(prefix, range_end=prefix_end(prefix), revision=revision)

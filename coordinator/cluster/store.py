@@ -15,9 +15,12 @@ when that must fence something: at each load, and when a write's outcome is in d
 * T1's deadline passes (its outcome is unknown, not failed). Before p's next round, the store writes
   `w/<p>` under T1's guards, through another endpoint, retried until the lease's local deadline. Held:
   T1 compared the older revision of `w/<p>`, so it can never apply from now on; the same transaction
-  reads T1's keys back, and T1 is answered as applied if every key holds what T1 wrote (a put's value,
-  a delete's absence; a create is a put of an absent key), as failed otherwise (etcd applies T1 whole
-  or not at all). Only then is T2 sent: T2 can never be overwritten by T1.
+  reads the revisions of T1's keys (not their values, which may be large). etcd applies T1 whole or not
+  at all, and nothing but T1 can have written p's keys since the last write this node knows was applied:
+  T1 was applied exactly when a key it puts (a create is a put of an absent key) carries a later
+  revision; a T1 of deletes only counts as applied when its keys are gone (etcd then holds what it
+  asked for). Applied, it is acknowledged; if not, it is sent again. Only then is T2 sent: T2 can never
+  be overwritten by T1.
 * An earlier check of ours landed late (the check's own deadline passed): `w/<p>` carries its token;
   T1 can no longer apply, and the check is written once more to read T1's keys at a known point.
 * `w/<p>` moved and no check of ours explains it (an earlier load's write of it, or a check of that
@@ -69,6 +72,7 @@ from cohort.coordinator.cluster.etcd import (
     op_delete,
     op_put_bytes,
     op_range,
+    op_revisions,
     prefix_end,
 )
 from cohort.coordinator.contracts.store import StorageError
@@ -98,6 +102,7 @@ class StoreStats:
 class _Partition:
     epoch: int
     fence: int = 0  # mod revision of w/<p> after this node last wrote it (what every write compares)
+    written: int = 0  # a revision at or after every write of p this node knows as applied
     queue: list[tuple[Sequence[Record], asyncio.Future]] = field(default_factory=list)
     writing: bool = False  # a transaction with this partition's records is in flight
     releasing: bool = False
@@ -170,7 +175,7 @@ class EtcdStore:
             if not held:
                 raise StorageError(f"partition {partition}: epoch {epoch} is no longer the owner's",
                                    ErrorCode.NOT_COORDINATOR)
-            state.fence = revision
+            state.fence = state.written = revision
             for prefix in keys.partition_prefixes(partition):
                 start, end = prefix, prefix_end(prefix)
                 while True:
@@ -286,7 +291,7 @@ class EtcdStore:
                 guards = [g for r in rounds for g in _guards(r)]
                 ops = [_op(r.partition, k, v) for r in rounds for k, v in r.latest.items()]
                 try:
-                    held, _, _ = await self._txn(guards, ops)
+                    held, revision, _ = await self._txn(guards, ops)
                 except StorageError as exc:
                     if exc.error_code != ErrorCode.REQUEST_TIMED_OUT:
                         for r in rounds:
@@ -299,6 +304,7 @@ class EtcdStore:
                     return
                 if held:
                     for r in rounds:
+                        r.state.written = revision
                         self._finish(r, None)
                     return
                 # A guard failed and nothing was applied: each partition alone says which moved.
@@ -363,7 +369,7 @@ class EtcdStore:
         for part in self._split(r.latest):
             for attempt in range(1, WRITE_ATTEMPTS + 1):
                 try:
-                    held, _, responses = await self._txn(
+                    held, revision, responses = await self._txn(
                         _guards(r), [_op(r.partition, k, v) for k, v in part], _why_refused(r.partition))
                 except StorageError as exc:
                     if exc.error_code != ErrorCode.REQUEST_TIMED_OUT:
@@ -375,6 +381,7 @@ class EtcdStore:
                     continue
                 if not held:
                     self._refused(r, responses)
+                r.state.written = revision
                 break
 
     async def _settle_or_write_again(self, r: _Round, unknown: StorageError) -> None:
@@ -391,7 +398,7 @@ class EtcdStore:
             resolving.add(token)
             try:
                 held, revision, responses = await self._txn(
-                    _guards(r), [_fence_op(r.partition, token), *(op_range(key) for key in etcd_keys)],
+                    _guards(r), [_fence_op(r.partition, token), *(op_revisions(key) for key in etcd_keys)],
                     _why_refused(r.partition))
             except StorageError as exc:
                 # etcd refusing the check (NOSPACE) will not stop while the lease lives: give p up as at the
@@ -405,9 +412,9 @@ class EtcdStore:
                 await asyncio.sleep(self.outcome_retry_s)
                 continue
             if held:  # the write in doubt compared the older w/<p>: it can never apply now
-                r.state.fence = revision
-                applied = all(_holds(key, value, response.response_range.kvs)
-                              for key, (_, value), response in zip(etcd_keys, part, responses[1:]))
+                applied = _applied(part, [response.response_range.kvs for response in responses[1:]],
+                                   r.state.written)
+                r.state.fence = r.state.written = revision
                 if applied:
                     log.info("partition %d: a write past its deadline was applied", r.partition)
                 return applied
@@ -492,11 +499,15 @@ def _why_refused(partition: int) -> list:
     return [op_range(keys.owner_key(partition)), op_range(keys.write_fence_key(partition))]
 
 
-def _holds(key: bytes, value: bytes | None, kvs) -> bool:
-    """Whether etcd's `kvs` for `key` are what writing `value` (None: deleting) leaves."""
-    if value is None:
-        return not kvs
-    return bool(kvs) and kvs[0].value == values.for_etcd(key, value)
+def _applied(part: Sequence[Record], found: list, written: int) -> bool:
+    """Whether the write of `part` was applied, from what etcd holds of its keys (`found`, in order) once it
+    can no longer apply. Only that write can have changed one of them after `written`: applied, every key
+    it puts has its revision, every key it deletes is gone. A write of deletes only counts as applied
+    when its keys are gone, whether or not it removed them (what etcd holds is then what it asked for)."""
+    puts = [kvs for (_, value), kvs in zip(part, found) if value is not None]
+    if puts:
+        return bool(puts[0]) and puts[0][0].mod_revision > written
+    return not any(found)
 
 
 def _owner_epoch(responses: list) -> int:
