@@ -87,7 +87,6 @@ from cohort.protocol.errors import ErrorCode
 log = logging.getLogger("cohort.group")
 
 
-
 class GroupState(enum.Enum):
     """Kafka's state names, exactly: admin tools compare these strings."""
 
@@ -920,7 +919,6 @@ class ClassicGroup:
     def __repr__(self) -> str:
         return (f"ClassicGroup({self.group_id!r}, {self.state}, generation={self.generation_id}, "
                 f"members={list(self.members)}, leader={self.membership.leader_id!r})")
-
 
 
 _HANDLERS = {

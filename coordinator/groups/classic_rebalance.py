@@ -17,6 +17,7 @@ from cohort.coordinator.groups.effects import RebalanceCompleted, RebalanceJourn
 if TYPE_CHECKING:
     from cohort.coordinator.groups.classic import ClassicGroup
 
+
 # ---------------------------------------------------------------------------------------------
 # Why a rebalance started (structured: the journal records it, metrics label by it)
 # ---------------------------------------------------------------------------------------------
@@ -62,7 +63,6 @@ class RebalanceReason:
         if self.client_reason:
             text += f"; client reason: {self.client_reason}"
         return text
-
 
 
 class RebalanceJournal:

@@ -30,7 +30,6 @@ class HeartbeatError(Exception):
         self.message = message
 
 
-
 _RE2_OPTIONS = re2.Options()
 _RE2_OPTIONS.log_errors = False
 

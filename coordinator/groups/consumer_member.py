@@ -32,7 +32,6 @@ class MemberState(enum.Enum):
     UNKNOWN = 127
 
 
-
 @dataclass(slots=True)
 class ConsumerGroupMember:
     """A member as its records describe it (metadata, current assignment); target kept by the group."""
@@ -83,7 +82,6 @@ class MemberAssignment:
     state: MemberState
     assigned: Assignment
     pending_revocation: Assignment
-
 
 
 def member_epoch_error(member: ConsumerGroupMember, received: int) -> int:
