@@ -13,7 +13,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from cohort.coordinator.config import ConfigError, add_config_arguments, config_from_args
+from cohort.coordinator.config import ConfigError
+from cohort.coordinator.config_sources import add_config_arguments, config_from_args
 
 SERVE_EPILOG = (
     "Precedence: command-line flag > environment variable (COHORT_<NAME>, dots as underscores) > "

@@ -28,43 +28,63 @@ entries. No IO, no clock, no event loop: `now` is passed in. Every state change 
 Timers are keyed: a member's session by its member id, the join phase by `GroupTimer.JOIN_PHASE`,
 the pending-sync wait by `GroupTimer.PENDING_SYNC`. A session is a deadline watched by one timer
 that re-arms itself when heartbeats moved the deadline, so a heartbeat costs no timer effect.
+
+Around this state machine, by concern: `classic_events` (the requests and other events, the results,
+why the group appends), `classic_member` (a member, `Membership`: who is in the group, the protocol
+vote), `classic_timers` (what is armed) and `classic_rebalance` (why a rebalance started, and what the
+journal and the metrics learn of it).
 """
 from __future__ import annotations
 
 import enum
 import logging
-import uuid
-from collections import Counter
-from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import NamedTuple
 
+from cohort.coordinator.groups.classic_events import (
+    CONSUMER_PROTOCOL_TYPE,
+    AssignmentWrite,
+    EmptyGenerationWrite,
+    Heartbeat,
+    JoinAnswered,
+    JoinAnswers,
+    JoinGroup,
+    JoinRequest,
+    JoinResult,
+    LeaveGroup,
+    MetadataLoaded,
+    OffsetCommitted,
+    RebalanceRequested,
+    StaticReplacementWrite,
+    SyncGroup,
+    SyncResult,
+)
+from cohort.coordinator.groups.classic_member import (
+    GroupMember,
+    Membership,
+    member_records,
+    members_of,
+    new_member_id,
+    subscribed_topics,
+)
+from cohort.coordinator.groups.classic_rebalance import RebalanceCause, RebalanceJournal, RebalanceReason
+from cohort.coordinator.groups.classic_timers import GroupTimer, GroupTimers
 from cohort.coordinator.groups.effects import (
     Answer,
     AnswerAll,
     AppendRecords,
-    CancelAllTimers,
-    CancelTimer,
     Deleted,
     LoadCompleted,
     MemberExpired,
     Now,
-    RebalanceCompleted,
-    RebalanceJournaled,
     RecordsAppended,
     Reply,
-    SetTimer,
     StateChanged,
     TimerFired,
     Unloaded,
 )
-from cohort.coordinator.records.types import GroupMemberRecord, GroupMetadataRecord
-from cohort.protocol.consumer_protocol import decode_subscription
+from cohort.coordinator.records.types import GroupMetadataRecord
 from cohort.protocol.errors import ErrorCode
 
 log = logging.getLogger("cohort.group")
-
-CONSUMER_PROTOCOL_TYPE = "consumer"
 
 
 class GroupState(enum.Enum):
@@ -110,322 +130,6 @@ class IllegalStateTransition(RuntimeError):
     """A transition outside TRANSITIONS: a coordinator bug, never a client error."""
 
 
-class GroupTimer(enum.Enum):
-    """A group's own timers; a member's session timer is keyed by its member id instead."""
-
-    JOIN_PHASE = "join phase"        # initial delay or rebalance timeout
-    PENDING_SYNC = "pending sync"    # members that got their JoinGroup answer must SyncGroup in time
-
-
-# ---------------------------------------------------------------------------------------------
-# Why a rebalance started (structured: the journal records it, metrics label by it)
-# ---------------------------------------------------------------------------------------------
-class RebalanceCause(enum.Enum):
-    # name = (metrics label, journal trigger, what the log says)
-    MEMBER_JOINED = ("member_joined", "member_joined", "new member joined")
-    MEMBER_METADATA_CHANGED = ("member_joined", "metadata_changed", "member rejoined with changed metadata")
-    # A Stable group's leader rejoins when its consumer sees the subscribed topics' metadata change.
-    LEADER_REJOINED = ("member_joined", "topic_change", "leader rejoined")
-    MEMBER_LEFT = ("member_left", "member_left", "members left with LeaveGroup")
-    SESSION_EXPIRED = ("member_expired", "session_expired", "member session expired")
-    SYNC_EXPIRED = ("member_expired", "rebalance_timeout", "members did not send SyncGroup within the rebalance timeout")
-    STATIC_MEMBER_REPLACED = ("static_replaced", "static_member_replaced", "static member rejoined under a new member id")
-    ASSIGNMENT_NOT_STORED = ("other", "storage_error", "the assignment could not be stored")
-    OVER_MAX_SIZE = ("other", "over_max_size", "loaded with more members than group.max.size")
-    REQUESTED = ("other", "admin_action", "rebalance requested (admin action or metadata change)")
-
-    def __init__(self, metric_label: str, journal_trigger: str, description: str) -> None:
-        self.metric_label = metric_label
-        self.journal_trigger = journal_trigger
-        self.description = description
-
-
-# A reason names this many of its members (a 10 000-member LeaveGroup's reason stays one readable line).
-REASON_MEMBERS_NAMED = 10
-
-
-@dataclass(slots=True, frozen=True)
-class RebalanceReason:
-    cause: RebalanceCause
-    members: tuple[str, ...] = ()
-    client_reason: str | None = None  # JoinGroup v8+ / LeaveGroup v5+ `reason`
-    detail: str = ""
-
-    def __str__(self) -> str:
-        text = self.cause.description
-        if self.members:
-            named = list(self.members[:REASON_MEMBERS_NAMED])
-            text += f" {named}" if len(self.members) <= REASON_MEMBERS_NAMED else \
-                f" {named} and {len(self.members) - REASON_MEMBERS_NAMED} more"
-        if self.detail:
-            text += f" ({self.detail})"
-        if self.client_reason:
-            text += f"; client reason: {self.client_reason}"
-        return text
-
-
-# ---------------------------------------------------------------------------------------------
-# Requests in, results out (the coordinator shapes results into per-version responses)
-# ---------------------------------------------------------------------------------------------
-@dataclass(slots=True)
-class JoinResult:
-    error: int = ErrorCode.NONE
-    member_id: str = ""
-    generation_id: int = -1
-    protocol_type: str | None = None
-    protocol_name: str | None = None
-    leader: str = ""
-    skip_assignment: bool = False
-    # (member_id, group_instance_id, metadata) — only in the leader's answer
-    members: list[tuple[str, str | None, bytes]] = field(default_factory=list)
-
-
-class JoinAnswers(Sequence):
-    """The join phase's answers, (request id, JoinResult) each, made as they are read.
-
-    Why: a 10 000-member phase's answers cost tens of milliseconds to build at once; the runtime
-    answers them a slice per loop turn, so each answer is built in the turn it goes out. What
-    they say is fixed when the phase ends: the leader's answer (with the member list) and the
-    fields every follower's answer copies from it.
-    """
-
-    __slots__ = ("_parked", "_leader")
-
-    def __init__(self, parked: list[tuple[int | None, str]], leader: JoinResult) -> None:
-        self._parked = parked  # (request id, member id), in member order
-        self._leader = leader
-
-    def __len__(self) -> int:
-        return len(self._parked)
-
-    def __getitem__(self, index):
-        if isinstance(index, slice):
-            return [self._answer(item) for item in self._parked[index]]
-        return self._answer(self._parked[index])
-
-    def _answer(self, item: tuple[int | None, str]) -> tuple[int | None, JoinResult]:
-        request_id, member_id = item
-        leader = self._leader
-        if member_id == leader.member_id:
-            return request_id, leader
-        return request_id, JoinResult(ErrorCode.NONE, member_id, leader.generation_id, leader.protocol_type,
-                                      leader.protocol_name, leader.leader, False, [])
-
-
-@dataclass(slots=True)
-class SyncResult:
-    error: int = ErrorCode.NONE
-    protocol_type: str | None = None
-    protocol_name: str | None = None
-    assignment: bytes = b""
-
-
-@dataclass(slots=True)
-class JoinRequest:
-    """What the group needs from a JoinGroup (the coordinator has done the service-level checks)."""
-
-    member_id: str
-    group_instance_id: str | None
-    client_id: str
-    client_host: str
-    session_timeout_ms: int
-    rebalance_timeout_ms: int
-    protocol_type: str
-    protocols: list[tuple[str, bytes]]
-    reason: str | None = None
-    require_known_member_id: bool = True  # v4+
-    supports_skip_assignment: bool = True  # v9+
-
-
-# Events (besides the shared TimerFired and RecordsAppended)
-@dataclass(slots=True)
-class JoinGroup:
-    request_id: int
-    request: JoinRequest
-
-
-@dataclass(slots=True)
-class SyncGroup:
-    request_id: int
-    member_id: str
-    group_instance_id: str | None
-    generation_id: int
-    protocol_type: str | None
-    protocol_name: str | None
-    assignments: dict[str, bytes]
-
-
-@dataclass(slots=True)
-class Heartbeat:
-    member_id: str
-    group_instance_id: str | None
-    generation_id: int
-
-
-@dataclass(slots=True)
-class LeaveGroup:
-    members: list[tuple[str, str | None, str | None]]  # (member_id, group_instance_id, reason)
-
-
-@dataclass(slots=True)
-class OffsetCommitted:
-    """A member committed offsets: that keeps its session alive (Stable or PreparingRebalance)."""
-
-    member_id: str
-
-
-@dataclass(slots=True)
-class JoinAnswered:
-    """A join-phase answer went out: the member's session restarts now (AnswerAll's feedback)."""
-
-    member_id: str
-    generation_id: int
-
-
-@dataclass(slots=True, frozen=True)
-class RebalanceRequested:
-    """Someone outside the group's requests wants a rebalance (admin action, metadata change)."""
-
-    reason: RebalanceReason
-
-
-@dataclass(slots=True, frozen=True)
-class MetadataLoaded:
-    """A GroupMetadata record read back from the log (replay: no timers yet)."""
-
-    record: GroupMetadataRecord
-
-
-# Why the engine asked for an append (fed back in RecordsAppended.purpose)
-@dataclass(slots=True, frozen=True)
-class AssignmentWrite:
-    generation_id: int
-    leader_id: str
-    assignment: dict[str, bytes]
-
-
-@dataclass(slots=True, frozen=True)
-class EmptyGenerationWrite:
-    generation_id: int
-
-
-@dataclass(slots=True, frozen=True)
-class StaticReplacementWrite:
-    """A static member rejoined Stable with nothing the assignment depends on changed (KIP-345)."""
-
-    request_id: int
-    group_instance_id: str
-    old_member_id: str
-    member: "GroupMember"
-    generation_id: int
-    old_protocols: list[tuple[str, bytes]]
-    old_rebalance_timeout_ms: int
-    old_session_timeout_ms: int
-    leader_id: str | None
-    supports_skip_assignment: bool
-
-
-# ---------------------------------------------------------------------------------------------
-# Members
-# ---------------------------------------------------------------------------------------------
-class _JoinCounter:
-    """How many of a group's members have a JoinGroup parked (Kafka's numMembersAwaitingJoin).
-
-    Kept by the members' own `join_request` setter, so "has everyone rejoined?" is O(1) on
-    every join and expiry instead of a scan of the group (10 k joins cost 10 k scans).
-    """
-
-    __slots__ = ("count",)
-
-    def __init__(self) -> None:
-        self.count = 0
-
-
-@dataclass(slots=True, eq=False)
-class GroupMember:
-    member_id: str
-    group_instance_id: str | None
-    client_id: str
-    client_host: str
-    rebalance_timeout_ms: int
-    session_timeout_ms: int
-    protocol_type: str
-    protocols: list[tuple[str, bytes]]
-    assignment: bytes = b""
-    sync_request: int | None = None
-    is_new: bool = False
-    _join_request: int | None = field(default=None, repr=False)
-    _awaiting: _JoinCounter | None = field(default=None, repr=False)  # its group's, while it is a member
-
-    @property
-    def join_request(self) -> int | None:
-        """Its parked JoinGroup's request id, if any (setting it keeps the group's awaiting count)."""
-        return self._join_request
-
-    @join_request.setter
-    def join_request(self, request_id: int | None) -> None:
-        counter = self._awaiting
-        if counter is not None:
-            counter.count += (request_id is not None) - (self._join_request is not None)
-        self._join_request = request_id
-
-    def _attach(self, counter: _JoinCounter | None) -> None:
-        """Enter (a counter) or leave (None) a group's count of members awaiting join."""
-        if self._awaiting is not None and self._join_request is not None:
-            self._awaiting.count -= 1
-        self._awaiting = counter
-        if counter is not None and self._join_request is not None:
-            counter.count += 1
-
-    @property
-    def is_static(self) -> bool:
-        return self.group_instance_id is not None
-
-    @property
-    def is_awaiting_join(self) -> bool:
-        return self.join_request is not None
-
-    @property
-    def is_awaiting_sync(self) -> bool:
-        return self.sync_request is not None
-
-    def protocol_names(self) -> list[str]:
-        return [name for name, _ in self.protocols]
-
-    def metadata(self, protocol: str) -> bytes:
-        for name, meta in self.protocols:
-            if name == protocol:
-                return meta
-        raise KeyError(f"member {self.member_id} does not support protocol {protocol!r}")
-
-    def matches(self, protocols: list[tuple[str, bytes]]) -> bool:
-        """Same protocols, same order, same metadata bytes (Kafka's `matches`)."""
-        return [(n, bytes(m)) for n, m in protocols] == [(n, bytes(m)) for n, m in self.protocols]
-
-    def vote(self, candidates: set[str]) -> str:
-        for name, _ in self.protocols:
-            if name in candidates:
-                return name
-        raise ValueError(f"member {self.member_id} supports none of {sorted(candidates)}")
-
-    def has_satisfied_heartbeat(self) -> bool:
-        # New members can expire even while waiting in JoinGroup; others waiting in a
-        # rebalance count as alive until the rebalance answers them (which restarts the session).
-        if self.is_new:
-            return False
-        return self.is_awaiting_join or self.is_awaiting_sync
-
-
-class _Session:
-    """One member's session deadline and when its (single) timer fires; never after the deadline."""
-
-    __slots__ = ("deadline", "fires_at")
-
-    def __init__(self, deadline: float) -> None:
-        self.deadline = deadline
-        self.fires_at = deadline
-
-
 _REPLIES = {code: (Reply(code),) for code in (ErrorCode.NONE, ErrorCode.REBALANCE_IN_PROGRESS,
                                               ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.ILLEGAL_GENERATION,
                                               ErrorCode.FENCED_INSTANCE_ID, ErrorCode.COORDINATOR_NOT_AVAILABLE)}
@@ -450,28 +154,13 @@ class ClassicGroup:
         self.generation_id = 0
         self.protocol_type: str | None = None
         self.protocol_name: str | None = None
-        self.leader_id: str | None = None
-        self.members: dict[str, GroupMember] = {}
-        self.static_members: dict[str, str] = {}  # group_instance_id -> member_id
-        self.pending_members: set[str] = set()  # ids handed out with MEMBER_ID_REQUIRED
-        self._awaiting_join = _JoinCounter()  # members with a JoinGroup parked
+        self.membership = Membership(group_id)
+        self.members = self.membership.members  # (the same dict, never rebound: what every request reads)
         self.pending_sync_members: set[str] = set()
         self.new_member_added = False
         self.subscribed_topics: frozenset[str] | None = None
-        self._supported_protocols: Counter[str] = Counter()
-        self._sessions: dict[str, _Session] = {}
-        self._join_timer_armed = False
-        self._initial_delay: tuple[int, int] | None = None  # (delay, remaining) of an initial-delay join timer
-        self._sync_timer_generation: int | None = None
-        self._rebalance_started_ms: int | None = None
-        self._rebalance_reason: RebalanceReason | None = None
-        self._rebalance_initial = False
-        # For the operator journal: the generation a rebalance started from, members it dropped at the
-        # rebalance timeout, and who held what in the last Stable generation (to name departed members
-        # and diff assignments).
-        self._rebalance_generation_before = 0
-        self._rebalance_dropped: list[tuple[GroupMember, str]] = []  # (member, journal role)
-        self._last_stable: dict[str, MemberSnapshot] = {}
+        self._timers = GroupTimers()
+        self._journal = RebalanceJournal(group_id)  # the rebalance under way, as the journal and metrics see it
         self._now = Now(created_ms, 0.0)
         self._out: list = []
 
@@ -511,71 +200,18 @@ class ClassicGroup:
     def uses_consumer_protocol(self) -> bool:
         return self.protocol_type == CONSUMER_PROTOCOL_TYPE
 
-    def rebalance_timeout_ms(self) -> int:
-        return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
-
-    def awaiting_join_count(self) -> int:
-        return self._awaiting_join.count
-
-    def has_all_members_joined(self) -> bool:
-        return self.awaiting_join_count() == len(self.members) and not self.pending_members
-
-    def not_yet_rejoined(self) -> list[GroupMember]:
-        return [m for m in self.members.values() if not m.is_awaiting_join]
-
     def is_leader(self, member_id: str) -> bool:
-        return self.leader_id == member_id
+        return self.membership.leader_id == member_id
 
     def session_deadline_ms(self, member_id: str) -> float | None:
         """When the member's (or pending id's) session ends, on the monotonic clock."""
-        session = self._sessions.get(member_id)
+        session = self._timers.sessions.get(member_id)
         return session.deadline if session is not None else None
-
-    def validate_member(self, member_id: str, group_instance_id: str | None) -> int:
-        """UNKNOWN_MEMBER_ID / FENCED_INSTANCE_ID / NONE (Kafka's validateMember)."""
-        if group_instance_id is not None:
-            existing = self.static_members.get(group_instance_id)
-            if existing is None:
-                return ErrorCode.UNKNOWN_MEMBER_ID
-            if existing != member_id:
-                log.info("group %s: member %s fenced by static member %s (instance %s)",
-                         self.group_id, member_id, existing, group_instance_id)
-                return ErrorCode.FENCED_INSTANCE_ID
-            return ErrorCode.NONE
-        return ErrorCode.NONE if member_id in self.members else ErrorCode.UNKNOWN_MEMBER_ID
 
     def supports_protocols(self, protocol_type: str, protocols: list[tuple[str, bytes]]) -> bool:
         if self.state is GroupState.EMPTY:
             return bool(protocol_type) and bool(protocols)
-        if self.protocol_type != protocol_type:
-            return False
-        n = len(self.members)
-        return any(self._supported_protocols.get(name, 0) == n for name, _ in protocols)
-
-    def candidate_protocols(self) -> set[str]:
-        n = len(self.members)
-        return {name for name, count in self._supported_protocols.items() if count == n}
-
-    def select_protocol(self) -> str:
-        """Every member votes for its most preferred protocol that all members support.
-
-        Ties (Kafka breaks them by hash-map order) go to the candidate voted first, in member order.
-        """
-        if not self.members:
-            raise ValueError(f"group {self.group_id} has no members to select a protocol")
-        candidates = self.candidate_protocols()
-        votes: Counter[str] = Counter(m.vote(candidates) for m in self.members.values())
-        best = max(votes.values())
-        for m in self.members.values():
-            choice = m.vote(candidates)
-            if votes[choice] == best:
-                return choice
-        raise AssertionError("unreachable")
-
-    def current_members(self) -> list[tuple[str, str | None, bytes]]:
-        """The member list a leader assigns from: metadata for the selected protocol."""
-        assert self.protocol_name is not None
-        return [(m.member_id, m.group_instance_id, m.metadata(self.protocol_name)) for m in self.members.values()]
+        return self.protocol_type == protocol_type and self.membership.protocols.any_supported_by_all(protocols)
 
     def is_subscribed_to(self, topic: str) -> bool:
         if self.subscribed_topics is None:
@@ -588,7 +224,7 @@ class ClassicGroup:
         if generation_id < 0 and self.state is GroupState.EMPTY:
             return ErrorCode.NONE  # admin tools / standalone consumers
         if generation_id >= 0 or member_id != "" or group_instance_id is not None:
-            error = self.validate_member(member_id, group_instance_id)
+            error = self.membership.validate(member_id, group_instance_id)
             if error:
                 return error
             if generation_id != self.generation_id:
@@ -637,15 +273,9 @@ class ClassicGroup:
             protocol_type=self.protocol_type or "",
             generation=self.generation_id,
             protocol=protocol,
-            leader=self.leader_id,
+            leader=self.membership.leader_id,
             current_state_timestamp=self.state_timestamp_ms if self.state_timestamp_ms is not None else -1,
-            # (positional: member_id, group_instance_id, client_id, client_host, rebalance_timeout,
-            # session_timeout, subscription, assignment; a third cheaper for 10 000 members)
-            members=[GroupMemberRecord(
-                mem.member_id, mem.group_instance_id, mem.client_id, mem.client_host, mem.rebalance_timeout_ms,
-                mem.session_timeout_ms, mem.metadata(protocol) if protocol is not None else b"",
-                assignment.get(mem.member_id, b""))
-                for mem in self.members.values()],
+            members=member_records(self.members.values(), protocol, assignment),
         )
 
     # =========================================================================================
@@ -659,52 +289,22 @@ class ClassicGroup:
         self._out.append(AppendRecords([self.metadata_record(assignment)], purpose))
 
     # =========================================================================================
-    # Membership bookkeeping
+    # Members in and out (`Membership` keeps the books; here their parked requests and sessions)
     # =========================================================================================
-    def generate_member_id(self, client_id: str, group_instance_id: str | None) -> str:
-        return f"{group_instance_id if group_instance_id is not None else client_id}-{uuid.uuid4()}"
-
-    def _add(self, member: GroupMember, join_request: int | None = None) -> None:
-        if not self.members:
-            self.protocol_type = member.protocol_type
-        if member.group_instance_id is not None:
-            if member.group_instance_id in self.static_members:
-                raise RuntimeError(f"static member {member.group_instance_id} is already in the group")
-            self.static_members[member.group_instance_id] = member.member_id
-        self.members[member.member_id] = member
-        member._attach(self._awaiting_join)
-        self._supported_protocols.update(set(member.protocol_names()))
-        if self.leader_id is None:
-            self.leader_id = member.member_id
-        self.pending_members.discard(member.member_id)
-        member.join_request = join_request
-
     def _remove(self, member_id: str) -> GroupMember | None:
         """Drop a member (or a pending id). Answers its parked requests with UNKNOWN_MEMBER_ID."""
-        member = self.members.pop(member_id, None)
+        member = self.members.get(member_id)
         if member is not None:
-            self._supported_protocols.subtract(set(member.protocol_names()))
-            self._supported_protocols += Counter()  # drop zero counts
-            if member.group_instance_id is not None:
-                self.static_members.pop(member.group_instance_id, None)
             self._answer(member.join_request, JoinResult(error=ErrorCode.UNKNOWN_MEMBER_ID))
-            member.join_request = None
-            member._attach(None)
             self._answer(member.sync_request, SyncResult(error=ErrorCode.UNKNOWN_MEMBER_ID))
-            member.sync_request = None
-        if self.leader_id == member_id:
-            self.leader_id = next(iter(self.members), None)
-        self.pending_members.discard(member_id)
+        self.membership.remove(member_id)
         self.pending_sync_members.discard(member_id)
-        self._cancel_session(member_id)
+        self._timers.cancel_session(member_id, self._out)
         return member
 
     def _update_member(self, member: GroupMember, protocols: list[tuple[str, bytes]], rebalance_timeout_ms: int,
                        session_timeout_ms: int, join_request: int | None) -> None:
-        self._supported_protocols.subtract(set(member.protocol_names()))
-        member.protocols = list(protocols)
-        self._supported_protocols.update(set(member.protocol_names()))
-        self._supported_protocols += Counter()
+        self.membership.update_protocols(member, protocols)
         member.rebalance_timeout_ms = rebalance_timeout_ms
         member.session_timeout_ms = session_timeout_ms
         if member.join_request is not None and member.join_request != join_request:
@@ -716,92 +316,33 @@ class ClassicGroup:
 
     def _replace_static_member(self, group_instance_id: str, old_member_id: str, new_member_id: str) -> GroupMember:
         """Swap a static member's id; the old id's parked requests are fenced (KIP-345)."""
-        old = self.members.pop(old_member_id, None)
-        if old is None:
-            raise KeyError(f"cannot replace {old_member_id}: not a member of {self.group_id}")
-        self._answer(old.join_request, JoinResult(error=ErrorCode.FENCED_INSTANCE_ID, member_id=old_member_id))
-        old._attach(None)
-        self._answer(old.sync_request, SyncResult(error=ErrorCode.FENCED_INSTANCE_ID))
-        new = GroupMember(
-            member_id=new_member_id, group_instance_id=old.group_instance_id, client_id=old.client_id,
-            client_host=old.client_host, rebalance_timeout_ms=old.rebalance_timeout_ms,
-            session_timeout_ms=old.session_timeout_ms, protocol_type=old.protocol_type, protocols=old.protocols,
-            assignment=old.assignment,
-        )
-        self.members[new_member_id] = new
-        new._attach(self._awaiting_join)
-        if self.leader_id == old_member_id:
-            self.leader_id = new_member_id
+        old = self.members.get(old_member_id)
+        if old is not None:
+            self._answer(old.join_request, JoinResult(error=ErrorCode.FENCED_INSTANCE_ID, member_id=old_member_id))
+            self._answer(old.sync_request, SyncResult(error=ErrorCode.FENCED_INSTANCE_ID))
+        new = self.membership.replace_static(group_instance_id, old_member_id, new_member_id)
         if old_member_id in self.pending_sync_members:
             self.pending_sync_members.discard(old_member_id)
             self.pending_sync_members.add(new_member_id)
-        self.static_members[group_instance_id] = new_member_id
-        self._cancel_session(old_member_id)
+        self._timers.cancel_session(old_member_id, self._out)
         return new
-
-    def _compute_subscribed_topics(self) -> frozenset[str] | None:
-        """Topics the members subscribe to, from their consumer-protocol metadata; None = unknown."""
-        if self.protocol_type != CONSUMER_PROTOCOL_TYPE:
-            return None
-        if not self.members:
-            return frozenset()
-        if self.protocol_name is None:
-            return None
-        topics: set[str] = set()
-        seen: set[bytes] = set()  # members mostly share one subscription: decode each distinct one once
-        try:
-            for m in self.members.values():
-                metadata = m.metadata(self.protocol_name)
-                if metadata not in seen:
-                    seen.add(metadata)
-                    topics.update(decode_subscription(metadata).topics)
-        except Exception as exc:  # any undecodable subscription makes the set unknown (Kafka's rule)
-            log.warning("group %s: cannot parse consumer subscription for protocol %s (%s); "
-                        "subscribed topics unknown", self.group_id, self.protocol_name, exc)
-            return None
-        return frozenset(topics)
 
     # =========================================================================================
     # Timers
     # =========================================================================================
     def _schedule_session(self, member_id: str, timeout_ms: int | None = None) -> None:
-        """(Re)start a member's or pending id's session; a timer effect only when none is armed early enough."""
+        """(Re)start a member's or pending id's session (by default its own session timeout)."""
         member = self.members.get(member_id)
-        if member is None and member_id not in self.pending_members:
+        if member is None and member_id not in self.membership.pending_members:
             return
         if timeout_ms is None:
             timeout_ms = member.session_timeout_ms  # type: ignore[union-attr]
-        deadline = self._now.monotonic_ms + timeout_ms
-        session = self._sessions.get(member_id)
-        if session is None:
-            self._sessions[member_id] = _Session(deadline)
-        elif session.fires_at <= deadline:
-            session.deadline = deadline  # the armed timer fires first and re-arms for the rest
-            return
-        else:  # moved earlier than the armed timer (a join timeout replaced by a session): re-arm now
-            session.deadline = session.fires_at = deadline
-        self._out.append(SetTimer(member_id, timeout_ms))
-
-    def _cancel_session(self, member_id: str) -> None:
-        if self._sessions.pop(member_id, None) is not None:
-            self._out.append(CancelTimer(member_id))
-
-    def _session_timer_fired(self, member_id: str) -> None:
-        session = self._sessions.get(member_id)
-        if session is None:
-            return
-        remaining = session.deadline - self._now.monotonic_ms
-        if remaining > 0:  # heartbeats moved the deadline since the timer was armed
-            session.fires_at = session.deadline
-            self._out.append(SetTimer(member_id, remaining))
-            return
-        del self._sessions[member_id]
-        self._expire_session(member_id)
+        self._timers.start_session(member_id, timeout_ms, self._now.monotonic_ms, self._out)
 
     def _expire_session(self, member_id: str) -> None:
         if self.state is GroupState.DEAD:
             return
-        if member_id in self.pending_members:
+        if member_id in self.membership.pending_members:
             log.info("group %s: pending member %s expired before rejoining", self.group_id, member_id)
             self._remove(member_id)
             self._complete_join_phase_if_all_joined()
@@ -812,48 +353,23 @@ class ClassicGroup:
         log.info("group %s: member %s expired (session timeout %d ms)", self.group_id, member_id,
                  member.session_timeout_ms if not member.is_new else self._config.group_new_member_join_timeout_ms)
         self._out.append(MemberExpired(self.group_id, member_id))
-        if self._rebalance_started_ms is not None:  # it expired during a rebalance: the journal names it
-            self._rebalance_dropped.append((member, "expired"))
+        self._journal.drop(member, "expired")  # it expired during a rebalance: the journal names it
         self._remove_member_and_update(member, RebalanceReason(RebalanceCause.SESSION_EXPIRED, (member_id,)))
-
-    def _set_join_timer(self, delay_ms: int, initial: tuple[int, int] | None = None) -> None:
-        self._join_timer_armed = True
-        self._initial_delay = initial
-        self._out.append(SetTimer(GroupTimer.JOIN_PHASE, delay_ms))
-
-    def _cancel_join_timer(self) -> None:
-        if self._join_timer_armed:
-            self._join_timer_armed = False
-            self._initial_delay = None
-            self._out.append(CancelTimer(GroupTimer.JOIN_PHASE))
-
-    def _cancel_sync_timer(self) -> None:
-        if self._sync_timer_generation is not None:
-            self._sync_timer_generation = None
-            self._out.append(CancelTimer(GroupTimer.PENDING_SYNC))
-
-    def _stop_timers(self) -> None:
-        self._join_timer_armed = False
-        self._initial_delay = None
-        self._sync_timer_generation = None
-        self._sessions.clear()
-        self._out.append(CancelAllTimers())
 
     def _on_timer(self, event: TimerFired) -> None:
         key = event.key
         if type(key) is str:
-            self._session_timer_fired(key)
+            if self._timers.session_fired(key, self._now.monotonic_ms, self._out):
+                self._expire_session(key)
         elif key is GroupTimer.JOIN_PHASE:
             self._join_timer_fired()
         elif key is GroupTimer.PENDING_SYNC:
-            generation, self._sync_timer_generation = self._sync_timer_generation, None
-            self._pending_sync_expired(generation)
+            self._pending_sync_expired(self._timers.sync_fired())
         else:
             raise ValueError(f"group {self.group_id}: no timer {key!r}")
 
     def _join_timer_fired(self) -> None:
-        self._join_timer_armed = False
-        initial, self._initial_delay = self._initial_delay, None
+        initial = self._timers.join_fired()
         if self.state is not GroupState.PREPARING_REBALANCE:
             return
         if initial is not None:
@@ -862,7 +378,7 @@ class ClassicGroup:
                 # Someone joined during the window: wait once more, within the rebalance timeout.
                 self.new_member_added = False
                 new_delay = min(self._config.group_initial_rebalance_delay_ms, remaining_ms)
-                self._set_join_timer(new_delay, (new_delay, max(remaining_ms - delay_ms, 0)))
+                self._timers.set_join(new_delay, self._out, (new_delay, max(remaining_ms - delay_ms, 0)))
                 return
         self._complete_join_phase()
 
@@ -881,7 +397,7 @@ class ClassicGroup:
     def _remove_pending_sync_member(self, member_id: str) -> None:
         self.pending_sync_members.discard(member_id)
         if not self.pending_sync_members:
-            self._cancel_sync_timer()
+            self._timers.cancel_sync(self._out)
 
     # =========================================================================================
     # JoinGroup
@@ -893,7 +409,7 @@ class ClassicGroup:
             return True
         if self.state is GroupState.PREPARING_REBALANCE:
             m = self.members.get(member_id) if member_id else None
-            return (m is not None and m.is_awaiting_join) or self.awaiting_join_count() < max_size
+            return (m is not None and m.is_awaiting_join) or self.membership.awaiting_join_count() < max_size
         return (bool(member_id) and member_id in self.members) or len(self.members) < max_size
 
     def _on_join(self, event: JoinGroup) -> None:
@@ -907,7 +423,7 @@ class ClassicGroup:
         else:
             self._join_existing_member(req, request_id)
         # Don't hold JoinGroups longer than needed, except during the initial (delayed) rebalance.
-        if (self.state is GroupState.PREPARING_REBALANCE and self.has_all_members_joined()
+        if (self.state is GroupState.PREPARING_REBALANCE and self.membership.has_all_joined()
                 and self.previous_state is not GroupState.EMPTY):
             self._complete_join_phase()
 
@@ -918,9 +434,9 @@ class ClassicGroup:
         if not self.supports_protocols(req.protocol_type, req.protocols):
             self._answer(request_id, JoinResult(error=ErrorCode.INCONSISTENT_GROUP_PROTOCOL))
             return
-        new_id = self.generate_member_id(req.client_id, req.group_instance_id)
+        new_id = new_member_id(req.client_id, req.group_instance_id)
         if req.group_instance_id is not None:
-            old_id = self.static_members.get(req.group_instance_id)
+            old_id = self.membership.static_members.get(req.group_instance_id)
             if old_id is not None:
                 self._replace_static_member_on_join(req, old_id, new_id, request_id)
             else:
@@ -928,7 +444,7 @@ class ClassicGroup:
         elif req.require_known_member_id:
             log.info("group %s: new dynamic member, asking it to rejoin as %s (state %s)",
                      self.group_id, new_id, self.state)
-            self.pending_members.add(new_id)
+            self.membership.pending_members.add(new_id)
             self._schedule_session(new_id, req.session_timeout_ms)
             self._answer(request_id, JoinResult(error=ErrorCode.MEMBER_ID_REQUIRED, member_id=new_id))
         else:
@@ -941,7 +457,7 @@ class ClassicGroup:
         if not self.supports_protocols(req.protocol_type, req.protocols):
             self._answer(request_id, JoinResult(error=ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id=req.member_id))
             return
-        if req.member_id in self.pending_members:
+        if req.member_id in self.membership.pending_members:
             if req.group_instance_id is not None:
                 # Pending ids are only ever handed to dynamic members.
                 self._answer(request_id, JoinResult(error=ErrorCode.UNKNOWN_MEMBER_ID, member_id=req.member_id))
@@ -949,7 +465,7 @@ class ClassicGroup:
             log.info("group %s: pending member %s rejoined (state %s)", self.group_id, req.member_id, self.state)
             self._add_member_then_rebalance(req, req.member_id, request_id)
             return
-        error = self.validate_member(req.member_id, req.group_instance_id)
+        error = self.membership.validate(req.member_id, req.group_instance_id)
         if error:
             self._answer(request_id, JoinResult(error=error, member_id=req.member_id))
             return
@@ -982,9 +498,9 @@ class ClassicGroup:
             generation_id=self.generation_id,
             protocol_type=self.protocol_type,
             protocol_name=self.protocol_name,
-            leader=(leader if leader is not None else self.leader_id) or "",
+            leader=(leader if leader is not None else self.membership.leader_id) or "",
             skip_assignment=skip_assignment,
-            members=self.current_members() if with_members else [],
+            members=self.membership.current_members(self.protocol_name) if with_members else [],
         )
 
     def _add_member_then_rebalance(self, req: JoinRequest, member_id: str, request_id: int) -> None:
@@ -996,7 +512,9 @@ class ClassicGroup:
         )
         if self.state is GroupState.PREPARING_REBALANCE and self.previous_state is GroupState.EMPTY:
             self.new_member_added = True  # lets the initial rebalance wait a little longer
-        self._add(member, request_id)
+        if not self.members:
+            self.protocol_type = member.protocol_type
+        self.membership.add(member, request_id)
         # A new member can't heartbeat while its JoinGroup is parked; if it vanishes, this
         # (long) timer removes it rather than its session timeout.
         self._schedule_session(member_id, self._config.group_new_member_join_timeout_ms)
@@ -1013,7 +531,7 @@ class ClassicGroup:
     def _replace_static_member_on_join(self, req: JoinRequest, old_id: str, new_id: str, request_id: int) -> None:
         instance_id = req.group_instance_id
         assert instance_id is not None
-        current_leader = self.leader_id
+        current_leader = self.membership.leader_id
         member = self._replace_static_member(instance_id, old_id, new_id)
         self._schedule_session(new_id)
         old_protocols, old_rebalance, old_session = member.protocols, member.rebalance_timeout_ms, member.session_timeout_ms
@@ -1023,7 +541,7 @@ class ClassicGroup:
         reason = RebalanceReason(RebalanceCause.STATIC_MEMBER_REPLACED, (old_id, new_id), req.reason,
                                  f"instance {instance_id} during {self.state}")
         if self.state is GroupState.STABLE:
-            if (self.protocol_name or "") == self.select_protocol():
+            if (self.protocol_name or "") == self.membership.protocols.select(self.members.values()):
                 # Nothing the assignment depends on changed: persist the new id, no rebalance.
                 self._append_metadata(
                     {m.member_id: m.assignment for m in self.members.values()},
@@ -1058,16 +576,8 @@ class ClassicGroup:
         if member.join_request != request_id:
             return  # already answered (fenced or superseded) meanwhile
         member.join_request = None
-        old = self._last_stable.pop(write.old_member_id, None)
-        self._last_stable[new_id] = _snapshot(member)
-        now = self._now.wall_ms
-        self._out.append(RebalanceJournaled(
-            self.group_id, "classic", now, now, self.generation_id, self.generation_id, "static_member_replaced",
-            None, f"static member {write.group_instance_id} rejoined as {new_id}; nothing the assignment "
-                  f"depends on changed, so no rebalance (KIP-345)", self.state.value,
-            ((write.old_member_id, write.group_instance_id, old.client_id if old else member.client_id,
-              old.client_host if old else member.client_host, "removed"),
-             (new_id, write.group_instance_id, member.client_id, member.client_host, "joined")), {}, {}))
+        self._out.append(self._journal.static_replacement(self._now.wall_ms, self, write.group_instance_id,
+                                                          write.old_member_id, member))
         if self.generation_id != write.generation_id or self.members.get(new_id) is not member:
             self._answer(request_id, JoinResult(error=ErrorCode.REBALANCE_IN_PROGRESS, member_id=new_id))
         elif write.supports_skip_assignment:
@@ -1096,97 +606,52 @@ class ClassicGroup:
     def _complete_join_phase_if_all_joined(self) -> None:
         """After an expiry: ends even the initial join phase (Kafka's removeMemberAndUpdateClassicGroup
         and removePendingMemberAndUpdateClassicGroup skip maybeCompleteJoinPhase's initial check)."""
-        if self.state is GroupState.PREPARING_REBALANCE and self.has_all_members_joined():
+        if self.state is GroupState.PREPARING_REBALANCE and self.membership.has_all_joined():
             self._complete_join_phase()
 
     def _prepare_rebalance(self, reason: RebalanceReason) -> None:
         if self.state is GroupState.COMPLETING_REBALANCE:
             self._reset_and_propagate_assignment(ErrorCode.REBALANCE_IN_PROGRESS)
-        self._cancel_sync_timer()
-        self._cancel_join_timer()
+        self._timers.cancel_sync(self._out)
+        self._timers.cancel_join(self._out)
         initial = self.state is GroupState.EMPTY
-        if self._rebalance_started_ms is None:
-            self._rebalance_started_ms = self._now.wall_ms
-            self._rebalance_reason = reason
-            self._rebalance_initial = initial
-            self._rebalance_generation_before = self.generation_id
-            self._rebalance_dropped = []
+        self._journal.started(reason, self._now.wall_ms, initial, self.generation_id)
         self._transition(Step.PREPARE_REBALANCE, GroupState.PREPARING_REBALANCE, reason)
         self.new_member_added = False
         log.info("group %s: preparing to rebalance (state was %s, generation %d): %s",
                  self.group_id, self.previous_state, self.generation_id, reason)
         if initial:
             delay = self._config.group_initial_rebalance_delay_ms
-            self._set_join_timer(delay, (delay, max(self.rebalance_timeout_ms() - delay, 0)))
-        elif self.has_all_members_joined():
+            self._timers.set_join(delay, self._out, (delay, max(self.membership.rebalance_timeout_ms() - delay, 0)))
+        elif self.membership.has_all_joined():
             # Kafka's maybeCompleteJoinElseSchedule: e.g. the last member left, so the group is Empty now.
             self._complete_join_phase()
         else:
-            self._set_join_timer(self.rebalance_timeout_ms())
-
-    def _rebalance_done(self) -> None:
-        """A rebalance ended in Stable: count it by why it started, timed from its first prepare."""
-        started, self._rebalance_started_ms = self._rebalance_started_ms, None
-        if started is not None and self._rebalance_reason is not None:
-            self._out.append(RebalanceCompleted(self.group_id, self._rebalance_reason, self._rebalance_initial,
-                                                max(self._now.wall_ms - started, 0)))
-            self._journal_rebalance(started)
-        self._rebalance_reason = None
-        self._last_stable = {m.member_id: _snapshot(m) for m in self.members.values()}
-
-    def _journal_rebalance(self, started_ms: int) -> None:
-        """The operator journal's entry for the rebalance that ends now (Stable or Empty)."""
-        reason = self._rebalance_reason
-        assert reason is not None
-        before = self._last_stable
-        involved: dict[str, str] = {m: "cause" for m in reason.members}
-        for m, role in self._rebalance_dropped:
-            involved.setdefault(m.member_id, role)
-        for member_id in self.members.keys() - before.keys():
-            involved.setdefault(member_id, "joined")
-        for member_id in before.keys() - self.members.keys():
-            involved.setdefault(member_id, "removed")
-        dropped = {m.member_id: m for m, _ in self._rebalance_dropped}
-        members = []
-        for member_id, role in involved.items():
-            m = self.members.get(member_id) or before.get(member_id) or dropped.get(member_id)
-            members.append((member_id, m.group_instance_id, m.client_id, m.client_host, role) if m is not None
-                           else (member_id, None, "", "", role))
-        self._out.append(RebalanceJournaled(
-            self.group_id, "classic", started_ms, self._now.wall_ms, self._rebalance_generation_before,
-            self.generation_id, reason.cause.journal_trigger, reason.client_reason, str(reason), self.state.value,
-            tuple(members),
-            {m: s.assignment for m, s in before.items()} if self.uses_consumer_protocol() else {},
-            {m: s.assignment for m, s in self.members.items()} if self.uses_consumer_protocol() else {}))
-        self._rebalance_dropped = []
+            self._timers.set_join(self.membership.rebalance_timeout_ms(), self._out)
 
     def _complete_join_phase(self) -> None:
-        self._cancel_join_timer()
-        gone = [m for m in self.not_yet_rejoined() if not m.is_static]
-        self._rebalance_dropped.extend((m, "rebalance_timeout") for m in gone)
+        self._timers.cancel_join(self._out)
+        gone = [m for m in self.membership.not_yet_rejoined() if not m.is_static]
+        self._journal.dropped.extend((m, "rebalance_timeout") for m in gone)
         for m in gone:
             self._remove(m.member_id)
         if gone:
             log.info("group %s: removed dynamic members that did not rejoin: %s",
                      self.group_id, [m.member_id for m in gone])
-        if not self._maybe_elect_new_joined_leader() and self.members:
+        if not self.membership.elect_joined_leader() and self.members:
             # Only static members that haven't rejoined remain: wait another rebalance timeout
             # (their sessions still expire them).
             log.warning("group %s: no member rejoined; extending the join phase", self.group_id)
-            self._set_join_timer(self.rebalance_timeout_ms())
+            self._timers.set_join(self.membership.rebalance_timeout_ms(), self._out)
             return
         self._init_next_generation()
         if self.state is GroupState.EMPTY:
             log.info("group %s: generation %d is empty", self.group_id, self.generation_id)
-            # Nothing became stable: the next rebalance starts from Empty and counts as initial.
-            if self._rebalance_started_ms is not None and self._rebalance_reason is not None:
-                self._journal_rebalance(self._rebalance_started_ms)
-            self._last_stable = {}
-            self._rebalance_started_ms = self._rebalance_reason = None
+            self._out.extend(self._journal.empty(self._now.wall_ms, self))
             self._append_metadata({}, EmptyGenerationWrite(self.generation_id))
             return
         log.info("group %s: generation %d with %d members, protocol %s, leader %s",
-                 self.group_id, self.generation_id, len(self.members), self.protocol_name, self.leader_id)
+                 self.group_id, self.generation_id, len(self.members), self.protocol_name, self.membership.leader_id)
         parked = []
         for member in self.members.values():
             parked.append((member.join_request, member.member_id))
@@ -1195,39 +660,26 @@ class ClassicGroup:
         self.pending_sync_members.update(self.members)
         # Each member's session restarts as its answer goes out (a big group's answers take several
         # loop turns; until then the join timeout, never shorter, watches it).
-        self._out.append(AnswerAll(JoinAnswers(parked, self._join_answer(self.members[self.leader_id],
+        self._out.append(AnswerAll(JoinAnswers(parked, self._join_answer(self.members[self.membership.leader_id],
                                                                          skip_assignment=False)),
                                    restart_sessions_of=self.generation_id))
-        self._sync_timer_generation = self.generation_id
-        self._out.append(SetTimer(GroupTimer.PENDING_SYNC, self.rebalance_timeout_ms()))
+        self._timers.set_sync(self.generation_id, self.membership.rebalance_timeout_ms(), self._out)
 
     def _on_join_answered(self, event: JoinAnswered) -> None:
         if event.generation_id == self.generation_id:
             self._schedule_session(event.member_id)
 
-    def _maybe_elect_new_joined_leader(self) -> bool:
-        if self.leader_id is None:
-            return False
-        leader = self.members.get(self.leader_id)
-        if leader is not None and leader.is_awaiting_join:
-            return True
-        for m in self.members.values():
-            if m.is_awaiting_join:
-                log.info("group %s: leader %s did not rejoin; %s is the new leader",
-                         self.group_id, self.leader_id, m.member_id)
-                self.leader_id = m.member_id
-                return True
-        return False
-
     def _init_next_generation(self) -> None:
         self.generation_id += 1
         if self.members:
-            self.protocol_name = self.select_protocol()
-            self.subscribed_topics = self._compute_subscribed_topics()
+            self.protocol_name = self.membership.protocols.select(self.members.values())
+            self.subscribed_topics = subscribed_topics(self.group_id, self.protocol_type, self.protocol_name,
+                                                   self.members.values())
             self._transition(Step.JOIN_PHASE_COMPLETED, GroupState.COMPLETING_REBALANCE)
         else:
             self.protocol_name = None
-            self.subscribed_topics = self._compute_subscribed_topics()
+            self.subscribed_topics = subscribed_topics(self.group_id, self.protocol_type, self.protocol_name,
+                                                   self.members.values())
             self._transition(Step.JOIN_PHASE_COMPLETED, GroupState.EMPTY)
         self.pending_sync_members.clear()
 
@@ -1271,7 +723,7 @@ class ClassicGroup:
         if self.state is GroupState.DEAD:
             self._answer(request_id, SyncResult(error=ErrorCode.COORDINATOR_NOT_AVAILABLE))
             return
-        error = self.validate_member(member_id, event.group_instance_id)
+        error = self.membership.validate(member_id, event.group_instance_id)
         if not error and event.generation_id != self.generation_id:
             error = ErrorCode.ILLEGAL_GENERATION
         if not error and (_inconsistent(event.protocol_type, self.protocol_type)
@@ -1325,7 +777,7 @@ class ClassicGroup:
         self._propagate_assignment(ErrorCode.NONE)
         self._transition(Step.ASSIGNMENT_STORED, GroupState.STABLE)
         log.info("group %s: generation %d is stable", self.group_id, write.generation_id)
-        self._rebalance_done()
+        self._out.extend(self._journal.stable(self._now.wall_ms, self))
 
     def _on_appended(self, event: RecordsAppended) -> None:
         if self.state is GroupState.DEAD:
@@ -1351,7 +803,7 @@ class ClassicGroup:
         member_id = event.member_id
         if self.state is GroupState.DEAD:
             return _REPLIES[ErrorCode.COORDINATOR_NOT_AVAILABLE]
-        code = self.validate_member(member_id, event.group_instance_id)
+        code = self.membership.validate(member_id, event.group_instance_id)
         if code:
             return _REPLIES.get(code) or (Reply(code),)
         if event.generation_id != self.generation_id:
@@ -1359,7 +811,7 @@ class ClassicGroup:
         if self.state is GroupState.EMPTY:
             return _REPLIES[ErrorCode.UNKNOWN_MEMBER_ID]
         code = ErrorCode.REBALANCE_IN_PROGRESS if self.state is GroupState.PREPARING_REBALANCE else ErrorCode.NONE
-        session = self._sessions.get(member_id)
+        session = self._timers.sessions.get(member_id)
         deadline = self._now.monotonic_ms + self.members[member_id].session_timeout_ms
         if session is not None and session.fires_at <= deadline:
             session.deadline = deadline  # the usual case: the armed timer fires first and re-arms
@@ -1381,8 +833,8 @@ class ClassicGroup:
             reason = reason or "not provided"
             if member_id == "":
                 # Admin removal by instance id.
-                if instance_id is not None and instance_id in self.static_members:
-                    target = self.static_members[instance_id]
+                if instance_id is not None and instance_id in self.membership.static_members:
+                    target = self.membership.static_members[instance_id]
                     self._remove(target)
                     log.info("group %s: static member %s (%s) removed by LeaveGroup; reason: %s",
                              self.group_id, instance_id, target, reason)
@@ -1391,14 +843,14 @@ class ClassicGroup:
                     errors.append(ErrorCode.NONE)
                 else:
                     errors.append(ErrorCode.UNKNOWN_MEMBER_ID)
-            elif member_id in self.pending_members:
+            elif member_id in self.membership.pending_members:
                 self._remove(member_id)
                 log.info("group %s: pending member %s left; reason: %s", self.group_id, member_id, reason)
                 errors.append(ErrorCode.NONE)
                 removed.append(member_id)
                 client_reasons.add(reason)
             else:
-                error = self.validate_member(member_id, instance_id)
+                error = self.membership.validate(member_id, instance_id)
                 if error:
                     errors.append(error)
                     continue
@@ -1426,35 +878,17 @@ class ClassicGroup:
     def _on_metadata_loaded(self, event: MetadataLoaded) -> None:
         """Rebuild from a GroupMetadata record: Stable with members, else Empty (sessions start at LoadCompleted)."""
         record = event.record
-        members = [GroupMember(
-            member_id=r.member_id, group_instance_id=r.group_instance_id, client_id=r.client_id,
-            client_host=r.client_host,
-            rebalance_timeout_ms=r.rebalance_timeout if r.rebalance_timeout >= 0 else r.session_timeout,
-            session_timeout_ms=r.session_timeout, protocol_type=record.protocol_type,
-            protocols=[(record.protocol or "", bytes(r.subscription))], assignment=bytes(r.assignment))
-            for r in record.members]
+        members = members_of(record)
         self._transition(Step.LOADED, GroupState.STABLE if members else GroupState.EMPTY)
         self.generation_id = record.generation
         self.protocol_type = record.protocol_type or None
         self.protocol_name = record.protocol
-        self.leader_id = record.leader
         timestamp = record.current_state_timestamp
         self.state_timestamp_ms = timestamp if timestamp >= 0 else None
-        for m in self.members.values():
-            m._attach(None)
-        self.members = {}
-        self.static_members = {}
-        self._supported_protocols = Counter()
-        for m in members:
-            self.members[m.member_id] = m
-            m._attach(self._awaiting_join)
-            self._supported_protocols.update(set(m.protocol_names()))
-            if m.group_instance_id is not None:
-                self.static_members[m.group_instance_id] = m.member_id
-        if self.leader_id is not None and self.leader_id not in self.members:
-            self.leader_id = next(iter(self.members), None)
-        self.subscribed_topics = self._compute_subscribed_topics()
-        self._last_stable = {m.member_id: _snapshot(m) for m in self.members.values()}
+        self.membership.load(members, record.leader)
+        self.subscribed_topics = subscribed_topics(self.group_id, self.protocol_type, self.protocol_name,
+                                                   self.members.values())
+        self._journal.loaded(self)
 
     def _on_load_completed(self, event: LoadCompleted) -> None:
         """After replay: members must keep heartbeating; an oversized group rebalances."""
@@ -1474,35 +908,17 @@ class ClassicGroup:
 
     def _on_unloaded(self, event: Unloaded) -> None:
         """Stop every timer and answer every parked request (coordinator shutdown, partition moved)."""
-        self._stop_timers()
+        self._timers.stop(self._out)
         self._answer_all_parked(event.error)
 
     def _on_deleted(self, event: Deleted) -> None:
-        self._stop_timers()
+        self._timers.stop(self._out)
         self._answer_all_parked(ErrorCode.COORDINATOR_NOT_AVAILABLE)
         self._transition(Step.DELETED, GroupState.DEAD)
 
     def __repr__(self) -> str:
         return (f"ClassicGroup({self.group_id!r}, {self.state}, generation={self.generation_id}, "
-                f"members={list(self.members)}, leader={self.leader_id!r})")
-
-
-class MemberSnapshot(NamedTuple):
-    """Who a member was and what it held, frozen for the journal (the live one changes in place).
-
-    A tuple of strings and bytes: cheap to make for 10 000 members at the end of every rebalance, and
-    nothing the cyclic garbage collector has to walk."""
-
-    member_id: str
-    group_instance_id: str | None
-    client_id: str
-    client_host: str
-    assignment: bytes
-
-
-def _snapshot(member: GroupMember) -> MemberSnapshot:
-    return MemberSnapshot(member.member_id, member.group_instance_id, member.client_id, member.client_host,
-                          member.assignment)
+                f"members={list(self.members)}, leader={self.membership.leader_id!r})")
 
 
 _HANDLERS = {

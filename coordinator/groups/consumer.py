@@ -41,20 +41,65 @@ reconciliation step answered at once (generation = member epoch), SyncGroup retu
 Heartbeat answers REBALANCE_IN_PROGRESS until they are reconciled. When only classic members are left
 (and `group.consumer.migration.policy` allows), the group writes its tombstones and a classic
 GroupMetadata record, goes Dead (Step.CONVERTED) and emits `ConvertedToClassic`.
+
+Around this state machine, by concern: `consumer_events` (events, results, timer keys, why it appends),
+`consumer_heartbeat` (the checks made before any group state is read), `consumer_member` (a member and
+its records), `consumer_assignment` (the target and current assignment builders), `consumer_topics`
+(subscriptions over the topic image), `consumer_classic` (classic members inside the group) and
+`consumer_journal` (what the operator journal learns of a rebalance).
 """
 from __future__ import annotations
 
 import enum
-import hashlib
 import logging
 import uuid
-from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
-import re2
-
-from cohort.coordinator.groups.assignors import ASSIGNORS, DEFAULT_ASSIGNORS, Assignment, Assignor, MemberSubscription
+from cohort.coordinator.groups import consumer_classic
+from cohort.coordinator.groups.assignors import ASSIGNORS, DEFAULT_ASSIGNORS, Assignment, MemberSubscription
+from cohort.coordinator.groups.classic_events import Heartbeat, JoinGroup, JoinResult, LeaveGroup, SyncGroup, SyncResult
+from cohort.coordinator.groups.consumer_assignment import (
+    MEMBER_TRANSITIONS,
+    CurrentAssignmentBuilder,
+    TargetAssignmentBuilder,
+)
+from cohort.coordinator.groups.consumer_events import (
+    AnswerWhenStored,
+    AssignmentDue,
+    ConsumerGroupHeartbeat,
+    ConvertedFromClassic,
+    ConvertedToClassic,
+    GroupChangeWrite,
+    HeartbeatResult,
+    RecordReplayed,
+    RevocationTimeout,
+    SessionTimeout,
+    TopicsChanged,
+)
+from cohort.coordinator.groups.consumer_heartbeat import (
+    JOIN_GROUP_MEMBER_EPOCH,
+    LEAVE_GROUP_MEMBER_EPOCH,
+    LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+    HeartbeatError,
+    validate_heartbeat,
+)
+from cohort.coordinator.groups.consumer_journal import EpochCause, RebalanceJournal
+from cohort.coordinator.groups.consumer_topics import SubscribedTopics
+from cohort.coordinator.groups.consumer_member import (
+    ConsumerGroupMember,
+    MemberAssignment,
+    MemberState,
+    assignment_of,
+    current_assignment_record,
+    is_subset,
+    member_epoch_error,
+    member_metadata_record,
+    metadata_differs,
+    random_member_id,
+    sorted_assignment,
+    topic_partitions,
+)
 from cohort.coordinator.groups.effects import (
     Answer,
     AppendRecords,
@@ -64,7 +109,6 @@ from cohort.coordinator.groups.effects import (
     LoadCompleted,
     MemberExpired,
     Now,
-    RebalanceJournaled,
     RecordsAppended,
     Reply,
     SetTimer,
@@ -72,18 +116,7 @@ from cohort.coordinator.groups.effects import (
     TimerFired,
     Unloaded,
 )
-from cohort.coordinator.groups.classic import (
-    CONSUMER_PROTOCOL_TYPE,
-    Heartbeat,
-    JoinGroup,
-    JoinResult,
-    LeaveGroup,
-    SyncGroup,
-    SyncResult,
-)
 from cohort.coordinator.records.types import (
-    ClassicMemberMetadata,
-    ClassicProtocolRecord,
     ConsumerGroupCurrentMemberAssignmentRecord,
     ConsumerGroupCurrentMemberAssignmentTombstone,
     ConsumerGroupMemberMetadataRecord,
@@ -94,21 +127,14 @@ from cohort.coordinator.records.types import (
     ConsumerGroupTargetAssignmentMemberTombstone,
     ConsumerGroupTargetAssignmentMetadataRecord,
     ConsumerGroupTargetAssignmentMetadataTombstone,
-    CurrentTopicPartitions,
-    GroupMemberRecord,
     GroupMetadataRecord,
     GroupMetadataTombstone,
     TargetTopicPartitions,
 )
-from cohort.protocol.consumer_protocol import ConsumerProtocolAssignment, decode_subscription, encode_assignment
-from cohort.protocol.errors import ErrorCode, ProtocolError
+from cohort.protocol.errors import ErrorCode
 
 log = logging.getLogger("cohort.group")
 
-JOIN_GROUP_MEMBER_EPOCH = 0
-LEAVE_GROUP_MEMBER_EPOCH = -1
-LEAVE_GROUP_STATIC_MEMBER_EPOCH = -2
-GENERATED_MEMBER_ID_REQUIRED_VERSION = 1  # ConsumerGroupHeartbeat v1+: the client makes its member id
 
 # Kafka's GroupCoordinatorConfig defaults and bounds (group.consumer.*).
 SESSION_TIMEOUT_MS = 45_000
@@ -184,26 +210,6 @@ TRANSITIONS: dict[tuple[ConsumerGroupState, Step], frozenset[ConsumerGroupState]
 }
 
 
-class MemberState(enum.Enum):
-    """Kafka's MemberState; the value is its record code (ConsumerGroupCurrentMemberAssignment.State)."""
-
-    STABLE = 0
-    UNREVOKED_PARTITIONS = 1
-    UNRELEASED_PARTITIONS = 2
-    UNKNOWN = 127
-
-
-_M = MemberState
-# What `CurrentAssignmentBuilder` may move a member to from each state (UNKNOWN: a record from a newer
-# writer; the member is reconciled afresh).
-MEMBER_TRANSITIONS: dict[MemberState, frozenset[MemberState]] = {
-    _M.STABLE: frozenset({_M.STABLE, _M.UNREVOKED_PARTITIONS, _M.UNRELEASED_PARTITIONS}),
-    _M.UNREVOKED_PARTITIONS: frozenset({_M.STABLE, _M.UNREVOKED_PARTITIONS, _M.UNRELEASED_PARTITIONS}),
-    _M.UNRELEASED_PARTITIONS: frozenset({_M.STABLE, _M.UNREVOKED_PARTITIONS, _M.UNRELEASED_PARTITIONS}),
-    _M.UNKNOWN: frozenset({_M.STABLE, _M.UNREVOKED_PARTITIONS, _M.UNRELEASED_PARTITIONS}),
-}
-
-
 class IllegalStateTransition(RuntimeError):
     """A transition outside TRANSITIONS: a coordinator bug, never a client error."""
 
@@ -218,368 +224,6 @@ class TopicMetadata:
 
 TopicImage = Mapping[str, TopicMetadata]
 """topic name -> its id and partition count: the topic registry now."""
-
-
-# ---------------------------------------------------------------------------------------------
-# Events (besides the shared TimerFired, RecordsAppended, LoadCompleted, Unloaded, Deleted)
-# ---------------------------------------------------------------------------------------------
-@dataclass(slots=True)
-class ConsumerGroupHeartbeat:
-    """A ConsumerGroupHeartbeat request (fields as the wire has them; None = not sent/null)."""
-
-    request_id: int
-    member_id: str
-    member_epoch: int
-    api_version: int = 1
-    instance_id: str | None = None
-    rack_id: str | None = None
-    rebalance_timeout_ms: int = -1
-    subscribed_topic_names: list[str] | None = None
-    subscribed_topic_regex: str | None = None
-    server_assignor: str | None = None
-    topic_partitions: list[tuple[uuid.UUID, list[int]]] | None = None  # owned partitions
-    client_id: str = ""
-    client_host: str = ""
-    # The topics the member's principal may DESCRIBE now, from the authorizer (None: not checked). Only
-    # these are matched against its regex (Kafka: KAFKA-18813); a change is a change of its subscription.
-    describable_topics: frozenset[str] | None = None
-
-
-@dataclass(slots=True, frozen=True)
-class TopicsChanged:
-    """The topic registry changed (created, deleted, partitions added): the whole image now."""
-
-    image: TopicImage
-
-
-@dataclass(slots=True, frozen=True)
-class ConvertedFromClassic:
-    """A classic group becomes this (new, empty) consumer group: `records` (made by `migration`, the
-    classic group's tombstone first) are applied and appended, and the members' sessions start."""
-
-    records: list
-
-
-@dataclass(slots=True, frozen=True)
-class RecordReplayed:
-    """One consumer-group record (or tombstone) of this group read back from the log; no timers yet."""
-
-    record: object
-
-
-# ---------------------------------------------------------------------------------------------
-# Results, timer keys, write purposes
-# ---------------------------------------------------------------------------------------------
-@dataclass(slots=True)
-class HeartbeatResult:
-    """A ConsumerGroupHeartbeat response; `assignment` None = field null (no change to tell)."""
-
-    error: int = ErrorCode.NONE
-    error_message: str | None = None
-    member_id: str | None = None
-    member_epoch: int = 0
-    heartbeat_interval_ms: int = 0
-    assignment: list[tuple[uuid.UUID, list[int]]] | None = None
-
-
-@dataclass(slots=True, frozen=True)
-class SessionTimeout:
-    """Timer key: member `member_id`'s session (group.consumer.session.timeout.ms)."""
-
-    member_id: str
-
-
-@dataclass(slots=True, frozen=True)
-class RevocationTimeout:
-    """Timer key: member `member_id` must release its revoked partitions within its rebalance timeout."""
-
-    member_id: str
-
-
-@dataclass(slots=True, frozen=True)
-class AssignmentDue:
-    """Timer key: the assignment interval has passed while the group waits for a new target."""
-
-
-@dataclass(slots=True, frozen=True)
-class AnswerWhenStored:
-    """Request `request_id` (a ConsumerGroupHeartbeat, or a classic member's JoinGroup) is answered with
-    `result` once its records are durable, else with a result of the same type carrying the error."""
-
-    request_id: int
-    result: HeartbeatResult | JoinResult
-
-
-@dataclass(slots=True, frozen=True)
-class ConvertedToClassic:
-    """Effect: the group's last consumer-protocol member left and its records are replaced by `record`;
-    the runtime must serve the group id with a classic group loaded from it and start a rebalance."""
-
-    record: GroupMetadataRecord
-
-
-@dataclass(slots=True, frozen=True)
-class GroupChangeWrite:
-    """Records of a change nobody waits for (a member fenced or expired, a topic metadata change)."""
-
-    reason: str
-
-
-@dataclass(slots=True, frozen=True)
-class EpochCause:
-    """Why the group epoch is bumped, for the operator journal: a `group_journal.TRIGGERS` word, the member
-    it is about (if any) and its role there (`group_journal.MEMBER_ROLES`), and what the log says."""
-
-    trigger: str
-    detail: str
-    member: ConsumerGroupMember | None = None
-    role: str = "cause"
-    client_reason: str | None = None
-
-
-@dataclass(slots=True)
-class _JournaledRebalance:
-    """A rebalance under way: from its first epoch bump until the group is Stable or Empty again; bumps
-    meanwhile join it (a join storm is one rebalance, as a classic group's join phase is)."""
-
-    started_ms: int
-    epoch_before: int
-    cause: EpochCause
-    members: dict[str, tuple]  # member id -> (member_id, instance_id, client_id, client_host, role)
-    target_before: dict[str, list[tuple[str, int]]]
-    bumps: int = 0
-    upgraded_at: int | None = None  # the classic generation, when it starts right after an online upgrade
-
-
-class HeartbeatError(Exception):
-    """A heartbeat rejected with a Kafka error code and message (a value in the response)."""
-
-    def __init__(self, error: int, message: str) -> None:
-        super().__init__(message)
-        self.error = error
-        self.message = message
-
-
-# ---------------------------------------------------------------------------------------------
-# Members
-# ---------------------------------------------------------------------------------------------
-@dataclass(slots=True)
-class ConsumerGroupMember:
-    """A member as its records describe it (metadata, current assignment); target kept by the group."""
-
-    member_id: str
-    instance_id: str | None = None
-    rack_id: str | None = None
-    client_id: str = ""
-    client_host: str = ""
-    subscribed_topic_names: tuple[str, ...] = ()
-    subscribed_topic_regex: str | None = None
-    rebalance_timeout_ms: int = -1
-    server_assignor: str | None = None
-    member_epoch: int = 0
-    previous_member_epoch: int = 0
-    state: MemberState = MemberState.STABLE
-    assigned: Assignment = field(default_factory=dict)
-    pending_revocation: Assignment = field(default_factory=dict)
-    # A member speaking the classic protocol (JoinGroup/SyncGroup/Heartbeat) inside this group.
-    classic_protocols: tuple[tuple[str, bytes], ...] | None = None
-    classic_session_timeout_ms: int = -1
-
-    @property
-    def is_static(self) -> bool:
-        return self.instance_id is not None
-
-    @property
-    def uses_classic_protocol(self) -> bool:
-        return self.classic_protocols is not None
-
-    def is_reconciled_to(self, target_epoch: int) -> bool:
-        return self.state is MemberState.STABLE and self.member_epoch == target_epoch
-
-    def owned(self) -> Iterable[tuple[uuid.UUID, int]]:
-        """The partitions it holds: assigned ones and those it has not yet revoked."""
-        for assignment in (self.assigned, self.pending_revocation):
-            for topic_id, partitions in assignment.items():
-                for p in partitions:
-                    yield topic_id, p
-
-
-@dataclass(slots=True, frozen=True)
-class MemberAssignment:
-    """A member's next current assignment, as `CurrentAssignmentBuilder` computes it."""
-
-    member_epoch: int
-    previous_member_epoch: int
-    state: MemberState
-    assigned: Assignment
-    pending_revocation: Assignment
-
-
-class CurrentAssignmentBuilder:
-    """Kafka's CurrentAssignmentBuilder: a member's next step toward its target, revoke before assign.
-
-    `owner_epoch(topic_id, partition)` is the epoch of the other member currently holding the partition,
-    or -1 if it is free (or held by this member); `owned` are the partitions the member's heartbeat says
-    it holds (None if the heartbeat did not say: then nothing counts as released); `subscribed` are the
-    ids of the existing topics the member subscribes to (a target partition of any other topic is
-    treated as not targeted, as Kafka does while a new target is pending).
-    """
-
-    def __init__(self, member: ConsumerGroupMember, target_epoch: int, target: Assignment,
-                 owner_epoch: Callable[[uuid.UUID, int], int],
-                 owned: Mapping[uuid.UUID, frozenset[int]] | None,
-                 subscribed: frozenset[uuid.UUID]) -> None:
-        self.member = member
-        self.target_epoch = target_epoch
-        self.target = target
-        self.owner_epoch = owner_epoch
-        self.owned = owned
-        self.subscribed = subscribed
-
-    def build(self) -> MemberAssignment:
-        m = self.member
-        if m.state is MemberState.STABLE:
-            if m.member_epoch != self.target_epoch:
-                return self._next(m.member_epoch)
-            return self._drop_unsubscribed()
-        if m.state is MemberState.UNREVOKED_PARTITIONS:
-            if self._holds_any(m.pending_revocation):
-                return self._drop_unsubscribed()
-            return self._next(m.member_epoch)
-        if m.state is MemberState.UNRELEASED_PARTITIONS:
-            return self._next(m.member_epoch)
-        # UNKNOWN: a state from a newer writer; the member must start over without partitions.
-        if self.owned is None or any(self.owned.values()):
-            raise HeartbeatError(ErrorCode.FENCED_MEMBER_EPOCH, "The consumer group member is in a unknown state. "
-                                 "The member must abandon all its partitions and rejoin.")
-        return self._next(self.target_epoch)
-
-    def _current(self) -> MemberAssignment:
-        m = self.member
-        return MemberAssignment(m.member_epoch, m.previous_member_epoch, m.state, m.assigned, m.pending_revocation)
-
-    def _holds_any(self, revoking: Assignment) -> bool:
-        """Whether the heartbeat shows the member still holding any of `revoking` (unknown: yes)."""
-        if self.owned is None:
-            return True
-        return any(p in revoking.get(t, ()) for t, ps in self.owned.items() for p in ps)
-
-    def _drop_unsubscribed(self) -> MemberAssignment:
-        """Partitions of topics the member no longer subscribes to are revoked at once (Kafka's
-        updateCurrentAssignment), without waiting for a new target."""
-        m = self.member
-        dropped = {t: ps for t, ps in m.assigned.items() if t not in self.subscribed}
-        if not dropped:
-            return self._current()
-        kept = {t: ps for t, ps in m.assigned.items() if t in self.subscribed}
-        revoking = dict(m.pending_revocation)
-        for t, ps in dropped.items():
-            revoking[t] = revoking.get(t, frozenset()) | ps
-        if self._holds_any(revoking):
-            return MemberAssignment(m.member_epoch, m.member_epoch, MemberState.UNREVOKED_PARTITIONS, kept, revoking)
-        return MemberAssignment(m.member_epoch, m.member_epoch, m.state, kept, m.pending_revocation)
-
-    def _next(self, member_epoch: int) -> MemberAssignment:
-        m = self.member
-        keep: Assignment = {}
-        revoke: Assignment = {}
-        add: Assignment = {}
-        unreleased = False
-        for topic_id in m.assigned.keys() | self.target.keys():
-            target = self.target.get(topic_id, frozenset()) if topic_id in self.subscribed else frozenset()
-            current = m.assigned.get(topic_id, frozenset())
-            if current & target:
-                keep[topic_id] = current & target
-            if current - target:
-                revoke[topic_id] = current - target
-            wanted = target - current
-            free = frozenset(p for p in wanted if self.owner_epoch(topic_id, p) == -1)
-            unreleased |= len(free) < len(wanted)
-            if free:
-                add[topic_id] = free
-        if revoke and self._holds_any(revoke):
-            # Revoke first: the member stays at its epoch and keeps only what its target still has.
-            return MemberAssignment(member_epoch, m.member_epoch, MemberState.UNREVOKED_PARTITIONS, keep, revoke)
-        assigned = {t: keep.get(t, frozenset()) | add.get(t, frozenset()) for t in keep.keys() | add.keys()}
-        state = MemberState.UNRELEASED_PARTITIONS if unreleased else MemberState.STABLE
-        return MemberAssignment(self.target_epoch, m.member_epoch, state, assigned, {})
-
-
-class TargetAssignmentBuilder:
-    """Kafka's TargetAssignmentBuilder: runs the assignor over the members' subscriptions and returns
-    the records of the members whose target changed, then the target epoch's."""
-
-    def __init__(self, group_id: str, assignor: Assignor, group_epoch: int) -> None:
-        self.group_id = group_id
-        self.assignor = assignor
-        self.group_epoch = group_epoch
-
-    def build(self, members: Mapping[str, MemberSubscription], topics: Mapping[uuid.UUID, int],
-              current: Mapping[str, Assignment]) -> list:
-        new = self.assignor.assign(members, topics)
-        records: list = []
-        for member_id in sorted(members):
-            target = {t: ps for t, ps in new.get(member_id, {}).items() if ps}
-            if target != current.get(member_id, {}) or member_id not in current:
-                records.append(ConsumerGroupTargetAssignmentMemberRecord(
-                    self.group_id, member_id, _topic_partitions(target, TargetTopicPartitions)))
-        records.append(ConsumerGroupTargetAssignmentMetadataRecord(self.group_id, self.group_epoch))
-        return records
-
-
-# ---------------------------------------------------------------------------------------------
-# Request validation (pure; the wire side may call it before a group exists)
-# ---------------------------------------------------------------------------------------------
-_RE2_OPTIONS = re2.Options()
-_RE2_OPTIONS.log_errors = False
-
-
-def compile_regex(regex: str):
-    """An RE2 pattern (Kafka resolves subscriptions with RE2/J); HeartbeatError if it does not compile."""
-    try:
-        return re2.compile(regex, options=_RE2_OPTIONS)
-    except re2.error as exc:
-        detail = exc.args[0].decode(errors="replace") if exc.args and isinstance(exc.args[0], bytes) else exc
-        raise HeartbeatError(ErrorCode.INVALID_REGULAR_EXPRESSION,
-                             f"SubscribedTopicRegex `{regex}` is not a valid regular expression: {detail}.") from None
-
-
-def validate_heartbeat(group_id: str, request: ConsumerGroupHeartbeat,
-                       assignors: Iterable[str] = DEFAULT_ASSIGNORS) -> None:
-    """Kafka's checks of a heartbeat before any group state is looked at; raises HeartbeatError."""
-    def invalid(message: str) -> HeartbeatError:
-        return HeartbeatError(ErrorCode.INVALID_REQUEST, message)
-
-    epoch = request.member_epoch
-    if (request.api_version >= GENERATED_MEMBER_ID_REQUIRED_VERSION or epoch > 0
-            or epoch == LEAVE_GROUP_MEMBER_EPOCH) and request.member_id == "":
-        raise invalid("MemberId can't be empty.")
-    if group_id == "":
-        raise invalid("GroupId can't be empty.")
-    if request.instance_id == "":
-        raise invalid("InstanceId can't be empty.")
-    if request.rack_id == "":
-        raise invalid("RackId can't be empty.")
-    if epoch == JOIN_GROUP_MEMBER_EPOCH:
-        if request.rebalance_timeout_ms == -1:
-            raise invalid("RebalanceTimeoutMs must be provided in first request.")
-        if request.topic_partitions is None or request.topic_partitions:
-            raise invalid("TopicPartitions must be empty when (re-)joining.")
-        if request.subscribed_topic_names is None and request.subscribed_topic_regex is None:
-            raise invalid("Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when (re-)joining.")
-    elif epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
-        if request.instance_id is None:
-            raise invalid("InstanceId can't be null.")
-    elif epoch < LEAVE_GROUP_STATIC_MEMBER_EPOCH:
-        raise invalid("MemberEpoch is invalid.")
-    names = list(assignors)
-    if request.server_assignor is not None and request.server_assignor not in names:
-        raise HeartbeatError(ErrorCode.UNSUPPORTED_ASSIGNOR,
-                             f"ServerAssignor {request.server_assignor} is not supported. "
-                             f"Supported assignors: {', '.join(names)}.")
-    if request.subscribed_topic_regex:
-        compile_regex(request.subscribed_topic_regex)
-
 
 def missing_group_result(group_id: str) -> HeartbeatResult:
     """The answer to a heartbeat with a non-zero epoch for a group that does not exist."""
@@ -602,7 +246,6 @@ class ConsumerGroup:
                  new_member_id: Callable[[], str] | None = None, topic_access_checked: bool = False) -> None:
         """`topic_access_checked`: heartbeats carry `describable_topics`, and a regex matches only those."""
         self.group_id = group_id
-        self.topic_access_checked = topic_access_checked
         self.session_timeout_ms = session_timeout_ms
         self.heartbeat_interval_ms = heartbeat_interval_ms
         self.max_size = max_size
@@ -613,7 +256,7 @@ class ConsumerGroup:
         unknown = [n for n in self.assignor_names if n not in ASSIGNORS]
         if unknown or not self.assignor_names:
             raise ValueError(f"group.consumer.assignors: unknown assignor(s) {unknown}; known: {sorted(ASSIGNORS)}")
-        self.new_member_id = new_member_id or _random_member_id
+        self.new_member_id = new_member_id or random_member_id
         self.state = ConsumerGroupState.EMPTY
         self.group_epoch = 0
         self.target_assignment_epoch = 0
@@ -622,23 +265,14 @@ class ConsumerGroup:
         self.target_assignment: dict[str, Assignment] = {}
         self.static_members: dict[str, str] = {}  # instance id -> member id
         self._owners: dict[tuple[uuid.UUID, int], str] = {}  # partition -> member holding it
-        self._image: TopicImage = dict(image or {})
-        self._regexes: dict[str, frozenset[str]] = {}  # regex -> matching topic names in the image
-        # member id -> the topics its regex may match (topic_access_checked): what its last heartbeat said
-        # its principal may DESCRIBE; after a load, until that heartbeat, the topics it was assigned.
-        self._describable: dict[str, frozenset[str]] = {}
-        self._hash: int | None = None  # _subscription_hash() until a subscription or the image changes
-        self._topic_ids: dict[str, frozenset[uuid.UUID]] = {}  # member id -> its existing subscribed topics
+        self._topics = SubscribedTopics(image or {}, topic_access_checked)
         self._last_assignment_ms: float | None = None  # when the assignor last ran (monotonic)
         self._assignment_timer = False
         self._sessions: dict[str, float] = {}  # member id -> session deadline (monotonic ms)
         self._revocations: dict[str, int] = {}  # member id -> the epoch its revocation timer watches
-        self._subscribers: Counter[str] = Counter()  # topic name -> members subscribing (names or regex)
         self._unreconciled: set[str] = set()  # members not STABLE at the target epoch (O(1) state)
         self._converted: GroupMetadataRecord | None = None  # set once a downgrade's records are written
-        self._rebalance: _JournaledRebalance | None = None  # the rebalance the journal will get, once it ends
-        self._upgraded_at: int | None = None  # the classic generation it was converted from, until a rebalance
-        self._topic_names: dict[uuid.UUID, str] = {meta.topic_id: name for name, meta in self._image.items()}
+        self._journal = RebalanceJournal(group_id, self._topics.names)
         self._loading = False
         self._now = Now(0, 0.0)
         self._effects: list = []
@@ -659,7 +293,7 @@ class ConsumerGroup:
         return max(sorted(counts), key=lambda name: counts[name])
 
     def subscribed_topic_names(self) -> set[str]:
-        return set(self._subscribers)
+        return self._topics.subscribed()
 
     def is_subscribed_to(self, topic: str) -> bool:
         """OffsetDelete's GROUP_SUBSCRIBED_TO_TOPIC check."""
@@ -680,7 +314,7 @@ class ConsumerGroup:
             return ErrorCode.UNKNOWN_MEMBER_ID
         if not transactional and not member.uses_classic_protocol and api_version < 9:
             return ErrorCode.UNSUPPORTED_VERSION  # members of a consumer group commit with v9+
-        return _member_epoch_error(member, member_epoch)
+        return member_epoch_error(member, member_epoch)
 
     def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> int:
         """The error an OffsetFetch gets (NONE to accept it)."""
@@ -689,7 +323,7 @@ class ConsumerGroup:
         member = self.members.get(member_id or "")
         if member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
-        return _member_epoch_error(member, member_epoch)
+        return member_epoch_error(member, member_epoch)
 
     def offset_expiry_base(self):
         """KIP-211 for consumer groups (Kafka's ConsumerGroup.offsetExpirationCondition): an offset's
@@ -745,7 +379,8 @@ class ConsumerGroup:
             member = self._static_member(request, records)
         if epoch != JOIN_GROUP_MEMBER_EPOCH:
             self._check_member_epoch(member, epoch, request.topic_partitions)
-        access_changed = self._update_topic_access(member, request.describable_topics)
+        access_changed = self._topics.update_access(member, request.describable_topics,
+                                                    member.member_id in self.members)
         updated = replace(
             member,
             instance_id=request.instance_id,
@@ -781,7 +416,7 @@ class ConsumerGroup:
             member_id=member.member_id,
             member_epoch=member.member_epoch,
             heartbeat_interval_ms=self.heartbeat_interval_ms,
-            assignment=(_sorted_assignment(member.assigned)
+            assignment=(sorted_assignment(member.assigned)
                         if full_request or changed or epoch == JOIN_GROUP_MEMBER_EPOCH else None),
         )
 
@@ -791,8 +426,8 @@ class ConsumerGroup:
         changed, keep its session, bump the group epoch if a subscription (or a subscribed topic) changed,
         and bring the target assignment up to date."""
         is_new = updated.member_id not in self.members
-        if is_new or _metadata_differs(updated, member):
-            self._write(records, _member_metadata_record(self.group_id, updated))
+        if is_new or metadata_differs(updated, member):
+            self._write(records, member_metadata_record(self.group_id, updated))
         if is_new:
             self._start_session(updated.member_id, now)
         else:
@@ -803,7 +438,7 @@ class ConsumerGroup:
         elif subscription_changed:
             self._bump_epoch(records, EpochCause("metadata_changed", f"member {updated.member_id} changed its "
                                                  "subscription or assignor", updated))
-        elif self._subscription_hash() != self.metadata_hash:
+        elif self._topics.metadata_hash(bool(self.members)) != self.metadata_hash:
             self._bump_epoch(records, EpochCause("topic_change", "subscribed topic metadata changed"))
         if self.group_epoch > self.target_assignment_epoch:
             self._maybe_compute_target(records, now)
@@ -867,7 +502,7 @@ class ConsumerGroup:
         if received < member.member_epoch:
             # The answer carrying the bumped epoch may have been lost: the previous epoch is accepted
             # while the member holds nothing beyond its current assignment.
-            if received != member.previous_member_epoch or not _is_subset(owned, member.assigned):
+            if received != member.previous_member_epoch or not is_subset(owned, member.assigned):
                 raise HeartbeatError(ErrorCode.FENCED_MEMBER_EPOCH,
                                      f"The consumer group member has a smaller member epoch ({received}) than the "
                                      f"one known by the group coordinator ({member.member_epoch}). The member must "
@@ -880,14 +515,18 @@ class ConsumerGroup:
 
     def _replace_static_member(self, old: ConsumerGroupMember, member_id: str, records: list) -> ConsumerGroupMember:
         """A static member rejoins under a new member id: it takes over the old one's place and partitions."""
-        self._journal_static_replacement(old, member_id)
+        if not self._loading:
+            entry = self._journal.static_replacement(old, member_id, self._now.wall_ms, self.group_epoch,
+                                                     self.state.value)
+            if entry is not None:
+                self._effects.append(entry)
         target = self.target_assignment.get(old.member_id, {})
         new = replace(old, member_id=member_id, member_epoch=0, previous_member_epoch=0)
         self._remove_records(old.member_id, records)
-        self._write(records, _member_metadata_record(self.group_id, new))
+        self._write(records, member_metadata_record(self.group_id, new))
         self._write(records, ConsumerGroupTargetAssignmentMemberRecord(
-            self.group_id, member_id, _topic_partitions(target, TargetTopicPartitions)))
-        self._write(records, _current_assignment_record(self.group_id, member_id, MemberAssignment(
+            self.group_id, member_id, topic_partitions(target, TargetTopicPartitions)))
+        self._write(records, current_assignment_record(self.group_id, member_id, MemberAssignment(
             0, 0, old.state, old.assigned, old.pending_revocation)))
         self._sessions.pop(old.member_id, None)
         self._effects.append(CancelTimer(SessionTimeout(old.member_id)))
@@ -910,173 +549,13 @@ class ConsumerGroup:
     def _static_leave(self, request: ConsumerGroupHeartbeat, records: list) -> HeartbeatResult:
         member = self.members[self._static_member_id(request.instance_id, request.member_id)]
         # It keeps its partitions (nobody else gets them) until it comes back or its session expires.
-        self._write(records, _current_assignment_record(self.group_id, member.member_id, MemberAssignment(
+        self._write(records, current_assignment_record(self.group_id, member.member_id, MemberAssignment(
             LEAVE_GROUP_STATIC_MEMBER_EPOCH, member.member_epoch, member.state, member.assigned,
             member.pending_revocation)))
         self._cancel_revocation(member.member_id)
         self._transition(Step.MEMBER_RECONCILED)
         return HeartbeatResult(member_id=request.member_id, member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH,
                                heartbeat_interval_ms=0)
-
-    # ---- classic members (online migration) ------------------------------------------------------
-    def supports_classic_protocols(self, protocol_type: str, names: Iterable[str]) -> bool:
-        """Kafka's rule for a classic member joining: protocol type "consumer", and a protocol in common
-        with every classic member already here."""
-        if protocol_type != CONSUMER_PROTOCOL_TYPE:
-            return False
-        wanted = set(names)
-        for member in self.members.values():
-            if member.classic_protocols is not None:
-                wanted &= {name for name, _ in member.classic_protocols}
-        return bool(wanted)
-
-    def _on_classic_join(self, event: JoinGroup, now: Now) -> None:
-        """A classic member's JoinGroup: answered from its target assignment, without a join phase."""
-        req = event.request
-        member_id = req.member_id
-        unknown = member_id == ""
-        if unknown:
-            member_id = self.new_member_id()
-
-        def answer(result: JoinResult) -> None:
-            self._effects.append(Answer(event.request_id, result))
-
-        if (member_id not in self.members and req.group_instance_id not in self.static_members
-                and len(self.members) >= self.max_size):
-            return answer(JoinResult(ErrorCode.GROUP_MAX_SIZE_REACHED, member_id=req.member_id))
-        if not self.supports_classic_protocols(req.protocol_type, (name for name, _ in req.protocols)):
-            return answer(JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id=req.member_id))
-        if unknown and req.group_instance_id is None and req.require_known_member_id:
-            return answer(JoinResult(ErrorCode.MEMBER_ID_REQUIRED, member_id=member_id))
-        try:
-            subscription = decode_subscription(req.protocols[0][1])
-        except ProtocolError:
-            return answer(JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id=req.member_id))
-        records: list = []
-        member = self._classic_member(req, member_id, records)
-        if isinstance(member, int):
-            return answer(JoinResult(member, member_id=req.member_id))
-        updated = replace(
-            member,
-            instance_id=req.group_instance_id,
-            rack_id=subscription.rack_id or member.rack_id,
-            client_id=req.client_id,
-            client_host=req.client_host,
-            subscribed_topic_names=tuple(subscription.topics),
-            rebalance_timeout_ms=req.rebalance_timeout_ms if req.rebalance_timeout_ms > 0 else req.session_timeout_ms,
-            classic_protocols=tuple((name, bytes(meta)) for name, meta in req.protocols),
-            classic_session_timeout_ms=req.session_timeout_ms,
-        )
-        self._update_member(member, updated, updated.subscribed_topic_names != member.subscribed_topic_names,
-                            records, now)
-        # What it still holds (cooperative clients list it; eager ones gave everything up before joining).
-        owned: dict[uuid.UUID, frozenset[int]] = {}
-        for tp in subscription.owned_partitions or ():
-            meta = self._image.get(tp.topic)
-            if meta is not None:
-                owned[meta.topic_id] = owned.get(meta.topic_id, frozenset()) | frozenset(tp.partitions)
-        try:
-            self._reconcile(self.members[updated.member_id], owned, records, now)
-        except HeartbeatError as exc:
-            result = JoinResult(exc.error, member_id=updated.member_id)
-        else:
-            member = self.members[updated.member_id]
-            result = JoinResult(member_id=member.member_id, generation_id=member.member_epoch,
-                                protocol_type=CONSUMER_PROTOCOL_TYPE, protocol_name=member.classic_protocols[0][0],
-                                leader="", skip_assignment=False)
-        self._effects.append(AppendRecords(records, AnswerWhenStored(event.request_id, result)) if records
-                             else Answer(event.request_id, result))
-
-    def _classic_member(self, req, member_id: str, records: list) -> ConsumerGroupMember | int:
-        """The member a classic JoinGroup is about (new, existing, or a static member taking over its
-        instance id), or the error code it gets."""
-        if req.group_instance_id is None:
-            member = self.members.get(member_id)
-            if member is None:
-                return ConsumerGroupMember(member_id)
-            if not member.uses_classic_protocol:
-                return ErrorCode.UNKNOWN_MEMBER_ID
-            return member
-        existing_id = self.static_members.get(req.group_instance_id)
-        if existing_id is None:
-            return ConsumerGroupMember(member_id, instance_id=req.group_instance_id)
-        existing = self.members[existing_id]
-        if existing_id == member_id:
-            return existing
-        # A classic static member rejoining under a new member id replaces the old one (KIP-345).
-        return self._replace_static_member(existing, member_id, records)
-
-    def _classic_member_error(self, member_id: str, instance_id: str | None) -> int:
-        member = self.members.get(member_id)
-        if member is None or not member.uses_classic_protocol:
-            return ErrorCode.UNKNOWN_MEMBER_ID
-        if instance_id is not None and self.static_members.get(instance_id) != member_id:
-            return ErrorCode.FENCED_INSTANCE_ID
-        return ErrorCode.NONE
-
-    def _on_classic_sync(self, event: SyncGroup, now: Now) -> None:
-        """A classic member's SyncGroup: its assignment is what it may hold now (assigned, not pending)."""
-        error = self._classic_member_error(event.member_id, event.group_instance_id)
-        member = self.members.get(event.member_id)
-        if not error and event.generation_id != member.member_epoch:
-            error = ErrorCode.ILLEGAL_GENERATION
-        if not error and ((event.protocol_type is not None and event.protocol_type != CONSUMER_PROTOCOL_TYPE)
-                          or (event.protocol_name is not None
-                              and event.protocol_name != member.classic_protocols[0][0])):
-            error = ErrorCode.INCONSISTENT_GROUP_PROTOCOL
-        if error:
-            self._effects.append(Answer(event.request_id, SyncResult(error)))
-            return
-        self._refresh_session(member.member_id, now)
-        self._effects.append(Answer(event.request_id, SyncResult(
-            protocol_type=CONSUMER_PROTOCOL_TYPE, protocol_name=member.classic_protocols[0][0],
-            assignment=self._classic_assignment(member))))
-
-    def _classic_assignment(self, member: ConsumerGroupMember) -> bytes:
-        """The member's assigned partitions as a ConsumerProtocolAssignment (topic names, not ids)."""
-        names = {meta.topic_id: name for name, meta in self._image.items()}
-        partitions = [ConsumerProtocolAssignment.TopicPartition(names[t], sorted(ps))
-                      for t, ps in sorted(member.assigned.items(), key=lambda kv: names.get(kv[0], ""))
-                      if t in names and ps]
-        return encode_assignment(ConsumerProtocolAssignment(assigned_partitions=partitions))
-
-    def _on_classic_heartbeat(self, event: Heartbeat, now: Now) -> None:
-        """A classic member's Heartbeat: REBALANCE_IN_PROGRESS makes it rejoin while it is not reconciled
-        to the current target (its JoinGroup is where it gets the next step)."""
-        error = self._classic_member_error(event.member_id, event.group_instance_id)
-        member = self.members.get(event.member_id)
-        if not error and event.generation_id != member.member_epoch:
-            error = ErrorCode.ILLEGAL_GENERATION
-        if not error:
-            self._refresh_session(member.member_id, now)
-            if (self.group_epoch > self.target_assignment_epoch
-                    or not member.is_reconciled_to(self.target_assignment_epoch)):
-                error = ErrorCode.REBALANCE_IN_PROGRESS
-        self._effects.append(Reply(error))
-
-    def _on_classic_leave(self, event: LeaveGroup, now: Now) -> None:
-        """LeaveGroup (classic members, or an admin removing members by instance id): one code each."""
-        errors: list[int] = []
-        records: list = []
-        for member_id, instance_id, reason in event.members:
-            if self.state is ConsumerGroupState.DEAD:  # converted to a classic group meanwhile
-                errors.append(ErrorCode.UNKNOWN_MEMBER_ID)
-                continue
-            if member_id == "" and instance_id is not None:
-                member_id = self.static_members.get(instance_id, "")
-            member = self.members.get(member_id)
-            if member is None:
-                errors.append(ErrorCode.UNKNOWN_MEMBER_ID)
-                continue
-            if instance_id is not None and member.instance_id != instance_id:
-                errors.append(ErrorCode.FENCED_INSTANCE_ID)
-                continue
-            self._remove_member(member_id, records, EpochCause(
-                "member_left", f"member {member_id} left with LeaveGroup", member, "removed", reason or None), now)
-            errors.append(ErrorCode.NONE)
-        self._effects.append(Reply(errors))
-        if records:
-            self._effects.append(AppendRecords(records, GroupChangeWrite("members left with LeaveGroup")))
 
     def _maybe_downgrade(self, records: list, now: Now) -> None:
         """Kafka's online downgrade: once only classic members are left, the group becomes a classic
@@ -1091,16 +570,7 @@ class ConsumerGroup:
             common = names if common is None else [n for n in common if n in names]
         if not common:
             return
-        protocol = common[0]
-        classic = GroupMetadataRecord(
-            group=self.group_id, protocol_type=CONSUMER_PROTOCOL_TYPE, generation=self.group_epoch,
-            protocol=protocol, leader=next(iter(self.members)), current_state_timestamp=now.wall_ms,
-            members=[GroupMemberRecord(
-                member_id=m.member_id, group_instance_id=m.instance_id, client_id=m.client_id,
-                client_host=m.client_host, rebalance_timeout=m.rebalance_timeout_ms,
-                session_timeout=self._session_timeout(m.member_id),
-                subscription=dict(m.classic_protocols)[protocol], assignment=self._classic_assignment(m))
-                for m in self.members.values()])
+        classic = consumer_classic.group_record(self, common[0], now)
         held = {m.member_id: m.assigned for m in self.members.values()}  # what the classic group gets
         for member_id in list(self.members):
             self._remove_records(member_id, records)
@@ -1112,8 +582,9 @@ class ConsumerGroup:
         self._revocations.clear()
         self._effects.append(CancelAllTimers())
         self._transition(Step.CONVERTED, ConsumerGroupState.DEAD)
-        if self._rebalance is not None:
-            self._journal_rebalance((classic.generation, held))
+        if self._journal.under_way:
+            self._effects.append(self._journal.ended(now.wall_ms, self.state.value, classic.generation, held,
+                                                     converted=True))
         log.info("consumer group %s: only classic members are left; it becomes a classic group", self.group_id)
 
     def _on_converted_from_classic(self, event: ConvertedFromClassic, now: Now) -> None:
@@ -1121,12 +592,13 @@ class ConsumerGroup:
         records = []
         for record in event.records:
             if type(record) is ConsumerGroupMetadataRecord:  # with the hash of what the members subscribe to
-                record = ConsumerGroupMetadataRecord(self.group_id, record.epoch, self._subscription_hash())
+                record = ConsumerGroupMetadataRecord(self.group_id, record.epoch,
+                                                     self._topics.metadata_hash(bool(self.members)))
             if type(record) is not GroupMetadataTombstone:
                 self._replay(record)
             records.append(record)
         self._loading = False
-        self._upgraded_at = self.group_epoch
+        self._journal.upgraded_at = self.group_epoch
         for member_id in self.members:
             self._start_session(member_id, now)
         self._transition(Step.LOADED)
@@ -1152,7 +624,7 @@ class ConsumerGroup:
         """A new group epoch (`cause` None: the caller journaled it already)."""
         if cause is not None:
             self._journal_bump(cause)
-        self.metadata_hash = self._subscription_hash()
+        self.metadata_hash = self._topics.metadata_hash(bool(self.members))
         self._write(records, ConsumerGroupMetadataRecord(self.group_id, self.group_epoch + 1, self.metadata_hash))
         self._transition(step)
 
@@ -1171,10 +643,10 @@ class ConsumerGroup:
             self._assignment_timer = False
             self._effects.append(CancelTimer(AssignmentDue()))
         subscriptions: dict[str, MemberSubscription] = {}
-        counts = {meta.topic_id: meta.partitions for meta in self._image.values()}
+        counts = {meta.topic_id: meta.partitions for meta in self._topics.image.values()}
         topics: dict[uuid.UUID, int] = {}
         for member_id, member in self.members.items():
-            ids = self._subscribed_topic_ids(member)
+            ids = self._topics.topic_ids(member)
             for topic_id in ids:
                 topics[topic_id] = counts[topic_id]
             subscriptions[member_id] = MemberSubscription(
@@ -1189,14 +661,14 @@ class ConsumerGroup:
         builder = CurrentAssignmentBuilder(member, self.target_assignment_epoch,
                                            self.target_assignment.get(member.member_id, {}),
                                            self._owner_epoch_for(member.member_id), owned,
-                                           self._subscribed_topic_ids(member))
+                                           self._topics.topic_ids(member))
         nxt = builder.build()
         if nxt.state not in MEMBER_TRANSITIONS[member.state]:
             raise IllegalStateTransition(f"member {member.member_id}: {member.state} -> {nxt.state}")
         if (nxt.member_epoch, nxt.previous_member_epoch, nxt.state, nxt.assigned, nxt.pending_revocation) != (
                 member.member_epoch, member.previous_member_epoch, member.state, member.assigned,
                 member.pending_revocation):
-            self._write(records, _current_assignment_record(self.group_id, member.member_id, nxt))
+            self._write(records, current_assignment_record(self.group_id, member.member_id, nxt))
             self._transition(Step.MEMBER_RECONCILED)
         if nxt.state is MemberState.UNREVOKED_PARTITIONS:
             if self._revocations.get(member.member_id) != nxt.member_epoch:
@@ -1233,85 +705,9 @@ class ConsumerGroup:
     def _refresh_session(self, member_id: str, now: Now) -> None:
         self._sessions[member_id] = now.monotonic_ms + self._session_timeout(member_id)
 
-    # ---- topics ----------------------------------------------------------------------------------
-    def _subscribed_topic_ids(self, member: ConsumerGroupMember) -> frozenset[uuid.UUID]:
-        ids = self._topic_ids.get(member.member_id)
-        if ids is None:
-            ids = self._topic_ids[member.member_id] = frozenset(
-                self._image[name].topic_id for name in self._member_topics(member) if name in self._image)
-        return ids
-
-    def _member_topics(self, member: ConsumerGroupMember) -> set[str]:
-        names = set(member.subscribed_topic_names)
-        if member.subscribed_topic_regex:
-            matches = self._regex_matches(member.subscribed_topic_regex)
-            if self.topic_access_checked:
-                # Unknown (a member being loaded): nothing yet; `_on_load_completed` fills it in.
-                matches = matches & self._describable.get(member.member_id, frozenset())
-            names |= matches
-        return names
-
-    def _update_topic_access(self, member: ConsumerGroupMember, describable: frozenset[str] | None) -> bool:
-        """Take the topics the member may now DESCRIBE; True when that changes what its regex matches."""
-        if not self.topic_access_checked or describable is None:
-            return False
-        member_id = member.member_id
-        if self._describable.get(member_id) == describable:
-            return False
-        if member_id not in self.members:  # a new member: counted once its metadata record is applied
-            self._describable[member_id] = describable
-            return False
-        before = self._member_topics(member)
-        self._describable[member_id] = describable
-        after = self._member_topics(member)
-        if before == after:
-            return False
-        self._subscribers.subtract(before)
-        self._subscribers.update(after)
-        self._subscribers = +self._subscribers
-        self._topic_ids.pop(member_id, None)
-        self._hash = None
-        return True
-
-    def _assigned_topic_names(self, member: ConsumerGroupMember) -> frozenset[str]:
-        ids = {*member.assigned, *member.pending_revocation, *self.target_assignment.get(member.member_id, {})}
-        return frozenset(self._topic_names[i] for i in ids if i in self._topic_names)
-
-    def _regex_matches(self, regex: str) -> frozenset[str]:
-        matches = self._regexes.get(regex)
-        if matches is None:
-            try:
-                pattern = compile_regex(regex)
-            except HeartbeatError:  # a record from a writer that accepted it: it matches nothing here
-                matches = frozenset()
-            else:
-                matches = frozenset(name for name in self._image if pattern.fullmatch(name))
-            self._regexes[regex] = matches
-        return matches
-
-    def _subscription_hash(self) -> int:
-        """A hash of the subscribed topics' ids and partition counts (Kafka's MetadataHash, KIP-1101):
-        when it differs from the one stored with the group epoch, the epoch is bumped."""
-        if self._hash is not None:
-            return self._hash
-        if not self.members:
-            return 0
-        digest = hashlib.blake2b(digest_size=8)
-        for name in sorted(self.subscribed_topic_names()):
-            meta = self._image.get(name)
-            if meta is not None:
-                digest.update(f"{name}\0{meta.topic_id}\0{meta.partitions}\n".encode())
-        self._hash = int.from_bytes(digest.digest(), "big", signed=True)
-        return self._hash
-
     def _on_topics_changed(self, event: TopicsChanged, now: Now) -> None:
-        self._image = dict(event.image)
-        self._topic_names.update((meta.topic_id, name) for name, meta in self._image.items())
-        self._regexes.clear()
-        self._hash = None
-        self._topic_ids.clear()
-        self._subscribers = Counter(name for member in self.members.values() for name in self._member_topics(member))
-        if self._loading or not self.members or self._subscription_hash() == self.metadata_hash:
+        self._topics.image_changed(event.image, self.members.values())
+        if self._loading or not self.members or self._topics.metadata_hash(bool(self.members)) == self.metadata_hash:
             return
         records: list = []
         self._bump_epoch(records, EpochCause("topic_change", "subscribed topic metadata changed (topics created, "
@@ -1372,22 +768,14 @@ class ConsumerGroup:
 
     def _on_load_completed(self, event: LoadCompleted, now: Now) -> None:
         self._loading = False
-        if self.topic_access_checked:
-            # Who may describe what is not stored: until its next heartbeat says, a member's regex keeps
-            # the topics it was given (all of them authorized when it was), so a restart moves nothing.
-            for member_id, member in self.members.items():
-                if member.subscribed_topic_regex and member_id not in self._describable:
-                    self._describable[member_id] = self._assigned_topic_names(member)
-            self._subscribers = Counter(name for m in self.members.values() for name in self._member_topics(m))
-            self._topic_ids.clear()
-            self._hash = None
+        self._topics.loaded(self.members, self.target_assignment)
         for member_id, member in self.members.items():
             self._start_session(member_id, now)
             if member.state is MemberState.UNREVOKED_PARTITIONS:
                 self._revocations[member_id] = member.member_epoch
                 self._effects.append(SetTimer(RevocationTimeout(member_id), max(member.rebalance_timeout_ms, 0)))
         self._transition(Step.LOADED)
-        if self.members and self._subscription_hash() != self.metadata_hash:
+        if self.members and self._topics.metadata_hash(bool(self.members)) != self.metadata_hash:
             records: list = []
             self._bump_epoch(records, EpochCause("topic_change", "subscribed topic metadata changed while the "
                                                  "group was not loaded"))
@@ -1396,7 +784,7 @@ class ConsumerGroup:
     def _on_unloaded(self, event: Unloaded, now: Now) -> None:
         self._effects.append(CancelAllTimers())
         self._assignment_timer = False
-        self._rebalance = None  # the next owner starts from the records; no rebalance is under way there
+        self._journal.forget()
         self._sessions.clear()
         self._revocations.clear()
 
@@ -1419,11 +807,9 @@ class ConsumerGroup:
             epoch = record.assignment_epoch
             self._unreconciled = {m for m, member in self.members.items() if not member.is_reconciled_to(epoch)}
         elif kind is ConsumerGroupMemberMetadataRecord:
-            self._hash = None
-            self._topic_ids.pop(record.member_id, None)
             member = self.members.get(record.member_id)
             if member is not None:
-                self._subscribers.subtract(self._member_topics(member))
+                self._topics.unsubscribe(member)
             else:
                 member = ConsumerGroupMember(record.member_id)
             member.instance_id = record.instance_id
@@ -1441,23 +827,19 @@ class ConsumerGroup:
             else:
                 member.classic_protocols, member.classic_session_timeout_ms = None, -1
             self.members[record.member_id] = member
-            self._subscribers.update(self._member_topics(member))
-            self._subscribers = +self._subscribers  # drop topics nobody subscribes to any more
+            self._topics.subscribe(member)
             if member.instance_id is not None:
                 self.static_members[member.instance_id] = member.member_id
         elif kind is ConsumerGroupMemberMetadataTombstone:
-            self._hash = None
-            self._topic_ids.pop(record.member_id, None)
+            self._topics.forget(record.member_id)
             member = self.members.pop(record.member_id, None)
             if member is not None:
-                self._subscribers.subtract(self._member_topics(member))
-                self._subscribers = +self._subscribers
-                self._describable.pop(record.member_id, None)
+                self._topics.unsubscribe(member, gone=True)
                 self._release(member)
                 if member.instance_id is not None and self.static_members.get(member.instance_id) == member.member_id:
                     del self.static_members[member.instance_id]
         elif kind is ConsumerGroupTargetAssignmentMemberRecord:
-            self.target_assignment[record.member_id] = _assignment_of(record.topic_partitions)
+            self.target_assignment[record.member_id] = assignment_of(record.topic_partitions)
         elif kind is ConsumerGroupTargetAssignmentMemberTombstone:
             self.target_assignment.pop(record.member_id, None)
         elif kind is ConsumerGroupCurrentMemberAssignmentRecord:
@@ -1471,8 +853,8 @@ class ConsumerGroup:
                 member.state = MemberState(record.state)
             except ValueError:
                 member.state = MemberState.UNKNOWN
-            member.assigned = _assignment_of(record.assigned_partitions)
-            member.pending_revocation = _assignment_of(record.partitions_pending_revocation)
+            member.assigned = assignment_of(record.assigned_partitions)
+            member.pending_revocation = assignment_of(record.partitions_pending_revocation)
             for tp in member.owned():
                 holder = self._owners.get(tp)
                 if holder is not None and holder != member.member_id and not self._loading:
@@ -1504,61 +886,9 @@ class ConsumerGroup:
             if self._owners.get(tp) == member.member_id:
                 del self._owners[tp]
 
-    # ---- the operator journal -----------------------------------------------------------------------
     def _journal_bump(self, cause: EpochCause) -> None:
-        """An epoch bump starts a rebalance, or joins the one under way (its member is named either way)."""
-        if self._loading:
-            return
-        rebalance = self._rebalance
-        if rebalance is None:
-            rebalance = self._rebalance = _JournaledRebalance(
-                self._now.wall_ms, self.group_epoch, cause, {}, self._named(self.target_assignment),
-                upgraded_at=self._upgraded_at)
-            self._upgraded_at = None
-        rebalance.bumps += 1
-        if cause.member is not None:
-            rebalance.members.setdefault(cause.member.member_id, _journal_member(cause.member, cause.role))
-
-    def _journal_rebalance(self, converted: tuple[int, Mapping[str, Assignment]] | None = None) -> None:
-        """The journal's entry for the rebalance that ends now: the group is Stable or Empty, or
-        `converted` to a classic group (the generation it gets, what its members take along)."""
-        rebalance, self._rebalance = self._rebalance, None
-        cause = rebalance.cause
-        detail = cause.detail
-        if rebalance.upgraded_at is not None:
-            detail += f"; the group had just been converted from a classic group at generation {rebalance.upgraded_at}"
-        if rebalance.bumps > 1:
-            detail += f"; {rebalance.bumps - 1} more epoch bump(s) before the group settled"
-        if self.state is ConsumerGroupState.DEAD:
-            detail += "; only classic members were left: converted to a classic group"
-        self._effects.append(RebalanceJournaled(
-            self.group_id, "consumer", rebalance.started_ms, self._now.wall_ms, rebalance.epoch_before,
-            self.group_epoch if converted is None else converted[0], cause.trigger, cause.client_reason, detail,
-            self.state.value, tuple(rebalance.members.values()), rebalance.target_before,
-            self._named(self.target_assignment if converted is None else converted[1])))
-
-    def _journal_static_replacement(self, old: ConsumerGroupMember, new_member_id: str) -> None:
-        """A static member back under a new member id takes over its place: no epoch bump (KIP-345), but
-        the journal says who replaced whom (in the rebalance under way, or as an entry of its own)."""
-        if self._loading:
-            return
-        removed = _journal_member(old, "removed")
-        joined = (new_member_id,) + removed[1:4] + ("joined",)
-        if self._rebalance is not None:
-            self._rebalance.members.setdefault(old.member_id, removed)
-            self._rebalance.members.setdefault(new_member_id, joined)
-            return
-        now = self._now.wall_ms
-        self._effects.append(RebalanceJournaled(
-            self.group_id, "consumer", now, now, self.group_epoch, self.group_epoch, "static_member_replaced", None,
-            f"static member {old.instance_id} rejoined as {new_member_id}; nothing the assignment depends on "
-            f"changed, so no new group epoch (KIP-345)", self.state.value, (removed, joined), {}, {}))
-
-    def _named(self, assignments: Mapping[str, Assignment]) -> dict[str, list[tuple[str, int]]]:
-        """Assignments with topic names (the journal's partition moves name topics)."""
-        names = self._topic_names
-        return {member_id: [(names.get(t, str(t)), p) for t, ps in assignment.items() for p in ps]
-                for member_id, assignment in assignments.items()}
+        if not self._loading:
+            self._journal.bump(cause, self._now.wall_ms, self.group_epoch, self.target_assignment)
 
     # ---- state ---------------------------------------------------------------------------------------
     def _derived_state(self) -> ConsumerGroupState:
@@ -1579,8 +909,9 @@ class ConsumerGroup:
         if target is not source:
             self.state = target
             self._effects.append(StateChanged(self.group_id, source, step, target))
-            if target in _SETTLED and self._rebalance is not None:
-                self._journal_rebalance()
+            if target in _SETTLED and self._journal.under_way:
+                self._effects.append(self._journal.ended(self._now.wall_ms, target.value, self.group_epoch,
+                                                         self.target_assignment))
 
 
 _SETTLED = frozenset({ConsumerGroupState.STABLE, ConsumerGroupState.EMPTY})
@@ -1592,18 +923,14 @@ _HANDLERS: dict[type, Callable[[ConsumerGroup, object, Now], None]] = {
     RecordsAppended: ConsumerGroup._on_appended,
     RecordReplayed: ConsumerGroup._on_replayed,
     ConvertedFromClassic: ConsumerGroup._on_converted_from_classic,
-    JoinGroup: ConsumerGroup._on_classic_join,
-    SyncGroup: ConsumerGroup._on_classic_sync,
-    Heartbeat: ConsumerGroup._on_classic_heartbeat,
-    LeaveGroup: ConsumerGroup._on_classic_leave,
+    JoinGroup: consumer_classic.join,
+    SyncGroup: consumer_classic.sync,
+    Heartbeat: consumer_classic.heartbeat,
+    LeaveGroup: consumer_classic.leave,
     LoadCompleted: ConsumerGroup._on_load_completed,
     Unloaded: ConsumerGroup._on_unloaded,
     Deleted: ConsumerGroup._on_deleted,
 }
-
-
-def _journal_member(member: ConsumerGroupMember, role: str) -> tuple:
-    return (member.member_id, member.instance_id, member.client_id, member.client_host, role)
 
 
 def _dead_group_answer(event: object) -> list:
@@ -1622,62 +949,3 @@ def _dead_group_answer(event: object) -> list:
     return []
 
 
-# ---------------------------------------------------------------------------------------------
-# Helpers of this module
-# ---------------------------------------------------------------------------------------------
-def _member_epoch_error(member: ConsumerGroupMember, received: int) -> int:
-    """Kafka's validateMemberEpoch: a classic member's generation is its member epoch."""
-    if received == member.member_epoch:
-        return ErrorCode.NONE
-    return ErrorCode.ILLEGAL_GENERATION if member.uses_classic_protocol else ErrorCode.STALE_MEMBER_EPOCH
-
-
-def _random_member_id() -> str:
-    """A member id as Kafka makes one (a random UUID's URL-safe base64, 22 characters)."""
-    import base64
-
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-
-
-def _is_subset(owned: list[tuple[uuid.UUID, list[int]]] | None, assigned: Assignment) -> bool:
-    if owned is None:
-        return False
-    return all(p in assigned.get(t, ()) for t, ps in owned for p in ps)
-
-
-def _metadata_differs(a: ConsumerGroupMember, b: ConsumerGroupMember) -> bool:
-    fields = ("instance_id", "rack_id", "client_id", "client_host", "subscribed_topic_names",
-              "subscribed_topic_regex", "rebalance_timeout_ms", "server_assignor", "classic_protocols",
-              "classic_session_timeout_ms")
-    return any(getattr(a, f) != getattr(b, f) for f in fields)
-
-
-def _member_metadata_record(group_id: str, m: ConsumerGroupMember) -> ConsumerGroupMemberMetadataRecord:
-    classic = None
-    if m.classic_protocols is not None:
-        classic = ClassicMemberMetadata(m.classic_session_timeout_ms,
-                                        [ClassicProtocolRecord(name, meta) for name, meta in m.classic_protocols])
-    return ConsumerGroupMemberMetadataRecord(
-        group_id, m.member_id, m.instance_id, m.rack_id, m.client_id, m.client_host,
-        list(m.subscribed_topic_names), m.subscribed_topic_regex, m.rebalance_timeout_ms, m.server_assignor,
-        classic)
-
-
-def _current_assignment_record(group_id: str, member_id: str,
-                               a: MemberAssignment) -> ConsumerGroupCurrentMemberAssignmentRecord:
-    return ConsumerGroupCurrentMemberAssignmentRecord(
-        group_id, member_id, a.member_epoch, a.previous_member_epoch, a.state.value,
-        _topic_partitions(a.assigned, CurrentTopicPartitions),
-        _topic_partitions(a.pending_revocation, CurrentTopicPartitions))
-
-
-def _topic_partitions(assignment: Mapping[uuid.UUID, frozenset[int]], cls: type) -> list:
-    return [cls(topic_id, sorted(ps)) for topic_id, ps in sorted(assignment.items(), key=lambda kv: str(kv[0])) if ps]
-
-
-def _assignment_of(topic_partitions: Iterable) -> Assignment:
-    return {tp.topic_id: frozenset(tp.partitions) for tp in topic_partitions if tp.partitions}
-
-
-def _sorted_assignment(assignment: Assignment) -> list[tuple[uuid.UUID, list[int]]]:
-    return [(t, sorted(ps)) for t, ps in sorted(assignment.items(), key=lambda kv: str(kv[0])) if ps]

@@ -36,7 +36,8 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from cohort.coordinator import __version__
-from cohort.coordinator.config import ConfigError, CoordinatorConfig, EffectiveConfig, HostPort
+from cohort.coordinator.config import ConfigError, CoordinatorConfig, HostPort
+from cohort.coordinator.config_sources import EffectiveConfig
 from cohort.coordinator.process.heap import HeapKeeper, limit_malloc_arenas
 from cohort.coordinator.log.file_modes import FILE_MODE, make_private_dir
 from cohort.protocol.compiled import running_path

@@ -37,7 +37,8 @@ import time
 from dataclasses import dataclass, field
 
 from cohort.coordinator import __version__
-from cohort.coordinator.config import EffectiveConfig, HostPort, parse_endpoints
+from cohort.coordinator.config import HostPort, parse_endpoints
+from cohort.coordinator.config_sources import EffectiveConfig
 from cohort.coordinator.process.daemon import (
     EXIT_FAILURE,
     EXIT_OK,

@@ -33,7 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cohort.coordinator.config import CoordinatorConfig, EffectiveConfig
+from cohort.coordinator.config import CoordinatorConfig
+from cohort.coordinator.config_sources import EffectiveConfig
 from cohort.coordinator.process.daemon import Daemon
 from cohort.coordinator.contracts.ownership import Node
 from cohort.coordinator.server.peers import LINK_SECRET_ENV, PeerLink

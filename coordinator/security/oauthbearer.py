@@ -22,8 +22,8 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
-from urllib.parse import unquote, urlparse
+
+from cohort.coordinator.config import parse_file_url
 
 # Kafka (jose4j) accepts RSA and EC signatures; never "none" nor a shared-secret HMAC.
 ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512")
@@ -31,14 +31,6 @@ ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES
 
 class InvalidToken(Exception):
     """Why a token is refused (never contains the token)."""
-
-
-def jwks_path(url: str) -> Path:
-    """The file a ``file://`` JWKS URL names; ValueError for any other URL."""
-    parsed = urlparse(url)
-    if parsed.scheme != "file" or parsed.netloc not in ("", "localhost") or not parsed.path:
-        raise ValueError(f"{url!r}: Cohort reads JWKS from a file:// URL (file:///path/to/jwks.json)")
-    return Path(unquote(parsed.path))
 
 
 def parse_client_response(token: bytes) -> str:
@@ -71,7 +63,7 @@ class JwtValidator:
         import jwt  # the `oauthbearer` extra; config refuses OAUTHBEARER without it
 
         self._jwt = jwt
-        self.path = jwks_path(jwks_url)
+        self.path = parse_file_url(jwks_url)
         self.audience = audience
         self.issuer = issuer
         self.sub_claim_name = sub_claim_name

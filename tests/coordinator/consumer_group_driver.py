@@ -5,13 +5,8 @@ from __future__ import annotations
 
 import uuid
 
-from cohort.coordinator.groups.consumer import (
-    ConsumerGroup,
-    ConsumerGroupHeartbeat,
-    HeartbeatResult,
-    RecordReplayed,
-    TopicMetadata,
-)
+from cohort.coordinator.groups.consumer import ConsumerGroup, TopicMetadata
+from cohort.coordinator.groups.consumer_events import ConsumerGroupHeartbeat, HeartbeatResult, RecordReplayed
 from cohort.coordinator.groups.effects import (
     Answer,
     AppendRecords,

@@ -10,7 +10,8 @@ import inspect
 from pathlib import Path
 
 from cohort.coordinator.config import CoordinatorConfig
-from cohort.coordinator.groups.classic import RebalanceCause, RebalanceReason, RebalanceRequested
+from cohort.coordinator.groups.classic_events import RebalanceRequested
+from cohort.coordinator.groups.classic_rebalance import RebalanceCause, RebalanceReason
 from cohort.coordinator.groups.runtime import ManualScheduler
 from cohort.coordinator.groups.coordinator import GroupCoordinator, RequestContext
 from cohort.coordinator.log import OffsetsLog

@@ -8,17 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cohort.coordinator.config import (
-    SETTINGS,
-    ConfigError,
-    CoordinatorConfig,
-    HostPort,
-    SourceKind,
-    add_config_arguments,
-    config_from_args,
-    parse_host_port,
-    resolve_config,
-)
+from cohort.coordinator.config import SETTINGS, ConfigError, CoordinatorConfig, HostPort, parse_host_port
+from cohort.coordinator.config_sources import SourceKind, add_config_arguments, config_from_args, resolve_config
 
 CONTRACT_DEFAULTS = {
     "listeners": "127.0.0.1:9092",
@@ -319,3 +310,24 @@ def test_short_consumer_group_session_timeouts_need_lower_bounds_too(tmp_path):
     assert (config.group_consumer_session_timeout_ms, config.group_consumer_heartbeat_interval_ms) == (3000, 500)
     assert config.group_consumer_assignors == "range,uniform"
     assert sources["group.consumer.session.timeout.ms"].kind is SourceKind.ENV
+
+
+@pytest.mark.parametrize("module", ["config.py", "config_sources.py"])
+def test_settings_import_nothing_of_the_modules_they_configure(module):
+    """Settings sit below everything that reads them: security imports config, never the other way round."""
+    import ast
+
+    import cohort.coordinator as coordinator
+    tree = ast.parse((Path(coordinator.__file__).parent / module).read_text())
+    imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    imported |= {node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    ours = {name for name in imported if name.startswith("cohort.")}
+    assert ours <= {"cohort.protocol.compiled", "cohort.coordinator.config"}, ours
+
+
+def test_an_oauthbearer_jwks_url_must_be_a_file_url_only_when_oauthbearer_is_on(tmp_path):
+    https = {"sasl_oauthbearer_jwks_endpoint_url": "https://idp.example/jwks"}
+    assert CoordinatorConfig(**https).sasl_oauthbearer_jwks_endpoint_url == https["sasl_oauthbearer_jwks_endpoint_url"]
+    with pytest.raises(ConfigError, match=r"^invalid sasl\.oauthbearer\.jwks\.endpoint\.url: .* is not a file:// URL"):
+        CoordinatorConfig(listeners="SASL_PLAINTEXT://127.0.0.1:0", sasl_enabled_mechanisms="OAUTHBEARER",
+                          data_dir=tmp_path, **https)

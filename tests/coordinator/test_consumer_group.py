@@ -3,14 +3,10 @@ from __future__ import annotations
 
 import pytest
 
-from cohort.coordinator.groups.consumer import (
-    ConsumerGroupHeartbeat,
-    ConsumerGroupState,
-    HeartbeatError,
-    MemberState,
-    TopicsChanged,
-    validate_heartbeat,
-)
+from cohort.coordinator.groups.consumer import ConsumerGroupState
+from cohort.coordinator.groups.consumer_events import ConsumerGroupHeartbeat, TopicsChanged
+from cohort.coordinator.groups.consumer_heartbeat import HeartbeatError, validate_heartbeat
+from cohort.coordinator.groups.consumer_member import MemberState
 from cohort.coordinator.records.types import ConsumerGroupMemberMetadataTombstone, decode_record, encode_record
 from cohort.protocol.errors import ErrorCode
 from tests.coordinator.consumer_group_driver import Driver, owned, tid, topic
@@ -340,7 +336,9 @@ def test_unsubscribing_from_a_topic_revokes_its_partitions_before_they_go_elsewh
     assert dict(owned(a)).get(tid("payments")) is None
 
 
-@pytest.mark.parametrize("module", ["consumer.py", "migration.py", "assignors/__init__.py", "assignors/uniform.py",
+@pytest.mark.parametrize("module", ["consumer.py", "consumer_events.py", "consumer_heartbeat.py", "consumer_member.py",
+                                    "consumer_assignment.py", "consumer_journal.py", "consumer_classic.py",
+                                    "migration.py", "assignors/__init__.py", "assignors/uniform.py",
                                     "assignors/range.py"])
 def test_the_consumer_engine_imports_no_event_loop_clock_or_io(module):
     import ast

@@ -4,9 +4,10 @@ or Empty again, with the trigger, the members involved and the partitions whose 
 from __future__ import annotations
 
 from cohort.coordinator.groups.operator_journal import TRIGGERS, GroupJournal, PartitionMove, partition_moves
-from cohort.coordinator.groups.consumer import ConsumerGroupState, TopicsChanged
+from cohort.coordinator.groups.consumer import ConsumerGroupState
+from cohort.coordinator.groups.consumer_events import TopicsChanged
 from cohort.coordinator.groups.effects import RebalanceJournaled
-from cohort.coordinator.groups.classic import LeaveGroup
+from cohort.coordinator.groups.classic_events import LeaveGroup
 from tests.coordinator.consumer_group_driver import Driver, tid, topic
 from tests.coordinator.test_consumer_group_migration import upgraded
 

@@ -52,7 +52,7 @@ async def test_given_new_group_when_v4_member_joins_without_id_then_member_id_re
     assert r.member_id.startswith("cli-")
     assert r.generation_id == -1
     group = h.group("g")
-    assert group.state is GroupState.EMPTY and r.member_id in group.pending_members
+    assert group.state is GroupState.EMPTY and r.member_id in group.membership.pending_members
     (rec,) = group_records(h, "g")
     assert (rec.generation, rec.protocol_type, rec.protocol, rec.leader, rec.members) == (0, "", None, None, [])
 
@@ -121,7 +121,7 @@ async def test_given_storage_failure_when_new_group_is_created_then_mapped_error
 async def test_given_joined_members_then_leader_alone_gets_member_list_and_generation_increments(h):
     ids = await h.stable_group("g", 3)
     group = h.group("g")
-    assert group.generation_id == 1 and group.leader_id == ids[0]
+    assert group.generation_id == 1 and group.membership.leader_id == ids[0]
     # A follower rejoining with the same metadata in Stable gets the current generation, no rebalance.
     r = await h.join_now("g", ids[1])
     assert (r.error_code, r.generation_id, r.leader, r.members) == (E.NONE, 1, ids[0], [])
@@ -216,7 +216,7 @@ async def test_given_pending_member_never_rejoins_when_its_session_ends_then_pha
     await h.settle()
     assert not t.done()
     await h.advance(6000)
-    assert t.result().generation_id == 2 and not h.group("g").pending_members
+    assert t.result().generation_id == 2 and not h.group("g").membership.pending_members
 
 
 # ------------------------------------------------------------------ initial delay

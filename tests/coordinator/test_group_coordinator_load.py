@@ -20,12 +20,12 @@ async def test_given_stable_group_and_offsets_when_restarted_then_group_and_offs
     await h.commit("g", {("t", 0): (42, "m"), ("t", 1): (43, "n\x00")}, member_id=ids[1], generation=1)
     await h.commit("s", {("u", 3): -2})
     before = h.group("g")
-    snapshot = (before.generation_id, before.leader_id, before.protocol_type, before.protocol_name,
+    snapshot = (before.generation_id, before.membership.leader_id, before.protocol_type, before.protocol_name,
                 {k: v.assignment for k, v in before.members.items()})
     await h.restart()
     group = h.group("g")
     assert group.state is GroupState.STABLE
-    assert (group.generation_id, group.leader_id, group.protocol_type, group.protocol_name,
+    assert (group.generation_id, group.membership.leader_id, group.protocol_type, group.protocol_name,
             {k: v.assignment for k, v in group.members.items()}) == snapshot
     assert (await h.fetch("g", None))[1] == {("t", 0): (42, "m", 0), ("t", 1): (43, "n\x00", 0)}
     assert (await h.fetch("s", None))[1] == {("u", 3): (-2, "", 0)}

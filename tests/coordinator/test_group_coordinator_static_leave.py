@@ -34,7 +34,7 @@ async def test_given_static_member_when_first_joining_then_added_without_member_
     t = h.join("g", instance_id="i1", version=5)
     await h.advance(0)
     assert t.result().error_code == E.NONE
-    assert h.group("g").static_members["i1"].startswith("i1-")
+    assert h.group("g").membership.static_members["i1"].startswith("i1-")
 
 
 async def test_given_stable_group_when_static_member_rejoins_unchanged_with_new_id_then_no_rebalance(h):
@@ -66,7 +66,7 @@ async def test_given_static_replacement_when_persist_fails_then_old_member_resto
     h.log.fail_with = None
     assert r.error_code == E.NOT_COORDINATOR
     group = h.group("g")
-    assert group.static_members["i2"] == ids["i2"] and ids["i2"] in group.members
+    assert group.membership.static_members["i2"] == ids["i2"] and ids["i2"] in group.members
     assert await h.heartbeat("g", ids["i2"], 1, instance_id="i2") == E.NONE
 
 
@@ -164,7 +164,7 @@ async def test_given_pending_member_when_leaving_then_removed(h):
     await h.stable_group("g", 1)
     pending = await h.new_member("g")
     r = await h.leave("g", [(pending, None)])
-    assert r.members[0].error_code == E.NONE and not h.group("g").pending_members
+    assert r.members[0].error_code == E.NONE and not h.group("g").membership.pending_members
 
 
 async def test_given_parked_join_when_member_leaves_then_join_answered_unknown_member(h):

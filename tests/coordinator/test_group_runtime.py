@@ -70,4 +70,4 @@ async def test_unloading_answers_parked_requests_and_stops_every_timer(h):
     assert parked.result().error_code == E.NOT_COORDINATOR
     assert h.clock.pending() == 0
     h.clock.advance(600_000)  # nothing fires into an unloaded group
-    assert other in h.group("g2").pending_members and h.group("g").members
+    assert other in h.group("g2").membership.pending_members and h.group("g").members

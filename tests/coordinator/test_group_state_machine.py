@@ -14,26 +14,21 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cohort.coordinator.config import CoordinatorConfig
-from cohort.coordinator.groups.classic import (
-    TRANSITIONS,
-    ClassicGroup,
-    Deleted,
-    GroupState,
-    GroupTimer,
+from cohort.coordinator.groups.classic import TRANSITIONS, ClassicGroup, GroupState, IllegalStateTransition, Step
+from cohort.coordinator.groups.classic_events import (
     Heartbeat,
-    IllegalStateTransition,
     JoinAnswered,
     JoinGroup,
     JoinRequest,
     JoinResult,
     LeaveGroup,
-    LoadCompleted,
     MetadataLoaded,
-    RebalanceCause,
-    Step,
     SyncGroup,
     SyncResult,
 )
+from cohort.coordinator.groups.classic_rebalance import RebalanceCause
+from cohort.coordinator.groups.classic_timers import GroupTimer
+from cohort.coordinator.groups.effects import Deleted, LoadCompleted
 from cohort.coordinator.groups.effects import (
     Answer,
     AnswerAll,
@@ -210,7 +205,8 @@ def test_a_transition_outside_the_table_raises_and_changes_nothing(source, step,
         assert group.state is source and group._out == []
 
 
-@pytest.mark.parametrize("module", ["classic.py", "effects.py"])
+@pytest.mark.parametrize("module", ["classic.py", "classic_events.py", "classic_member.py", "classic_rebalance.py",
+                                    "classic_timers.py", "effects.py"])
 def test_the_engine_imports_no_event_loop_clock_or_io(module):
     import cohort.coordinator.groups as groups
     tree = ast.parse((Path(groups.__file__).parent / module).read_text())
@@ -322,10 +318,10 @@ def test_leaving_members_are_a_structured_reason_and_the_leader_moves_on():
     d = Driver()
     a, b, c = d.stable(3)
     assert d.leave((a, None, "shutting down"), ("ghost", None, None)) == [E.NONE, E.UNKNOWN_MEMBER_ID]
-    assert d.group.leader_id == b and d.group.state is S.PREPARING_REBALANCE
-    assert d.group._rebalance_reason.cause is RebalanceCause.MEMBER_LEFT
-    assert d.group._rebalance_reason.members == (a,)
-    assert d.group._rebalance_reason.client_reason == "shutting down"
+    assert d.group.membership.leader_id == b and d.group.state is S.PREPARING_REBALANCE
+    assert d.group._journal.reason.cause is RebalanceCause.MEMBER_LEFT
+    assert d.group._journal.reason.members == (a,)
+    assert d.group._journal.reason.client_reason == "shutting down"
 
 
 def test_a_failed_assignment_write_answers_the_syncs_and_rebalances():
@@ -338,7 +334,7 @@ def test_a_failed_assignment_write_answers_the_syncs_and_rebalances():
     d.finish_appends(E.NOT_COORDINATOR)
     assert d.answers.pop(sync).error == E.NOT_COORDINATOR
     assert d.group.state is S.PREPARING_REBALANCE
-    assert d.group._rebalance_reason.cause is RebalanceCause.MEMBER_JOINED  # the first cause is kept
+    assert d.group._journal.reason.cause is RebalanceCause.MEMBER_JOINED  # the first cause is kept
 
 
 def test_loading_goes_through_the_table_and_sessions_start_when_the_load_completes():
@@ -352,7 +348,7 @@ def test_loading_goes_through_the_table_and_sessions_start_when_the_load_complet
     assert d.transitions == [StateChanged("g", S.EMPTY, Step.LOADED, S.STABLE)]
     assert d.timers == {}  # replay arms nothing
     g = d.group
-    assert (g.generation_id, g.leader_id, g.state_timestamp_ms, g.static_members) == (7, "m-1", 123, {"pod-2": "m-2"})
+    assert (g.generation_id, g.membership.leader_id, g.state_timestamp_ms, g.membership.static_members) == (7, "m-1", 123, {"pod-2": "m-2"})
     assert g.members["m-2"].rebalance_timeout_ms == 2000  # v0 records: the session timeout stands in
     d.send(LoadCompleted())
     assert d.timers == {"m-1": d.now_ms + 1000, "m-2": d.now_ms + 2000}
@@ -366,7 +362,7 @@ def test_a_loaded_group_over_the_max_size_rebalances():
     d.send(MetadataLoaded(record))
     d.send(LoadCompleted())
     assert d.group.state is S.PREPARING_REBALANCE
-    assert d.group._rebalance_reason.cause is RebalanceCause.OVER_MAX_SIZE
+    assert d.group._journal.reason.cause is RebalanceCause.OVER_MAX_SIZE
 
 
 def test_a_deleted_group_is_dead_its_timers_stop_and_parked_requests_are_answered():
@@ -390,7 +386,7 @@ def test_a_static_member_rejoining_stable_keeps_its_assignment_and_fences_the_ol
     rejoin = d.join(instance="pod")
     (append,) = d.appends
     new_id = append.purpose.member.member_id
-    assert d.group.static_members == {"pod": new_id} and d.group.leader_id == new_id
+    assert d.group.membership.static_members == {"pod": new_id} and d.group.membership.leader_id == new_id
     assert rejoin not in d.answers  # answered once the new id is durable
     d.finish_appends()
     answer = d.answers.pop(rejoin)
@@ -461,7 +457,7 @@ def test_a_session_expiry_ends_even_the_initial_join_phase_once_the_rest_have_jo
     assert a not in d.group.members and d.journal[-1] == MemberExpired("g", a)
     assert d.answers.pop(join_a).error == E.UNKNOWN_MEMBER_ID
     assert d.group.state is S.COMPLETING_REBALANCE and d.group.generation_id == 1
-    assert d.group.leader_id == c and GroupTimer.JOIN_PHASE not in d.timers
+    assert d.group.membership.leader_id == c and GroupTimer.JOIN_PHASE not in d.timers
 
 
 def test_a_pending_member_id_expiring_ends_even_the_initial_join_phase():
@@ -473,7 +469,7 @@ def test_a_pending_member_id_expiring_ends_even_the_initial_join_phase():
     d.advance(999)
     assert d.group.state is S.PREPARING_REBALANCE and join_a not in d.answers
     d.advance(1)
-    assert not d.group.pending_members
+    assert not d.group.membership.pending_members
     assert d.group.state is S.COMPLETING_REBALANCE
     answer = d.answers.pop(join_a)
     assert (answer.error, answer.generation_id, answer.leader) == (E.NONE, 1, a)
@@ -496,7 +492,7 @@ def test_protocol_selection_takes_the_most_voted_common_protocol():
     prefs = [("roundrobin", "range", "sticky"), ("range", "roundrobin"), ("range", "sticky", "roundrobin")]
     joins = [d.join(m, protocols=[(p, b"") for p in ps]) for m, ps in zip(ids, prefs)]
     d.advance(0)
-    assert d.group.candidate_protocols() == {"range", "roundrobin"}
+    assert d.group.membership.protocols.candidates() == {"range", "roundrobin"}
     assert {d.answers[j].protocol_name for j in joins} == {"range"}
     assert not d.group.supports_protocols("consumer", [("sticky", b"")])
     assert d.group.supports_protocols("consumer", [("x", b""), ("roundrobin", b"")])
@@ -561,9 +557,9 @@ def test_every_transition_the_engine_makes_is_in_the_table(actions):
         for t in d.transitions:
             assert t.target in TRANSITIONS[(t.source, t.step)], t
         g = d.group
-        assert g.awaiting_join_count() == sum(1 for m in g.members.values() if m.join_request is not None)
-        assert set(g.static_members.values()) <= set(g.members)
-        assert g.leader_id is None or g.leader_id in g.members
+        assert g.membership.awaiting_join_count() == sum(1 for m in g.members.values() if m.join_request is not None)
+        assert set(g.membership.static_members.values()) <= set(g.members)
+        assert g.membership.leader_id is None or g.membership.leader_id in g.members
         # every member and pending id has a session timer, and nothing else does
         sessions = {k for k in d.timers if type(k) is str}
-        assert sessions == set(g.members) | g.pending_members
+        assert sessions == set(g.members) | g.membership.pending_members
