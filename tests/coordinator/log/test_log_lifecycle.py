@@ -1,0 +1,74 @@
+"""The local log moves its partitions along the shared partition lifecycle, and only along its table."""
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from log_helpers import commit, open_log
+
+from cohort.coordinator.contracts.partition_lifecycle import IllegalPartitionTransition, PartitionLifecycle as L
+from cohort.coordinator.contracts.store import StorageError
+from cohort.coordinator.log import OffsetsLog
+from cohort.coordinator.log import offsets_log
+from cohort.coordinator.log.state import Partition
+from cohort.protocol.errors import ErrorCode
+
+
+def test_a_log_partition_refuses_a_move_off_the_table(tmp_path):
+    p = Partition(3, tmp_path)
+    for illegal in (L.LOADED, L.RELEASING, L.FAILED):
+        with pytest.raises(IllegalPartitionTransition, match="partition 3: unowned -> "):
+            p.move(illegal)
+        assert p.state is L.UNOWNED
+    p.move(L.LOADING)
+    p.move(L.LOADED)
+    with pytest.raises(IllegalPartitionTransition, match="loaded -> loading"):
+        p.move(L.LOADING)
+    assert p.state is L.LOADED
+
+
+async def test_release_passes_through_releasing_where_appends_are_refused_and_accepted_ones_finish(tmp_path):
+    log, _ = await open_log(tmp_path, num_partitions=2)
+    try:
+        accepted = log.append(1, [commit("g", "t", 0, 1)])
+        releasing = asyncio.ensure_future(log.release(1))
+        await asyncio.sleep(0)  # the release has begun: it waits for the accepted append
+        assert log.partition_state(1) is L.RELEASING
+        refused = log.append(1, [commit("g", "t", 0, 2)])
+        with pytest.raises(StorageError, match="being released") as info:
+            await refused
+        assert info.value.error_code == ErrorCode.NOT_COORDINATOR
+        assert await accepted == 0
+        await releasing
+        assert log.partition_state(1) is L.UNOWNED
+        assert log.partition_state(0) is L.LOADED
+    finally:
+        await log.close()
+
+
+async def test_a_partition_released_while_its_load_is_read_stays_unowned_when_the_load_finishes(tmp_path, monkeypatch):
+    monkeypatch.setattr(offsets_log, "LOAD_CHUNK_RECORDS", 2)
+    log, _ = await open_log(tmp_path, num_partitions=1)
+    await log.append(0, [commit("g", "t", i, 1) for i in range(3)])
+    await log.close()
+
+    log = OffsetsLog(tmp_path, num_partitions=1, partitions=())
+    await log.open()
+    try:
+        chunks = log.load(0)
+        first = await chunks.__anext__()
+        assert len(first) == 2 and log.partition_state(0) is L.LOADING
+        await log.release(0)  # lost while its records were being replayed
+        assert [len(chunk) async for chunk in chunks] == [1]  # the reader still takes the rest
+        # UNOWNED -> LOADED is no move of the table: the partition is not served from a released directory.
+        assert log.partition_state(0) is L.UNOWNED
+        with pytest.raises(StorageError, match="not owned") as info:
+            await log.append(0, [commit("g", "t", 0, 2)])
+        assert info.value.error_code == ErrorCode.NOT_COORDINATOR
+        async for _ in log.load(0):  # and it can be loaded again
+            pass
+        assert log.partition_state(0) is L.LOADED
+        assert await log.append(0, [commit("g", "t", 0, 2)]) == 3
+    finally:
+        await log.close()
