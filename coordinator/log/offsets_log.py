@@ -250,6 +250,9 @@ class OffsetsLog(CommitRounds, Checkpoints):
                 self._failed(self._parts[index], exc)
                 errors[index] = exc
                 continue
+            if self._parts[index].state is not PartitionLifecycle.LOADING:  # its first mark failed meanwhile
+                errors[index] = self._parts[index].error
+                continue
             self._parts[index].move(PartitionLifecycle.LOADED)
             total_records += records
             total_live += len(live)

@@ -5,12 +5,13 @@ import asyncio
 
 import pytest
 
-from log_helpers import commit, open_log
+from log_helpers import commit, open_log, wait_for
 
 from cohort.coordinator.contracts.partition_lifecycle import IllegalPartitionTransition, PartitionLifecycle as L
 from cohort.coordinator.contracts.store import StorageError
 from cohort.coordinator.log import OffsetsLog
 from cohort.coordinator.log import offsets_log
+from cohort.coordinator.log.segments import partition_dir
 from cohort.coordinator.log.state import Partition
 from cohort.protocol.errors import ErrorCode
 
@@ -70,5 +71,29 @@ async def test_a_partition_released_while_its_load_is_read_stays_unowned_when_th
             pass
         assert log.partition_state(0) is L.LOADED
         assert await log.append(0, [commit("g", "t", 0, 2)]) == 3
+    finally:
+        await log.close()
+
+
+async def test_a_partition_whose_first_mark_fails_while_its_load_is_read_stays_failed(tmp_path, monkeypatch):
+    monkeypatch.setattr(offsets_log, "LOAD_CHUNK_RECORDS", 2)
+    log, _ = await open_log(tmp_path, num_partitions=1)
+    await log.append(0, [commit("g", "t", i, 1) for i in range(3)])
+    await log.close()
+    # The disk refuses the next owner's first mark: its temporary file's name is taken by a directory.
+    (partition_dir(tmp_path, 0) / "checkpoint.json.tmp").mkdir()
+
+    log = OffsetsLog(tmp_path, num_partitions=1, partitions=())
+    await log.open()
+    try:
+        chunks = log.load(0)
+        await chunks.__anext__()
+        await wait_for(lambda: log.partition_state(0) is L.FAILED)  # the mark, written beside the load, failed
+        assert [len(chunk) async for chunk in chunks] == [1]
+        # FAILED -> LOADED is no move of the table: appends are not taken without the partition's mark.
+        assert log.partition_state(0) is L.FAILED
+        with pytest.raises(StorageError, match="failed to load") as info:
+            await log.append(0, [commit("g", "t", 0, 2)])
+        assert info.value.error_code == ErrorCode.NOT_COORDINATOR
     finally:
         await log.close()
