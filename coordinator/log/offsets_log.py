@@ -337,6 +337,9 @@ class OffsetsLog(CommitRounds, Checkpoints):
             self._loads_running -= 1
             if self._loads_running == 0:
                 self._loop.call_later(_SCANS_KEPT_S, self._drop_scans)
+        if p.state is not PartitionLifecycle.LOADING:  # released while it was recovered: not ours to keep
+            lock.release()
+            raise StorageError(f"offsets partition {index} was released while loading", ErrorCode.NOT_COORDINATOR)
         with p.lock:
             p.segments = recovered.segments
             p.fd = os.open(recovered.segments[-1], os.O_WRONLY)

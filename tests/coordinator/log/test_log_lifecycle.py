@@ -11,6 +11,7 @@ from cohort.coordinator.contracts.partition_lifecycle import IllegalPartitionTra
 from cohort.coordinator.contracts.store import StorageError
 from cohort.coordinator.log import OffsetsLog
 from cohort.coordinator.log import offsets_log
+from cohort.coordinator.log.partition_lock import partition_in_use
 from cohort.coordinator.log.segments import partition_dir
 from cohort.coordinator.log.state import Partition
 from cohort.protocol.errors import ErrorCode
@@ -95,5 +96,29 @@ async def test_a_partition_whose_first_mark_fails_while_its_load_is_read_stays_f
         with pytest.raises(StorageError, match="failed to load") as info:
             await log.append(0, [commit("g", "t", 0, 2)])
         assert info.value.error_code == ErrorCode.NOT_COORDINATOR
+    finally:
+        await log.close()
+
+
+async def test_a_partition_released_while_it_is_recovered_gives_its_directory_back(tmp_path):
+    log, _ = await open_log(tmp_path, num_partitions=1)
+    await log.append(0, [commit("g", "t", 0, 1)])
+    await log.close()
+
+    log = OffsetsLog(tmp_path, num_partitions=1, partitions=())
+    await log.open()
+    try:
+        loading = asyncio.ensure_future(log.load(0).__anext__())
+        await asyncio.sleep(0)  # recovery runs on a writer thread
+        assert log.partition_state(0) is L.LOADING
+        await log.release(0)
+        with pytest.raises(StorageError, match="released while loading") as info:
+            await loading
+        assert info.value.error_code == ErrorCode.NOT_COORDINATOR
+        assert log.partition_state(0) is L.UNOWNED
+        assert partition_in_use(partition_dir(tmp_path, 0)) is None  # the directory lock went with it
+        async for _ in log.load(0):
+            pass
+        assert log.partition_state(0) is L.LOADED
     finally:
         await log.close()
