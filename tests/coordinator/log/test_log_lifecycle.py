@@ -17,6 +17,16 @@ from cohort.coordinator.log.state import Partition
 from cohort.protocol.errors import ErrorCode
 
 
+async def unloaded_log(data_dir, records: int) -> OffsetsLog:
+    """An open log of one partition holding `records` commits, not loaded yet (its owner calls `load`)."""
+    log, _ = await open_log(data_dir, num_partitions=1)
+    await log.append(0, [commit("g", "t", i, 1) for i in range(records)])
+    await log.close()
+    log = OffsetsLog(data_dir, num_partitions=1, partitions=())
+    await log.open()
+    return log
+
+
 def test_a_log_partition_refuses_a_move_off_the_table(tmp_path):
     p = Partition(3, tmp_path)
     for illegal in (L.LOADED, L.RELEASING, L.FAILED):
@@ -51,12 +61,7 @@ async def test_release_passes_through_releasing_where_appends_are_refused_and_ac
 
 async def test_a_partition_released_while_its_load_is_read_stays_unowned_when_the_load_finishes(tmp_path, monkeypatch):
     monkeypatch.setattr(offsets_log, "LOAD_CHUNK_RECORDS", 2)
-    log, _ = await open_log(tmp_path, num_partitions=1)
-    await log.append(0, [commit("g", "t", i, 1) for i in range(3)])
-    await log.close()
-
-    log = OffsetsLog(tmp_path, num_partitions=1, partitions=())
-    await log.open()
+    log = await unloaded_log(tmp_path, 3)
     try:
         chunks = log.load(0)
         first = await chunks.__anext__()
@@ -78,14 +83,9 @@ async def test_a_partition_released_while_its_load_is_read_stays_unowned_when_th
 
 async def test_a_partition_whose_first_mark_fails_while_its_load_is_read_stays_failed(tmp_path, monkeypatch):
     monkeypatch.setattr(offsets_log, "LOAD_CHUNK_RECORDS", 2)
-    log, _ = await open_log(tmp_path, num_partitions=1)
-    await log.append(0, [commit("g", "t", i, 1) for i in range(3)])
-    await log.close()
+    log = await unloaded_log(tmp_path, 3)
     # The disk refuses the next owner's first mark: its temporary file's name is taken by a directory.
     (partition_dir(tmp_path, 0) / "checkpoint.json.tmp").mkdir()
-
-    log = OffsetsLog(tmp_path, num_partitions=1, partitions=())
-    await log.open()
     try:
         chunks = log.load(0)
         await chunks.__anext__()
@@ -101,12 +101,7 @@ async def test_a_partition_whose_first_mark_fails_while_its_load_is_read_stays_f
 
 
 async def test_a_partition_released_while_it_is_recovered_gives_its_directory_back(tmp_path):
-    log, _ = await open_log(tmp_path, num_partitions=1)
-    await log.append(0, [commit("g", "t", 0, 1)])
-    await log.close()
-
-    log = OffsetsLog(tmp_path, num_partitions=1, partitions=())
-    await log.open()
+    log = await unloaded_log(tmp_path, 1)
     try:
         loading = asyncio.ensure_future(log.load(0).__anext__())
         await asyncio.sleep(0)  # recovery runs on a writer thread
