@@ -34,7 +34,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     status = commands.add_parser("status", help="etcd members, nodes, and partition -> owner, epoch, load state",
                                  description="etcd's members (health, leader, database size, alarms), the nodes "
                                  "(id, address, state: live, cut-off or gone, lease time left) and, per offsets "
-                                 "partition, its owner, ownership epoch, load state (loading, loaded, handing-over), "
+                                 "partition, its owner, ownership epoch, load state (loading, loaded, releasing), "
                                  "groups and committed offsets. Exits 2 when etcd has no quorum.")
     _cluster_argument(status)
     status.add_argument("--output", choices=("table", "json"), default="table", help="output format (default table)")

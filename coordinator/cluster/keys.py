@@ -9,8 +9,8 @@
     w/<p>                                     -> the partition's write fence: every write transaction for p
                                                  compares its mod revision; written at each load and when a
                                                  write's outcome is in doubt (see cluster/store.py)
-    load/<p>                                  -> the owner's load state ("loading", "loaded", "handing-over"),
-                                                 under the owner's lease (for `cohort cluster status`)
+    load/<p>                                  -> the owner's partition lifecycle state ("loading", "loaded",
+                                                 "releasing"), under its lease (for `cohort cluster status`)
     o/<p>/<group>/<topic>/<partition>         -> offset commit value      (record types 0, 1)
     g/<p>/<group>                             -> group metadata value     (record type 2)
     t/0/<topic>                               -> topic registry value     (record type 100; cluster-wide,
@@ -31,6 +31,7 @@ from __future__ import annotations
 import struct
 from urllib.parse import quote, unquote
 
+from cohort.coordinator.contracts.partition_lifecycle import PartitionLifecycle
 from cohort.coordinator.records.types import (
     GROUP_METADATA_KEY_TYPE,
     OFFSET_COMMIT_KEY_TYPES,
@@ -49,7 +50,9 @@ SEEN = b"seen/"
 OWNERS = b"owner/"
 LOADS = b"load/"
 WRITES = b"w/"
-LOAD_STATES = ("loading", "loaded", "handing-over")
+# What an owner publishes at load/<p>: the names of its partition lifecycle states while it holds the key.
+LOAD_STATES = tuple(state.value for state in (PartitionLifecycle.LOADING, PartitionLifecycle.LOADED,
+                                              PartitionLifecycle.RELEASING))
 DATA_PREFIXES = (b"o/", b"g/", b"t/", b"r/")
 TOPICS = b"t/0/"
 SECURITY = b"s/"

@@ -12,18 +12,21 @@ unowned and preferred here -> claim; owned here but another live node is preferr
 claims); `owner/<p>` gone or re-created by someone else, a fenced write, or the lease lapsed -> lost.
 An unowned partition whose preferred node does not claim it within one TTL is claimed by anyone.
 
-For `cohort cluster status` the owner also keeps `load/<p>` under its lease: "loading" from the claim
-(same transaction), "loaded" once the store has handed every record over, "handing-over" while a
-handoff drains; fenced by the epoch like every write, at most one small write per change.
+Each partition's state, as this node sees it, is the shared partition lifecycle's
+(`cohort.coordinator.contracts.partition_lifecycle`) and moves only along its table (a move off it
+raises): UNOWNED -> CLAIMING (the create-if-absent transaction) -> LOADING (won: the listener loads
+it) -> LOADED (the store handed every record over) -> RELEASING (a handoff drains) -> UNOWNED; any
+of them drops straight to UNOWNED when the partition is lost (its key gone or taken, a fenced write,
+the lease's deadline passed). LOADING and LOADED are served.
 
-Each partition's state, as this node sees it, moves only along `VALID_PREVIOUS_STATES` below (each
-state with the states it may be entered from); `_move` raises on anything else.
+For `cohort cluster status` the owner also keeps `load/<p>` under its lease: the state's name,
+"loading" from the claim (same transaction), "loaded", "releasing" while a handoff drains; fenced by
+the epoch like every write, at most one small write per change.
 """
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import enum
 import hashlib
 import logging
 import time
@@ -44,24 +47,19 @@ from cohort.coordinator.cluster.etcd import (
 )
 from cohort.coordinator.cluster.lease import NodeLease
 from cohort.coordinator.contracts.ownership import Node, OwnershipListener
+from cohort.coordinator.contracts.partition_lifecycle import PartitionLifecycle, PartitionStates
 
 log = logging.getLogger("cohort.cluster")
 
 
-class PartitionState(enum.Enum):
-    NOT_MINE = "not-mine"
-    CLAIMING = "claiming"
-    OWNED = "owned"
-    HANDING_OFF = "handing-off"
+L = PartitionLifecycle
+SERVED = (L.LOADING, L.LOADED)  # this node answers for the partition (while its lease lives)
+HELD = (L.CLAIMING, *SERVED, L.RELEASING)  # every state but UNOWNED: what a shutdown lets go
 
 
-S = PartitionState
-VALID_PREVIOUS_STATES: dict[PartitionState, frozenset[PartitionState]] = {
-    S.CLAIMING: frozenset({S.NOT_MINE}),
-    S.OWNED: frozenset({S.CLAIMING}),
-    S.HANDING_OFF: frozenset({S.OWNED}),
-    S.NOT_MINE: frozenset({S.CLAIMING, S.OWNED, S.HANDING_OFF}),
-}
+def _published(state: PartitionLifecycle) -> bytes:
+    """What `load/<p>` holds in `state`."""
+    return state.value.encode()
 
 
 def rendezvous_score(partition: int, node_id: int) -> int:
@@ -125,7 +123,7 @@ class EtcdOwnership:
         self.stats = OwnershipStats()
         self._nodes: dict[int, Node] = {}
         self._owners: dict[int, OwnerEntry] = {}
-        self._states = {p: S.NOT_MINE for p in range(num_partitions)}
+        self._states = PartitionStates(range(num_partitions))
         self._epochs: dict[int, int] = {}
         self._unowned_since: dict[int, float] = {}
         self._load_wanted: dict[int, tuple[int, bytes]] = {}  # partition -> (epoch, load state to publish)
@@ -144,7 +142,7 @@ class EtcdOwnership:
     # --- the Ownership interface ---------------------------------------------------------------
 
     def owner(self, partition: int) -> Node | None:
-        if self._states.get(partition) == S.OWNED and self.lease.alive():
+        if self._states[partition] in SERVED and self.lease.alive():
             return self.local
         entry = self._owners.get(partition)
         if entry is None or entry.node_id == self.local.node_id:
@@ -155,7 +153,11 @@ class EtcdOwnership:
         return sorted(self._nodes.values(), key=lambda n: n.node_id)
 
     def owned(self) -> list[int]:
-        return [p for p, state in self._states.items() if state == S.OWNED]
+        return self._states.partitions(*SERVED)
+
+    def partition_state(self, partition: int) -> PartitionLifecycle:
+        """Where `partition` is in its lifecycle, as this node sees it."""
+        return self._states[partition]
 
     async def start(self, listener: OwnershipListener) -> None:
         self._listener = listener
@@ -184,7 +186,7 @@ class EtcdOwnership:
             await asyncio.wait(self._tasks, timeout=5)
         self._tasks = []
         # Stop serving everything first, then let every partition's in-flight writes finish together.
-        held = [p for p, s in self._states.items() if s in (S.OWNED, S.CLAIMING, S.HANDING_OFF)]
+        held = self._states.partitions(*HELD)
         await asyncio.gather(*(self._let_go(p, "shutdown") for p in held))
         log.info("node %d: %d partitions handed over (shutdown)", self.local.node_id, len(held))
         # Revoking the lease deletes nodes/<id> and every owner/<p> under it in one step.
@@ -291,12 +293,12 @@ class EtcdOwnership:
         for partition in range(self.num_partitions):
             state = self._states[partition]
             entry = self._owners.get(partition)
-            if state == S.OWNED:
+            if state in SERVED:
                 if entry is None or entry.epoch != self._epochs.get(partition):
                     await self._let_go(partition, "owner key gone or taken")
                 elif (preferred := preferred_owner(partition, live)) != me and preferred in self._nodes:
                     await self._hand_over(partition, preferred)
-            elif state == S.NOT_MINE:
+            elif state is L.UNOWNED:
                 if entry is not None:
                     if entry.node_id == me and entry.lease == self.lease.lease_id:
                         await self._adopt(partition, entry)
@@ -306,55 +308,53 @@ class EtcdOwnership:
                     await self._claim(partition)
         await self._publish_load_states()
 
-    def _move(self, partition: int, to: PartitionState) -> None:
-        current = self._states[partition]
-        if current not in VALID_PREVIOUS_STATES[to]:
-            raise AssertionError(f"partition {partition}: illegal ownership transition {current.value} -> {to.value}")
-        self._states[partition] = to
+    def _move(self, partition: int, to: PartitionLifecycle) -> None:
+        """Move along the lifecycle's table (IllegalPartitionTransition off it)."""
+        self._states.move(partition, to)
 
     async def _claim(self, partition: int) -> None:
-        self._move(partition, S.CLAIMING)
+        self._move(partition, L.CLAIMING)
         key = keys.owner_key(partition)
         try:
             won, revision, _ = await self.etcd.txn(
                 [compare_create_revision(key, 0)],
                 [op_put(key, str(self.local.node_id).encode(), lease=self.lease.lease_id),
-                 op_put(keys.load_key(partition), b"loading", lease=self.lease.lease_id)])
+                 op_put(keys.load_key(partition), _published(L.LOADING), lease=self.lease.lease_id)])
         except EtcdUnavailable:
-            self._move(partition, S.NOT_MINE)
+            self._move(partition, L.UNOWNED)
             raise
         if not won or self._stopping:
-            self._move(partition, S.NOT_MINE)
+            self._move(partition, L.UNOWNED)
             return
         self._owners[partition] = OwnerEntry(self.local.node_id, revision, self.lease.lease_id)
-        self._load_wanted[partition] = self._load_published[partition] = (revision, b"loading")
+        self._load_wanted[partition] = self._load_published[partition] = (revision, _published(L.LOADING))
         self._acquired(partition, revision)
         self.stats.claims += 1
 
     async def _adopt(self, partition: int, entry: OwnerEntry) -> None:
         """Our key under our live lease (we dropped it while etcd was unreachable): serve it again."""
-        self._move(partition, S.CLAIMING)
-        self._load_wanted[partition] = (entry.epoch, b"loading")
+        self._move(partition, L.CLAIMING)
+        self._load_wanted[partition] = (entry.epoch, _published(L.LOADING))
         self._acquired(partition, entry.epoch)
 
     def _acquired(self, partition: int, epoch: int) -> None:
-        self._move(partition, S.OWNED)
+        self._move(partition, L.LOADING)
         self._epochs[partition] = epoch
         self.stats.ownership_changes += 1
         log.info("partition %d: owned here (epoch %d)", partition, epoch)
         self._listener.acquired(partition, epoch)
 
     async def _hand_over(self, partition: int, preferred: int) -> None:
-        self._move(partition, S.HANDING_OFF)
+        self._move(partition, L.RELEASING)
         epoch = self._epochs[partition]
         self._listener.lost(partition)
         key = keys.owner_key(partition)
         with contextlib.suppress(EtcdUnavailable):  # only what status shows; the delete below decides
             await self.etcd.txn([compare_create_revision(key, epoch)],
-                                [op_put(keys.load_key(partition), b"handing-over", lease=self.lease.lease_id)])
+                                [op_put(keys.load_key(partition), _published(L.RELEASING), lease=self.lease.lease_id)])
         if self.store is not None:
             await self.store.release(partition)
-        if self._states[partition] != S.HANDING_OFF:
+        if self._states[partition] is not L.RELEASING:
             return  # let go meanwhile (the lease's deadline passed): the key goes with the lease
         self._forget(partition)
         try:
@@ -369,10 +369,10 @@ class EtcdOwnership:
     async def _let_go(self, partition: int, why: str) -> None:
         """Stop serving `partition` (lost, or shutdown); its key, if still ours, goes with the lease."""
         state = self._states[partition]
-        if state == S.NOT_MINE:
+        if state is L.UNOWNED:
             return
         self._forget(partition)
-        if state in (S.OWNED, S.HANDING_OFF):
+        if state is not L.CLAIMING:
             if why != "shutdown":
                 self.stats.losses += 1
                 log.info("partition %d: no longer owned here (%s)", partition, why)
@@ -381,7 +381,7 @@ class EtcdOwnership:
                 await self.store.release(partition)
 
     def _forget(self, partition: int) -> None:
-        self._move(partition, S.NOT_MINE)
+        self._move(partition, L.UNOWNED)
         self._epochs.pop(partition, None)
         self._load_wanted.pop(partition, None)
         self._load_published.pop(partition, None)
@@ -395,7 +395,7 @@ class EtcdOwnership:
 
     def _fenced(self, partition: int) -> None:
         """A write for `partition` was refused by its guard: another node owns it."""
-        if self._states.get(partition) == S.OWNED:
+        if self._states[partition] in SERVED:
             self._drop_entry(partition, self._epochs[partition])
             self._forget(partition)
             self.stats.losses += 1
@@ -403,15 +403,16 @@ class EtcdOwnership:
         self._wake.set()
 
     def _loaded(self, partition: int, epoch: int) -> None:
-        """The store handed every record of `partition` over: publish "loaded" (next reconcile)."""
-        if self._epochs.get(partition) == epoch:
-            self._load_wanted[partition] = (epoch, b"loaded")
+        """The store handed every record of `partition` over: LOADED, published by the next reconcile."""
+        if self._epochs.get(partition) == epoch and self._states[partition] is L.LOADING:
+            self._move(partition, L.LOADED)
+            self._load_wanted[partition] = (epoch, _published(L.LOADED))
             self._wake.set()
 
     async def _publish_load_states(self) -> None:
         """Write the load states that changed since last published, each fenced by its epoch."""
         changed = {p: wanted for p, wanted in self._load_wanted.items()
-                   if self._load_published.get(p) != wanted and self._states[p] == S.OWNED}
+                   if self._load_published.get(p) != wanted and self._states[p] in SERVED}
         guards = {p: compare_create_revision(keys.owner_key(p), epoch) for p, (epoch, _) in changed.items()}
         puts = {p: op_put(keys.load_key(p), state, lease=self.lease.lease_id) for p, (_, state) in changed.items()}
         batches = [list(changed)[i:i + ETCD_MAX_TXN_OPS // 2] for i in range(0, len(changed), ETCD_MAX_TXN_OPS // 2)]
@@ -440,9 +441,9 @@ class EtcdOwnership:
         self._deadline_timer = None
         if self.lease.alive() or self._stopping:
             return
-        held = [p for p, s in self._states.items() if s in (S.OWNED, S.HANDING_OFF)]
+        held = self._states.partitions(*SERVED, L.RELEASING)
         for partition in held:
-            served = self._states[partition] == S.OWNED  # a handoff told the listener already
+            served = self._states[partition] in SERVED  # a handoff told the listener already
             self._forget(partition)
             if served:
                 self.stats.losses += 1
@@ -455,14 +456,14 @@ class EtcdOwnership:
     def _stale(self, partition: int) -> None:
         """The store gave `partition` up (a write's outcome stayed unknown, or its write sequence moved):
         stop serving it now; while `owner/<p>` is still ours the next reconcile adopts and loads it again."""
-        if self._states.get(partition) == S.OWNED:
+        if self._states[partition] in SERVED:
             self._forget(partition)
             self._listener.lost(partition)
         self._wake.set()
 
     async def _rejoin(self) -> None:
         """The lease lapsed (or may have): drop everything; with a new lease, register again."""
-        for partition in [p for p, s in self._states.items() if s in (S.OWNED, S.HANDING_OFF)]:
+        for partition in self._states.partitions(*SERVED, L.RELEASING):
             await self._let_go(partition, "lease lapsed")
         if self.lease.lease_id:
             return  # unknown yet: etcd unreachable; keepalive tells when the lease is confirmed alive

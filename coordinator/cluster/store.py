@@ -75,6 +75,7 @@ from cohort.coordinator.cluster.etcd import (
     op_revisions,
     prefix_end,
 )
+from cohort.coordinator.contracts.partition_lifecycle import PartitionLifecycle, check_transition
 from cohort.coordinator.contracts.store import StorageError
 from cohort.protocol.errors import ErrorCode
 
@@ -105,8 +106,21 @@ class _Partition:
     written: int = 0  # a revision at or after every write of p this node knows as applied
     queue: list[tuple[Sequence[Record], asyncio.Future]] = field(default_factory=list)
     writing: bool = False  # a transaction with this partition's records is in flight
-    releasing: bool = False
     settled: asyncio.Event = field(default_factory=asyncio.Event)  # set: nothing queued, nothing in flight
+    # LOADING -> LOADED -> RELEASING -> UNOWNED (dropped from the store), moved only by `_move`
+    lifecycle: PartitionLifecycle = PartitionLifecycle.LOADING
+
+    @property
+    def releasing(self) -> bool:
+        """Let go (or being let go): its queued appends finish, new ones are refused."""
+        return self.lifecycle is PartitionLifecycle.RELEASING or self.lifecycle is PartitionLifecycle.UNOWNED
+
+
+def _move(partition: int, state: _Partition, new: PartitionLifecycle) -> None:
+    """Move along the shared partition lifecycle; a move off its table raises IllegalPartitionTransition."""
+    if state.lifecycle is not new:
+        check_transition(partition, state.lifecycle, new)
+        state.lifecycle = new
 
 
 @dataclass(slots=True)
@@ -186,10 +200,13 @@ class EtcdStore:
                     if not more or not page:
                         break
                     start = page[-1].key + b"\0"
+            if state.lifecycle is PartitionLifecycle.LOADING:  # (not if released meanwhile)
+                _move(partition, state, PartitionLifecycle.LOADED)
             self.on_loaded(partition, epoch)  # the caller replayed every page by the time we resume here
         except StorageError:
             if self._partitions.get(partition) is state:
                 del self._partitions[partition]
+                _move(partition, state, PartitionLifecycle.UNOWNED)
             raise
 
     async def _retrying(self, partition: int, state: _Partition, read):
@@ -227,11 +244,17 @@ class EtcdStore:
         state = self._partitions.get(partition)
         if state is None:
             return
-        state.releasing = True
+        _move(partition, state, PartitionLifecycle.RELEASING)
         while state.queue or state.writing:
             await asyncio.shield(state.settled.wait())
         if self._partitions.get(partition) is state:
             del self._partitions[partition]
+            _move(partition, state, PartitionLifecycle.UNOWNED)
+
+    def partition_state(self, partition: int) -> PartitionLifecycle:
+        """Where `partition` is in its lifecycle in this store (UNOWNED when not held)."""
+        state = self._partitions.get(partition)
+        return PartitionLifecycle.UNOWNED if state is None else state.lifecycle
 
     # --- rounds: queued records of several partitions in one transaction ---------------------------
 
@@ -336,11 +359,13 @@ class EtcdStore:
 
     def _fenced(self, partition: int, state: _Partition) -> None:
         """Another node owns the partition now: refuse what is queued and every later append."""
-        state.releasing = True
+        if not state.releasing:
+            _move(partition, state, PartitionLifecycle.RELEASING)
         _refuse_queued(state, StorageError(f"partition {partition}: ownership moved to another node",
                                            ErrorCode.NOT_COORDINATOR))
         if self._partitions.get(partition) is state:
             del self._partitions[partition]
+            _move(partition, state, PartitionLifecycle.UNOWNED)
             self.on_fenced(partition)
 
     def _split(self, latest: dict[bytes, bytes | None]) -> list[list]:
@@ -442,7 +467,7 @@ class EtcdStore:
         """Stop serving `r.partition` from what this node holds; the ownership loads it again."""
         state = r.state
         if self._partitions.get(r.partition) is state and not state.releasing:
-            state.releasing = True
+            _move(r.partition, state, PartitionLifecycle.RELEASING)
             _refuse_queued(state, StorageError(f"partition {r.partition}: loading it again",
                                                ErrorCode.COORDINATOR_NOT_AVAILABLE))
             self.on_stale(r.partition)

@@ -8,8 +8,9 @@ part of the life it sees, all against this one table:
   RELEASING -> UNOWNED, the etcd claim and hand-over;
 * the group coordinator's partition runtime: UNOWNED -> LOADING -> LOADED (or FAILED) -> RELEASING ->
   UNOWNED, what is served;
-* the store (the local log; the etcd store): UNOWNED -> LOADING -> LOADED (or FAILED) -> UNOWNED, what
-  is readable and writable on disk or in etcd.
+* the store (the local log; the etcd store): UNOWNED -> LOADING -> LOADED (or FAILED) -> RELEASING (its
+  accepted appends finish, new ones are refused) -> UNOWNED, what is readable and writable on disk or in
+  etcd.
 
 A partition leaves any owned state straight for UNOWNED when it must stop at once (a lease deadline
 passed, the node was fenced): nothing waits for a release then. An illegal move raises loudly.

@@ -39,8 +39,9 @@ column-wise `OffsetCommitRun`s (store them with `OffsetsTable.put_run`, no
 per-record Python) and every other record as a typed record;
 `decode_records` is the simple per-record alternative.  Until its callback
 has returned (its last chunk was taken) a partition is LOADING (answer COORDINATOR_LOAD_IN_PROGRESS),
-then LOADED, or FAILED on damage (see `LogLoadError`); UNOWNED before it is loaded and after
-`release`.
+then LOADED, or FAILED on damage (see `LogLoadError`); RELEASING while `release` lets its accepted
+appends finish, UNOWNED before it is loaded and after. These are the shared partition lifecycle's
+states (`cohort.coordinator.contracts.partition_lifecycle`); every move is checked against its table.
 
 Durability: `append` returns the offset of its last record once the batch is
 on disk per the flush policy ("always": fsynced; "<ms>": written, fsynced
@@ -64,7 +65,7 @@ dump|verify|compact` is built on them (`cohort.coordinator.cli.log`).
 """
 from cohort.coordinator.log.compaction import CompactionResult, compact_closed_segments
 from cohort.coordinator.log.offsets_log import OffsetsLog
-from cohort.coordinator.log.state import FlushPolicy, PartitionState
+from cohort.coordinator.log.state import FlushPolicy
 from cohort.coordinator.log.segments import (
     CorruptLogError,
     list_partitions,
@@ -76,7 +77,6 @@ from cohort.coordinator.log.segments import (
 __all__ = [
     "OffsetsLog",
     "CorruptLogError",
-    "PartitionState",
     "FlushPolicy",
     "CompactionResult",
     "compact_closed_segments",

@@ -37,6 +37,7 @@ from cohort.coordinator.log.journal import (
     read_partition_mark,
     write_partition_mark,
 )
+from cohort.coordinator.contracts.partition_lifecycle import PartitionLifecycle
 from cohort.coordinator.log.segments import (
     CorruptLogError,
     fsync_dir,
@@ -52,7 +53,6 @@ from cohort.coordinator.log.state import (
     CheckpointPlan,
     OpenJournal,
     Partition,
-    PartitionState,
     StorageError,
     close_quietly,
     file_size,
@@ -147,7 +147,7 @@ class Checkpoints:
         """Where every loaded partition ends now (journal -1: nothing of it is journaled after this)."""
         marks = {}
         for p in self._parts:
-            if p.state is PartitionState.LOADED and p.fd >= 0 and p.marking is None:
+            if p.state is PartitionLifecycle.LOADED and p.fd >= 0 and p.marking is None:
                 marks[p.index] = PartitionMark(segment_base(p.segments[-1]), p.active_size, p.next_offset,
                                                journal_seq, self.owner)
         return marks
@@ -230,7 +230,7 @@ class Checkpoints:
         marks = self._marks_now(new.seq)
         active, closed = [], []
         for p in self._parts:
-            if p.state is not PartitionState.LOADED or p.fd < 0:
+            if p.state is not PartitionLifecycle.LOADED or p.fd < 0:
                 continue
             if p.written_since_checkpoint:
                 p.written_since_checkpoint = False
@@ -268,7 +268,7 @@ class Checkpoints:
         self._marks = plan.marks
         for p in self._parts:
             mark = plan.marks.get(p.index)
-            if mark is not None and p.state is PartitionState.LOADED:
+            if mark is not None and p.state is PartitionLifecycle.LOADED:
                 p.checkpoint_base = mark.segment
                 p.mark = mark
         if self._checkpoint_due:
@@ -334,7 +334,7 @@ class Checkpoints:
         parts = self._parts if partition is None else [self._parts[partition]]
         results = []
         for p in parts:
-            if p.state is PartitionState.LOADED:
+            if p.state is PartitionLifecycle.LOADED:
                 results.append(self._compacted(await self._compact_on_cleaner(p)))
         return results
 
@@ -392,7 +392,7 @@ class Checkpoints:
         return [s for s in p.segments[:-1] if segment_base(s) < p.checkpoint_base]
 
     def _needs_compaction(self, p: Partition) -> bool:
-        if p.state is not PartitionState.LOADED or len(p.segments) < 2:
+        if p.state is not PartitionLifecycle.LOADED or len(p.segments) < 2:
             return False
         due = p.tombstone_due_ms
         return p.rolled_since_clean > 0 or (due is not None and self._clock() * 1000 >= due)

@@ -35,6 +35,7 @@ import os
 from collections.abc import Sequence
 from itertools import accumulate, chain
 
+from cohort.coordinator.contracts.partition_lifecycle import PartitionLifecycle
 from cohort.coordinator.log.batch import encode_batch
 from cohort.coordinator.log.durable_future import DurableFuture
 from cohort.coordinator.log.fsync_process import fdatasync_timed
@@ -48,7 +49,6 @@ from cohort.coordinator.log.state import (
     ROUNDS_IN_FLIGHT,
     OpenJournal,
     Partition,
-    PartitionState,
     PendingWrite,
     StorageError,
     SyncRound,
@@ -73,6 +73,17 @@ def _first_malformed(records) -> int:
         if type(key) is not bytes or not key or (value is not None and (type(value) is not bytes or not value)):
             return i
     return -1
+
+
+def _not_appendable(p: Partition) -> StorageError:
+    """Why a partition that is not LOADED takes no append, as the Kafka error its client gets."""
+    if p.state is PartitionLifecycle.LOADING:
+        return StorageError(f"offsets partition {p.index} is loading", ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+    if p.state is PartitionLifecycle.FAILED:
+        return StorageError(f"offsets partition {p.index} failed to load: {p.error}", ErrorCode.NOT_COORDINATOR)
+    if p.state is PartitionLifecycle.RELEASING:
+        return StorageError(f"offsets partition {p.index} is being released", ErrorCode.NOT_COORDINATOR)
+    return StorageError(f"offsets partition {p.index} is not owned by this process", ErrorCode.NOT_COORDINATOR)
 
 
 class CommitRounds:
@@ -119,13 +130,8 @@ class CommitRounds:
         p = self._parts[partition]
         if self._closed:
             raise StorageError("the offsets log is closed", ErrorCode.NOT_COORDINATOR)
-        if p.state is not PartitionState.LOADED:
-            if p.state is PartitionState.UNOWNED:
-                raise StorageError(f"offsets partition {partition} is not owned by this process",
-                                   ErrorCode.NOT_COORDINATOR)
-            if p.state is PartitionState.LOADING:
-                raise StorageError(f"offsets partition {partition} is loading", ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
-            raise StorageError(f"offsets partition {partition} failed to load: {p.error}", ErrorCode.NOT_COORDINATOR)
+        if p.state is not PartitionLifecycle.LOADED:
+            raise _not_appendable(p)
         bad = _first_malformed(records)
         if bad >= 0:
             raise TypeError(f"a record is (key: non-empty bytes, value: non-empty bytes | None), "
@@ -289,7 +295,7 @@ class CommitRounds:
     def _loop_may_write(p: Partition) -> bool:
         """Whether the loop may write p's segment: only while p is loaded (a release or a close catches it
         up on a writer thread, which must then be the only writer)."""
-        return p.state is PartitionState.LOADED and p.fd >= 0
+        return p.state is PartitionLifecycle.LOADED and p.fd >= 0
 
     def _catch_up_or_later(self, p: Partition) -> None:
         """(loop) Catch p's segment up now; if the disk refuses, log it and leave it to the next catch-up."""

@@ -23,6 +23,7 @@ from collections.abc import AsyncIterator, Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from cohort.coordinator.contracts.partition_lifecycle import PartitionLifecycle
 from cohort.coordinator.log.checkpoints import Checkpoints
 from cohort.coordinator.log.commit_rounds import CommitRounds
 from cohort.coordinator.log.fsync_process import FsyncProcess
@@ -44,7 +45,6 @@ from cohort.coordinator.log.state import (
     LogLoadError,
     OpenJournal,
     Partition,
-    PartitionState,
     StorageError,
     SyncRound,
     close_quietly,
@@ -53,7 +53,7 @@ from cohort.coordinator.log.state import (
 from cohort.protocol.errors import ErrorCode
 from cohort.coordinator.log.file_modes import make_private_dir
 
-__all__ = ["OffsetsLog", "PartitionState", "FlushPolicy", "ReplayCallback"]
+__all__ = ["OffsetsLog", "FlushPolicy", "ReplayCallback"]
 
 log = logging.getLogger("cohort.log")
 
@@ -127,7 +127,7 @@ class OffsetsLog(CommitRounds, Checkpoints):
         self.owner = secrets.token_hex(6)  # names this instance's journals (see journal.py)
         self._parts = [Partition(i, partition_dir(self.data_dir, i)) for i in range(num_partitions)]
         for p in self._open_loads:
-            self._parts[p].state = PartitionState.LOADING
+            self._parts[p].move(PartitionLifecycle.LOADING)
         self._scans = JournalScans(num_partitions)
         self._loads_running = 0
         self._writers = ThreadPoolExecutor(max_workers=max(2, min(writer_threads, num_partitions + 1)),
@@ -157,7 +157,7 @@ class OffsetsLog(CommitRounds, Checkpoints):
         self._closed = False
 
     # ------------------------------------------------------------------ state
-    def partition_state(self, partition: int) -> PartitionState:
+    def partition_state(self, partition: int) -> PartitionLifecycle:
         return self._parts[partition].state
 
     def partition_error(self, partition: int) -> Exception | None:
@@ -216,7 +216,8 @@ class OffsetsLog(CommitRounds, Checkpoints):
             self._journal = await loop.run_in_executor(self._writers, self._create_journal, 1)
         except OSError as exc:
             for p in self._open_loads:
-                self._parts[p].state, self._parts[p].error = PartitionState.FAILED, exc
+                self._parts[p].move(PartitionLifecycle.FAILED)
+                self._parts[p].error = exc
             log.error("offsets log cannot start its journal: %s", exc)
             raise LogLoadError({p: exc for p in self._open_loads}) from None
         if self.flush_policy.sync_each_write and self._use_fsync_process:
@@ -249,7 +250,10 @@ class OffsetsLog(CommitRounds, Checkpoints):
                 self._failed(self._parts[index], exc)
                 errors[index] = exc
                 continue
-            self._parts[index].state = PartitionState.LOADED
+            if self._parts[index].state is not PartitionLifecycle.LOADING:  # its first mark failed meanwhile
+                errors[index] = self._parts[index].error
+                continue
+            self._parts[index].move(PartitionLifecycle.LOADED)
             total_records += records
             total_live += len(live)
             total_replayed += replayed
@@ -282,11 +286,14 @@ class OffsetsLog(CommitRounds, Checkpoints):
                 yield live[start:start + LOAD_CHUNK_RECORDS]
             finished = True
         finally:
-            if finished:
-                p.state = PartitionState.LOADED
-            elif p.state is PartitionState.LOADING:  # given up (the partition was lost meanwhile)
-                p.state, p.error = PartitionState.FAILED, RuntimeError("its load was given up")
-                log.info("offsets partition %d: load given up", partition)
+            # Released meanwhile (RELEASING, UNOWNED) or failed (its mark): it stays where it is.
+            if p.state is PartitionLifecycle.LOADING:
+                if finished:
+                    p.move(PartitionLifecycle.LOADED)
+                else:  # given up (the partition was lost meanwhile)
+                    p.move(PartitionLifecycle.FAILED)
+                    p.error = RuntimeError("its load was given up")
+                    log.info("offsets partition %d: load given up", partition)
 
     async def _recover_partition(self, index: int) -> tuple[int, list[tuple[bytes, bytes]], int]:
         """(loop) Recover one partition on a writer thread and make it this instance's; it stays LOADING."""
@@ -296,8 +303,9 @@ class OffsetsLog(CommitRounds, Checkpoints):
         while old.releasing is not None and not old.releasing.done():
             await old.releasing  # its last mark and its lock go first
             old = self._parts[index]
-        if old.state in (PartitionState.LOADED, PartitionState.LOADING) and old.owner_lock is not None:
+        if old.state in (PartitionLifecycle.LOADED, PartitionLifecycle.LOADING) and old.owner_lock is not None:
             raise RuntimeError(f"offsets partition {index} is already loaded")
+        old.move(PartitionLifecycle.LOADING)  # (from UNOWNED or FAILED; the new record below carries it on)
         if old.marking is not None:  # a load given up after recovery: its mark goes first
             await asyncio.wait([old.marking])
         if old.owner_lock is not None:  # FAILED earlier: try again from scratch
@@ -306,7 +314,7 @@ class OffsetsLog(CommitRounds, Checkpoints):
                     close_quietly(fd)
                 old.fd, old.closed_fds = -1, []
             old.owner_lock.release()
-        p = self._parts[index] = Partition(index, partition_dir(self.data_dir, index), state=PartitionState.LOADING)
+        p = self._parts[index] = Partition(index, partition_dir(self.data_dir, index), state=PartitionLifecycle.LOADING)
         self._loads_running += 1
         t0 = time.perf_counter()
         recovering = self._loop.run_in_executor(self._writers, self._recover_owned, p)
@@ -316,10 +324,11 @@ class OffsetsLog(CommitRounds, Checkpoints):
             # The load was given up (the partition was lost meanwhile): the thread still finishes,
             # and the directory lock it took must not outlive it.
             recovering.add_done_callback(_release_recovered_lock)
-            p.state = PartitionState.UNOWNED
+            p.move(PartitionLifecycle.UNOWNED)
             raise
         except PartitionOwnedError as exc:
-            p.state, p.error = PartitionState.UNOWNED, exc
+            p.move(PartitionLifecycle.UNOWNED)
+            p.error = exc
             raise StorageError(str(exc), ErrorCode.NOT_COORDINATOR) from None
         except (CorruptLogError, CheckpointError, OSError, StorageError, ValueError) as exc:
             self._failed(p, exc)
@@ -328,6 +337,9 @@ class OffsetsLog(CommitRounds, Checkpoints):
             self._loads_running -= 1
             if self._loads_running == 0:
                 self._loop.call_later(_SCANS_KEPT_S, self._drop_scans)
+        if p.state is not PartitionLifecycle.LOADING:  # released while it was recovered: not ours to keep
+            lock.release()
+            raise StorageError(f"offsets partition {index} was released while loading", ErrorCode.NOT_COORDINATOR)
         with p.lock:
             p.segments = recovered.segments
             p.fd = os.open(recovered.segments[-1], os.O_WRONLY)
@@ -382,7 +394,9 @@ class OffsetsLog(CommitRounds, Checkpoints):
             if error is not None:
                 exc = self._storage_error(p, "writing its checkpoint mark", error) if isinstance(error, OSError) \
                     else StorageError(f"offsets partition {p.index}: {error!r}")
-                p.state, p.error = PartitionState.FAILED, exc
+                if p.state in (PartitionLifecycle.LOADING, PartitionLifecycle.LOADED):  # (not if released meanwhile)
+                    p.move(PartitionLifecycle.FAILED)
+                p.error = exc
                 pending, p.pending = p.pending, []
                 for _, fut in pending:
                     if not fut.done():
@@ -402,7 +416,9 @@ class OffsetsLog(CommitRounds, Checkpoints):
             self._scans.clear()
 
     def _failed(self, p: Partition, exc: Exception) -> None:
-        p.state, p.error = PartitionState.FAILED, exc
+        if p.state is PartitionLifecycle.LOADING:  # (not if released meanwhile)
+            p.move(PartitionLifecycle.FAILED)
+        p.error = exc
         log.error("offsets partition %d failed to load: %s", p.index, exc)
 
     async def release(self, partition: int) -> None:
@@ -410,17 +426,19 @@ class OffsetsLog(CommitRounds, Checkpoints):
         directory lock goes (the next owner, in any process, replays nothing of ours); later appends
         raise NOT_COORDINATOR."""
         p = self._parts[partition]
-        if p.state is PartitionState.UNOWNED:
+        if p.state in (PartitionLifecycle.UNOWNED, PartitionLifecycle.RELEASING):
             return
         p.releasing = self._loop.create_future()
         try:
             await self._release_now(p)
         finally:
+            p.move(PartitionLifecycle.UNOWNED)
             p.releasing.set_result(None)
 
     async def _release_now(self, p: Partition) -> None:
-        if p.state is PartitionState.LOADED:
-            p.state = PartitionState.UNOWNED  # no new appends; the accepted ones still finish
+        drain = p.state is PartitionLifecycle.LOADED
+        p.move(PartitionLifecycle.RELEASING)  # no new appends; the accepted ones still finish
+        if drain:
             while True:
                 waiting = [fut for _, fut in p.pending] + [fut for w in [*p.unsynced, *p.in_round]
                                                            for fut, _ in w.acks]
@@ -429,7 +447,6 @@ class OffsetsLog(CommitRounds, Checkpoints):
                     break
                 self._flush()
                 await asyncio.wait(waiting)
-        p.state = PartitionState.UNOWNED
         # A checkpoint in flight may still fsync p's files, and the cleaner may be compacting them.
         while True:
             busy = [f for f in [self._checkpoint, p.compacting, p.marking, *(r.sync for r in self._rounds if r.plan)]

@@ -1,4 +1,4 @@
-"""The offsets log's shared vocabulary: its errors, partition states, flush policy and in-memory records.
+"""The offsets log's shared vocabulary: its errors, flush policy and in-memory records.
 
 Why a module of its own: recovery, commit rounds and checkpoints (each in its own module) all work on
 the same partitions, writes and journal files; declaring them once here keeps those modules about
@@ -7,7 +7,6 @@ their one job.
 from __future__ import annotations
 
 import asyncio
-import enum
 import errno as errno_mod
 import logging
 import os
@@ -17,6 +16,7 @@ from pathlib import Path
 
 from cohort.coordinator.log.journal import PartitionMark
 from cohort.coordinator.log.partition_lock import PartitionLock
+from cohort.coordinator.contracts.partition_lifecycle import PartitionLifecycle, check_transition
 from cohort.coordinator.contracts.store import LogLoadError, StorageError  # noqa: F401  (raised throughout the log)
 from cohort.protocol.errors import ErrorCode
 
@@ -24,12 +24,6 @@ log = logging.getLogger("cohort.log")
 
 ROLL_MIN_BYTES = 8 << 20  # the active segment rolls at no smaller size (unless segment.bytes is smaller)
 ROLL_DIRTY_RATIO = 2  # ... and at this many times the bytes its partition's closed segments hold
-
-class PartitionState(enum.Enum):
-    UNOWNED = "unowned"  # not this instance's (never loaded, or released)
-    LOADING = "loading"
-    LOADED = "loaded"
-    FAILED = "failed"
 
 
 class FlushPolicy:
@@ -113,7 +107,8 @@ class SyncRound:
 class Partition:
     index: int
     path: Path
-    state: PartitionState = PartitionState.UNOWNED
+    # Moved only by `move` (the shared lifecycle's table); read on every append (`p.state is LOADED`).
+    state: PartitionLifecycle = PartitionLifecycle.UNOWNED
     error: Exception | None = None
     segments: list[Path] = field(default_factory=list)
     fd: int = -1
@@ -142,6 +137,12 @@ class Partition:
     compacting: asyncio.Future | None = None  # a compaction of it in flight on the cleaner thread
     marking: asyncio.Future | None = None  # its first mark of this owner being written: no write goes before it
     releasing: asyncio.Future | None = None  # a `release` in progress: a new load waits for it
+
+    def move(self, new: PartitionLifecycle) -> None:
+        """Move to `new` along the partition lifecycle; a move off its table raises IllegalPartitionTransition."""
+        if self.state is not new:
+            check_transition(self.index, self.state, new)
+            self.state = new
 
 
 def write_all(fd: int, data: bytes, position: int) -> None:

@@ -14,6 +14,7 @@ from cohort.coordinator.cluster.etcd import EtcdClient, prefix_end
 from cohort.coordinator.cluster.ownership import EtcdOwnership
 from cohort.coordinator.cluster.store import EtcdStore
 from cohort.coordinator.contracts.ownership import Node
+from cohort.coordinator.contracts.partition_lifecycle import PartitionLifecycle
 from cohort.coordinator.records.types import GroupMetadataRecord, OffsetCommitRecord, decode_record, encode_record
 from cohort.protocol.partitioning import partition_for
 
@@ -79,7 +80,7 @@ class NeverLoads(Events):
         await asyncio.Event().wait()
 
 
-async def test_status_shows_loading_until_the_store_delivered_and_handing_over_while_a_handoff_drains(etcd):
+async def test_status_shows_loading_until_the_store_delivered_and_releasing_while_a_handoff_drains(etcd):
     slow = Member(etcd.endpoints, 5)
     slow.events = NeverLoads(slow.store)
     await slow.start()
@@ -99,19 +100,22 @@ async def test_status_shows_loading_until_the_store_delivered_and_handing_over_w
         rows = await status_rows(etcd)
         assert {row["owner"] for row in rows.values()} == {5}
         assert {row["load"] for row in rows.values()} == {"loading"}  # nothing was read from the store
+        assert {slow.ownership.partition_state(p) for p in range(50)} == {PartitionLifecycle.LOADING}
         _, _, revision = await watcher.range(keys.LOADS, prefix_end(keys.LOADS))
         watching = asyncio.create_task(watch(revision + 1))
-        # Node 6 joins: node 5 hands its share over (publishing handing-over), node 6 loads it.
+        # Node 6 joins: node 5 hands its share over (publishing releasing), node 6 loads it.
         fast = await Member(etcd.endpoints, 6).start()
         moved = {p for p in range(50) if preferred_owner(p, [5, 6]) == 6}
         rows = await eventually_status(
             etcd, lambda rows: all(rows[p]["owner"] == 6 and rows[p]["load"] == "loaded" for p in moved),
             "node 6 loaded its share")
         assert all(rows[p]["owner"] == 5 and rows[p]["load"] == "loading" for p in set(range(50)) - moved)
+        assert all(fast.ownership.partition_state(p) is PartitionLifecycle.LOADED for p in moved)
+        assert all(slow.ownership.partition_state(p) is PartitionLifecycle.UNOWNED for p in moved)
         slow_lease, fast_lease = slow.ownership.lease.lease_id, fast.ownership.lease.lease_id
         for p in moved:
             states = [(state, lease) for q, state, lease in seen if q == p]
-            assert states == [("handing-over", slow_lease), ("deleted", 0), ("loading", fast_lease),
+            assert states == [("releasing", slow_lease), ("deleted", 0), ("loading", fast_lease),
                               ("loaded", fast_lease)], (p, states)
     finally:
         if watching is not None:

@@ -12,6 +12,7 @@ from cohort.coordinator.cluster.ownership import EtcdOwnership, preferred_owner
 from cohort.coordinator.cluster.store import EtcdStore
 from cohort.coordinator.contracts.store import StorageError
 from cohort.coordinator.contracts.ownership import Node
+from cohort.coordinator.contracts.partition_lifecycle import IllegalPartitionTransition, PartitionLifecycle as L
 from cohort.coordinator.records.types import OffsetCommitRecord, encode_record
 from cohort.protocol.errors import ErrorCode
 
@@ -107,6 +108,9 @@ async def test_a_single_node_claims_every_partition_with_the_owner_keys_create_r
     assert sorted(one.ownership.owned()) == list(range(50))
     assert one.ownership.owner(17) == one.ownership.local
     assert one.ownership.nodes() == [Node(1, "127.0.0.1", 9001)]
+    # Claimed -> LOADING; the store handed every record over -> LOADED (the lifecycle's names).
+    await eventually(lambda: all(one.ownership.partition_state(p) is L.LOADED for p in range(50)), 10,
+                     "every partition loaded")
 
 
 async def test_three_nodes_split_the_partitions_by_rendezvous_hashing_and_see_the_same_owners(members):
@@ -130,6 +134,8 @@ async def test_a_joining_node_gets_its_share_by_handoff_never_with_two_owners_at
         acquired_at = next(t for t, kind, q in two.events.log if q == p and kind == "acquired")
         assert lost_at < acquired_at
     assert one.ownership.stats.handoffs == len(moved)
+    await eventually(lambda: all(two.ownership.partition_state(p) is L.LOADED for p in moved), 10, "node 2 loaded")
+    assert all(one.ownership.partition_state(p) is L.UNOWNED for p in moved)
 
 
 async def test_graceful_stop_hands_everything_over_without_waiting_for_the_lease(members):
@@ -152,6 +158,7 @@ async def test_a_paused_node_loses_its_partitions_after_the_ttl_and_its_writes_a
     await eventually(lambda: len(one.events.serving) == 50, 4 * TTL_MS / 1000, "node 1 took over")
     assert time.monotonic() - started >= 0.5 * TTL_MS / 1000
     assert two.events.serving == {}  # its own deadline passed: it stopped serving by itself
+    assert two.ownership.owned() == [] and two.ownership.partition_state(partition) is L.UNOWNED
     # What it still had in its store is refused too.
     with pytest.raises(StorageError) as refused:
         await two.store.append(partition, [encode_record(OffsetCommitRecord("zombie", "t", 0, 1))])
@@ -202,3 +209,25 @@ async def test_cluster_metrics_count_owned_partitions_and_transactions(members):
     assert metric_value(text, "cohort_cluster_partition_claims_total") == 50
     assert metric_value(text, "cohort_cluster_etcd_transaction_seconds_count") == 1
     assert 0 < metric_value(text, "cohort_cluster_lease_remaining_seconds") <= TTL_MS / 1000
+
+
+async def test_an_ownership_move_off_the_partition_lifecycle_table_raises():
+    client = EtcdClient(["127.0.0.1:1"])  # never asked: no move below talks to etcd
+    ownership = EtcdOwnership(client, Node(1, "127.0.0.1", 9001), num_partitions=4)
+    try:
+        for illegal in (L.LOADED, L.RELEASING, L.FAILED):
+            with pytest.raises(IllegalPartitionTransition, match="partition 3: unowned -> "):
+                ownership._move(3, illegal)
+        ownership._move(3, L.CLAIMING)
+        with pytest.raises(IllegalPartitionTransition, match="claiming -> loaded"):
+            ownership._move(3, L.LOADED)  # served only after a load began
+        ownership._move(3, L.LOADING)
+        ownership._move(3, L.RELEASING)
+        with pytest.raises(IllegalPartitionTransition, match="releasing -> loading"):
+            ownership._move(3, L.LOADING)  # a partition being handed over is claimed again only once let go
+        assert ownership.partition_state(3) is L.RELEASING and ownership.owned() == []
+        ownership._epochs[3] = 7
+        ownership._loaded(3, 7)  # a store's late "loaded" for a partition not LOADING moves nothing
+        assert ownership.partition_state(3) is L.RELEASING
+    finally:
+        await client.close()

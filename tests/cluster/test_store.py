@@ -12,6 +12,7 @@ from cohort.coordinator.cluster.node import ClusterNode
 from cohort.coordinator.cluster.store import EtcdStore
 from cohort.coordinator.config import CoordinatorConfig
 from cohort.coordinator.contracts.ownership import Node
+from cohort.coordinator.contracts.partition_lifecycle import IllegalPartitionTransition, PartitionLifecycle as L
 from cohort.coordinator.contracts.store import StorageError
 from cohort.coordinator.records.types import OffsetCommitRecord, encode_record
 from cohort.protocol.errors import ErrorCode
@@ -218,10 +219,16 @@ async def test_a_node_whose_lease_lapsed_cannot_write_after_takeover(client):
 async def test_release_finishes_queued_appends_and_refuses_later_ones(client):
     epoch, _ = await claim(client, 6, node_id=1)
     store = EtcdStore(client)
+    assert store.partition_state(6) is L.UNOWNED
     await load_all(store, 6, epoch)
+    assert store.partition_state(6) is L.LOADED
     pending = [asyncio.ensure_future(store.append(6, [commit("r", i, i)])) for i in range(20)]
     await asyncio.sleep(0)
-    await store.release(6)
+    releasing = asyncio.ensure_future(store.release(6))
+    await asyncio.sleep(0)
+    assert store.partition_state(6) is L.RELEASING  # the queued appends finish; later ones are refused
+    await releasing
+    assert store.partition_state(6) is L.UNOWNED
     await asyncio.gather(*pending)
     with pytest.raises(StorageError) as refused:
         await store.append(6, [commit("r", 99, 99)])
@@ -290,3 +297,17 @@ async def test_appends_continue_through_an_etcd_leader_kill_and_none_acknowledge
     await asyncio.wait_for(writer(), 120)
     assert len(acknowledged) == 40
     assert await load_all(EtcdStore(client), 7, epoch) == acknowledged
+
+
+async def test_a_store_move_off_the_partition_lifecycle_table_raises(client):
+    from cohort.coordinator.cluster.store import _move
+    epoch, _ = await claim(client, 14, node_id=1)
+    store = EtcdStore(client)
+    await load_all(store, 14, epoch)
+    held = store._partitions[14]
+    with pytest.raises(IllegalPartitionTransition, match="partition 14: loaded -> claiming"):
+        _move(14, held, L.CLAIMING)  # a store never claims
+    await store.release(14)
+    with pytest.raises(IllegalPartitionTransition, match="partition 14: unowned -> loaded"):
+        _move(14, held, L.LOADED)  # a released partition is served again only through a new load
+    assert store.partition_state(14) is L.UNOWNED

@@ -8,7 +8,7 @@ import asyncio
 
 import pytest
 
-from cohort.coordinator.log import PartitionState
+from cohort.coordinator.contracts.partition_lifecycle import PartitionLifecycle
 from cohort.coordinator.contracts.ownership import Node
 from cohort.coordinator.server.static_ownership import StaticOwnership
 from cohort.protocol import messages as m
@@ -110,7 +110,7 @@ async def test_a_lost_partition_answers_its_parked_requests_and_its_next_owner_s
     assert (await asyncio.wait_for(parked, 5)).error_code == E.NOT_COORDINATOR
     assert (await asyncio.wait_for(parked_too, 5)).error_code == E.NOT_COORDINATOR
     assert a.group(g) is None and a.coordinator.offsets.get(g, "t", 0) is None
-    assert a.log.partition_state(4) is PartitionState.UNOWNED
+    assert a.log.partition_state(4) is PartitionLifecycle.UNOWNED
     assert await a.commit(g, {("t", 0): 43}) == {("t", 0): E.NOT_COORDINATOR}
     assert (await a.fetch(other, {"t": [0]}))[1] == {("t", 0): (7, "", 0)}  # partition 2 is still served
 
@@ -139,11 +139,11 @@ async def test_a_partition_lost_while_it_loads_is_given_up_and_left_free_for_its
     await first.log.close()
     a, _ = await nodes(0, gated=True)  # partitions load one at a time: 0 first, held at its first chunk
     await asyncio.sleep(0.2)
-    assert a.log.partition_state(0) is PartitionState.LOADING
+    assert a.log.partition_state(0) is PartitionLifecycle.LOADING
     a.coordinator.lost(0)
     a.log.gate.set()  # the others go on
     await a.coordinator.wait_loaded()
-    assert a.log.partition_state(0) is PartitionState.UNOWNED
+    assert a.log.partition_state(0) is PartitionLifecycle.UNOWNED
     assert (await a.join_now(g)).error_code == E.NOT_COORDINATOR
     assert 0 not in a.coordinator.failed_partitions()
     b, _ = await nodes(1)

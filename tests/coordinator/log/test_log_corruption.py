@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from log_helpers import commit, open_log
 
-from cohort.coordinator.log import OffsetsLog, PartitionState, list_segments
+from cohort.coordinator.contracts.partition_lifecycle import PartitionLifecycle
+from cohort.coordinator.log import OffsetsLog, list_segments
 from cohort.coordinator.contracts.store import LogLoadError, StorageError
 from cohort.coordinator.log.batch import iter_batches
 from cohort.protocol.errors import ErrorCode
@@ -34,8 +35,8 @@ async def test_bad_checksum_mid_segment_fails_the_partition_with_file_and_positi
     message = str(info.value)
     assert str(segment) in message and f"position {middle.position}" in message and "checksum" in message
     assert set(loaded) == {0}
-    assert log.partition_state(0) is PartitionState.LOADED
-    assert log.partition_state(1) is PartitionState.FAILED
+    assert log.partition_state(0) is PartitionLifecycle.LOADED
+    assert log.partition_state(1) is PartitionLifecycle.FAILED
     with pytest.raises(StorageError) as refused:
         await log.append(1, [commit("g", "t", 0, 99)])
     assert refused.value.error_code == ErrorCode.NOT_COORDINATOR

@@ -9,7 +9,8 @@ import pytest
 
 from log_helpers import commit, open_log, wait_for
 
-from cohort.coordinator.log import OffsetsLog, PartitionState
+from cohort.coordinator.contracts.partition_lifecycle import PartitionLifecycle
+from cohort.coordinator.log import OffsetsLog
 
 
 async def test_partitions_load_one_by_one_with_a_line_each_and_a_total(tmp_path, caplog):
@@ -20,14 +21,14 @@ async def test_partitions_load_one_by_one_with_a_line_each_and_a_total(tmp_path,
 
     states_seen = []
     log = OffsetsLog(tmp_path, num_partitions=3)
-    assert [log.partition_state(p) for p in range(3)] == [PartitionState.LOADING] * 3
+    assert [log.partition_state(p) for p in range(3)] == [PartitionLifecycle.LOADING] * 3
 
     def on_loaded(partition, live):
         states_seen.append((partition, [log.partition_state(p) for p in range(3)], len(live)))
 
     with caplog.at_level(logging.DEBUG, logger="cohort.log"):
         await log.open(on_loaded)
-    L, D = PartitionState.LOADING, PartitionState.LOADED
+    L, D = PartitionLifecycle.LOADING, PartitionLifecycle.LOADED
     assert states_seen == [(0, [L, L, L], 0), (1, [D, L, L], 0), (2, [D, D, L], 2)]
     assert [log.partition_state(p) for p in range(3)] == [D, D, D]
     info = [r.getMessage() for r in caplog.records if r.levelno >= logging.INFO]

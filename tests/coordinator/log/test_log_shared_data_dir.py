@@ -17,7 +17,8 @@ import pytest
 from log_helpers import crash_copy, garble_past_marks, reopen
 from log_owner_process import committed
 
-from cohort.coordinator.log import OffsetsLog, PartitionState
+from cohort.coordinator.contracts.partition_lifecycle import PartitionLifecycle
+from cohort.coordinator.log import OffsetsLog
 from cohort.coordinator.contracts.store import StorageError
 from cohort.coordinator.log.journal import (
     CHECKPOINT_FORMAT,
@@ -66,7 +67,7 @@ async def test_a_partition_has_one_owner_and_its_next_owner_sees_every_acknowled
     with pytest.raises(StorageError) as late:
         await a.append(2, [key(2, 3)])
     assert late.value.error_code == ErrorCode.NOT_COORDINATOR
-    assert a.partition_state(2) is PartitionState.UNOWNED and partition_in_use(partition_dir(tmp_path, 2)) is None
+    assert a.partition_state(2) is PartitionLifecycle.UNOWNED and partition_in_use(partition_dir(tmp_path, 2)) is None
 
     assert await loaded(c, 2) == dict([key(2, 2)])
     await c.append(2, [key(2, 4)])
