@@ -454,7 +454,7 @@ class EtcdOwnership:
         self._wake.set()
 
     def _stale(self, partition: int) -> None:
-        """The store gave `partition` up (a write's outcome stayed unknown, or its write sequence moved):
+        """The store gave `partition` up (a write's outcome stayed unknown, or its write fence moved):
         stop serving it now; while `owner/<p>` is still ours the next reconcile adopts and loads it again."""
         if self._states[partition] in SERVED:
             self._forget(partition)
