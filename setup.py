@@ -8,6 +8,7 @@ compiler exists and a module is missing, so that fallback is never silent in CI.
 import os
 import runpy
 import sys
+from pathlib import Path
 
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
@@ -34,6 +35,10 @@ def source_file(module: str) -> str:
     raise ValueError(f"{module}: not in a compiled package")
 
 
+# The generated codecs' .pxd, under their full module name (protocol/codegen.py).
+CYTHON_INCLUDE = os.path.join("build", "cython", "include")
+
+
 def generate_codecs() -> None:
     """Write `protocol/_generated_codecs.py` (and its `.pxd`) from the declarations, for Cython to
     compile (`protocol/codegen.py` says why); without it, the codecs are generated at import time."""
@@ -51,7 +56,7 @@ def generate_codecs() -> None:
         sys.modules["cohort.protocol"] = package
         spec.loader.exec_module(package)
         from cohort.protocol.codegen import write_module
-        write_module()
+        write_module(Path(here, CYTHON_INCLUDE))
     except Exception as exc:  # noqa: BLE001 - the import-time codecs run instead
         print(f"warning: codecs not generated ({exc!r}); they are generated at import time", file=sys.stderr)
     finally:
@@ -73,6 +78,7 @@ def extensions() -> list:
         [Extension(name, [source_file(name)], extra_compile_args=["-g0", "-O2"]) for name in modules
          if os.path.isfile(source_file(name))],
         build_dir=os.path.join("build", "cython"),
+        include_path=[CYTHON_INCLUDE],
         compiler_directives={"language_level": 3},
         nthreads=os.cpu_count() or 1,
         quiet=True,

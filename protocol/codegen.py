@@ -4,7 +4,7 @@ The declarations (`cohort.protocol.messages`) stay the one source: `schema.py` g
 an encoder per (message, version) from them, as Python source. At import time that source is run with
 `exec`, which Cython never sees. `setup.py` calls `write_module()` before it compiles, which writes
 the same source for the APIs every client sends (`HOT_APIS`) into `_generated_codecs.py` beside this
-file, plus a `.pxd` that types its integer locals (positions, lengths, counts) as C integers and its
+file, plus a `.pxd` (in the build's Cython include folder) that types its integer locals (positions, lengths, counts) as C integers and its
 buffers as `bytes`/`bytearray`; `compiled.py` lists the module, so it is built like the other
 compiled modules and `COHORT_PURE_PYTHON=1` runs its `.py`.
 
@@ -14,7 +14,7 @@ it stale. It carries `declarations_fingerprint()` of the files it was made from;
 only while that still matches (a declaration edited after the build falls back to the import-time
 codecs, with a warning), and without it every codec is generated at import time as before.
 
-    python -m cohort.protocol.codegen            # (re)write the module, as the build does
+    python -m cohort.protocol.codegen [INCLUDE]   # (re)write the module (and its .pxd under INCLUDE)
 """
 from __future__ import annotations
 
@@ -212,15 +212,23 @@ def _locals(ints: list[str]) -> str:
     return "@cython.locals(" + ", ".join(f"{name}=Py_ssize_t" for name in ints) + ")\n"
 
 
-def write_module(folder: Path = _HERE) -> Path:
-    """Write `_generated_codecs.py` and its `.pxd` into `folder` (only what changed); return the `.py`."""
+def write_module(include: Path | None = None) -> Path:
+    """Write `_generated_codecs.py` beside this file and, with `include`, its `.pxd` under that Cython
+    include folder (as `cohort/protocol/…`: Cython finds a module's `.pxd` by its full name, and the
+    source folder is `protocol/`, not `cohort/protocol/`); only what changed. Returns the `.py`."""
     source, pxd = module_sources()
-    target = folder / f"{MODULE}.py"
-    for path, text in ((target, source), (folder / f"{MODULE}.pxd", pxd)):
+    target = _HERE / f"{MODULE}.py"
+    files = [(target, source)]
+    if include is not None:
+        package = include / "cohort" / "protocol"
+        package.mkdir(parents=True, exist_ok=True)
+        files += [(include / "cohort" / "__init__.pxd", ""), (package / "__init__.pxd", ""),
+                  (package / f"{MODULE}.pxd", pxd)]
+    for path, text in files:
         if not path.is_file() or path.read_text() != text:
             path.write_text(text)
     return target
 
 
 if __name__ == "__main__":
-    print(write_module())
+    print(write_module(Path(sys.argv[1]) if len(sys.argv) > 1 else None))
