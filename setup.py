@@ -8,6 +8,7 @@ compiler exists and a module is missing, so that fallback is never silent in CI.
 import os
 import runpy
 import sys
+from pathlib import Path
 
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
@@ -34,18 +35,50 @@ def source_file(module: str) -> str:
     raise ValueError(f"{module}: not in a compiled package")
 
 
+# The generated codecs' .pxd, under their full module name (protocol/codegen.py).
+CYTHON_INCLUDE = os.path.join("build", "cython", "include")
+
+
+def generate_codecs() -> None:
+    """Write `protocol/_generated_codecs.py` (and its `.pxd`) from the declarations, for Cython to
+    compile (`protocol/codegen.py` says why); without it, the codecs are generated at import time."""
+    import importlib.util
+    import types
+    here = os.path.dirname(os.path.abspath(__file__))
+    try:
+        # this checkout's `cohort.protocol`, whatever else is installed
+        sys.modules["cohort"] = types.ModuleType("cohort")
+        sys.modules["cohort"].__path__ = []
+        spec = importlib.util.spec_from_file_location(
+            "cohort.protocol", os.path.join(here, "protocol", "__init__.py"),
+            submodule_search_locations=[os.path.join(here, "protocol")])
+        package = importlib.util.module_from_spec(spec)
+        sys.modules["cohort.protocol"] = package
+        spec.loader.exec_module(package)
+        from cohort.protocol.codegen import write_module
+        write_module(Path(here, CYTHON_INCLUDE))
+    except Exception as exc:  # noqa: BLE001 - the import-time codecs run instead
+        print(f"warning: codecs not generated ({exc!r}); they are generated at import time", file=sys.stderr)
+    finally:
+        for name in [n for n in sys.modules if n == "cohort" or n.startswith("cohort.")]:
+            del sys.modules[name]
+
+
 def extensions() -> list:
     try:
         from Cython.Build import cythonize
     except ImportError:
         print("warning: Cython is not installed: no module is compiled (the pure-Python path runs)", file=sys.stderr)
         return []
+    generate_codecs()
     modules = runpy.run_path(os.path.join("protocol", "compiled.py"))["COMPILED_MODULES"]
     return cythonize(
         # no debug info, -O2 (Python's flags say -g -O3): half the build's CPU (36 against 73 s here),
         # per call as fast (bench.compiled_bench: every step within 7 % of the -g -O3 build)
-        [Extension(name, [source_file(name)], extra_compile_args=["-g0", "-O2"]) for name in modules],
+        [Extension(name, [source_file(name)], extra_compile_args=["-g0", "-O2"]) for name in modules
+         if os.path.isfile(source_file(name))],
         build_dir=os.path.join("build", "cython"),
+        include_path=[CYTHON_INCLUDE],
         compiler_directives={"language_level": 3},
         nthreads=os.cpu_count() or 1,
         quiet=True,

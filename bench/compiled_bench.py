@@ -67,6 +67,58 @@ def cases(modules: dict[str, object]) -> dict[str, Callable[[], object]]:
     }
 
 
+def codec_cases(generated) -> dict[str, Callable[[], object]]:
+    """Step name -> a call of one generated codec (the versions the bench's clients send: the newest)
+    through `generated`: the build's module, its `.py`, or a stand-in holding the import-time codecs."""
+    from bench.codec_bench import _join_group
+    from cohort.protocol.messages import (
+        ConsumerGroupHeartbeatRequest, HeartbeatResponse, OffsetFetchResponse,
+    )
+    fetch_topic = OffsetFetchResponse.OffsetFetchResponseGroup.OffsetFetchResponseTopics
+    requests = {
+        "decode OffsetCommit v9 request": (_offset_commit(), 9),
+        "decode OffsetFetch v9 request": (OffsetFetchRequest(groups=[OffsetFetchRequest.OffsetFetchRequestGroup(
+            group_id="bench-group", topics=[OffsetFetchRequest.OffsetFetchRequestGroup.OffsetFetchRequestTopics(
+                name="orders", partition_indexes=[3])])]), 9),
+        "decode Heartbeat v4 request": (HeartbeatRequest(group_id="bench-group", generation_id=1, member_id="m-1"), 4),
+        "decode JoinGroup v9 request (3 protocols)": (_join_group(), 9),
+        "decode ConsumerGroupHeartbeat v0 request": (ConsumerGroupHeartbeatRequest(
+            group_id="bench-group", member_id="m-1", member_epoch=3), 0),
+    }
+    commit_topic = OffsetCommitResponse.OffsetCommitResponseTopic
+    responses = {
+        "encode OffsetCommit v9 response": (OffsetCommitResponse(topics=[commit_topic(name="orders", partitions=[
+            commit_topic.OffsetCommitResponsePartition(partition_index=3, error_code=0)])]), 9),
+        "encode OffsetFetch v9 response": (OffsetFetchResponse(groups=[OffsetFetchResponse.OffsetFetchResponseGroup(
+            group_id="bench-group", topics=[fetch_topic(name="orders", partitions=[
+                fetch_topic.OffsetFetchResponsePartitions(partition_index=3, committed_offset=1234567)])])]), 9),
+        "encode Heartbeat v4 response": (HeartbeatResponse(), 4),
+    }
+    calls: dict[str, Callable[[], object]] = {}
+    for step, (msg, version) in requests.items():
+        data = msg.encode(version)
+        decode = generated.CODECS[(type(msg).SCHEMA.name, version)][0]
+        calls[step] = lambda decode=decode, data=data: decode(data, 0, len(data))
+    for step, (msg, version) in responses.items():
+        encode = generated.CODECS[(type(msg).SCHEMA.name, version)][1]
+        calls[step] = lambda encode=encode, msg=msg: encode(msg, bytearray(8))
+    return calls
+
+
+class ImportTimeCodecs:
+    """The generated module's table, made of the codecs the schema generates at import time (what
+    runs without the build's module, and what the code before it ran)."""
+
+    def __init__(self, generated) -> None:
+        from cohort.protocol import messages, schema
+        classes = {cls.SCHEMA.name: cls for api in messages.API_SCHEMAS.values() for cls in (api.request, api.response)}
+        self.CODECS = {}
+        for (name, version) in generated.CODECS:
+            message = classes[name].SCHEMA
+            codec = schema.compile_struct(message.struct, version, version in message.flexible, {})
+            self.CODECS[(name, version)] = (codec.decode, codec.encode)
+
+
 def per_call_ns(call: Callable[[], object], min_time: float) -> float:
     calls, spent = 0, 0.0
     batch = 200
@@ -101,6 +153,31 @@ def main() -> None:
     for step, runs in figures.items():
         c, p = statistics.median(runs["compiled"]), statistics.median(runs["pure"])
         print(f"| {step} | {c:.0f} | {p:.0f} | {p / c:.2f}× |")
+    generated_codecs(args.runs, args.min_time)
+
+
+def generated_codecs(runs: int, min_time: float) -> None:
+    """The build's generated codecs: compiled, their `.py`, and the import-time codecs, alternating."""
+    name = "cohort.protocol._generated_codecs"
+    try:
+        generated = importlib.import_module(name)
+    except ImportError:
+        raise SystemExit(f"{name} is not built here (pip install -e .)") from None
+    if not is_extension(generated.__file__):
+        raise SystemExit(f"not compiled here: {name} (pip install -e . with a C compiler)")
+    paths = {"compiled": codec_cases(generated), "pure": codec_cases(source_twin(name)),
+             "import-time": codec_cases(ImportTimeCodecs(generated))}
+    figures = {step: {path: [] for path in paths} for step in paths["compiled"]}
+    for run in range(max(runs, 3)):
+        order = list(paths) if run % 2 == 0 else list(reversed(paths))
+        for step in figures:
+            for path in order:
+                figures[step][path].append(per_call_ns(paths[path][step], min_time))
+    print("\n| generated codec | compiled (ns) | pure `.py` (ns) | import-time (ns) | import-time / compiled "
+          "| import-time / pure |\n|---|---:|---:|---:|---:|---:|")
+    for step, by_path in figures.items():
+        c, p, i = (statistics.median(by_path[path]) for path in ("compiled", "pure", "import-time"))
+        print(f"| {step} | {c:.0f} | {p:.0f} | {i:.0f} | {i / c:.2f}× | {i / p:.2f}× |")
 
 
 if __name__ == "__main__":

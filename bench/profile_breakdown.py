@@ -1,6 +1,7 @@
 """Per-request CPU breakdown of a `cohort serve` from a py-spy raw profile (docs/compiled-path.md).
 
     py-spy record -p PID -r 500 -d 20 -f raw -o commit.txt   # while `python -m bench run` loads it
+    py-spy record -p PID -r 250 -d 12 --native -f raw -o commit.txt   # the compiled path
     python -m bench.profile_breakdown commit.txt
 
 Only the event loop's thread counts (the writer threads' segment writes are off the request path).
@@ -14,14 +15,20 @@ import argparse
 import collections
 
 SYSCALL_LEAVES = ("Connection._write_out", "FsyncProcess.sync", "write_all", "Runner.run", "socket.accept")
+# With `py-spy record --native` (the compiled path: its modules have no Python frames), a leaf in libc
+# that is one of these calls is a syscall.
+NATIVE_SYSCALLS = ("write (libc", "send (libc", "read (libc", "recv (libc", "epoll_pwait (libc",
+                   "pwrite64 (libc", "fdatasync (libc", "writev (libc", "sendmsg (libc", "recvmsg (libc")
+# Markers match a Python frame's file (`x.py`) and a compiled module's (`x.cpython-311-….so`) alike;
+# the build's generated codecs are `decode_<Message>Request_v<N>` and `encode_<Message>Response_v<N>`.
 STEPS = (
-    ("decode", ("<decode", "decode_request", "FrameReader", "decode_request_header")),
+    ("decode", ("<decode", "decode_request", "FrameReader", "decode_request_header", "Request_v")),
     ("records", ("<encode OffsetCommit>", "<encode GroupMetadata", "records/")),
-    ("encode", ("<encode", "encode_response")),
-    ("append", ("commit_rounds.py", "batch.py", "journal.py", "log/state.py", "durable_future.py",
-                "fsync_process.py", "offsets_log.py", "segments.py")),
+    ("encode", ("<encode", "encode_response", "Response_v")),
+    ("append", ("commit_rounds.", "log/batch.", "journal.", "log/state.", "durable_future.",
+                "fsync_process.", "offsets_log.", "segments.")),
     ("engine", ("groups/",)),
-    ("dispatch", ("connection.py", "handlers.py", "eager_tasks.py", "metrics.py")),
+    ("dispatch", ("connection.", "handlers.", "eager_tasks.", "metrics.")),
 )
 
 
@@ -35,7 +42,7 @@ def breakdown(path: str) -> tuple[int, collections.Counter]:
             n = int(count)
             total += n
             frames = stack.split(";")
-            if any(leaf in frames[-1] for leaf in SYSCALL_LEAVES):
+            if any(leaf in frames[-1] for leaf in SYSCALL_LEAVES) or frames[-1].startswith(NATIVE_SYSCALLS):
                 steps["syscalls"] += n
                 continue
             steps[_step(frames)] += n

@@ -22,6 +22,7 @@ from types import ModuleType
 # Chosen by the profile in docs/compiled-path.md: the modules a request walks through.
 COMPILED_MODULES = (
     "cohort.protocol.framing",
+    "cohort.protocol._generated_codecs",  # written by the build (protocol/codegen.py)
     "cohort.coordinator.server.connection",
     "cohort.coordinator.groups.offsets_table",
     "cohort.coordinator.log.batch",

@@ -19,6 +19,7 @@ checked against the bytes actually present before anything is allocated).
 """
 from __future__ import annotations
 
+import logging
 import struct
 import uuid
 from dataclasses import dataclass, field as dc_field
@@ -269,9 +270,14 @@ _I = struct.Struct(">i")
 
 
 class SourceWriter:
-    """Emits Python source lines with indentation and unique local names."""
+    """Emits Python source lines with indentation and unique local names.
 
-    def __init__(self) -> None:
+    `scope` prefixes the names of constants, so that many generated functions can share one module's
+    globals (`cohort.protocol.codegen` writes them all into one module at build time).
+    """
+
+    def __init__(self, scope: str = "") -> None:
+        self.scope = scope
         self.lines: list[str] = []
         self.ns: dict[str, Any] = {
             "DecodeFailure": DecodeFailure, "read_uvarint": read_uvarint, "_wuv": _write_uvarint,
@@ -285,7 +291,7 @@ class SourceWriter:
         return f"_{prefix}{self.counter}"
 
     def const(self, value: Any, prefix: str = "c") -> str:
-        name = self.tmp(prefix)
+        name = self.scope + self.tmp(prefix)
         self.ns[name] = value
         return name
 
@@ -539,10 +545,12 @@ def _emit_struct_read(g: SourceWriter, ind: int, struct_: Struct, target: str, v
         g.emit(ind, f"{target} = {o}")
 
 
-def _gen_decoder(struct_: Struct, version: int, flexible: bool, cache: dict):
-    g = SourceWriter()
+def decoder_source(struct_: Struct, version: int, flexible: bool, cache: dict, name: str = "decode",
+                   scope: str = "") -> SourceWriter:
+    """The source of `name(buf, pos, end) -> (object, end)` decoding `struct_` at `version`."""
+    g = SourceWriter(scope)
     g.ns["_new"] = object.__new__
-    g.emit(0, "def decode(buf, pos, end):")
+    g.emit(0, f"def {name}(buf, pos, end):")
     g.emit(1, "try:")
     _emit_struct_read(g, 2, struct_, "obj", version, flexible, cache, 0)
     g.emit(2, "return obj, pos")
@@ -552,6 +560,11 @@ def _gen_decoder(struct_: Struct, version: int, flexible: bool, cache: dict):
     g.emit(2, "raise DecodeFailure('truncated', pos) from None")
     g.emit(1, "except UnicodeDecodeError:")
     g.emit(2, "raise DecodeFailure('invalid UTF-8', pos) from None")
+    return g
+
+
+def _gen_decoder(struct_: Struct, version: int, flexible: bool, cache: dict):
+    g = decoder_source(struct_, version, flexible, cache)
     src = "\n".join(g.lines) + "\n"
     exec(compile(src, f"<decode {struct_.name} v{version}>", "exec"), g.ns)
     return g.ns["decode"]
@@ -645,12 +658,19 @@ def _is_default_expr(f: Field, expr: str, g: SourceWriter, version: int) -> str:
     return f"{expr} == {g.const(f.default, 'd')}"
 
 
-def _gen_encoder(struct_: Struct, version: int, flexible: bool, cache: dict):
-    g = SourceWriter()
+def encoder_source(struct_: Struct, version: int, flexible: bool, cache: dict, name: str = "encode",
+                   scope: str = "") -> SourceWriter:
+    """The source of `name(obj, out) -> out` appending `struct_` at `version` to bytearray `out`."""
+    g = SourceWriter(scope)
     g.ns["_Enc"] = EncodeError
-    g.emit(0, "def encode(obj, out):")
+    g.emit(0, f"def {name}(obj, out):")
     _emit_struct_write(g, 1, struct_, "obj", version, flexible, cache, 0)
     g.emit(1, "return out")
+    return g
+
+
+def _gen_encoder(struct_: Struct, version: int, flexible: bool, cache: dict):
+    g = encoder_source(struct_, version, flexible, cache)
     src = "\n".join(g.lines) + "\n"
     exec(compile(src, f"<encode {struct_.name} v{version}>", "exec"), g.ns)
     return g.ns["encode"]
@@ -740,13 +760,45 @@ class MessageSchema:
     _cache: dict = dc_field(default_factory=dict)
 
     def codec(self, version: int) -> _Compiled:
+        """The version's decoder and encoder: the build's generated ones where the build made them
+        (`cohort.protocol.codegen`), else generated now from the declaration."""
         entry = self._cache.get(version)
         if entry is None:
             if version not in self.valid:
                 raise ProtocolError(f"{self.name}: unsupported version {version}")
-            entry = compile_struct(self.struct, version, version in self.flexible, self._cache.setdefault("structs", {}))
+            entry = compile_struct(self.struct, version, version in self.flexible,
+                                   self._cache.setdefault("structs", {}))
+            built = _built_codecs().get((self.name, version))
+            if built is not None:
+                entry = _Compiled(built[0] or entry.decode, built[1] or entry.encode)
             self._cache[version] = entry
         return entry
+
+
+_BUILT_CODECS: dict | None = None
+
+
+def _built_codecs() -> dict:
+    """(message name, version) -> (decoder, encoder) of the build's generated module; empty without one.
+
+    A generated module made from other declarations than these (one edited after the build) is not
+    used: its fingerprint differs, and the codecs are generated at import time instead.
+    """
+    global _BUILT_CODECS
+    if _BUILT_CODECS is None:
+        _BUILT_CODECS = {}
+        try:
+            from cohort.protocol import _generated_codecs as built
+        except ImportError:
+            return _BUILT_CODECS
+        from cohort.protocol.codegen import declarations_fingerprint
+        if built.FINGERPRINT == declarations_fingerprint():
+            _BUILT_CODECS = built.CODECS
+        else:
+            logging.getLogger(__name__).warning(
+                "%s was built from other declarations than these: codecs are generated at import time "
+                "(reinstall to rebuild it)", built.__file__)
+    return _BUILT_CODECS
 
 
 def message(name: str, api_key: int | None, valid: str, flexible: str, fields: Iterable[Field]) -> type:
