@@ -39,16 +39,13 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import json
 import logging
 import math
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 
-from cohort.coordinator.groups.health import GroupHealth, HealthMonitor
-from cohort.coordinator.groups.lag import LagHistory, LogEnds, group_lag, topic_lags, total_lag
-from cohort.coordinator.groups.operator_journal import GroupJournal, JournalEntry, entry_from_record, rebalance_record_of
+from cohort.coordinator.groups.lag import LogEnds
+from cohort.coordinator.groups.reports import GroupReports
 from cohort.coordinator.groups.classic import ClassicGroup, GroupState, JoinRequest, JoinResult, SyncResult
 from cohort.coordinator.groups.consumer import (
     ConvertedFromClassic,
@@ -63,12 +60,10 @@ from cohort.coordinator.groups.consumer import (
     missing_group_result,
     validate_heartbeat,
 )
-from cohort.coordinator.groups.effects import RebalanceJournaled
 from cohort.coordinator.groups.migration import UpgradeRefused, check_upgrade, upgrade_records
 from cohort.coordinator.groups.runtime import GroupRuntime, LoopScheduler, Scheduler
 from cohort.coordinator.contracts.store import LogLoadError, StorageError
 from cohort.coordinator.metrics import GROUP_TYPES
-from cohort.coordinator.groups.offset_history import CommitEvent, commit_events, group_key_prefixes, offsets_at
 from cohort.coordinator.groups.offsets_table import OffsetsTable
 from cohort.coordinator.records.types import (
     RECORD_TYPES,
@@ -88,6 +83,8 @@ from cohort.coordinator.records.types import (
     encode_record,
 )
 from cohort.coordinator.contracts.store import Store
+from cohort.coordinator.contracts.requests import RequestContext
+from cohort.coordinator.contracts.answers import AnswerWhenDone, EncodeInThread
 from cohort.protocol import messages as m
 from cohort.protocol.errors import ErrorCode
 from cohort.protocol.partitioning import partition_for as _partition_for
@@ -133,71 +130,6 @@ def java_string_length(text: str) -> int:
     return len(text) + sum(1 for c in text if ord(c) > 0xFFFF)
 
 
-@dataclass(frozen=True, slots=True)
-class RequestContext:
-    """Who sent the request. `client_host` is Java's rendering of the peer address, e.g. "/127.0.0.1".
-
-    `principal` is who the connection authenticated as (Kafka's "User:name"; ANONYMOUS without
-    authentication) and `listener` the name of the listener it came in on.
-    """
-
-    client_id: str = ""
-    client_host: str = ""
-    principal: str = "User:ANONYMOUS"
-    listener: str = ""
-    # Which topics the principal may see in a GroupReport (the authorizer's topic DESCRIBE; None: all),
-    # so the reports hide what OffsetFetch hides.
-    topic_visible: Callable[[str], bool] | None = None
-
-
-class GroupReportError(Exception):
-    """A journal, history or health question this node cannot answer: `error_code` is Kafka's code."""
-
-    def __init__(self, error_code: int, message: str) -> None:
-        super().__init__(message)
-        self.error_code = error_code
-
-
-def _group_not_found(group_id: str) -> GroupReportError:
-    """GROUP_ID_NOT_FOUND worded as kafka-consumer-groups.sh words it (the CLI and console show it as is)."""
-    return GroupReportError(E.GROUP_ID_NOT_FOUND, f"Consumer group '{group_id}' does not exist.")
-
-
-@dataclass(frozen=True, slots=True)
-class EncodeInThread:
-    """A handler's answer too large to encode on the event loop: the server encodes it on a worker thread."""
-
-    response: object
-
-
-class AnswerWhenDone:
-    """A handler's answer that waits for `future` (a commit's append): `then(state, future)` makes it once done.
-
-    Why not a coroutine: a commit only ever waits for its append, and on Python 3.11 a task per
-    commit cost about an eighth of durable-commit throughput; the connection adds a done-callback
-    instead. `then` is called exactly once, whatever the outcome (it raises CancelledError for a
-    cancelled future: never answered). Awaitable too, for wrappers such as the authorization guard.
-    `state` rather than a partial of `then`: one object less per commit.
-    """
-
-    __slots__ = ("future", "then", "state")
-
-    def __init__(self, future: asyncio.Future, then: Callable[[object, asyncio.Future], object], state) -> None:
-        self.future = future
-        self.then = then
-        self.state = state
-
-    def __await__(self):
-        future = self.future
-        if not future.done():
-            try:
-                yield from future
-            except BaseException:
-                if not future.done():
-                    raise
-        return self.then(self.state, future)
-
-
 # A request touching more partitions than this is handled in slices, letting other connections
 # in between (one OffsetFetch of a 1 M-partition group held the loop for 5 s), and its answer is
 # encoded off the loop. Smaller requests (nearly all) take the single-pass path untouched.
@@ -206,10 +138,6 @@ LARGE_REQUEST_PARTITIONS = 20_000
 # answer listing more is encoded on a worker thread.
 MEMBERS_ENCODED_ON_LOOP = 1_000
 _PARTITIONS_PER_SLICE = 5_000
-# A rebalance journal entry naming this many members (or assignments) is built on a worker thread.
-JOURNAL_BUILD_OFF_LOOP = 1_000
-
-
 class _Commit:
     """One OffsetCommit on its way: its records, what to apply once they are durable, its answer."""
 
@@ -256,12 +184,12 @@ class GroupCoordinator:
     # plain dict, and every `self.x` and `self.method()` on the request path stops being specialized
     # (a method call ~18 -> ~33 ns). tests/coordinator/test_hot_path_layout.py keeps it so.
     __slots__ = (
-        "config", "metrics", "_heartbeats", "_store", "offsets", "scheduler", "journal", "health", "_keeps_history",
-        "_health_timer", "_journal_writes", "_journal_tails", "_commit_sources", "runtime", "_other_records",
+        "config", "metrics", "_heartbeats", "_store", "offsets", "scheduler", "reports", "_keeps_history",
+        "_commit_sources", "runtime", "_other_records",
         "_groups", "_consumer_groups", "_topics", "_topics_announce", "_num_partitions", "_loaded", "_failed",
         "_owned", "_serving_deadline", "_loads", "_load_turn", "loaded_records", "_releases", "_high_watermarks", "_writes_started",
         "_group_writes", "_writes_finished", "_write_waiters", "_retention_timer", "_retention_task", "_closed",
-        "partition_for", "log_ends", "lag_history", "_lag_sampling",
+        "partition_for",
     )
 
     def __init__(
@@ -282,25 +210,24 @@ class GroupCoordinator:
         self._store = store
         self.offsets = offsets if offsets is not None else OffsetsTable()
         self.scheduler: Scheduler = scheduler or LoopScheduler()
-        self.journal = GroupJournal(config.group_journal_max_entries)
-        self.health = HealthMonitor(config.group_health_stall_ms)
         # Commit sources are written only where a history can be read back (the local log, not etcd).
         self._keeps_history = config.offsets_history_retention_ms > 0 and hasattr(store, "history")
-        self._health_timer = None
-        self._journal_writes: set[asyncio.Task] = set()
-        self._journal_tails: dict[str, asyncio.Task] = {}  # each group's last journal write
         # group -> the (member, generation, client, host) of its last commit-source record in the log
         self._commit_sources: dict[str, tuple[str, int, str, str]] = {}
-        self.runtime = GroupRuntime(self.scheduler, self._store_record, metrics, journal=self._journal_rebalance)
-        self.runtime.converted_to_classic = self._converted_to_classic
         self._other_records = other_records
         self._groups: dict[str, ClassicGroup] = {}
         # KIP-848 groups; a group id is in at most one of the two maps (Kafka's shared group id space)
         self._consumer_groups: dict[str, ConsumerGroup] = {}
+        self._loaded: set[int] = set()
+        self.partition_for = functools.lru_cache(maxsize=65536)(self._partition_for)
+        self.reports = GroupReports(config, self.scheduler, store, self.offsets, self.partition_for,
+                                    self._partition_error, self._loaded, self._groups, self._consumer_groups,
+                                    self._append_encoded, self.offset_commit)
+        self.runtime = GroupRuntime(self.scheduler, self._store_record, metrics, journal=self.reports.journal_rebalance)
+        self.runtime.converted_to_classic = self._converted_to_classic
         self._topics = None  # the TopicRegistry consumer groups resolve subscriptions against (watch_topics)
         self._topics_announce = None  # a pending TopicsChanged for every consumer group (once per loop turn)
         self._num_partitions = config.offsets_topic_num_partitions
-        self._loaded: set[int] = set()
         self._failed: dict[int, str] = {}  # partition -> why it could not be loaded
         self._owned: set[int] | None = None  # None until ownership is known: every partition is ours, loading
         self._serving_deadline = math.inf  # see `serve_until`
@@ -309,10 +236,6 @@ class GroupCoordinator:
         self.loaded_records = 0  # live records replayed from the store since start (the load summary)
         self._releases: set[asyncio.Task] = set()
         self._high_watermarks: dict[str, dict[int, int]] = {}
-        # Where partitions end (lag); the request handlers widen it with the registry and the peers' ends.
-        self.log_ends = LogEnds()  # the registry's reported ends, once the server wires its topics in
-        self.lag_history = LagHistory()
-        self._lag_sampling: asyncio.Task | None = None
         # Per partition: appends started / finished, and RequireStable fetches waiting for a count.
         # The log completes a partition's appends in order, so "finished >= n" means the first n are done.
         self._writes_started: dict[int, int] = {}
@@ -322,7 +245,6 @@ class GroupCoordinator:
         self._retention_timer = None
         self._retention_task: asyncio.Task | None = None
         self._closed = False
-        self.partition_for = functools.lru_cache(maxsize=65536)(self._partition_for)
 
     # =========================================================================================
     # Partitions, load, replay
@@ -410,9 +332,7 @@ class GroupCoordinator:
             self.runtime.unload(self._consumer_groups.pop(group_id), E.NOT_COORDINATOR)
         for group_id in [g for g in self.offsets.groups() if self.partition_for(g) == partition]:
             self.offsets.delete_group(group_id)
-        self.journal.forget([g for g in self.journal.groups() if self.partition_for(g) == partition])
-        self.health.forget([g for g in self.health.groups() if self.partition_for(g) == partition])
-        self.lag_history.forget([g for g in self.lag_history.groups() if self.partition_for(g) == partition])
+        self.reports.forget_partition(partition)
         for group_id in [g for g in self._commit_sources if self.partition_for(g) == partition]:
             del self._commit_sources[group_id]
         release = asyncio.get_running_loop().create_task(self._release(partition, loading),
@@ -526,7 +446,7 @@ class GroupCoordinator:
         elif type(record) in CONSUMER_GROUP_RECORDS:
             self._replay_consumer_group_record(record)
         elif type(record) is GroupJournalRecord:
-            self.journal.apply(record)
+            self.reports.journal.apply(record)
         elif type(record) in _HISTORY_ONLY:
             pass  # read back by the offset history, not kept in memory
         elif self._other_records is not None:
@@ -692,8 +612,7 @@ class GroupCoordinator:
     def _drop_group(self, group: ClassicGroup) -> None:
         if self._groups.get(group.group_id) is group:
             del self._groups[group.group_id]
-            self.health.forget([group.group_id])
-            self.lag_history.forget([group.group_id])
+            self.reports.forget([group.group_id])
         if group.state is not GroupState.DEAD:
             self.runtime.delete(group)
 
@@ -709,297 +628,6 @@ class GroupCoordinator:
             del self._consumer_groups[group.group_id]
         if group.state is not ConsumerGroupState.DEAD:
             self.runtime.delete(group)
-
-    # =========================================================================================
-    # The operator journal (rebalances, admin actions)
-    # =========================================================================================
-    def _journal_rebalance(self, effect: RebalanceJournaled) -> None:
-        """Persist a finished rebalance's entry; the rebalance itself never waits for it.
-
-        A big group's entry (10 000 members: every assignment decoded twice for the partition moves, then
-        encoded) is built on a worker thread, so other clients' requests go on meanwhile; a group's entries
-        are still appended in the order they were claimed."""
-        group_id = effect.group_id
-        sequence, slot = self.journal.claim(group_id)
-        partition = self.partition_for(group_id)
-        previous = self._journal_tails.get(group_id)
-        loop = asyncio.get_running_loop()
-
-        async def write() -> None:
-            try:
-                if len(effect.members) + len(effect.assignments_after) < JOURNAL_BUILD_OFF_LOOP:
-                    built = _built_journal_entry(effect, sequence, slot)
-                else:
-                    built = await loop.run_in_executor(None, _built_journal_entry, effect, sequence, slot)
-            except (ValueError, TypeError) as exc:
-                log.error("group %s: cannot encode its journal entry: %s", group_id, exc)
-                return
-            record, encoded, entry = built
-            if previous is not None and not previous.done():
-                await asyncio.wait([previous])
-            if await self._append_encoded(partition, [encoded]) == E.NONE and partition in self._loaded:
-                self.journal.apply(record, entry)  # (not when the partition was lost meanwhile)
-
-        task = loop.create_task(write())
-        self._journal_writes.add(task)
-        self._journal_tails[group_id] = task
-        task.add_done_callback(functools.partial(self._journal_write_done, group_id))
-
-    def _journal_write_done(self, group_id: str, task: asyncio.Task) -> None:
-        self._journal_writes.discard(task)
-        if self._journal_tails.get(group_id) is task:
-            del self._journal_tails[group_id]
-
-    def _admin_record(self, group_id: str, action: str, ctx: RequestContext, changes: Iterable[str]
-                      ) -> GroupJournalRecord:
-        """The journal entry of an admin action, written in the same append as the action's records."""
-        group = self._groups.get(group_id)
-        consumer_group = self._consumer_groups.get(group_id) if group is None else None
-        if group is not None:
-            group_type, epoch, state = "classic", group.generation_id, group.state.value
-        elif consumer_group is not None:
-            group_type, epoch, state = "consumer", consumer_group.group_epoch, consumer_group.state.value
-        else:
-            group_type, epoch, state = "classic", -1, GroupState.DEAD.value
-        return self.journal.admin_record(
-            group_id, action, now_ms=self.scheduler.now_ms(), principal=ctx.principal, client_id=ctx.client_id,
-            client_host=ctx.client_host, group_type=group_type, epoch=epoch, state=state, changes=changes)
-
-    def rebalance_journal(self, group_id: str, since_ms: int | None = None) -> list[JournalEntry]:
-        """The group's journal (rebalances and admin actions) ending at or after `since_ms`, oldest first.
-
-        Raises `GroupReportError` when this node does not serve the group's partition now."""
-        self._check_served(group_id)
-        return self.journal.entries(group_id, since_ms)
-
-    # =========================================================================================
-    # Offset history, offsets at a past time, health (the read API of the CLI and the console)
-    # =========================================================================================
-    async def offset_history(self, group_id: str, topic: str | None = None, partition: int | None = None,
-                             since_ms: int | None = None) -> list[CommitEvent]:
-        """The group's commits (and offset deletions) the log still holds, oldest first: every one within
-        `offsets.history.retention.ms`, then the latest per partition. Raises `GroupReportError`."""
-        self._check_served(group_id)
-        history = getattr(self._store, "history", None)
-        if history is None:
-            raise GroupReportError(E.INVALID_REQUEST, "offset history is kept by the local log only: in cluster "
-                                   "mode etcd holds the latest offset of each partition and nothing older")
-        try:
-            records = await history(self.partition_for(group_id), group_key_prefixes(group_id))
-        except (OSError, TimeoutError) as exc:
-            raise GroupReportError(E.UNKNOWN_SERVER_ERROR, f"cannot read the offset history: {exc}") from None
-        return commit_events(group_id, records, topic=topic, partition=partition, since_ms=since_ms)
-
-    async def reset_plan_to_commit_at(self, group_id: str, when_ms: int) -> dict[tuple[str, int], int | None]:
-        """What the group had committed at `when_ms`, per partition it has had an offset for (None: it had
-        none then): the plan of an undo (`reset-offsets --to-commit-at`)."""
-        return offsets_at(await self.offset_history(group_id), when_ms)
-
-    async def reset_offsets(self, group_id: str, offsets: dict[tuple[str, int], int], ctx: RequestContext
-                            ) -> dict[tuple[str, int], int]:
-        """Commit `offsets` as an admin tool does (no member, generation -1): the console's undo, with the
-        same rules (the group must be inactive) and the same journal entry as a CLI reset by `ctx`'s principal.
-        Returns each partition's Kafka error code (0 = committed)."""
-        Topic = m.OffsetCommitRequest.OffsetCommitRequestTopic
-        by_topic: dict[str, list] = {}
-        for (topic, partition), offset in sorted(offsets.items()):
-            by_topic.setdefault(topic, []).append(Topic.OffsetCommitRequestPartition(
-                partition_index=partition, committed_offset=offset, committed_metadata=""))
-        request = m.OffsetCommitRequest(group_id=group_id, generation_id_or_member_epoch=-1, member_id="",
-                                        topics=[Topic(name=t, partitions=ps) for t, ps in by_topic.items()])
-        response = await self.offset_commit(request, _ADMIN_COMMIT_VERSION, ctx)
-        response = response.response if isinstance(response, EncodeInThread) else response
-        return {(t.name, p.partition_index): p.error_code for t in response.topics for p in t.partitions}
-
-    def group_health(self, group_id: str, topic_visible: Callable[[str], bool] | None = None) -> GroupHealth:
-        """The group's health now (see `group_health`), judged over the partitions of the topics
-        `topic_visible` admits (None: all); raises `GroupReportError`."""
-        self._check_served(group_id)
-        if not self._group_exists(group_id):
-            raise _group_not_found(group_id)
-        group = self._groups.get(group_id)
-        offsets = self._health_offsets(group_id)
-        now = self.scheduler.now_ms()
-        self._sample_health(group_id, offsets, now)  # every partition: the samples are the group's, not the asker's
-        if topic_visible is not None:
-            offsets = [o for o in offsets if topic_visible(o[0])]
-        members = []
-        if group is not None and group.state is not GroupState.DEAD:
-            monotonic = self.scheduler.monotonic_ms()
-            for mem in group.members.values():
-                deadline = group.session_deadline_ms(mem.member_id)
-                age = None if deadline is None else max(0.0, mem.session_timeout_ms - (deadline - monotonic))
-                members.append((mem.member_id, mem.client_id, mem.client_host, age))
-        return self.health.evaluate(group_id, offsets, members, now, self.log_ends.end_offset)
-
-    def group_lag(self, group_id: str, since_ms: int | None = None,
-                  topic_visible: Callable[[str], bool] | None = None) -> dict:
-        """GroupReport's "lag": each committed partition's reported end and lag (`lag.group_lag`: None where no
-        end was reported), the total, and the total as sampled since `since_ms`, over the topics
-        `topic_visible` admits (None: all; the sampled totals are left out when it hides some, as they
-        counted them); raises `GroupReportError`."""
-        self._check_served(group_id)
-        if not self._group_exists(group_id):
-            raise _group_not_found(group_id)
-        offsets = [(topic, p, om.offset) for topic, parts in self.offsets.group_offsets(group_id).items()
-                   for p, om in parts.items()]
-        shown = offsets if topic_visible is None else [o for o in offsets if topic_visible(o[0])]
-        samples = [] if len(shown) < len(offsets) else [
-            [ms, lag] for ms, lag in self.lag_history.of(group_id) if since_ms is None or ms >= since_ms]
-        return {"group": group_id, "now_ms": self.scheduler.now_ms(),
-                **group_lag(shown, self.log_ends.reported_end), "samples": samples}
-
-    def _health_offsets(self, group_id: str) -> list[tuple[str, int, int, int]]:
-        return [(topic, p, om.offset, om.commit_timestamp)
-                for topic, parts in self.offsets.group_offsets(group_id).items() for p, om in parts.items()]
-
-    def _sample_health(self, group_id: str, offsets: list, now: int) -> None:
-        def admin_reset_since(since_ms: int) -> bool:
-            return any(e.kind == "admin" and e.trigger == "reset_offsets" for e in self.journal.entries(group_id, since_ms))
-        self.health.sample(group_id, offsets, now, admin_reset_since)
-
-    def start_health_sampling(self) -> None:
-        """Sample every group with members a few times per `group.health.stall.ms` (idempotent), so a
-        rewind or a stall is seen even when nobody asks in between."""
-        if self._closed or self._health_timer is not None:
-            return
-        interval = min(max(self.config.group_health_stall_ms / 4, 100), 15_000)
-        self._health_timer = self.scheduler.call_later(interval, self._health_due)
-
-    def _health_due(self) -> None:
-        self._health_timer = None
-        if self._closed:
-            return
-        now = self.scheduler.now_ms()
-        for group in list(self._groups.values()):
-            if group.members and self.partition_for(group.group_id) in self._loaded \
-                    and self.offsets.group_offset_count(group.group_id) <= HEALTH_SAMPLED_MAX_OFFSETS:
-                self._sample_health(group.group_id, self._health_offsets(group.group_id), now)
-        if self._lag_sampling is None:
-            self._lag_sampling = asyncio.get_running_loop().create_task(self._sample_lags(now))
-        self.start_health_sampling()
-
-    async def _sample_lags(self, now: int) -> None:
-        """Every group's total lag into its history, LAG_SAMPLE_SLICE_S of the loop's time per turn at most
-        (a walk over every committed offset in one turn would hold up everyone's requests)."""
-        try:
-            until = time.perf_counter() + LAG_SAMPLE_SLICE_S
-            for group_id in self.offsets.groups():
-                if time.perf_counter() > until:
-                    await asyncio.sleep(0)
-                    until = time.perf_counter() + LAG_SAMPLE_SLICE_S
-                if self.partition_for(group_id) in self._loaded \
-                        and self.offsets.group_offset_count(group_id) <= HEALTH_SAMPLED_MAX_OFFSETS:
-                    self.lag_history.record(group_id, now, self.group_lag_by_topic(group_id)[0])
-            self.lag_history.forget(set(self.lag_history.groups()).difference(self.offsets.groups()))
-        finally:
-            self._lag_sampling = None
-
-    def group_lag_by_topic(self, group_id: str) -> tuple[int | None, dict[str, tuple[int, int | None]]]:
-        """The group's total lag and, per topic it has offsets for, (partitions, lag); None = unknown."""
-        by_topic = topic_lags(((topic, p, om.offset) for topic, parts in self.offsets.group_offsets(group_id).items()
-                               for p, om in parts.items()), self.log_ends)
-        return total_lag(lag for _, lag in by_topic.values()), by_topic
-
-    def served_group_ids(self) -> list[str]:
-        """Every group this node coordinates now (loaded partitions): with members, or committed offsets."""
-        ids = {g for g, group in self._groups.items() if group.state is not GroupState.DEAD}
-        ids.update(g for g, group in self._consumer_groups.items() if group.state is not ConsumerGroupState.DEAD)
-        ids.update(self.offsets.groups())
-        return [g for g in ids if self.partition_for(g) in self._loaded]
-
-    def group_summary(self, group_id: str) -> dict | None:
-        """One row of the console's group list, from memory (None: not a group here now)."""
-        if self.partition_for(group_id) not in self._loaded:
-            return None
-        group = self._groups.get(group_id)
-        consumer_group = self._consumer_groups.get(group_id) if group is None else None
-        if group is not None and group.state is not GroupState.DEAD:
-            state, kind, protocol_type, members = group.state.value, "classic", group.protocol_type or "", len(group.members)
-            protocol = (group.protocol_name or "") if group.state is GroupState.STABLE else ""
-        elif consumer_group is not None and consumer_group.state is not ConsumerGroupState.DEAD:
-            state, kind, protocol_type = consumer_group.state.value, "consumer", "consumer"
-            members, protocol = len(consumer_group.members), ""
-        elif self.offsets.has_offsets(group_id):
-            state, kind, protocol_type, members, protocol = GroupState.EMPTY.value, "classic", "", 0, ""
-        else:
-            return None
-        offset_count = self.offsets.group_offset_count(group_id)
-        health = None
-        if offset_count <= HEALTH_SAMPLED_MAX_OFFSETS:  # as the group's health report says (bigger: when asked)
-            try:
-                health = self.group_health(group_id).status
-            except GroupReportError:
-                health = None
-        lag, by_topic = self.group_lag_by_topic(group_id)
-        return {"group_id": group_id, "state": state, "type": kind, "protocol_type": protocol_type,
-                "protocol": protocol, "members": members, "health": health, "lag": lag, "offsets": offset_count,
-                "topics": [{"topic": t, "partitions": n, "lag": topic_lag} for t, (n, topic_lag) in sorted(by_topic.items())]}
-
-    def health_of_groups(self, limit: int = 10_000) -> list[GroupHealth]:
-        """Every served group's health (at most `limit` groups: the metrics' label budget; groups with more
-        than HEALTH_SAMPLED_MAX_OFFSETS offsets only when asked one by one)."""
-        out = []
-        for group_id in list(self._groups)[:limit]:
-            if self.offsets.group_offset_count(group_id) > HEALTH_SAMPLED_MAX_OFFSETS:
-                continue
-            try:
-                out.append(self.group_health(group_id))
-            except GroupReportError:
-                continue
-        return out
-
-    async def group_report(self, req, version: int, ctx: RequestContext):
-        """GroupReport (Cohort's private API 10000): the read API above as JSON, for `cohort groups …`."""
-        group_id = req.group_id
-        visible = ctx.topic_visible
-        try:
-            if visible is not None and req.topic is not None and not visible(req.topic):
-                raise GroupReportError(E.TOPIC_AUTHORIZATION_FAILED, "not authorized to describe that topic")
-            if req.report == "rebalances":
-                self._check_served(group_id)
-                entries = self.journal.entries(group_id, req.since_ms if req.since_ms >= 0 else None)
-                if not entries and not self._group_exists(group_id) and not self.journal.entries(group_id):
-                    raise _group_not_found(group_id)
-                document: object = [e.to_json() for e in entries]
-            elif req.report == "history":
-                events = await self.offset_history(group_id, req.topic, req.partition if req.partition >= 0 else None,
-                                                   req.since_ms if req.since_ms >= 0 else None)
-                if not events and not self._group_exists(group_id) and not await self.offset_history(group_id):
-                    raise _group_not_found(group_id)
-                document = [e.to_json() for e in events if visible is None or visible(e.topic)]
-            elif req.report == "health":
-                document = self.group_health(group_id, visible).to_json()
-            elif req.report == "lag":
-                document = self.group_lag(group_id, req.since_ms if req.since_ms >= 0 else None, visible)
-            elif req.report == "offsets-at":
-                if req.at_ms < 0:
-                    raise GroupReportError(E.INVALID_REQUEST, "offsets-at needs at_ms")
-                events = await self.offset_history(group_id)
-                if visible is not None:
-                    events = [e for e in events if visible(e.topic)]
-                plan = offsets_at(events, req.at_ms)
-                document = {"at_ms": req.at_ms, "history_from_ms": events[0].time_ms if events else None,
-                            "history_retention_ms": self.config.offsets_history_retention_ms,
-                            "offsets": [{"topic": t, "partition": p, "offset": o} for (t, p), o in sorted(plan.items())]}
-            else:
-                raise GroupReportError(E.INVALID_REQUEST, f"unknown report {req.report!r}")
-        except GroupReportError as exc:
-            return m.GroupReportResponse(error_code=exc.error_code, error_message=str(exc), report=b"")
-        return m.GroupReportResponse(error_code=0, error_message=None, report=json.dumps(document).encode())
-
-    def _group_exists(self, group_id: str) -> bool:
-        """A live classic or consumer group, or committed offsets under its id (as Kafka's tool sees a group)."""
-        group = self._groups.get(group_id)
-        consumer_group = self._consumer_groups.get(group_id)
-        return ((group is not None and group.state is not GroupState.DEAD)
-                or (consumer_group is not None and consumer_group.state is not ConsumerGroupState.DEAD)
-                or self.offsets.has_offsets(group_id))
-
-    def _check_served(self, group_id: str) -> None:
-        error = E.INVALID_GROUP_ID if not group_id else self._partition_error(self.partition_for(group_id))
-        if error:
-            raise GroupReportError(int(error), f"group {group_id!r}: {ErrorCode(error).name}")
 
     # =========================================================================================
     # JoinGroup
@@ -1284,7 +912,7 @@ class GroupCoordinator:
         if commit.error or not commit.encoded:
             return self._commit_answer(commit, None)
         if commit.admin_reset:
-            commit.journaled = self._admin_record(commit.group_id, "reset_offsets", commit.ctx,
+            commit.journaled = self.reports.admin_record(commit.group_id, "reset_offsets", commit.ctx,
                                                   self._reset_changes(commit.group_id, commit.commits))
             commit.encoded.append(encode_record(commit.journaled))
         if self._keeps_history:
@@ -1313,7 +941,7 @@ class GroupCoordinator:
                 self._commit_sources.pop(group_id, None)  # its source record may not be in the log
                 error = map_write_error(exc.error_code)
         if not error and commit.journaled is not None:
-            self.journal.apply(commit.journaled)
+            self.reports.journal.apply(commit.journaled)
         if error:
             created = commit.created
             if created is not None and self._groups.get(group_id) is created and created.state is GroupState.EMPTY \
@@ -1330,7 +958,7 @@ class GroupCoordinator:
             for name, index, offset, leader_epoch, metadata, commit_ts in commits:
                 apply(group_id, name, index, offset, leader_epoch, metadata, commit_ts, expire)
             if commit.member_id:  # (a standalone commit has no member to keep track of)
-                self.health.member_committed(group_id, commit.member_id, commit.now)
+                self.reports.health.member_committed(group_id, commit.member_id, commit.now)
             if self.metrics is not None:
                 self.metrics.offsets_committed(len(commits))
         if len(commits) > LARGE_REQUEST_PARTITIONS:
@@ -1603,7 +1231,7 @@ class GroupCoordinator:
                                      for p in parts]
             records += group.tombstones() if isinstance(group, ConsumerGroup) else [GroupMetadataTombstone(group_id)]
             deleted = sum(1 for r in records if type(r) is OffsetCommitTombstone)
-            records.append(self._admin_record(group_id, "delete_group", ctx, [f"{deleted} offsets deleted"]))
+            records.append(self.reports.admin_record(group_id, "delete_group", ctx, [f"{deleted} offsets deleted"]))
             by_partition.setdefault(partition, []).append((group, records))
 
         async def delete_in(partition: int, entries) -> None:
@@ -1616,7 +1244,7 @@ class GroupCoordinator:
                     if type(r) is OffsetCommitTombstone:
                         self.offsets.delete(r.group, r.topic, r.partition)
                     elif type(r) is GroupJournalRecord:
-                        self.journal.apply(r)
+                        self.reports.journal.apply(r)
                 if isinstance(group, ConsumerGroup):
                     self._drop_consumer_group(group)
                 else:
@@ -1651,13 +1279,13 @@ class GroupCoordinator:
                     records.append(OffsetCommitTombstone(group_id, topic.name, p.partition_index))
             answers.append((topic.name, [(p.partition_index, E.NONE) for p in topic.partitions]))
         if records:
-            entry = self._admin_record(group_id, "delete_offsets", ctx, [f"{r.topic}:{r.partition}" for r in records])
+            entry = self.reports.admin_record(group_id, "delete_offsets", ctx, [f"{r.topic}:{r.partition}" for r in records])
             error = await self._append(self.partition_for(group_id), [*records, entry])
             if error:
                 return m.OffsetDeleteResponse(error_code=int(error), throttle_time_ms=0, topics=[])
             for r in records:
                 self.offsets.delete(r.group, r.topic, r.partition)
-            self.journal.apply(entry)
+            self.reports.journal.apply(entry)
         return m.OffsetDeleteResponse(error_code=0, throttle_time_ms=0, topics=[
             m.OffsetDeleteResponse.OffsetDeleteResponseTopic(name=name, partitions=[
                 m.OffsetDeleteResponse.OffsetDeleteResponseTopic.OffsetDeleteResponsePartition(partition_index=p, error_code=int(e))
@@ -1713,7 +1341,7 @@ class GroupCoordinator:
         """Resolve consumer groups' subscriptions against `registry` (a TopicRegistry), and tell every
         consumer group when a topic is created, deleted or grows, so its target assignment follows."""
         self._topics = registry
-        self.log_ends = LogEnds(registry.reported_end)
+        self.reports.log_ends = LogEnds(registry.reported_end)
         registry.on_change = self._topics_changed
 
     def _topic_image(self) -> dict[str, TopicMetadata]:
@@ -1860,7 +1488,7 @@ class GroupCoordinator:
     def start_retention(self) -> None:
         """Run offset expiry every `offsets.retention.check.interval.ms` until shutdown (idempotent);
         group health is sampled from then on too."""
-        self.start_health_sampling()
+        self.reports.start_health_sampling()
         if self._closed or self._retention_timer is not None or self._retention_task is not None:
             return
         self._retention_timer = self.scheduler.call_later(
@@ -1913,13 +1541,13 @@ class GroupCoordinator:
                 records.append(GroupMetadataTombstone(group_id))
             if records:
                 by_partition.setdefault(partition, []).append((group_id, records))
-        for group_id in self.journal.groups():
+        for group_id in self.reports.journal.groups():
             # A gone group's journal goes too, once its last entry is as old as offsets would be.
-            entries = self.journal.entries(group_id)
+            entries = self.reports.journal.entries(group_id)
             partition = self.partition_for(group_id)
             if (group_id not in self._groups and not self.offsets.has_offsets(group_id) and partition in self._loaded
                     and (not entries or now - entries[-1].ended_ms >= retention_ms)):
-                by_partition.setdefault(partition, []).append((group_id, self.journal.tombstones(group_id)))
+                by_partition.setdefault(partition, []).append((group_id, self.reports.journal.tombstones(group_id)))
         total = 0
 
         async def write(partition: int, entries) -> int:
@@ -1932,7 +1560,7 @@ class GroupCoordinator:
                     if type(r) is OffsetCommitTombstone:
                         self.offsets.delete(r.group, r.topic, r.partition)
                     elif type(r) is GroupJournalTombstone:
-                        self.journal.forget([r.group])
+                        self.reports.journal.forget([r.group])
                     elif type(r) is GroupMetadataTombstone:
                         group = self._groups.get(group_id)
                         if group is not None and group.state is GroupState.EMPTY \
@@ -1980,26 +1608,15 @@ class GroupCoordinator:
     def shutdown(self) -> None:
         """Cancel every timer and answer every parked JoinGroup/SyncGroup (NOT_COORDINATOR)."""
         self._closed = True
-        if self._health_timer is not None:
-            self._health_timer.cancel()
-            self._health_timer = None
+        self.reports.shutdown()
         if self._retention_timer is not None:
             self._retention_timer.cancel()
             self._retention_timer = None
         if self._retention_task is not None:
             self._retention_task.cancel()
-        if self._lag_sampling is not None:
-            self._lag_sampling.cancel()
         for group in [*self._groups.values(), *self._consumer_groups.values()]:
             self.runtime.unload(group, E.NOT_COORDINATOR)
 
-
-# Health is sampled in the background (and for /metrics) only for groups with at most this many offsets:
-# a sample walks them all on the event loop. Bigger groups are judged when asked (`describe --health`).
-HEALTH_SAMPLED_MAX_OFFSETS = 50_000
-# The lag history's sampling walks every committed offset: at most this much of one loop turn at a time.
-LAG_SAMPLE_SLICE_S = 0.002
-_ADMIN_COMMIT_VERSION = 8  # what `reset_offsets` speaks: generation -1 and no member, as kafka-consumer-groups.sh
 
 # Records that only the log's history reads (never live state).
 _HISTORY_ONLY = (GroupJournalTombstone, OffsetCommitSourceRecord, OffsetCommitSourceTombstone)
@@ -2048,9 +1665,3 @@ def _heartbeat_response(result: HeartbeatResult):
 async def _heartbeat_answer_when_durable(future: asyncio.Future):
     return _heartbeat_response(await future)
 
-
-def _built_journal_entry(effect: RebalanceJournaled, sequence: int, slot: int
-                         ) -> tuple[GroupJournalRecord, tuple[bytes, bytes | None], JournalEntry]:
-    """A claimed journal entry as its record, that record encoded, and the entry the journal serves."""
-    record = rebalance_record_of(effect, sequence, slot)
-    return record, encode_record(record), entry_from_record(record)

@@ -49,7 +49,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from cohort.coordinator.groups.coordinator import EncodeInThread, RequestContext
+from cohort.coordinator.contracts.answers import EncodeInThread
+from cohort.coordinator.contracts.requests import RequestContext
 from cohort.coordinator.config import WORKER_LINK_LISTENER
 from cohort.coordinator.groups.lag import total_lag
 from cohort.coordinator.security.authorizer import CLUSTER_NAME, AclOperation, Authorizer, ResourceType

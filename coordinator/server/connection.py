@@ -53,7 +53,8 @@ from types import CoroutineType
 from typing import TYPE_CHECKING, Any
 
 from cohort.coordinator.server.eager_tasks import start_eager_task
-from cohort.coordinator.groups.coordinator import AnswerWhenDone, EncodeInThread, RequestContext
+from cohort.coordinator.contracts.answers import AnswerWhenDone, EncodeInThread
+from cohort.coordinator.contracts.requests import RequestContext
 from cohort.coordinator.server.listener import peer_name
 from cohort.coordinator.log.durable_future import DurableFuture
 from cohort.coordinator.security.sasl import SaslAuthenticator, SaslStep

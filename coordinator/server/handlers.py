@@ -53,7 +53,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any, NamedTuple
 
 from cohort.coordinator.config import CoordinatorConfig, HostPort
-from cohort.coordinator.groups.coordinator import GroupCoordinator, RequestContext
+from cohort.coordinator.contracts.requests import RequestContext
+from cohort.coordinator.groups.coordinator import GroupCoordinator
 from cohort.coordinator.groups.overview import GroupOverview
 from cohort.coordinator.contracts.store import StorageError
 from cohort.coordinator.contracts.ownership import Node, Ownership
@@ -246,7 +247,7 @@ class RequestHandlers:
         self._advertised = advertised
         self.fetch_waits = FetchWaits()
         self._partition_lists: dict[int, list] = {}
-        self._overview = GroupOverview(groups)
+        self._overview = GroupOverview(groups.reports, groups.partition_states)
 
         # The one dispatch table, keyed by request message: its API key comes from the schema.
         handlers: dict[type, Handler] = {
@@ -271,7 +272,7 @@ class RequestHandlers:
             OffsetDeleteRequest: groups.offset_delete,
             ConsumerGroupHeartbeatRequest: self.consumer_group_heartbeat,
             ConsumerGroupDescribeRequest: groups.consumer_group_describe,
-            GroupReportRequest: groups.group_report,  # Cohort's own: journal, history, health (not advertised)
+            GroupReportRequest: groups.reports.group_report,  # Cohort's own: journal, history, health (not advertised)
             GroupOverviewRequest: self.group_overview,  # Cohort's own: the console's group list (not advertised)
             ReportEndOffsetsRequest: self.report_end_offsets,  # Cohort's own: sources say how far data goes
             DescribeEndOffsetsRequest: self.describe_end_offsets,

@@ -237,7 +237,7 @@ class CoordinatorServer:
             self.metrics.watch_offsets(lambda: len(self.groups.offsets))
             self.metrics.watch_log(self._log_partition_stats)
             self.metrics.watch_failed_partitions(self.failed_partitions)
-            self.metrics.watch_group_health(self.groups.health_of_groups)
+            self.metrics.watch_group_health(self.groups.reports.health_of_groups)
         host = config.listen_address.host
         loop = asyncio.get_running_loop()
         for _, listener in self._listeners:

@@ -12,7 +12,8 @@ from pathlib import Path
 from cohort.coordinator.config import CoordinatorConfig
 from cohort.coordinator.groups.classic import RebalanceCause, RebalanceReason, RebalanceRequested
 from cohort.coordinator.groups.runtime import ManualScheduler
-from cohort.coordinator.groups.coordinator import GroupCoordinator, RequestContext
+from cohort.coordinator.contracts.requests import RequestContext
+from cohort.coordinator.groups.coordinator import GroupCoordinator
 from cohort.coordinator.log import OffsetsLog
 from cohort.coordinator.contracts.store import StorageError
 from cohort.protocol import messages as m
