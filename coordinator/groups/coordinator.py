@@ -40,7 +40,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import math
 import time
 from collections.abc import Callable, Iterable
 
@@ -61,7 +60,9 @@ from cohort.coordinator.groups.consumer import (
     validate_heartbeat,
 )
 from cohort.coordinator.groups.migration import UpgradeRefused, check_upgrade, upgrade_records
+from cohort.coordinator.groups.partition_runtime import MEMBERS_ENCODED_ON_LOOP, PartitionRuntime, map_write_error
 from cohort.coordinator.groups.runtime import GroupRuntime, LoopScheduler, Scheduler
+from cohort.coordinator.contracts.partition_lifecycle import PartitionLifecycle
 from cohort.coordinator.contracts.store import LogLoadError, StorageError
 from cohort.coordinator.metrics import GROUP_TYPES
 from cohort.coordinator.groups.offsets_table import OffsetsTable
@@ -78,7 +79,6 @@ from cohort.coordinator.records.types import (
     OffsetCommitTombstone,
     Record,
     decode_for_load,
-    encode_group_metadata_in_slices,
     encode_offset_commit,
     encode_record,
 )
@@ -103,26 +103,6 @@ INT32_MIN = -2147483648
 # With no authorizer Kafka reports every operation a group supports: READ(3), DELETE(6), DESCRIBE(8).
 GROUP_AUTHORIZED_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
 
-# What a failed coordinator write is reported as: Kafka's group coordinator maps the log's
-# append errors this way (`GroupCoordinatorService`, `GroupMetadataManager.storeGroup` before it).
-_WRITE_ERROR_MAP = {
-    E.UNKNOWN_TOPIC_OR_PARTITION: E.COORDINATOR_NOT_AVAILABLE,
-    E.NOT_ENOUGH_REPLICAS: E.COORDINATOR_NOT_AVAILABLE,
-    E.REQUEST_TIMED_OUT: E.COORDINATOR_NOT_AVAILABLE,
-    E.NOT_LEADER_OR_FOLLOWER: E.NOT_COORDINATOR,
-    E.KAFKA_STORAGE_ERROR: E.NOT_COORDINATOR,
-    E.MESSAGE_TOO_LARGE: E.UNKNOWN_SERVER_ERROR,
-    E.RECORD_LIST_TOO_LARGE: E.UNKNOWN_SERVER_ERROR,
-    E.INVALID_FETCH_SIZE: E.UNKNOWN_SERVER_ERROR,
-    E.NETWORK_EXCEPTION: E.COORDINATOR_LOAD_IN_PROGRESS,
-}
-
-
-def map_write_error(code: int) -> int:
-    """Kafka's mapping of a storage error to what the client is told."""
-    return _WRITE_ERROR_MAP.get(code, code)
-
-
 def java_string_length(text: str) -> int:
     """Java `String.length()`: UTF-16 code units (characters outside the BMP count twice)."""
     if text.isascii():
@@ -134,9 +114,6 @@ def java_string_length(text: str) -> int:
 # in between (one OffsetFetch of a 1 M-partition group held the loop for 5 s), and its answer is
 # encoded off the loop. Smaller requests (nearly all) take the single-pass path untouched.
 LARGE_REQUEST_PARTITIONS = 20_000
-# A GroupMetadata record of more members is encoded this many members per loop turn; a JoinGroup
-# answer listing more is encoded on a worker thread.
-MEMBERS_ENCODED_ON_LOOP = 1_000
 _PARTITIONS_PER_SLICE = 5_000
 class _Commit:
     """One OffsetCommit on its way: its records, what to apply once they are durable, its answer."""
@@ -184,12 +161,10 @@ class GroupCoordinator:
     # plain dict, and every `self.x` and `self.method()` on the request path stops being specialized
     # (a method call ~18 -> ~33 ns). tests/coordinator/test_hot_path_layout.py keeps it so.
     __slots__ = (
-        "config", "metrics", "_heartbeats", "_store", "offsets", "scheduler", "reports", "_keeps_history",
+        "config", "metrics", "_heartbeats", "offsets", "scheduler", "reports", "_keeps_history",
         "_commit_sources", "runtime", "_other_records",
-        "_groups", "_consumer_groups", "_topics", "_topics_announce", "_num_partitions", "_loaded", "_failed",
-        "_owned", "_serving_deadline", "_loads", "_load_turn", "loaded_records", "_releases", "_high_watermarks", "_writes_started",
-        "_group_writes", "_writes_finished", "_write_waiters", "_retention_timer", "_retention_task", "_closed",
-        "partition_for",
+        "_groups", "_consumer_groups", "_topics", "_topics_announce", "partitions", "_loaded", "_high_watermarks",
+        "_retention_timer", "_retention_task", "partition_for",
     )
 
     def __init__(
@@ -207,7 +182,6 @@ class GroupCoordinator:
         self.config = config
         self.metrics = metrics
         self._heartbeats = {t: metrics.group_heartbeats(t) for t in GROUP_TYPES} if metrics is not None else None
-        self._store = store
         self.offsets = offsets if offsets is not None else OffsetsTable()
         self.scheduler: Scheduler = scheduler or LoopScheduler()
         # Commit sources are written only where a history can be read back (the local log, not etcd).
@@ -218,184 +192,40 @@ class GroupCoordinator:
         self._groups: dict[str, ClassicGroup] = {}
         # KIP-848 groups; a group id is in at most one of the two maps (Kafka's shared group id space)
         self._consumer_groups: dict[str, ConsumerGroup] = {}
-        self._loaded: set[int] = set()
         self.partition_for = functools.lru_cache(maxsize=65536)(self._partition_for)
+        self.partitions = PartitionRuntime(store, config.offsets_topic_num_partitions, self, metrics)
+        self._loaded = self.partitions.loaded
         self.reports = GroupReports(config, self.scheduler, store, self.offsets, self.partition_for,
-                                    self._partition_error, self._loaded, self._groups, self._consumer_groups,
-                                    self._append_encoded, self.offset_commit)
-        self.runtime = GroupRuntime(self.scheduler, self._store_record, metrics, journal=self.reports.journal_rebalance)
+                                    self.partitions.error, self._loaded, self._groups, self._consumer_groups,
+                                    self.partitions.append_encoded, self.offset_commit)
+        self.runtime = GroupRuntime(self.scheduler, self.partitions.append_group_record, metrics, journal=self.reports.journal_rebalance)
         self.runtime.converted_to_classic = self._converted_to_classic
         self._topics = None  # the TopicRegistry consumer groups resolve subscriptions against (watch_topics)
         self._topics_announce = None  # a pending TopicsChanged for every consumer group (once per loop turn)
-        self._num_partitions = config.offsets_topic_num_partitions
-        self._failed: dict[int, str] = {}  # partition -> why it could not be loaded
-        self._owned: set[int] | None = None  # None until ownership is known: every partition is ours, loading
-        self._serving_deadline = math.inf  # see `serve_until`
-        self._loads: dict[int, asyncio.Task] = {}
-        self._load_turn: asyncio.Lock | None = None  # partitions load one after another, in acquired order
-        self.loaded_records = 0  # live records replayed from the store since start (the load summary)
-        self._releases: set[asyncio.Task] = set()
         self._high_watermarks: dict[str, dict[int, int]] = {}
         # Per partition: appends started / finished, and RequireStable fetches waiting for a count.
         # The log completes a partition's appends in order, so "finished >= n" means the first n are done.
-        self._writes_started: dict[int, int] = {}
-        self._group_writes: dict[str, asyncio.Future] = {}  # a big group's record write in progress
-        self._writes_finished: dict[int, int] = {}
-        self._write_waiters: dict[int, list[tuple[int, asyncio.Future]]] = {}
         self._retention_timer = None
         self._retention_task: asyncio.Task | None = None
-        self._closed = False
 
     # =========================================================================================
     # Partitions, load, replay
     # =========================================================================================
     def _partition_for(self, group_id: str) -> int:
         """The offsets partition that owns `group_id` (Kafka's hash rule)."""
-        return _partition_for(group_id, self._num_partitions)
-
-    def _partition_error(self, partition: int) -> int:
-        if self._closed:
-            return E.COORDINATOR_NOT_AVAILABLE
-        if time.monotonic() >= self._serving_deadline:
-            return E.NOT_COORDINATOR
-        if partition in self._loaded:
-            return E.NONE
-        if partition in self._failed or (self._owned is not None and partition not in self._owned):
-            return E.NOT_COORDINATOR
-        return E.COORDINATOR_LOAD_IN_PROGRESS
-
-    def is_loaded(self, partition: int) -> bool:
-        return partition in self._loaded
-
-    def partition_states(self) -> dict[int, str]:
-        """Each offsets partition this node owns and its load state: "loaded", "loading" or "failed"."""
-        owned = range(self._num_partitions) if self._owned is None else sorted(self._owned)
-        return {p: "loaded" if p in self._loaded else "failed" if p in self._failed else "loading" for p in owned}
-
-    def failed_partitions(self) -> dict[int, str]:
-        """Owned partitions that could not be loaded, with why (their groups answer NOT_COORDINATOR)."""
-        return dict(self._failed)
+        return _partition_for(group_id, self.config.offsets_topic_num_partitions)
 
     async def load(self, *, start_retention: bool = True) -> None:
-        """Open the store and load every partition (a single node without an `Ownership`).
-
-        Raises `LogLoadError` if some partitions failed: those answer NOT_COORDINATOR, the rest
-        serve normally.
-        """
+        """Open the store and load every partition (a single node without an `Ownership`); raises
+        `LogLoadError` if some failed (those answer NOT_COORDINATOR, the rest serve normally)."""
         try:
-            await self._store.open()
-            for p in range(self._num_partitions):
-                self.acquired(p, 0)
-            await self.wait_loaded()
+            await self.partitions.load_all()
         finally:
             if start_retention:
                 self.start_retention()
-        if self._failed:
-            raise LogLoadError({p: RuntimeError(why) for p, why in self._failed.items()})
 
-    # -- the Ownership listener -------------------------------------------------------------
-    def acquired(self, partition: int, epoch: int) -> None:
-        """This node now coordinates `partition`: load it from the store (its groups wait meanwhile)."""
-        if self._owned is None:
-            self._owned = set()
-        self._owned.add(partition)
-        self._failed.pop(partition, None)
-        if partition in self._loaded or partition in self._loads:
-            return
-        task = asyncio.get_running_loop().create_task(self._load_partition(partition, epoch),
-                                                      name=f"load-offsets-partition-{partition}")
-        self._loads[partition] = task
-        task.add_done_callback(lambda _: self._loads.pop(partition, None) if self._loads.get(partition) is task
-                               else None)
-
-    def serve_until(self, deadline: float) -> None:
-        """Past `deadline` (monotonic) the ownership's lease may have lapsed: every group answers
-        NOT_COORDINATOR, checked on each request (a request read before the ownership's own timer
-        runs, e.g. by a node resumed after a pause, must not be answered as coordinator)."""
-        self._serving_deadline = deadline
-
-    def lost(self, partition: int) -> None:
-        """Another node coordinates `partition` now: answer its parked requests NOT_COORDINATOR,
-        forget its groups and offsets, and release it in the store (its accepted appends finish)."""
-        if self._owned is None:
-            self._owned = set(range(self._num_partitions))
-        self._owned.discard(partition)
-        loading = self._loads.pop(partition, None)
-        if loading is not None:
-            loading.cancel()
-        self._loaded.discard(partition)
-        self._failed.pop(partition, None)
-        for group_id in [g for g in self._groups if self.partition_for(g) == partition]:
-            group = self._groups.pop(group_id)
-            self.runtime.unload(group, E.NOT_COORDINATOR)
-        for group_id in [g for g in self._consumer_groups if self.partition_for(g) == partition]:
-            self.runtime.unload(self._consumer_groups.pop(group_id), E.NOT_COORDINATOR)
-        for group_id in [g for g in self.offsets.groups() if self.partition_for(g) == partition]:
-            self.offsets.delete_group(group_id)
-        self.reports.forget_partition(partition)
-        for group_id in [g for g in self._commit_sources if self.partition_for(g) == partition]:
-            del self._commit_sources[group_id]
-        release = asyncio.get_running_loop().create_task(self._release(partition, loading),
-                                                         name=f"release-offsets-partition-{partition}")
-        self._releases.add(release)
-        release.add_done_callback(self._releases.discard)
-
-    async def _release(self, partition: int, loading: asyncio.Task | None) -> None:
-        if loading is not None:
-            await asyncio.gather(loading, return_exceptions=True)
-        try:
-            await self._store.release(partition)
-        except Exception as exc:  # noqa: BLE001 - the partition is gone from this node either way
-            log.error("offsets partition %d: release failed: %s", partition, exc)
-
-    async def wait_loaded(self) -> None:
-        """Wait until every load and release started so far has finished."""
-        while self._loads or self._releases:
-            await asyncio.gather(*self._loads.values(), *self._releases, return_exceptions=True)
-            await asyncio.sleep(0)  # let their done callbacks forget them (gather may not yield)
-
-    async def _load_partition(self, partition: int, epoch: int) -> None:
-        # One at a time: replay is CPU-bound, so loading 50 partitions at once would only hold 50 of
-        # them in memory together (and the topic registry's partition 0 would not come first).
-        if self._load_turn is None:
-            self._load_turn = asyncio.Lock()
-        async with self._load_turn:
-            await self._load_partition_now(partition, epoch)
-
-    async def _load_partition_now(self, partition: int, epoch: int) -> None:
-        started = time.perf_counter()
-        loaded_groups: set[str] = set()
-        count = 0
-        try:
-            async for chunk in self._store.load(partition, epoch):
-                count += len(chunk)
-                self._replay_chunk(chunk, loaded_groups)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - damage, lost ownership, a record that cannot be replayed
-            why = exc.errors.get(partition, exc) if isinstance(exc, LogLoadError) else exc
-            self._failed[partition] = str(why)
-            log.error("offsets partition %d failed to load: %s", partition, why)
-            return
-        self._partition_replayed(partition, loaded_groups, count, started)
-
-    def on_partition_loaded(self, partition: int, records: list[tuple[bytes, bytes]]) -> None:
-        """Replay a whole partition's live records at once (tools and tests; the store path is `acquired`).
-
-        The log hands over only live records, each key once, in no particular
-        order; commits arrive column-wise (`decode_for_load`) so a start-up over
-        millions of offsets costs no Python step per commit.
-        """
-        started = time.perf_counter()
-        loaded_groups: set[str] = set()
-        try:
-            self._replay_chunk(records, loaded_groups)
-        except Exception as exc:
-            self._failed[partition] = str(exc)
-            raise
-        self._partition_replayed(partition, loaded_groups, len(records), started)
-
-    def _replay_chunk(self, records: list[tuple[bytes, bytes]], loaded_groups: set[str]) -> None:
+    # -- the shard side of the partition runtime: what a partition's records mean --------------
+    def replay_chunk(self, records: list[tuple[bytes, bytes]], loaded_groups: set[str]) -> None:
         groups = self._groups
         for item in decode_for_load(records):
             if type(item) is OffsetCommitRun:
@@ -410,21 +240,26 @@ class GroupCoordinator:
                 if group_id is not None:
                     loaded_groups.add(group_id)
 
-    def _partition_replayed(self, partition: int, loaded_groups: set[str], records: int, started: float) -> None:
-        self.loaded_records += records
+    def partition_replayed(self, partition: int, loaded_groups: set[str]) -> None:
+        """Every record of `partition` is replayed: its groups' timers start."""
         for group_id in loaded_groups:
             group = self._groups.get(group_id) or self._consumer_groups.get(group_id)
             if group is not None:
                 self.runtime.load_completed(group)
-        self._loaded.add(partition)
-        if self.metrics is not None:
-            self.metrics.partition_loaded(partition, time.perf_counter() - started, records)
 
-    def mark_loaded(self, partitions: Iterable[int] | None = None) -> None:
-        """Declare partitions loaded without replay (a coordinator over a fresh, empty log)."""
-        for p in range(self._num_partitions) if partitions is None else partitions:
-            self._loaded.add(p)
-            self._failed.pop(p, None)
+    def partition_lost(self, partition: int) -> None:
+        """Another node coordinates `partition` now: answer its parked requests NOT_COORDINATOR and
+        forget its groups and offsets."""
+        for group_id in [g for g in self._groups if self.partition_for(g) == partition]:
+            group = self._groups.pop(group_id)
+            self.runtime.unload(group, E.NOT_COORDINATOR)
+        for group_id in [g for g in self._consumer_groups if self.partition_for(g) == partition]:
+            self.runtime.unload(self._consumer_groups.pop(group_id), E.NOT_COORDINATOR)
+        for group_id in [g for g in self.offsets.groups() if self.partition_for(g) == partition]:
+            self.offsets.delete_group(group_id)
+        self.reports.forget_partition(partition)
+        for group_id in [g for g in self._commit_sources if self.partition_for(g) == partition]:
+            del self._commit_sources[group_id]
 
     def replay(self, record: Record) -> None:
         """Apply one record read back from the log (no writes, no timers)."""
@@ -464,114 +299,6 @@ class GroupCoordinator:
 
     def groups(self) -> list[ClassicGroup]:
         return list(self._groups.values())
-
-    def _store_record(self, record: Record) -> asyncio.Future:
-        """The groups' write path: append one GroupMetadata (or consumer-group) record, resolve to an error code.
-
-        Called synchronously, so records of a group reach the log in the order they were made
-        (the last one is what a reload sees). The record of a big group (10 000 members: ~40 ms)
-        is encoded a slice of members per loop turn so the loop keeps serving others; the group's
-        later writes wait for it.
-        """
-        partition = self.partition_for(record.group)
-        group_id = record.group
-        if type(record) is not GroupMetadataRecord:  # a consumer group's records are small
-            return asyncio.ensure_future(self._append(partition, [record]))
-        previous = self._group_writes.get(group_id)
-        if previous is None and len(record.members) <= MEMBERS_ENCODED_ON_LOOP:
-            return asyncio.ensure_future(self._append(partition, [record]))
-        write = asyncio.ensure_future(self._append_group_record_in_order(partition, record, previous))
-        self._group_writes[group_id] = write
-
-        def forget(done: asyncio.Future) -> None:
-            if self._group_writes.get(group_id) is done:
-                del self._group_writes[group_id]
-
-        write.add_done_callback(forget)
-        return write
-
-    async def _append_group_record_in_order(self, partition: int, record: GroupMetadataRecord,
-                                            previous: asyncio.Future | None) -> int:
-        if previous is not None:
-            await asyncio.wait([previous])
-        try:
-            slices = encode_group_metadata_in_slices(record, MEMBERS_ENCODED_ON_LOOP)
-            try:
-                while True:
-                    next(slices)
-                    await asyncio.sleep(0)  # other connections are served between slices
-            except StopIteration as done:
-                encoded = done.value
-        except (ValueError, TypeError) as exc:
-            log.error("cannot encode records for offsets partition %d: %s", partition, exc)
-            return E.UNKNOWN_SERVER_ERROR
-        return await self._append_encoded(partition, [encoded])
-
-    async def _append(self, partition: int, records: list[Record]) -> int:
-        """Append typed records durably; returns NONE or the client-facing (mapped) error."""
-        try:
-            if len(records) <= LARGE_REQUEST_PARTITIONS:
-                encoded = [encode_record(r) for r in records]
-            else:  # a big group's tombstones: encode a slice at a time, others served in between
-                encoded = []
-                for start in range(0, len(records), _PARTITIONS_PER_SLICE):
-                    encoded += [encode_record(r) for r in records[start:start + _PARTITIONS_PER_SLICE]]
-                    await asyncio.sleep(0)
-        except (ValueError, TypeError) as exc:
-            log.error("cannot encode records for offsets partition %d: %s", partition, exc)
-            return E.UNKNOWN_SERVER_ERROR
-        return await self._append_encoded(partition, encoded)
-
-    async def _append_encoded(self, partition: int, encoded: list[tuple[bytes, bytes | None]]) -> int:
-        """`_append` of records already encoded as (key, value)."""
-        durable = self._start_append(partition, encoded)
-        try:
-            await durable
-        except StorageError as exc:
-            log.warning("offsets partition %d: append failed: %s", partition, exc)
-            return map_write_error(exc.error_code)
-        finally:
-            self._write_finished(partition)
-        return E.NONE
-
-    def _start_append(self, partition: int, encoded: list[tuple[bytes, bytes | None]]) -> asyncio.Future:
-        """Hand records to the store; the caller calls `_write_finished(partition)` once the future is done."""
-        self._writes_started[partition] = self._writes_started.get(partition, 0) + 1
-        return self._store.append(partition, encoded)
-
-    def _write_finished(self, partition: int) -> None:
-        """An append ended (durable or failed): RequireStable fetches waiting for it may go on."""
-        finished = self._writes_finished[partition] = self._writes_finished.get(partition, 0) + 1
-        waiters = self._write_waiters.get(partition) if self._write_waiters else None
-        if waiters:
-            still = []
-            for target, waiter in waiters:
-                if finished >= target:
-                    if not waiter.done():
-                        waiter.set_result(None)
-                else:
-                    still.append((target, waiter))
-            if still:
-                self._write_waiters[partition] = still
-            else:
-                del self._write_waiters[partition]  # (an empty map: appends skip this look-up)
-
-    def writes_in_flight(self) -> int:
-        """Appends started and not yet finished, over all partitions."""
-        return sum(n - self._writes_finished.get(p, 0) for p, n in self._writes_started.items())
-
-    def _writes_pending(self, partition: int) -> bool:
-        return self._writes_finished.get(partition, 0) < self._writes_started.get(partition, 0)
-
-    async def wait_for_writes(self, partition: int | None = None) -> None:
-        """Wait until the appends already started (on one partition, or all) have finished."""
-        for p in (list(self._writes_started) if partition is None else [partition]):
-            target = self._writes_started.get(p, 0)
-            if self._writes_finished.get(p, 0) >= target:
-                continue
-            waiter = asyncio.get_running_loop().create_future()
-            self._write_waiters.setdefault(p, []).append((target, waiter))
-            await waiter
 
     def _apply_commit(self, rec: OffsetCommitRecord) -> None:
         self._apply_commit_fields(rec.group, rec.topic, rec.partition, rec.offset, rec.leader_epoch, rec.metadata,
@@ -620,7 +347,7 @@ class GroupCoordinator:
         """An empty consumer group goes: its tombstones are written (in order, before what follows)
         and it is Dead at once; its committed offsets stay."""
         for record in group.tombstones():
-            self._store_record(record)
+            self.partitions.append_group_record(record)
         self._drop_consumer_group(group)
 
     def _drop_consumer_group(self, group: ConsumerGroup) -> None:
@@ -640,7 +367,7 @@ class GroupCoordinator:
                 <= self.config.group_max_session_timeout_ms):
             return self._join_response(version, JoinResult(error=E.INVALID_SESSION_TIMEOUT, member_id=member_id))
         partition = self.partition_for(group_id)
-        error = self._partition_error(partition)
+        error = self.partitions.error(partition)
         if error:
             return self._join_response(version, JoinResult(error=error, member_id=member_id))
         consumer_group = self._consumer_groups.get(group_id)
@@ -659,7 +386,7 @@ class GroupCoordinator:
             group = self._groups[group_id] = self._new_group(group_id)
             log.info("group %s: created by a JoinGroup from client %s", group_id, ctx.client_id)
             # Commit the new group to the log (Kafka's "empty" GroupMetadata record, generation 0).
-            new_group_write = self._store_record(group.metadata_record({}))
+            new_group_write = self.partitions.append_group_record(group.metadata_record({}))
         join = self._join_request(req, version, ctx)
         if join.reason:
             log.info("group %s: JoinGroup from %r (client %s), reason: %s", group_id, member_id,
@@ -726,7 +453,7 @@ class GroupCoordinator:
             return self._sync_response(SyncResult(error=E.INVALID_GROUP_ID))
         if version >= 5 and (req.protocol_type is None or req.protocol_name is None):
             return self._sync_response(SyncResult(error=E.INCONSISTENT_GROUP_PROTOCOL))
-        error = self._partition_error(self.partition_for(group_id))
+        error = self.partitions.error(self.partition_for(group_id))
         if error:
             return self._sync_response(SyncResult(error=error))
         group = self._groups.get(group_id) or self._consumer_groups.get(group_id)  # classic members may be in either
@@ -753,7 +480,7 @@ class GroupCoordinator:
         group_id = req.group_id
         if not group_id:
             return m.HeartbeatResponse(throttle_time_ms=0, error_code=E.INVALID_GROUP_ID)
-        error = self._partition_error(self.partition_for(group_id))
+        error = self.partitions.error(self.partition_for(group_id))
         if error == E.COORDINATOR_LOAD_IN_PROGRESS:
             # Kafka: a member heartbeating while its coordinator loads is fine; it'll be there after.
             return m.HeartbeatResponse(throttle_time_ms=0, error_code=E.NONE)
@@ -789,7 +516,7 @@ class GroupCoordinator:
     def _leave(self, group_id: str, identities: list) -> tuple[int, list[int]]:
         if not group_id:
             return E.INVALID_GROUP_ID, []
-        error = self._partition_error(self.partition_for(group_id))
+        error = self.partitions.error(self.partition_for(group_id))
         if error:
             return error, []
         group = self._groups.get(group_id) or self._consumer_groups.get(group_id)
@@ -816,9 +543,9 @@ class GroupCoordinator:
         if group_id is None:
             return self._commit_error_response(req, E.INVALID_GROUP_ID)
         partition = self.partition_for(group_id)
-        if partition not in self._loaded or self._closed or time.monotonic() >= self._serving_deadline:
+        if partition not in self._loaded or time.monotonic() >= self.partitions.serving_deadline:
             # (`_partition_error`'s usual answer, inline)
-            error = self._partition_error(partition)
+            error = self.partitions.error(partition)
             if error:
                 return self._commit_error_response(req, error)
         consumer_group = self._consumer_groups.get(group_id)
@@ -924,7 +651,7 @@ class GroupCoordinator:
                 self._commit_sources[commit.group_id] = source
                 commit.encoded.insert(0, encode_record(OffsetCommitSourceRecord(
                     commit.group_id, *source, commit.now)))
-        return AnswerWhenDone(self._start_append(commit.partition, commit.encoded), self._commit_answer, commit)
+        return AnswerWhenDone(self.partitions.start_append(commit.partition, commit.encoded), self._commit_answer, commit)
 
     def _commit_answer(self, commit: "_Commit", durable: asyncio.Future | None):
         """Apply a durable commit and answer it, or answer why it failed (`durable`: its append, done; None
@@ -932,7 +659,7 @@ class GroupCoordinator:
         group_id = commit.group_id
         error = commit.error
         if durable is not None:
-            self._write_finished(commit.partition)
+            self.partitions.write_finished(commit.partition)
             exc = durable.exception()  # (raises CancelledError if cancelled: never answered)
             if exc is not None:
                 if not isinstance(exc, StorageError):
@@ -1024,7 +751,7 @@ class GroupCoordinator:
     def _group_fetch_must_wait(self, group_id: str, topics, require_stable: bool) -> bool:
         """A readable group's fetch waits: with RequireStable behind its partition's writes in flight, or when
         it is huge (built in slices)."""
-        return ((require_stable and self._writes_pending(self.partition_for(group_id)))
+        return ((require_stable and self.partitions.writes_pending(self.partition_for(group_id)))
                 or self._is_large_fetch(group_id, topics))
 
     async def _offset_fetch_waiting(self, req, version: int):
@@ -1040,7 +767,7 @@ class GroupCoordinator:
             if self._fetch_error(group_id):
                 continue
             if require_stable:
-                await self.wait_for_writes(self.partition_for(group_id))
+                await self.partitions.wait_for_writes(self.partition_for(group_id))
             if self._is_large_fetch(group_id, topics):
                 sliced[group_id] = await self._fetch_answers_in_slices(group_id, topics, topic_cls, partition_cls)
         response = self._offset_fetch_response(req, version, sliced)
@@ -1109,7 +836,7 @@ class GroupCoordinator:
         """Why the group's offsets cannot be read (NONE if they can)."""
         if group_id is None:
             return E.INVALID_GROUP_ID
-        return self._partition_error(self.partition_for(group_id))
+        return self.partitions.error(self.partition_for(group_id))
 
     def _fetch_answers(self, group_id: str, topics, topic_cls, partition_cls) -> list:
         """The response topics of a readable group: requested partitions (-1/"" where none is committed),
@@ -1148,7 +875,7 @@ class GroupCoordinator:
         if group_id is None:
             return Described(error_code=E.INVALID_GROUP_ID, group_id="", group_state="", protocol_type="",
                              protocol_data="", members=[], authorized_operations=operations)
-        error = self._partition_error(self.partition_for(group_id))
+        error = self.partitions.error(self.partition_for(group_id))
         if error:
             return Described(error_code=int(error), group_id=group_id, group_state="", protocol_type="",
                              protocol_data="", members=[], authorized_operations=operations)
@@ -1174,7 +901,7 @@ class GroupCoordinator:
         )
 
     async def list_groups(self, req, version: int, ctx: RequestContext):
-        if any(self._partition_error(p) == E.COORDINATOR_LOAD_IN_PROGRESS for p in range(self._num_partitions)):
+        if any(self.partitions.error(p) == E.COORDINATOR_LOAD_IN_PROGRESS for p in range(self.config.offsets_topic_num_partitions)):
             return m.ListGroupsResponse(throttle_time_ms=0, error_code=E.COORDINATOR_LOAD_IN_PROGRESS, groups=[])
         states = {s.lower() for s in req.states_filter} if version >= 4 else set()
         types = {t.lower() for t in req.types_filter} if version >= 5 else set()
@@ -1183,7 +910,7 @@ class GroupCoordinator:
             for consumer_group in self._consumer_groups.values():
                 state = consumer_group.state.value
                 if consumer_group.state is ConsumerGroupState.DEAD \
-                        or self.partition_for(consumer_group.group_id) in self._failed:
+                        or self.partition_for(consumer_group.group_id) in self.partitions.states.in_state[PartitionLifecycle.FAILED]:
                     continue
                 if states and state.lower() not in states:
                     continue
@@ -1193,7 +920,7 @@ class GroupCoordinator:
         if types and "classic" not in types:
             return m.ListGroupsResponse(throttle_time_ms=0, error_code=E.NONE, groups=listed)
         for group in self._groups.values():
-            if group.state is GroupState.DEAD or self.partition_for(group.group_id) in self._failed:
+            if group.state is GroupState.DEAD or self.partition_for(group.group_id) in self.partitions.states.in_state[PartitionLifecycle.FAILED]:
                 continue
             if states and group.state.value.lower() not in states:
                 continue
@@ -1216,7 +943,7 @@ class GroupCoordinator:
             if self.offsets.group_offset_count(group_id) > LARGE_REQUEST_PARTITIONS:
                 await asyncio.sleep(0)  # a huge group's tombstones take a while: let others in first
             partition = self.partition_for(group_id)
-            error = self._partition_error(partition)
+            error = self.partitions.error(partition)
             group = self._groups.get(group_id) or self._consumer_groups.get(group_id)
             if not error:
                 if isinstance(group, ConsumerGroup):
@@ -1235,7 +962,7 @@ class GroupCoordinator:
             by_partition.setdefault(partition, []).append((group, records))
 
         async def delete_in(partition: int, entries) -> None:
-            error = await self._append(partition, [r for _, recs in entries for r in recs])
+            error = await self.partitions.append(partition, [r for _, recs in entries for r in recs])
             for group, recs in entries:
                 results[group.group_id] = error
                 if error:
@@ -1258,7 +985,7 @@ class GroupCoordinator:
 
     async def offset_delete(self, req, version: int, ctx: RequestContext):
         group_id = req.group_id
-        error = E.INVALID_GROUP_ID if not group_id else self._partition_error(self.partition_for(group_id))
+        error = E.INVALID_GROUP_ID if not group_id else self.partitions.error(self.partition_for(group_id))
         group = None
         if not error:
             group = self._groups.get(group_id) or self._consumer_groups.get(group_id)
@@ -1280,7 +1007,7 @@ class GroupCoordinator:
             answers.append((topic.name, [(p.partition_index, E.NONE) for p in topic.partitions]))
         if records:
             entry = self.reports.admin_record(group_id, "delete_offsets", ctx, [f"{r.topic}:{r.partition}" for r in records])
-            error = await self._append(self.partition_for(group_id), [*records, entry])
+            error = await self.partitions.append(self.partition_for(group_id), [*records, entry])
             if error:
                 return m.OffsetDeleteResponse(error_code=int(error), throttle_time_ms=0, topics=[])
             for r in records:
@@ -1380,7 +1107,7 @@ class GroupCoordinator:
             validate_heartbeat(group_id, event, self.config.group_consumer_assignors.split(","))
         except HeartbeatError as exc:
             return _heartbeat_response(HeartbeatResult(exc.error, exc.message))
-        error = self._partition_error(self.partition_for(group_id))
+        error = self.partitions.error(self.partition_for(group_id))
         if error:
             return _heartbeat_response(HeartbeatResult(error))
         group = self._consumer_groups.get(group_id)
@@ -1407,7 +1134,7 @@ class GroupCoordinator:
             elif classic is not None and classic.state is not GroupState.DEAD:
                 # An empty classic group (or a simple one, offsets only) becomes a consumer group; its
                 # offsets stay. The tombstone goes first, so a reload sees the consumer group only.
-                self._store_record(GroupMetadataTombstone(group_id))
+                self.partitions.append_group_record(GroupMetadataTombstone(group_id))
                 self._drop_group(classic)
                 log.info("group %s: empty classic group converted to a consumer group", group_id)
         if group is None or group.state is ConsumerGroupState.DEAD:
@@ -1447,7 +1174,7 @@ class GroupCoordinator:
         if group_id is None:
             return Described(error_code=E.INVALID_GROUP_ID, error_message="Group id can't be null.", group_id="",
                              authorized_operations=operations)
-        error = self._partition_error(self.partition_for(group_id))
+        error = self.partitions.error(self.partition_for(group_id))
         if error:
             return Described(error_code=int(error), group_id=group_id, authorized_operations=operations)
         group = self._consumer_groups.get(group_id)
@@ -1489,14 +1216,14 @@ class GroupCoordinator:
         """Run offset expiry every `offsets.retention.check.interval.ms` until shutdown (idempotent);
         group health is sampled from then on too."""
         self.reports.start_health_sampling()
-        if self._closed or self._retention_timer is not None or self._retention_task is not None:
+        if self.partitions.closed or self._retention_timer is not None or self._retention_task is not None:
             return
         self._retention_timer = self.scheduler.call_later(
             self.config.offsets_retention_check_interval_ms, self._retention_due)
 
     def _retention_due(self) -> None:
         self._retention_timer = None
-        if self._closed:
+        if self.partitions.closed:
             return
 
         async def run() -> None:
@@ -1551,7 +1278,7 @@ class GroupCoordinator:
         total = 0
 
         async def write(partition: int, entries) -> int:
-            error = await self._append(partition, [r for _, recs in entries for r in recs])
+            error = await self.partitions.append(partition, [r for _, recs in entries for r in recs])
             if error:
                 log.warning("offset expiry: could not write tombstones to partition %d: %s", partition, E(error).name)
                 return 0
@@ -1607,7 +1334,7 @@ class GroupCoordinator:
     # =========================================================================================
     def shutdown(self) -> None:
         """Cancel every timer and answer every parked JoinGroup/SyncGroup (NOT_COORDINATOR)."""
-        self._closed = True
+        self.partitions.close()
         self.reports.shutdown()
         if self._retention_timer is not None:
             self._retention_timer.cancel()

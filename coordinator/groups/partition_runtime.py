@@ -21,7 +21,7 @@ import asyncio
 import logging
 import math
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 
 from cohort.coordinator.contracts.partition_lifecycle import OWNED_STATES, PartitionLifecycle, PartitionStates
 from cohort.coordinator.contracts.store import LogLoadError, StorageError, Store
@@ -226,6 +226,20 @@ class PartitionRuntime:
         self.states.move(partition, L.LOADED)
         if self.metrics is not None:
             self.metrics.partition_loaded(partition, time.perf_counter() - started, records)
+
+    def load_records(self, partition: int, records: list[tuple[bytes, bytes]]) -> None:
+        """Replay a partition's live records handed over at once (tools and tests; the store's path is
+        `acquired`): each key once, in no particular order, commits column-wise (`decode_for_load`)."""
+        started = time.perf_counter()
+        loaded_groups: set[str] = set()
+        if self.states[partition] is not L.LOADED:
+            self.states.move(partition, L.LOADING)
+        try:
+            self._shard.replay_chunk(records, loaded_groups)
+        except Exception as exc:
+            self.failed(partition, str(exc))
+            raise
+        self.replayed(partition, loaded_groups, len(records), started)
 
     def mark_loaded(self, partitions: Iterable[int] | None = None) -> None:
         """Declare partitions loaded without replay (a coordinator over a fresh, empty log)."""

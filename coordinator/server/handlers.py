@@ -247,7 +247,7 @@ class RequestHandlers:
         self._advertised = advertised
         self.fetch_waits = FetchWaits()
         self._partition_lists: dict[int, list] = {}
-        self._overview = GroupOverview(groups.reports, groups.partition_states)
+        self._overview = GroupOverview(groups.reports, groups.partitions.partition_states)
 
         # The one dispatch table, keyed by request message: its API key comes from the schema.
         handlers: dict[type, Handler] = {

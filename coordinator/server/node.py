@@ -184,7 +184,7 @@ class CoordinatorServer:
 
     def failed_partitions(self) -> dict[int, str]:
         """Offsets partitions that failed to load, with why (their groups answer NOT_COORDINATOR)."""
-        return self.groups.failed_partitions() if self.groups is not None else {}
+        return self.groups.partitions.failed_partitions() if self.groups is not None else {}
 
     async def unbind(self) -> None:
         """Release the port of a server that never started (the daemon could not take the data dir)."""
@@ -212,12 +212,12 @@ class CoordinatorServer:
             await self.cluster.watch_topics(self.topics)
             await self.cluster.watch_security(self.security)
         loading = time.perf_counter()
-        await self.ownership.start(self.groups)
-        await self.groups.wait_loaded()
-        failed = self.groups.failed_partitions()
+        await self.ownership.start(self.groups.partitions)
+        await self.groups.partitions.wait_loaded()
+        failed = self.groups.partitions.failed_partitions()
         owned = len(list(self.ownership.owned()))
         log.info("offsets log loaded: %d partitions, %d live records in %.0f ms%s", owned - len(failed),
-                 self.groups.loaded_records, (time.perf_counter() - loading) * 1000,
+                 self.groups.partitions.loaded_records, (time.perf_counter() - loading) * 1000,
                  f", {len(failed)} partitions failed" if failed else "")
         if failed:
             # The partitions that loaded serve normally; the groups of the
@@ -340,7 +340,7 @@ class CoordinatorServer:
             await self._handing_over
         elif self.ownership is not None and self.groups is not None:
             await self.ownership.stop()  # every owned partition handed over: its appends finish, then released
-            await self.groups.wait_loaded()
+            await self.groups.partitions.wait_loaded()
         if self.store is not None:
             await self.store.close()
         if self.cluster is not None:

@@ -84,12 +84,12 @@ class Harness:
                     await asyncio.sleep(0)
                 if runtime.writes_in_flight():
                     await asyncio.wait_for(runtime.settle(), timeout=1)
-                elif self.coordinator.writes_in_flight():
-                    await self.coordinator.wait_for_writes()
+                elif self.coordinator.partitions.writes_in_flight():
+                    await self.coordinator.partitions.wait_for_writes()
                 elif not runtime.answers_in_flight():
                     for _ in range(5):
                         await asyncio.sleep(0)
-                    if (not self.coordinator.writes_in_flight() and not runtime.writes_in_flight()
+                    if (not self.coordinator.partitions.writes_in_flight() and not runtime.writes_in_flight()
                             and not runtime.answers_in_flight()):
                         return
         await asyncio.wait_for(drain(), timeout=10)

@@ -244,7 +244,7 @@ async def test_given_commit_in_flight_when_fetching_with_require_stable_then_it_
     import asyncio
     commit = asyncio.ensure_future(h.commit("s", {("t", 0): 7}))
     await asyncio.sleep(0)  # the commit is now appending
-    assert h.coordinator.writes_in_flight() == 1
+    assert h.coordinator.partitions.writes_in_flight() == 1
     req = m.OffsetFetchRequest(group_id="s", require_stable=True, topics=[
         m.OffsetFetchRequest.OffsetFetchRequestTopic(name="t", partition_indexes=[0])])
     r = await answered(h.coordinator.offset_fetch(req, 7, CTX))

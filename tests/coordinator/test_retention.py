@@ -126,7 +126,7 @@ async def test_given_an_expired_group_then_its_journal_goes_once_its_last_entry_
     await h.commit("j", {("t", 0): 5}, member_id=member, generation=1)
     await h.leave("j", [(member, None)])
     await h.advance(0)
-    await h.coordinator.wait_for_writes()
+    await h.coordinator.partitions.wait_for_writes()
     assert [e.trigger for e in h.coordinator.reports.rebalance_journal("j")] == ["member_joined", "member_left"]
     await h.advance(RETENTION_MS)
     assert await h.coordinator.expire_offsets() == 2  # the offset and the group; the journal stays a pass longer
