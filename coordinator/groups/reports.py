@@ -3,8 +3,7 @@
 The rebalance and admin journal (`operator_journal`: written here, in the group's partition), the
 offset history and an undo's plan (`offset_history`), health (`health`) and lag (`lag`), the console's
 group list rows, and GroupReport (Cohort's private API 10000) that serves them as JSON. Everything
-here only reads the coordinator's groups, offsets and log, except the journal's own records and the
-console's undo (`reset_offsets`, an ordinary admin commit).
+here only reads the coordinator's groups, offsets and log, except the journal's own records.
 """
 from __future__ import annotations
 
@@ -15,7 +14,6 @@ import logging
 import time
 from collections.abc import Callable, Iterable
 
-from cohort.coordinator.contracts.answers import EncodeInThread
 from cohort.coordinator.contracts.requests import GroupReportError, RequestContext
 from cohort.coordinator.groups.classic import ClassicGroup, GroupState
 from cohort.coordinator.groups.consumer import ConsumerGroup, ConsumerGroupState
@@ -39,7 +37,6 @@ HEALTH_SAMPLED_MAX_OFFSETS = 50_000
 LAG_SAMPLE_SLICE_S = 0.002
 # A rebalance journal entry naming this many members (or assignments) is built on a worker thread.
 JOURNAL_BUILD_OFF_LOOP = 1_000
-_ADMIN_COMMIT_VERSION = 8  # what `reset_offsets` speaks: generation -1 and no member, as kafka-consumer-groups.sh
 
 
 class GroupReports:
@@ -47,9 +44,9 @@ class GroupReports:
 
     def __init__(self, config, scheduler, store, offsets: OffsetsTable, partition_for: Callable[[str], int],
                  partition_error: Callable[[int], int], loaded: set[int], classic: dict[str, ClassicGroup],
-                 consumer: dict[str, ConsumerGroup], append_encoded, commit) -> None:
+                 consumer: dict[str, ConsumerGroup], append_encoded) -> None:
         """`loaded`, `classic` and `consumer` are the coordinator's own (read, never changed here);
-        `append_encoded(partition, encoded)` writes a journal record, `commit` is OffsetCommit's handler."""
+        `append_encoded(partition, encoded)` writes a journal record."""
         self.config = config
         self.scheduler = scheduler
         self._store = store
@@ -60,7 +57,6 @@ class GroupReports:
         self._classic = classic
         self._consumer = consumer
         self._append_encoded = append_encoded
-        self._commit = commit
         self.journal = GroupJournal(config.group_journal_max_entries)
         self.health = HealthMonitor(config.group_health_stall_ms)
         self.log_ends = LogEnds()  # where partitions end (lag): the registry's reported ends, once wired in
@@ -175,22 +171,6 @@ class GroupReports:
         """What the group had committed at `when_ms`, per partition it has had an offset for (None: it had
         none then): the plan of an undo (`reset-offsets --to-commit-at`)."""
         return offsets_at(await self.offset_history(group_id), when_ms)
-
-    async def reset_offsets(self, group_id: str, offsets: dict[tuple[str, int], int], ctx: RequestContext
-                            ) -> dict[tuple[str, int], int]:
-        """Commit `offsets` as an admin tool does (no member, generation -1): the console's undo, with the
-        same rules (the group must be inactive) and the same journal entry as a CLI reset by `ctx`'s principal.
-        Returns each partition's Kafka error code (0 = committed)."""
-        Topic = m.OffsetCommitRequest.OffsetCommitRequestTopic
-        by_topic: dict[str, list] = {}
-        for (topic, partition), offset in sorted(offsets.items()):
-            by_topic.setdefault(topic, []).append(Topic.OffsetCommitRequestPartition(
-                partition_index=partition, committed_offset=offset, committed_metadata=""))
-        request = m.OffsetCommitRequest(group_id=group_id, generation_id_or_member_epoch=-1, member_id="",
-                                        topics=[Topic(name=t, partitions=ps) for t, ps in by_topic.items()])
-        response = await self._commit(request, _ADMIN_COMMIT_VERSION, ctx)
-        response = response.response if isinstance(response, EncodeInThread) else response
-        return {(t.name, p.partition_index): p.error_code for t in response.topics for p in t.partitions}
 
     def group_health(self, group_id: str, topic_visible: Callable[[str], bool] | None = None) -> GroupHealth:
         """The group's health now (see `group_health`), judged over the partitions of the topics

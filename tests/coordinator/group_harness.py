@@ -78,7 +78,7 @@ class Harness:
     async def settle(self) -> None:
         """Let every runnable task, in-flight write and batch of answers finish (bounded)."""
         async def drain() -> None:
-            runtime = self.coordinator.runtime
+            runtime = self.coordinator.group_manager.runtime
             for _ in range(2000):
                 for _ in range(5):
                     await asyncio.sleep(0)
@@ -104,7 +104,7 @@ class Harness:
 
     def request_rebalance(self, group_id: str, detail: str) -> None:
         """What an admin action or a topic metadata change does: start a rebalance."""
-        self.coordinator.runtime.submit(self.group(group_id), RebalanceRequested(
+        self.coordinator.group_manager.runtime.submit(self.group(group_id), RebalanceRequested(
             RebalanceReason(RebalanceCause.REQUESTED, detail=detail)))
 
     # ---------------------------------------------------------------- requests

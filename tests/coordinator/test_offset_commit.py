@@ -4,7 +4,8 @@ from __future__ import annotations
 import pytest
 
 from cohort.coordinator.groups.classic import GroupState
-from cohort.coordinator.groups.coordinator import GROUP_AUTHORIZED_OPERATIONS, INT32_MIN, java_string_length
+from cohort.coordinator.groups.group_manager import GROUP_AUTHORIZED_OPERATIONS, INT32_MIN
+from cohort.coordinator.groups.responses import java_string_length
 from group_harness import CTX, E, Harness, answered, subscription
 from cohort.protocol import messages as m
 

@@ -145,10 +145,10 @@ async def test_given_a_bad_reset_then_the_read_api_plans_and_executes_the_undo_a
     good = h.coordinator.scheduler.now_ms()
     await h.advance(1000)
     admin = RequestContext(client_id="console", client_host="/10.0.0.9", principal="User:alice")
-    assert await h.coordinator.reports.reset_offsets("u", {("t", 0): 0, ("t", 1): 0}, admin) == {("t", 0): 0, ("t", 1): 0}
+    assert await h.coordinator.reset_offsets("u", {("t", 0): 0, ("t", 1): 0}, admin) == {("t", 0): 0, ("t", 1): 0}
     plan = await h.coordinator.reports.reset_plan_to_commit_at("u", good)
     assert plan == {("t", 0): 5, ("t", 1): 7}
-    assert await h.coordinator.reports.reset_offsets("u", plan, admin) == {("t", 0): 0, ("t", 1): 0}
+    assert await h.coordinator.reset_offsets("u", plan, admin) == {("t", 0): 0, ("t", 1): 0}
     assert await offsets_of(h, "u") == {("t", 0): 5, ("t", 1): 7}
     undo = h.coordinator.reports.rebalance_journal("u")[-1]
     assert (undo.kind, undo.trigger, undo.principal, undo.members[0].client_host) == (
