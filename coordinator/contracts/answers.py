@@ -1,41 +1,142 @@
-"""What a handler may answer besides a ready response (the contract the connection serves)."""
+"""What a handler answers: a response, ready now, or a `PendingAnswer` (the one other shape).
+
+Kafka's coordinator runtime holds a write's response until its records are durable; Cohort's handlers
+likewise hand back a `PendingAnswer` whenever the response is not ready yet: a commit waiting for its
+append (settled by the partition runtime in the very loop turn the append settles), a JoinGroup parked
+until its rebalance ends, an OffsetFetch behind writes in flight, any coroutine handler that suspended.
+The connection subscribes once and encodes what it is settled with. A response too large to encode on
+the event loop is a `PendingAnswer` too, settled at once with `off_loop` set (`encode_off_loop`).
+"""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Coroutine
 
 
-@dataclass(frozen=True, slots=True)
-class EncodeInThread:
-    """A handler's answer too large to encode on the event loop: the server encodes it on a worker thread."""
+class PendingAnswer:
+    """A response to come: settled exactly once, by `settle` (the response) or `fail` (an exception;
+    CancelledError: never answered, the request was cancelled at shutdown).
 
-    response: object
-
-
-class AnswerWhenDone:
-    """A handler's answer that waits for `future` (a commit's append): `then(state, future)` makes it once done.
-
-    Why not a coroutine: a commit only ever waits for its append, and on Python 3.11 a task per
-    commit cost about an eighth of durable-commit throughput; the connection adds a done-callback
-    instead. `then` is called exactly once, whatever the outcome (it raises CancelledError for a
-    cancelled future: never answered). Awaitable too, for wrappers such as the authorization guard.
-    `state` rather than a partial of `then`: one object less per commit.
+    `subscribe(callback, arg)` asks for `callback(arg, self)` once settled: at once when it already is,
+    else inside the settling call (no loop turn in between). `source` is what it waits for (a task or an
+    append's future), so shutdown can wait for it or cancel it.
     """
 
-    __slots__ = ("future", "then", "state")
+    __slots__ = ("response", "error", "off_loop", "source", "done", "_callback", "_arg")
 
-    def __init__(self, future: asyncio.Future, then: Callable[[object, asyncio.Future], object], state) -> None:
-        self.future = future
-        self.then = then
-        self.state = state
+    def __init__(self, source: asyncio.Future | None = None) -> None:
+        self.source = source
+        self.response = None
+        self.error: BaseException | None = None
+        self.off_loop = False
+        self.done = False
+        self._callback = None
+        self._arg = None
+
+    def settle(self, response, off_loop: bool = False) -> None:
+        """The response is made (`off_loop`: encode it on a worker thread); the subscriber hears it now."""
+        if self.done:
+            return
+        self.response = response
+        self.off_loop = off_loop
+        self.done = True
+        callback = self._callback
+        if callback is not None:
+            self._callback = None
+            callback(self._arg, self)
+
+    def settle_with(self, result) -> None:
+        """Settle from what a maker returned: a response, or a settled `PendingAnswer` (its response, its flag)."""
+        if type(result) is PendingAnswer:
+            if result.error is not None:
+                self.fail(result.error)
+            else:
+                self.settle(result.response, result.off_loop)
+        else:
+            self.settle(result)
+
+    def fail(self, error: BaseException) -> None:
+        if self.done:
+            return
+        self.error = error
+        self.done = True
+        callback = self._callback
+        if callback is not None:
+            self._callback = None
+            callback(self._arg, self)
+
+    def subscribe(self, callback: Callable[[object, PendingAnswer], None], arg) -> None:
+        """Have `callback(arg, self)` run once settled (the one subscriber: the connection, or `__await__`)."""
+        if self.done:
+            callback(arg, self)
+            return
+        self._callback = callback
+        self._arg = arg
+
+    def cancel(self) -> None:
+        """Shutdown: stop waiting (the source is cancelled; the answer fails with CancelledError)."""
+        if self.source is not None:
+            self.source.cancel()
+        self.fail(asyncio.CancelledError())
 
     def __await__(self):
-        future = self.future
-        if not future.done():
+        """For wrappers that post-process an answer (the authorization guard): the response, or this
+        answer itself when it is to be encoded off the loop."""
+        if not self.done:
+            waiter = asyncio.get_running_loop().create_future()
+            self.subscribe(_wake, waiter)
+            yield from waiter
+        if self.error is not None:
+            raise self.error
+        return self if self.off_loop else self.response
+
+
+def _wake(waiter: asyncio.Future, answer: PendingAnswer) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
+
+
+def encode_off_loop(response) -> PendingAnswer:
+    """`response`, ready now but large enough that the connection encodes it on a worker thread."""
+    answer = PendingAnswer()
+    answer.settle(response, off_loop=True)
+    return answer
+
+
+def answer_when_done(future: asyncio.Future, make: Callable[[object], object]) -> PendingAnswer:
+    """The answer `make(result)` once `future` (an engine's parked request) is done."""
+    answer = PendingAnswer(future)
+
+    def done(_: asyncio.Future) -> None:
+        if future.cancelled():
+            answer.fail(asyncio.CancelledError())
+        elif future.exception() is not None:
+            answer.fail(future.exception())
+        else:
             try:
-                yield from future
-            except BaseException:
-                if not future.done():
-                    raise
-        return self.then(self.state, future)
+                answer.settle_with(make(future.result()))
+            except Exception as exc:  # noqa: BLE001 - reported by whoever subscribed (the connection logs it)
+                answer.fail(exc)
+
+    future.add_done_callback(done)
+    return answer
+
+
+async def settling(coro: Coroutine, answer: PendingAnswer) -> None:
+    """Run a coroutine handler and settle `answer` with what it returns (the task's body; see `answer_of`)."""
+    try:
+        result = await coro
+    except asyncio.CancelledError as exc:
+        answer.fail(exc)
+        raise
+    except Exception as exc:  # noqa: BLE001 - reported by whoever subscribed (the connection logs it)
+        answer.fail(exc)
+        return
+    answer.settle_with(result)
+
+
+def answer_of(coro: Coroutine) -> PendingAnswer:
+    """A coroutine's result as a `PendingAnswer` (run as a task: for the groups' waiting paths)."""
+    answer = PendingAnswer()
+    answer.source = asyncio.get_running_loop().create_task(settling(coro, answer))
+    return answer

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from cohort.coordinator.contracts.answers import EncodeInThread
+from cohort.coordinator.contracts.answers import answer_when_done, encode_off_loop
 from cohort.coordinator.contracts.partition_lifecycle import PartitionLifecycle
 from cohort.coordinator.contracts.requests import RequestContext
 from cohort.coordinator.groups.classic import ClassicGroup, GroupState, JoinRequest, JoinResult, SyncResult
@@ -173,7 +173,7 @@ class GroupManager:
         result: JoinResult = await future
         response = join_response(version, result)
         # The leader of a big group gets every member's metadata: encode that off the loop.
-        return EncodeInThread(response) if len(result.members) > MEMBERS_ENCODED_ON_LOOP else response
+        return encode_off_loop(response) if len(result.members) > MEMBERS_ENCODED_ON_LOOP else response
 
     @staticmethod
     def _join_request(req, version: int, ctx: RequestContext) -> JoinRequest:
@@ -497,7 +497,7 @@ class GroupManager:
         answer = self.runtime.ask(group, lambda request_id: _with_request_id(event, request_id))
         if isinstance(answer, HeartbeatResult):
             return consumer_heartbeat_response(answer)
-        return _heartbeat_answer_when_durable(answer)
+        return answer_when_done(answer, consumer_heartbeat_response)
 
     def _describable_topics(self, req, ctx: RequestContext) -> frozenset[str] | None:
         """The topics a regex member's principal may DESCRIBE (None: no authorizer, or no regex to resolve)."""
@@ -566,6 +566,3 @@ def _with_request_id(event: ConsumerGroupHeartbeat, request_id: int) -> Consumer
     event.request_id = request_id
     return event
 
-
-async def _heartbeat_answer_when_durable(future: asyncio.Future):
-    return consumer_heartbeat_response(await future)

@@ -14,13 +14,12 @@ import logging
 import time
 from collections.abc import Iterable
 
-from cohort.coordinator.contracts.answers import AnswerWhenDone, EncodeInThread
+from cohort.coordinator.contracts.answers import PendingAnswer, answer_of, encode_off_loop
 from cohort.coordinator.contracts.requests import RequestContext
-from cohort.coordinator.contracts.store import StorageError
 from cohort.coordinator.groups.classic import ClassicGroup, GroupState
 from cohort.coordinator.groups.consumer import ConsumerGroup
 from cohort.coordinator.groups.offsets_table import OffsetsTable
-from cohort.coordinator.groups.partition_runtime import PartitionRuntime, map_write_error
+from cohort.coordinator.groups.partition_runtime import PartitionRuntime
 from cohort.coordinator.groups.reports import GroupReports
 from cohort.coordinator.groups.responses import (
     METADATA_TOO_LARGE,
@@ -180,7 +179,7 @@ class OffsetsManager:
         self._high_watermarks.pop(topic, None)
 
     def offset_commit(self, req, version: int, ctx: RequestContext):
-        """The OffsetCommit answer: at once when refused, else an `AnswerWhenDone` of the append.
+        """The OffsetCommit answer: at once when refused, else the `PendingAnswer` of its append.
 
         A commit of more partitions than a slice hands back a coroutine instead, which builds its
         records a slice at a time so other connections are served in between.
@@ -228,7 +227,7 @@ class OffsetsManager:
                          admin_reset)
         topics = req.topics
         if _request_partitions(topics, "partitions") > _PARTITIONS_PER_SLICE:
-            return self._offset_commit_in_slices(commit)
+            return answer_of(self._offset_commit_in_slices(commit))
         try:
             for topic in topics:
                 self._build_partitions(commit, topic.name, topic.partitions)
@@ -249,7 +248,7 @@ class OffsetsManager:
         except (ValueError, TypeError) as exc:
             self._unencodable(commit, exc)
         answer = self._append_commit(commit)
-        return await answer if type(answer) is AnswerWhenDone else answer
+        return await answer if type(answer) is PendingAnswer else answer
 
     def _build_partitions(self, commit: "_Commit", name: str, partitions, parts: list | None = None) -> list:
         """Add the log records of `partitions` (of topic `name`) to `commit`, what to apply once they are
@@ -287,7 +286,7 @@ class OffsetsManager:
     def _append_commit(self, commit: "_Commit"):
         """The answer once the commit's records are durable (at once if there are none to write)."""
         if commit.error or not commit.encoded:
-            return self._commit_answer(commit, None)
+            return self._commit_answer(commit, E.NONE)
         if commit.admin_reset:
             commit.journaled = self.reports.admin_record(commit.group_id, "reset_offsets", commit.ctx,
                                                   self._reset_changes(commit.group_id, commit.commits))
@@ -301,22 +300,15 @@ class OffsetsManager:
                 self._commit_sources[commit.group_id] = source
                 commit.encoded.insert(0, encode_record(OffsetCommitSourceRecord(
                     commit.group_id, *source, commit.now)))
-        return AnswerWhenDone(self.partitions.start_append(commit.partition, commit.encoded), self._commit_answer, commit)
+        return self.partitions.write(commit.partition, commit.encoded, self._commit_answer, commit)
 
-    def _commit_answer(self, commit: "_Commit", durable: asyncio.Future | None):
-        """Apply a durable commit and answer it, or answer why it failed (`durable`: its append, done; None
-        if it wrote nothing)."""
+    def _commit_answer(self, commit: "_Commit", write_error: int):
+        """Apply a durable commit and answer it, or answer why it failed (`write_error`: its append's)."""
         group_id = commit.group_id
         error = commit.error
-        if durable is not None:
-            self.partitions.write_finished(commit.partition)
-            exc = durable.exception()  # (raises CancelledError if cancelled: never answered)
-            if exc is not None:
-                if not isinstance(exc, StorageError):
-                    raise exc
-                log.warning("offsets partition %d: append failed: %s", commit.partition, exc)
-                self._commit_sources.pop(group_id, None)  # its source record may not be in the log
-                error = map_write_error(exc.error_code)
+        if write_error:
+            self._commit_sources.pop(group_id, None)  # its source record may not be in the log
+            error = write_error
         if not error and commit.journaled is not None:
             self.reports.journal.apply(commit.journaled)
         if error:
@@ -339,7 +331,7 @@ class OffsetsManager:
             if self.metrics is not None:
                 self.metrics.offsets_committed(len(commits))
         if len(commits) > LARGE_REQUEST_PARTITIONS:
-            return EncodeInThread(CommitResponse(0, commit.answers))
+            return encode_off_loop(CommitResponse(0, commit.answers))
         return CommitResponse(0, commit.answers)  # throttle_time_ms, topics
 
     def _reset_changes(self, group_id: str, commits: list[tuple]) -> list[str]:
@@ -361,10 +353,10 @@ class OffsetsManager:
             group_id = req.group_id
             error = self._fetch_error(group_id)
             if not error and self._group_fetch_must_wait(group_id, req.topics, version >= 7 and req.require_stable):
-                return self._offset_fetch_waiting(req, version)
+                return answer_of(self._offset_fetch_waiting(req, version))
             return self._group_fetch_response(req, version, error, None)
         if self._fetch_must_wait(req, version):
-            return self._offset_fetch_waiting(req, version)
+            return answer_of(self._offset_fetch_waiting(req, version))
         return self._offset_fetch_response(req, version, {})
 
     def _fetched_groups(self, req, version: int) -> list[tuple[str, object]]:
@@ -398,7 +390,7 @@ class OffsetsManager:
             if self._is_large_fetch(group_id, topics):
                 sliced[group_id] = await self._fetch_answers_in_slices(group_id, topics, topic_cls, partition_cls)
         response = self._offset_fetch_response(req, version, sliced)
-        return EncodeInThread(response) if sliced else response
+        return encode_off_loop(response) if sliced else response
 
     def _offset_fetch_response(self, req, version: int, sliced: dict[str, list]):
         """The answer, from the offsets table (or, for huge fetches, from the slices already built)."""
@@ -643,6 +635,7 @@ class OffsetsManager:
                 partition_index=partition, committed_offset=offset, committed_metadata=""))
         request = m.OffsetCommitRequest(group_id=group_id, generation_id_or_member_epoch=-1, member_id="",
                                         topics=[Topic(name=t, partitions=ps) for t, ps in by_topic.items()])
-        response = await self.offset_commit(request, _ADMIN_COMMIT_VERSION, ctx)
-        response = response.response if isinstance(response, EncodeInThread) else response
+        answer = self.offset_commit(request, _ADMIN_COMMIT_VERSION, ctx)
+        response = await answer if type(answer) is PendingAnswer else answer
+        response = response.response if type(response) is PendingAnswer else response
         return {(t.name, p.partition_index): p.error_code for t in response.topics for p in t.partitions}

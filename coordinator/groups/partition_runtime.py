@@ -18,13 +18,16 @@ partition finish in order; `wait_for_writes` waits for those already started (Of
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import math
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
+from cohort.coordinator.contracts.answers import PendingAnswer
 from cohort.coordinator.contracts.partition_lifecycle import OWNED_STATES, PartitionLifecycle, PartitionStates
 from cohort.coordinator.contracts.store import LogLoadError, StorageError, Store
+from cohort.coordinator.log.durable_future import DurableFuture
 from cohort.coordinator.records.types import (
     GroupMetadataRecord,
     Record,
@@ -321,7 +324,8 @@ class PartitionRuntime:
 
     async def append_encoded(self, partition: int, encoded: list[tuple[bytes, bytes | None]]) -> int:
         """`append` of records already encoded as (key, value)."""
-        durable = self.start_append(partition, encoded)
+        self._writes_started[partition] = self._writes_started.get(partition, 0) + 1
+        durable = self._store.append(partition, encoded)
         try:
             await durable
         except StorageError as exc:
@@ -331,10 +335,42 @@ class PartitionRuntime:
             self.write_finished(partition)
         return E.NONE
 
-    def start_append(self, partition: int, encoded: list[tuple[bytes, bytes | None]]) -> asyncio.Future:
-        """Hand records to the store; the caller calls `write_finished(partition)` once the future is done."""
+    def write(self, partition: int, encoded: list[tuple[bytes, bytes | None]],
+              then: Callable[[object, int], object], state) -> PendingAnswer:
+        """Kafka's `CoordinatorResult`: append the records, and answer `then(state, error)` once they are
+        durable (`error`: NONE, or the mapped write error; `then` applies what became durable and makes
+        the response). The local log's `DurableFuture` runs it in the very loop turn the append settles
+        (a done-callback would answer a turn later); `state` rather than a closure: one object less per write.
+        """
         self._writes_started[partition] = self._writes_started.get(partition, 0) + 1
-        return self._store.append(partition, encoded)
+        durable = self._store.append(partition, encoded)
+        answer = PendingAnswer(durable)
+        written = functools.partial(self._written, answer, then, state, partition)
+        if durable.done():
+            written(durable)
+        elif type(durable) is DurableFuture:
+            durable.continuation = written
+        else:
+            durable.add_done_callback(written)
+        return answer
+
+    def _written(self, answer: PendingAnswer, then, state, partition: int, durable: asyncio.Future) -> None:
+        self.write_finished(partition)
+        if durable.cancelled():
+            answer.fail(asyncio.CancelledError())  # shutdown: never answered
+            return
+        exc = durable.exception()
+        error = E.NONE
+        if exc is not None:
+            if not isinstance(exc, StorageError):
+                answer.fail(exc)
+                return
+            log.warning("offsets partition %d: append failed: %s", partition, exc)
+            error = map_write_error(exc.error_code)
+        try:
+            answer.settle_with(then(state, error))
+        except Exception as exc:  # noqa: BLE001 - reported by the subscriber (the connection logs it)
+            answer.fail(exc)
 
     def write_finished(self, partition: int) -> None:
         """An append ended (durable or failed): RequireStable fetches waiting for it may go on."""

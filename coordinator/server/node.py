@@ -40,6 +40,7 @@ from typing import Any
 from cohort.coordinator.config import WORKER_LINK_LISTENER, ConfigError, CoordinatorConfig, Endpoint, HostPort
 from cohort.coordinator.server.connection import Connection, ListenerSecurity, RebalancePacer, RequestBytesBudget
 from cohort.coordinator.server.connection_quotas import ConnectionQuotas, ConnectionSlot, resolve_overrides
+from cohort.coordinator.contracts.answers import PendingAnswer
 from cohort.coordinator.groups.coordinator import GroupCoordinator
 from cohort.coordinator.server.handlers import RequestHandlers
 from cohort.coordinator.server.listener import Listener
@@ -114,7 +115,7 @@ class CoordinatorServer:
         self._connections: set[Connection] = set()
         # Suspended request handlers (a task, or the future a commit waits on): connections add and discard
         # them (a set, not methods: a commit does both), `stop` lets them finish or cancels them.
-        self.inflight: set[asyncio.Future] = set()
+        self.inflight: set[PendingAnswer] = set()  # the answers connections wait for (shutdown waits, then cancels)
         self._idle_task: asyncio.Task | None = None
         self.peer_events = PeerEvents(config.log_aggregation_interval_ms / 1000)  # clients' mistakes, aggregated
         self.quotas = ConnectionQuotas(config.max_connections, config.max_connections_per_ip)  # (overrides at bind)
@@ -321,8 +322,8 @@ class CoordinatorServer:
         while self.inflight and time.monotonic() < deadline:
             await self._wait_inflight(deadline - time.monotonic())
         if self.inflight:
-            for task in list(self.inflight):
-                task.cancel()
+            for answer in list(self.inflight):
+                answer.cancel()
             await self._wait_inflight(1.0)
         for conn in list(self._connections):
             conn.close("shutdown")
@@ -473,7 +474,7 @@ class CoordinatorServer:
     async def _wait_inflight(self, timeout: float) -> None:
         """Wait (at most `timeout` s) until the request handlers suspended now have ended."""
         if self.inflight and timeout > 0:
-            await asyncio.wait(list(self.inflight), timeout=timeout)
+            await asyncio.wait([answer.source for answer in self.inflight], timeout=timeout)
 
     def hurry_appends(self) -> None:
         """Start syncing queued appends now, if the store can (the local log's `hurry`)."""

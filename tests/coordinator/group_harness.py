@@ -6,12 +6,12 @@ requests in, responses out); only time is simulated, so timeouts are determinist
 from __future__ import annotations
 
 import asyncio
-import inspect
 from pathlib import Path
 
 from cohort.coordinator.config import CoordinatorConfig
 from cohort.coordinator.groups.classic import RebalanceCause, RebalanceReason, RebalanceRequested
 from cohort.coordinator.groups.runtime import ManualScheduler
+from cohort.coordinator.contracts.answers import PendingAnswer
 from cohort.coordinator.contracts.requests import RequestContext
 from cohort.coordinator.groups.coordinator import GroupCoordinator
 from cohort.coordinator.log import OffsetsLog
@@ -29,8 +29,10 @@ def subscription(*topics: str) -> bytes:
 
 
 async def answered(result):
-    """A handler's answer: given at once, or by the awaitable it handed back because it had to wait."""
-    return await result if inspect.isawaitable(result) else result
+    """A handler's response: given at once, or by the `PendingAnswer` it handed back because it had to wait."""
+    if type(result) is PendingAnswer:
+        result = await result
+    return result.response if type(result) is PendingAnswer else result  # (one to encode off the loop)
 
 
 class FailingLog(OffsetsLog):
