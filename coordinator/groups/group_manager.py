@@ -32,7 +32,7 @@ from cohort.coordinator.groups.consumer import (
 from cohort.coordinator.groups.lag import LogEnds
 from cohort.coordinator.groups.migration import UpgradeRefused, check_upgrade, upgrade_records
 from cohort.coordinator.groups.offsets_table import OffsetsTable
-from cohort.coordinator.groups.partition_runtime import MEMBERS_ENCODED_ON_LOOP, PartitionRuntime
+from cohort.coordinator.groups.partition_runtime import PartitionRuntime
 from cohort.coordinator.groups.reports import GroupReports
 from cohort.coordinator.groups.responses import (
     consumer_heartbeat_response,
@@ -42,6 +42,7 @@ from cohort.coordinator.groups.responses import (
     sync_response,
 )
 from cohort.coordinator.groups.runtime import GroupRuntime
+from cohort.coordinator.groups.slices import LARGE_REQUEST_PARTITIONS, MEMBERS_ENCODED_ON_LOOP, next_turn
 from cohort.coordinator.metrics import GROUP_TYPES
 from cohort.coordinator.records.types import (
     GroupJournalRecord,
@@ -59,8 +60,6 @@ INT32_MIN = -2147483648
 # With no authorizer Kafka reports every operation a group supports: READ(3), DELETE(6), DESCRIBE(8).
 GROUP_AUTHORIZED_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
 CLASSIC_MEMBER_TYPE, CONSUMER_MEMBER_TYPE = 0, 1  # ConsumerGroupDescribe v1 MemberType
-# A DeleteGroups of a group with more offsets than this lets others in first (its tombstones take a while).
-LARGE_GROUP_OFFSETS = 20_000
 
 
 class GroupManager:
@@ -330,8 +329,8 @@ class GroupManager:
             if group_id is None:
                 results[group_id] = E.INVALID_GROUP_ID
                 continue
-            if self.offsets.group_offset_count(group_id) > LARGE_GROUP_OFFSETS:
-                await asyncio.sleep(0)  # a huge group's tombstones take a while: let others in first
+            if self.offsets.group_offset_count(group_id) > LARGE_REQUEST_PARTITIONS:
+                await next_turn()  # a huge group's tombstones take a while: let others in first
             partition = self.partition_for(group_id)
             error = self.partitions.error(partition)
             group = self._groups.get(group_id) or self._consumer_groups.get(group_id)

@@ -33,6 +33,7 @@ from cohort.coordinator.groups.responses import (
     fetch_refused_response,
     metadata_too_large,
 )
+from cohort.coordinator.groups.slices import LARGE_REQUEST_PARTITIONS, PARTITIONS_PER_SLICE, next_turn
 from cohort.coordinator.records.types import (
     GroupJournalTombstone,
     GroupMetadataTombstone,
@@ -51,11 +52,6 @@ log = logging.getLogger("cohort.coordinator")
 E = ErrorCode
 _INT64_MAX = (1 << 63) - 1
 _INT64_MIN = -(1 << 63)
-# A request touching more partitions than this is handled in slices, letting other connections
-# in between (one OffsetFetch of a 1 M-partition group held the loop for 5 s), and its answer is
-# encoded off the loop. Smaller requests (nearly all) take the single-pass path untouched.
-LARGE_REQUEST_PARTITIONS = 20_000
-_PARTITIONS_PER_SLICE = 5_000
 _ADMIN_COMMIT_VERSION = 8  # what `reset_offsets` speaks: generation -1 and no member, as kafka-consumer-groups.sh
 
 
@@ -181,7 +177,7 @@ class OffsetsManager:
     def offset_commit(self, req, version: int, ctx: RequestContext):
         """The OffsetCommit answer: at once when refused, else the `PendingAnswer` of its append.
 
-        A commit of more partitions than a slice hands back a coroutine instead, which builds its
+        A commit of more partitions than a slice answers a `PendingAnswer` of a task that builds its
         records a slice at a time so other connections are served in between.
         """
         group_id = req.group_id
@@ -226,7 +222,7 @@ class OffsetsManager:
         commit = _Commit(req, version, group_id, partition, created, now, expire, member_id, generation, ctx,
                          admin_reset)
         topics = req.topics
-        if _request_partitions(topics, "partitions") > _PARTITIONS_PER_SLICE:
+        if _request_partitions(topics, "partitions") > PARTITIONS_PER_SLICE:
             return answer_of(self._offset_commit_in_slices(commit))
         try:
             for topic in topics:
@@ -241,10 +237,10 @@ class OffsetsManager:
             for topic in commit.req.topics:
                 parts = None
                 partitions = topic.partitions
-                for start in range(0, max(len(partitions), 1), _PARTITIONS_PER_SLICE):  # (a topic of none answers too)
-                    parts = self._build_partitions(commit, topic.name, partitions[start:start + _PARTITIONS_PER_SLICE],
+                for start in range(0, max(len(partitions), 1), PARTITIONS_PER_SLICE):  # (a topic of none answers too)
+                    parts = self._build_partitions(commit, topic.name, partitions[start:start + PARTITIONS_PER_SLICE],
                                                    parts)
-                    await asyncio.sleep(0)
+                    await next_turn()
         except (ValueError, TypeError) as exc:
             self._unencodable(commit, exc)
         answer = self._append_commit(commit)
@@ -344,7 +340,7 @@ class OffsetsManager:
 
     def offset_fetch(self, req, version: int, ctx: RequestContext):
         """The OffsetFetch answer, at once; or, when it must wait (RequireStable behind this
-        partition's writes in flight) or is huge (built in slices), a coroutine that returns it.
+        partition's writes in flight) or is huge (built in slices), a `PendingAnswer`.
 
         Nearly every fetch answers at once, and an answer made without a coroutine costs the
         server no task: that is most of a fetch's cost on Python 3.11.
@@ -434,12 +430,12 @@ class OffsetsManager:
         answers = []
         for name, indexes in wanted:
             partitions = []
-            for start in range(0, len(indexes), _PARTITIONS_PER_SLICE):
-                chunk = indexes[start:start + _PARTITIONS_PER_SLICE]
+            for start in range(0, len(indexes), PARTITIONS_PER_SLICE):
+                chunk = indexes[start:start + PARTITIONS_PER_SLICE]
                 for p, c in zip(chunk, self.offsets.committed(group_id, name, chunk)):
                     partitions.append(partition_cls(p, -1, -1, "", 0) if c is None
                                       else partition_cls(p, c[0], c[1], c[2], 0))
-                await asyncio.sleep(0)
+                await next_turn()
             answers.append(topic_cls(name, partitions))
         return answers
 
@@ -539,9 +535,9 @@ class OffsetsManager:
         checked = 0
         for group_id in list(dict.fromkeys([*self._groups, *self.offsets.groups()])):
             checked += self.offsets.group_offset_count(group_id) + 1
-            if checked > _PARTITIONS_PER_SLICE:  # a pass over 100 000 groups lets others in between slices
+            if checked > PARTITIONS_PER_SLICE:  # a pass over 100 000 groups lets others in between slices
                 checked = 0
-                await asyncio.sleep(0)
+                await next_turn()
             consumer_group = self._consumer_groups.get(group_id)
             if consumer_group is not None:
                 if self.partition_for(group_id) in self._loaded:

@@ -28,6 +28,12 @@ from cohort.coordinator.contracts.answers import PendingAnswer
 from cohort.coordinator.contracts.partition_lifecycle import OWNED_STATES, PartitionLifecycle, PartitionStates
 from cohort.coordinator.contracts.store import LogLoadError, StorageError, Store
 from cohort.coordinator.log.durable_future import DurableFuture
+from cohort.coordinator.groups.slices import (
+    LARGE_REQUEST_PARTITIONS,
+    MEMBERS_ENCODED_ON_LOOP,
+    PARTITIONS_PER_SLICE,
+    next_turn,
+)
 from cohort.coordinator.records.types import (
     GroupMetadataRecord,
     Record,
@@ -60,9 +66,6 @@ def map_write_error(code: int) -> int:
     return _WRITE_ERROR_MAP.get(code, code)
 
 
-# A GroupMetadata record of more members is encoded this many members per loop turn (the group's later
-# writes wait for it); a JoinGroup answer listing more is encoded on a worker thread.
-MEMBERS_ENCODED_ON_LOOP = 1_000
 
 
 class PartitionRuntime:
@@ -301,7 +304,7 @@ class PartitionRuntime:
             try:
                 while True:
                     next(slices)
-                    await asyncio.sleep(0)  # other connections are served between slices
+                    await next_turn()
             except StopIteration as done:
                 encoded = done.value
         except (ValueError, TypeError) as exc:
@@ -312,11 +315,13 @@ class PartitionRuntime:
     async def append(self, partition: int, records: list[Record]) -> int:
         """Append typed records durably; returns NONE or the client-facing (mapped) error."""
         try:
-            encoded = []
-            for start in range(0, len(records), RECORDS_ENCODED_PER_TURN):
-                if start:
-                    await asyncio.sleep(0)  # a big group's tombstones: others are served in between
-                encoded += [encode_record(r) for r in records[start:start + RECORDS_ENCODED_PER_TURN]]
+            if len(records) <= LARGE_REQUEST_PARTITIONS:
+                encoded = [encode_record(r) for r in records]
+            else:  # a big group's tombstones: a slice at a time
+                encoded = []
+                for start in range(0, len(records), PARTITIONS_PER_SLICE):
+                    encoded += [encode_record(r) for r in records[start:start + PARTITIONS_PER_SLICE]]
+                    await next_turn()
         except (ValueError, TypeError) as exc:
             log.error("cannot encode records for offsets partition %d: %s", partition, exc)
             return E.UNKNOWN_SERVER_ERROR
@@ -406,6 +411,3 @@ class PartitionRuntime:
             self._write_waiters.setdefault(p, []).append((target, waiter))
             await waiter
 
-
-# Typed records encoded per loop turn by `append` (a group's tombstones may number a million).
-RECORDS_ENCODED_PER_TURN = 20_000

@@ -23,6 +23,7 @@ from cohort.coordinator.groups.lag import LagHistory, LogEnds, group_lag, topic_
 from cohort.coordinator.groups.offset_history import CommitEvent, commit_events, group_key_prefixes, offsets_at
 from cohort.coordinator.groups.offsets_table import OffsetsTable
 from cohort.coordinator.groups.operator_journal import GroupJournal, JournalEntry, entry_from_record, rebalance_record_of
+from cohort.coordinator.groups.slices import BACKGROUND_SLICE_S, JOURNAL_BUILD_OFF_LOOP, next_turn
 from cohort.coordinator.records.types import GroupJournalRecord, encode_record
 from cohort.protocol import messages as m
 from cohort.protocol.errors import ErrorCode
@@ -33,10 +34,6 @@ E = ErrorCode
 # Health is sampled in the background (and for /metrics) only for groups with at most this many offsets:
 # a sample walks them all on the event loop. Bigger groups are judged when asked (`describe --health`).
 HEALTH_SAMPLED_MAX_OFFSETS = 50_000
-# The lag history's sampling walks every committed offset: at most this much of one loop turn at a time.
-LAG_SAMPLE_SLICE_S = 0.002
-# A rebalance journal entry naming this many members (or assignments) is built on a worker thread.
-JOURNAL_BUILD_OFF_LOOP = 1_000
 
 
 class GroupReports:
@@ -241,14 +238,14 @@ class GroupReports:
         self.start_health_sampling()
 
     async def _sample_lags(self, now: int) -> None:
-        """Every group's total lag into its history, LAG_SAMPLE_SLICE_S of the loop's time per turn at most
+        """Every group's total lag into its history, BACKGROUND_SLICE_S of the loop's time per turn at most
         (a walk over every committed offset in one turn would hold up everyone's requests)."""
         try:
-            until = time.perf_counter() + LAG_SAMPLE_SLICE_S
+            until = time.perf_counter() + BACKGROUND_SLICE_S
             for group_id in self.offsets.groups():
                 if time.perf_counter() > until:
-                    await asyncio.sleep(0)
-                    until = time.perf_counter() + LAG_SAMPLE_SLICE_S
+                    await next_turn()
+                    until = time.perf_counter() + BACKGROUND_SLICE_S
                 if self.partition_for(group_id) in self._loaded \
                         and self.offsets.group_offset_count(group_id) <= HEALTH_SAMPLED_MAX_OFFSETS:
                     self.lag_history.record(group_id, now, self.group_lag_by_topic(group_id)[0])
