@@ -25,13 +25,11 @@ class PendingAnswer:
     __slots__ = ("response", "error", "off_loop", "source", "done", "_callback", "_arg")
 
     def __init__(self, source: asyncio.Future | None = None) -> None:
+        # (`response`, `off_loop` and `_arg` are set when they are made: one per commit, each store counts)
         self.source = source
-        self.response = None
         self.error: BaseException | None = None
-        self.off_loop = False
         self.done = False
         self._callback = None
-        self._arg = None
 
     def settle(self, response, off_loop: bool = False) -> None:
         """The response is made (`off_loop`: encode it on a worker thread); the subscriber hears it now."""
@@ -59,6 +57,8 @@ class PendingAnswer:
         if self.done:
             return
         self.error = error
+        self.response = None
+        self.off_loop = False
         self.done = True
         callback = self._callback
         if callback is not None:

@@ -373,9 +373,14 @@ class PartitionRuntime:
             log.warning("offsets partition %d: append failed: %s", partition, exc)
             error = map_write_error(exc.error_code)
         try:
-            answer.settle_with(then(state, error))
+            response = then(state, error)
         except Exception as exc:  # noqa: BLE001 - reported by the subscriber (the connection logs it)
             answer.fail(exc)
+            return
+        if type(response) is PendingAnswer:  # (one to encode off the loop)
+            answer.settle_with(response)
+        else:
+            answer.settle(response)
 
     def write_finished(self, partition: int) -> None:
         """An append ended (durable or failed): RequireStable fetches waiting for it may go on."""
