@@ -41,7 +41,8 @@ class PendingAnswer:
         callback = self._callback
         if callback is not None:
             self._callback = None
-            callback(self._arg, self)
+            arg, self._arg = self._arg, None  # (the subscriber's request holds this answer: no cycle left behind)
+            callback(arg, self)
 
     def settle_with(self, result) -> None:
         """Settle from what a maker returned: a response, or a settled `PendingAnswer` (its response, its flag)."""
@@ -63,7 +64,8 @@ class PendingAnswer:
         callback = self._callback
         if callback is not None:
             self._callback = None
-            callback(self._arg, self)
+            arg, self._arg = self._arg, None
+            callback(arg, self)
 
     def subscribe(self, callback: Callable[[object, PendingAnswer], None], arg) -> None:
         """Have `callback(arg, self)` run once settled (the one subscriber: the connection, or `__await__`)."""

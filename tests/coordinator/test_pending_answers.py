@@ -89,3 +89,24 @@ async def test_a_failing_coroutine_handler_raises_and_a_cancelled_answer_is_neve
     pending.subscribe(lambda arg, a: heard.append(type(a.error)), None)
     pending.cancel()
     assert heard == [asyncio.CancelledError]
+
+
+def test_a_settled_answer_lets_go_of_its_subscriber_without_waiting_for_the_collector():
+    import gc
+    import weakref
+
+    class Request:
+        task = None
+
+    request = Request()
+    gone = weakref.ref(request)
+    answer = PendingAnswer()
+    request.task = answer  # as the connection keeps it
+    answer.subscribe(lambda arg, a: None, request)
+    gc.disable()
+    try:
+        answer.settle("response")
+        del request
+        assert gone() is None  # freed by reference counting: one commit leaves no cycle behind
+    finally:
+        gc.enable()
