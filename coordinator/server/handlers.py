@@ -154,12 +154,10 @@ def answering(handler: Callable[..., Awaitable]) -> Handler:
     def run(request, version: int, ctx: RequestContext):
         answer = PendingAnswer()
         task = start_eager_task(asyncio.get_running_loop(), settling(handler(request, version, ctx), answer))
-        if not answer.done:
-            answer.source = task
-            return answer
-        if answer.error is not None:
-            raise answer.error
-        return answer if answer.off_loop else answer.response
+        if answer.done and answer.error is None:
+            return answer if answer.off_loop else answer.response
+        answer.source = task  # (one that failed at once is answered as any other: the connection logs it)
+        return answer
     run.__name__ = getattr(handler, "__name__", "handler")
     return run
 
