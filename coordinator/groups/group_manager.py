@@ -35,6 +35,7 @@ from cohort.coordinator.groups.offsets_table import OffsetsTable
 from cohort.coordinator.groups.partition_runtime import PartitionRuntime
 from cohort.coordinator.groups.reports import GroupReports
 from cohort.coordinator.groups.responses import (
+    HEARTBEAT_ANSWERS,
     consumer_heartbeat_response,
     heartbeat_response,
     join_response,
@@ -231,7 +232,7 @@ class GroupManager:
                                        req.generation_id)
         if self._heartbeats is not None:
             self._heartbeats["classic"].inc()
-        return heartbeat_response(error)
+        return HEARTBEAT_ANSWERS.get(error) or heartbeat_response(error)  # (the usual answers: no call)
 
     async def leave_group(self, req, version: int, ctx: RequestContext):
         if version <= 2:

@@ -102,6 +102,8 @@ class PartitionRuntime:
     # -- what a request is answered -----------------------------------------------------------
     def error(self, partition: int) -> int:
         """NONE if `partition` is served now, else what its groups' requests answer."""
+        if partition in self.loaded and time.monotonic() < self.serving_deadline:  # (-inf once closed)
+            return E.NONE
         if self._closed:
             return E.COORDINATOR_NOT_AVAILABLE
         if time.monotonic() >= self.serving_deadline:

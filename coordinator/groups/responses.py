@@ -24,7 +24,7 @@ FetchAnswer = FetchTopicAnswer.OffsetFetchResponsePartition
 METADATA_TOO_LARGE = int(E.OFFSET_METADATA_TOO_LARGE)
 
 # The answers a heartbeat usually gets, made once (answers are only read: encoded and counted).
-_HEARTBEAT_ANSWERS = {code: m.HeartbeatResponse(throttle_time_ms=0, error_code=int(code)) for code in (
+HEARTBEAT_ANSWERS = {code: m.HeartbeatResponse(throttle_time_ms=0, error_code=int(code)) for code in (
     E.NONE, E.REBALANCE_IN_PROGRESS, E.UNKNOWN_MEMBER_ID, E.ILLEGAL_GENERATION, E.FENCED_INSTANCE_ID)}
 
 
@@ -68,7 +68,7 @@ def sync_response(r: SyncResult):
 
 
 def heartbeat_response(error: int):
-    return _HEARTBEAT_ANSWERS.get(error) or m.HeartbeatResponse(throttle_time_ms=0, error_code=int(error))
+    return HEARTBEAT_ANSWERS.get(error) or m.HeartbeatResponse(throttle_time_ms=0, error_code=int(error))
 
 
 def leave_response(version: int, identities: list, top_error: int, member_errors: list[int]):
