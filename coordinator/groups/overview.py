@@ -21,12 +21,14 @@ SORTED_IDS_MAX_AGE_S = 5.0
 
 
 class GroupOverview:
-    """Pages of `GroupCoordinator.group_summary` rows in group id order."""
+    """Pages of `GroupReports.group_summary` rows in group id order."""
 
-    __slots__ = ("_groups", "_sorted", "_sorted_at")
+    __slots__ = ("_groups", "_partition_states", "_sorted", "_sorted_at")
 
-    def __init__(self, groups) -> None:
-        self._groups = groups
+    def __init__(self, reports, partition_states) -> None:
+        """`reports`: the coordinator's `GroupReports`; `partition_states()`: each owned partition's load state."""
+        self._groups = reports
+        self._partition_states = partition_states
         self._sorted: list[str] = []
         self._sorted_at = float("-inf")
 
@@ -58,4 +60,4 @@ class GroupOverview:
                 rows.append(row)
                 offsets_read += row["offsets"]
         return {"groups": rows, "next_after": ids[position - 1] if position > start else after,
-                "more": position < len(ids), "partitions": self._groups.partition_states()}
+                "more": position < len(ids), "partitions": self._partition_states()}

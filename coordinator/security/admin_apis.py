@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from cohort.coordinator.groups.coordinator import RequestContext
+from cohort.coordinator.contracts.requests import RequestContext
 from cohort.coordinator.security.authorizer import (
     AclBinding, binding_from_wire, binding_problem, filter_from_wire,
 )

@@ -49,7 +49,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from cohort.coordinator.groups.coordinator import EncodeInThread, RequestContext
+from cohort.coordinator.contracts.answers import PendingAnswer
+from cohort.coordinator.contracts.requests import RequestContext
 from cohort.coordinator.config import WORKER_LINK_LISTENER
 from cohort.coordinator.groups.lag import total_lag
 from cohort.coordinator.security.authorizer import CLUSTER_NAME, AclOperation, Authorizer, ResourceType
@@ -636,14 +637,14 @@ TOPIC_RULES: dict[int, TopicRule] = {
 
 
 def _unwrap(response):
-    """The response inside an `EncodeInThread` (edits made to it reach the encoder), or the response itself."""
-    return response.response if type(response) is EncodeInThread else response
+    """The response inside a settled `PendingAnswer` (one encoded off the loop: edits made to it reach the
+    encoder), or the response itself."""
+    return response.response if type(response) is PendingAnswer else response
 
 
 def _as_async(handler):
-    """A plain handler as a coroutine function (it may hand back a coroutine or an `AnswerWhenDone`
-    when it must wait)."""
+    """A plain handler as a coroutine function (it hands back a `PendingAnswer` when it must wait)."""
     async def run(request, version, ctx):
         result = handler(request, version, ctx)
-        return await result if inspect.isawaitable(result) else result
+        return await result if type(result) is PendingAnswer else result
     return run

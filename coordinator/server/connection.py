@@ -7,14 +7,13 @@ buffering it. Requests may be pipelined. Like Kafka, a connection runs one
 request at a time, except that requests which commute (OffsetCommit,
 Heartbeat, Fetch; see `OVERLAPPING_APIS`) may run side by side, so one
 connection's pipelined commits share fsyncs. Responses are written strictly in
-request order, as Kafka clients require. An async handler runs in its own
-asyncio task, started eagerly (`start_eager_task`: the first step runs inline,
-so most requests are answered in the turn that read them, and
-``asyncio.timeout``, ``wait_for`` and ``current_task`` work in handlers); the
-task answers in the step the handler returns in. A handler that only waits for
-one future (OffsetCommit, for its append) hands back an `AnswerWhenDone`
-instead: the answer is made in that future's done-callback, with no task (for the local log's
-`DurableFuture`, in the very turn the append settles). Every answer made in a
+request order, as Kafka clients require. A handler answers in one of two shapes
+(`cohort.coordinator.contracts.answers`): the response, ready now, or a
+`PendingAnswer` the connection subscribes to once (a commit waiting for its
+append is settled by the partition runtime in the very turn the append settles;
+a coroutine handler runs in its own eagerly started task, see
+`cohort.coordinator.server.handlers.answering`). A `PendingAnswer` settled with
+`off_loop` is encoded on a worker thread. Every answer made in a
 loop turn leaves at the start of the next one, one write per connection
 (`Connection._write_soon`; at once while the rebalance pacer holds a burst
 back). No request has to come first: some clients send
@@ -47,15 +46,12 @@ import ssl
 import struct
 import time
 from collections import deque
-from collections.abc import Coroutine
 from dataclasses import dataclass
-from types import CoroutineType
 from typing import TYPE_CHECKING, Any
 
-from cohort.coordinator.server.eager_tasks import start_eager_task
-from cohort.coordinator.groups.coordinator import AnswerWhenDone, EncodeInThread, RequestContext
+from cohort.coordinator.contracts.answers import PendingAnswer
+from cohort.coordinator.contracts.requests import RequestContext
 from cohort.coordinator.server.listener import peer_name
-from cohort.coordinator.log.durable_future import DurableFuture
 from cohort.coordinator.security.sasl import SaslAuthenticator, SaslStep
 from cohort.coordinator.security.tls import ANONYMOUS, certificate_principal
 from cohort.protocol.errors import ProtocolError
@@ -260,17 +256,16 @@ class RebalancePacer:
 class _Request:
     """A decoded request, and its place in the connection's response order (`payload` is set when answered)."""
 
-    __slots__ = ("payload", "header", "request", "ctx", "handler", "is_async", "encode", "started", "overlaps", "paced", "task", "ended")
+    __slots__ = ("payload", "header", "request", "ctx", "handler", "encode", "started", "overlaps", "paced", "task", "ended")
 
-    def __init__(self, header, request, ctx, handler, is_async, encode, started, overlaps, paced) -> None:
+    def __init__(self, header, request, ctx, handler, encode, started, overlaps, paced) -> None:
         self.payload: bytes | None = None
-        self.task: asyncio.Future | None = None  # the handler's task once it has suspended, or the future it waits on
-        self.ended = False  # the handler has returned or raised (or its future is done)
+        self.task: PendingAnswer | None = None  # the answer it waits for, once the handler handed back a pending one
+        self.ended = False  # the handler has answered (or failed)
         self.header = header
         self.request = request
         self.ctx = ctx
         self.handler = handler
-        self.is_async = is_async
         self.encode = encode
         self.started = started
         self.overlaps = overlaps
@@ -483,16 +478,15 @@ class Connection(asyncio.Protocol):
             if not step.serve:
                 self._sasl_step(step, header)
                 return
-        route = self.handlers.routes.get(key)
-        if route is None:
+        handler = self.handlers.routes.get(key)
+        if handler is None:
             # The codec knows this API but the server does not answer it (not advertised).
             self._reject("protocol_error", f"API key {key} is not served")
             return
-        handler, is_async = route
         ctx = self._ctx
         if header.client_id != ctx.client_id:
             ctx = self._ctx = RequestContext(header.client_id, ctx.client_host, ctx.principal, ctx.listener)
-        req = _Request(header, request, ctx, handler, is_async, encode, started, key in OVERLAPPING_APIS,
+        req = _Request(header, request, ctx, handler, encode, started, key in OVERLAPPING_APIS,
                        key in PACED_APIS)
         self.pending.append(req)
         if self._queued or req.paced or self._must_wait(req):
@@ -597,90 +591,51 @@ class Connection(asyncio.Protocol):
         if not req.overlaps:
             self._running_exclusive += 1
         header = req.header
-        if req.is_async:
-            work = req.handler(req.request, header.api_version, req.ctx)
-        else:
-            try:
-                response = req.handler(req.request, header.api_version, req.ctx)
-                kind = type(response)
-                if kind is AnswerWhenDone:
-                    self._answer_when_done(req, response)
-                    return
-                if kind is not CoroutineType:
-                    payload = req.encode(header, response)
-            except Exception:
-                self._fail(header)
-                return
-            if kind is not CoroutineType:
-                self._finish(req, response, payload)
-                return
-            work = response  # a handler that answers at once when it can handed back what must wait
-        task = start_eager_task(self._loop, self._serve(req, work))
-        if not req.ended:  # suspended (a commit waiting for its append): it answers when it ends
-            req.task = task
-            self.server.inflight.add(task)
-
-    def _answer_when_done(self, req: "_Request", answer: AnswerWhenDone) -> None:
-        """Answer once `answer`'s future is done (a commit's append): a done-callback, no task."""
-        future = answer.future
-        if future.done():
-            self._answer_done(req, answer, future)
-            return
-        req.task = future
-        self.server.inflight.add(future)
-        answered = functools.partial(self._answer_done, req, answer)
-        if type(future) is DurableFuture:
-            future.continuation = answered  # answered in the turn the append settles, not one later
-            if self.pacer.waiting:
-                self.server.hurry_appends()  # a rebalance flood makes this turn long: sync without waiting it out
-        else:
-            future.add_done_callback(answered)
-
-    def _answer_done(self, req: "_Request", answer: AnswerWhenDone, future: asyncio.Future) -> None:
-        """Answer `req` from its done future; if it had to wait (`req.task`), the queue behind it goes on."""
-        header = req.header
-        req.ended = True
-        waited = req.task is not None
-        if waited:
-            self.server.inflight.discard(future)
         try:
-            response = answer.then(answer.state, future)  # always: it applies what became durable
-            in_thread = type(response) is EncodeInThread
-            if not in_thread:
-                payload = req.encode(header, response)
-        except asyncio.CancelledError:
-            pass  # cancelled at shutdown: never answered
-        except Exception:
-            self._fail(header)
-        else:
-            if in_thread and not self.closed:
-                self._encode_in_thread(req, response.response)
-            elif not self.closed:
-                self._finish(req, response, payload)
-        if waited and self._queued:
-            self._run_queued()
-
-    async def _serve(self, req: "_Request", work: Coroutine) -> None:
-        """A request's task: await the handler's coroutine and answer, within the same step that it returns."""
-        header = req.header
-        try:
-            response = await work
-            if type(response) is EncodeInThread:
-                self._encode_in_thread(req, response.response)
+            response = req.handler(req.request, header.api_version, req.ctx)
+            if type(response) is PendingAnswer:
+                self._wait_for(req, response)
                 return
             payload = req.encode(header, response)
         except Exception:
             self._fail(header)
             return
-        finally:
-            req.ended = True
-            if req.task is not None:
-                self.server.inflight.discard(req.task)
-        # (a handler cancelled at shutdown raises CancelledError through here: never answered)
-        if self.closed:
-            return
         self._finish(req, response, payload)
-        if req.task is not None:  # it suspended, so the queue behind it may be waiting for it
+
+    def _wait_for(self, req: "_Request", answer: PendingAnswer) -> None:
+        """Answer `req` once `answer` is settled (at once if it is): subscribed once, no task of our own."""
+        if answer.done:
+            self._answered(req, answer)
+            return
+        req.task = answer
+        self.server.inflight.add(answer)
+        if self.pacer.waiting:
+            self.server.hurry_appends()  # a rebalance flood makes this turn long: sync without waiting it out
+        answer.subscribe(self._answered, req)
+
+    def _answered(self, req: "_Request", answer: PendingAnswer) -> None:
+        """Encode what `answer` was settled with; if `req` had to wait, the queue behind it goes on."""
+        header = req.header
+        req.ended = True
+        waited = req.task is not None
+        if waited:
+            self.server.inflight.discard(answer)
+        error = answer.error
+        if error is not None:
+            if not isinstance(error, asyncio.CancelledError):  # cancelled at shutdown: never answered
+                self._fail(header, error)
+        elif not self.closed:
+            response = answer.response
+            if answer.off_loop:
+                self._encode_in_thread(req, response)
+            else:
+                try:
+                    payload = req.encode(header, response)
+                except Exception:
+                    self._fail(header)
+                else:
+                    self._finish(req, response, payload)
+        if waited and self._queued:
             self._run_queued()
 
     def _encode_in_thread(self, req: "_Request", response) -> None:

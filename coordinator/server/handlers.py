@@ -31,14 +31,16 @@ response message. Group APIs (JoinGroup … OffsetDelete) are forwarded to the
   OFFSET_OUT_OF_RANGE. Fetch sessions (KIP-227) are declined the way Kafka
   declines them when its session cache is full: session id 0, full responses.
 
-A handler is a plain function or a coroutine function. A plain one answers at
-once when it can: it returns the response (an `EncodeInThread` when the
-response is large enough to encode off the loop), an `AnswerWhenDone` (a
-commit, answered from its append's done-callback) or a coroutine for what must
-wait. Every coroutine runs in an asyncio task of its own, started eagerly
+A handler is a plain function or a coroutine function; the dispatch table makes
+every route a plain one that answers the response, ready now, or a
+`PendingAnswer` (`cohort.coordinator.contracts.answers`): a plain handler hands
+one back itself when it must wait (a commit's append, an OffsetFetch behind
+writes in flight), and a coroutine function is wrapped here (`answering`): it
+runs in an asyncio task of its own, started eagerly
 (`cohort.coordinator.server.eager_tasks`), so handlers may use what needs a current
-task (``asyncio.timeout``, ``wait_for``, ``current_task``). Either way the
-connection writes responses in request order.
+task (``asyncio.timeout``, ``wait_for``, ``current_task``), and its response is
+answered at once when it finished in that first step. Either way the connection
+writes responses in request order.
 """
 from __future__ import annotations
 
@@ -50,10 +52,13 @@ import re
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import Any, NamedTuple
+from typing import Any
 
 from cohort.coordinator.config import CoordinatorConfig, HostPort
-from cohort.coordinator.groups.coordinator import GroupCoordinator, RequestContext
+from cohort.coordinator.contracts.answers import PendingAnswer, answer_of, settling
+from cohort.coordinator.contracts.requests import RequestContext
+from cohort.coordinator.server.eager_tasks import start_eager_task
+from cohort.coordinator.groups.coordinator import GroupCoordinator
 from cohort.coordinator.groups.overview import GroupOverview
 from cohort.coordinator.contracts.store import StorageError
 from cohort.coordinator.contracts.ownership import Node, Ownership
@@ -143,17 +148,18 @@ _SOFTWARE_NAME = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 Handler = Callable[[Any, int, RequestContext], Any]
 
 
-class Route(NamedTuple):
-    """How the server runs one API: its handler, and whether that is a coroutine function.
-
-    A plain handler answers at once; it may instead return a coroutine when this request has to
-    wait (OffsetFetch with RequireStable behind writes in flight): the server then runs that in a
-    task. Hot APIs that rarely wait are written this way, since a task per request is most of a
-    fast request's cost on Python 3.11.
-    """
-
-    handler: Handler
-    is_async: bool
+def answering(handler: Callable[..., Awaitable]) -> Handler:
+    """A coroutine handler as a route: its coroutine runs in a task of its own, started eagerly; the
+    response if that first step finished it (most requests), else the `PendingAnswer` it settles."""
+    def run(request, version: int, ctx: RequestContext):
+        answer = PendingAnswer()
+        task = start_eager_task(asyncio.get_running_loop(), settling(handler(request, version, ctx), answer))
+        if answer.done and answer.error is None:
+            return answer if answer.off_loop else answer.response
+        answer.source = task  # (one that failed at once is answered as any other: the connection logs it)
+        return answer
+    run.__name__ = getattr(handler, "__name__", "handler")
+    return run
 
 
 class FetchWaits:
@@ -246,7 +252,7 @@ class RequestHandlers:
         self._advertised = advertised
         self.fetch_waits = FetchWaits()
         self._partition_lists: dict[int, list] = {}
-        self._overview = GroupOverview(groups)
+        self._overview = GroupOverview(groups.reports, groups.partitions.partition_states)
 
         # The one dispatch table, keyed by request message: its API key comes from the schema.
         handlers: dict[type, Handler] = {
@@ -271,7 +277,7 @@ class RequestHandlers:
             OffsetDeleteRequest: groups.offset_delete,
             ConsumerGroupHeartbeatRequest: self.consumer_group_heartbeat,
             ConsumerGroupDescribeRequest: groups.consumer_group_describe,
-            GroupReportRequest: groups.group_report,  # Cohort's own: journal, history, health (not advertised)
+            GroupReportRequest: groups.reports.group_report,  # Cohort's own: journal, history, health (not advertised)
             GroupOverviewRequest: self.group_overview,  # Cohort's own: the console's group list (not advertised)
             ReportEndOffsetsRequest: self.report_end_offsets,  # Cohort's own: sources say how far data goes
             DescribeEndOffsetsRequest: self.describe_end_offsets,
@@ -279,8 +285,8 @@ class RequestHandlers:
         }
         if guard is not None:
             handlers = {request: guard(request.API_KEY, handler) for request, handler in handlers.items()}
-        self.routes: dict[int, Route] = {
-            request.API_KEY: Route(handler, inspect.iscoroutinefunction(handler))
+        self.routes: dict[int, Handler] = {
+            request.API_KEY: answering(handler) if inspect.iscoroutinefunction(handler) else handler
             for request, handler in handlers.items()
         }
         handled = set(self.routes)
@@ -375,14 +381,14 @@ class RequestHandlers:
         refreshes its mirror of it (at most once a second), so subscriptions resolve there too."""
         if self._keeps_registry or asyncio.get_running_loop().time() < self._registry_mirror_due:
             return self.groups.consumer_group_heartbeat(request, version, ctx)
-        return self._consumer_group_heartbeat_after_mirroring(request, version, ctx)
+        return answer_of(self._consumer_group_heartbeat_after_mirroring(request, version, ctx))
 
     async def _consumer_group_heartbeat_after_mirroring(self, request, version: int, ctx: RequestContext):
         if self._registry_mirroring is None:
             self._registry_mirroring = asyncio.get_running_loop().create_task(self._mirror_registry())
         await asyncio.shield(self._registry_mirroring)
         answer = self.groups.consumer_group_heartbeat(request, version, ctx)
-        return await answer if inspect.isawaitable(answer) else answer
+        return await answer if type(answer) is PendingAnswer else answer
 
     async def _mirror_registry(self) -> None:
         """Copy the registry owner's topics (all-topics Metadata) and their reported end offsets into this

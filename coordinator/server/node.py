@@ -40,6 +40,7 @@ from typing import Any
 from cohort.coordinator.config import WORKER_LINK_LISTENER, ConfigError, CoordinatorConfig, Endpoint, HostPort
 from cohort.coordinator.server.connection import Connection, ListenerSecurity, RebalancePacer, RequestBytesBudget
 from cohort.coordinator.server.connection_quotas import ConnectionQuotas, ConnectionSlot, resolve_overrides
+from cohort.coordinator.contracts.answers import PendingAnswer
 from cohort.coordinator.groups.coordinator import GroupCoordinator
 from cohort.coordinator.server.handlers import RequestHandlers
 from cohort.coordinator.server.listener import Listener
@@ -114,7 +115,7 @@ class CoordinatorServer:
         self._connections: set[Connection] = set()
         # Suspended request handlers (a task, or the future a commit waits on): connections add and discard
         # them (a set, not methods: a commit does both), `stop` lets them finish or cancels them.
-        self.inflight: set[asyncio.Future] = set()
+        self.inflight: set[PendingAnswer] = set()  # the answers connections wait for (shutdown waits, then cancels)
         self._idle_task: asyncio.Task | None = None
         self.peer_events = PeerEvents(config.log_aggregation_interval_ms / 1000)  # clients' mistakes, aggregated
         self.quotas = ConnectionQuotas(config.max_connections, config.max_connections_per_ip)  # (overrides at bind)
@@ -184,7 +185,7 @@ class CoordinatorServer:
 
     def failed_partitions(self) -> dict[int, str]:
         """Offsets partitions that failed to load, with why (their groups answer NOT_COORDINATOR)."""
-        return self.groups.failed_partitions() if self.groups is not None else {}
+        return self.groups.partitions.failed_partitions() if self.groups is not None else {}
 
     async def unbind(self) -> None:
         """Release the port of a server that never started (the daemon could not take the data dir)."""
@@ -212,12 +213,12 @@ class CoordinatorServer:
             await self.cluster.watch_topics(self.topics)
             await self.cluster.watch_security(self.security)
         loading = time.perf_counter()
-        await self.ownership.start(self.groups)
-        await self.groups.wait_loaded()
-        failed = self.groups.failed_partitions()
+        await self.ownership.start(self.groups.partitions)
+        await self.groups.partitions.wait_loaded()
+        failed = self.groups.partitions.failed_partitions()
         owned = len(list(self.ownership.owned()))
         log.info("offsets log loaded: %d partitions, %d live records in %.0f ms%s", owned - len(failed),
-                 self.groups.loaded_records, (time.perf_counter() - loading) * 1000,
+                 self.groups.partitions.loaded_records, (time.perf_counter() - loading) * 1000,
                  f", {len(failed)} partitions failed" if failed else "")
         if failed:
             # The partitions that loaded serve normally; the groups of the
@@ -237,7 +238,7 @@ class CoordinatorServer:
             self.metrics.watch_offsets(lambda: len(self.groups.offsets))
             self.metrics.watch_log(self._log_partition_stats)
             self.metrics.watch_failed_partitions(self.failed_partitions)
-            self.metrics.watch_group_health(self.groups.health_of_groups)
+            self.metrics.watch_group_health(self.groups.reports.health_of_groups)
         host = config.listen_address.host
         loop = asyncio.get_running_loop()
         for _, listener in self._listeners:
@@ -321,8 +322,8 @@ class CoordinatorServer:
         while self.inflight and time.monotonic() < deadline:
             await self._wait_inflight(deadline - time.monotonic())
         if self.inflight:
-            for task in list(self.inflight):
-                task.cancel()
+            for answer in list(self.inflight):
+                answer.cancel()
             await self._wait_inflight(1.0)
         for conn in list(self._connections):
             conn.close("shutdown")
@@ -340,7 +341,7 @@ class CoordinatorServer:
             await self._handing_over
         elif self.ownership is not None and self.groups is not None:
             await self.ownership.stop()  # every owned partition handed over: its appends finish, then released
-            await self.groups.wait_loaded()
+            await self.groups.partitions.wait_loaded()
         if self.store is not None:
             await self.store.close()
         if self.cluster is not None:
@@ -473,7 +474,7 @@ class CoordinatorServer:
     async def _wait_inflight(self, timeout: float) -> None:
         """Wait (at most `timeout` s) until the request handlers suspended now have ended."""
         if self.inflight and timeout > 0:
-            await asyncio.wait(list(self.inflight), timeout=timeout)
+            await asyncio.wait([answer.source for answer in self.inflight], timeout=timeout)
 
     def hurry_appends(self) -> None:
         """Start syncing queued appends now, if the store can (the local log's `hurry`)."""

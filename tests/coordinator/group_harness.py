@@ -6,14 +6,15 @@ requests in, responses out); only time is simulated, so timeouts are determinist
 from __future__ import annotations
 
 import asyncio
-import inspect
 from pathlib import Path
 
 from cohort.coordinator.config import CoordinatorConfig
 from cohort.coordinator.groups.classic_events import RebalanceRequested
 from cohort.coordinator.groups.classic_rebalance import RebalanceCause, RebalanceReason
 from cohort.coordinator.groups.runtime import ManualScheduler
-from cohort.coordinator.groups.coordinator import GroupCoordinator, RequestContext
+from cohort.coordinator.contracts.answers import PendingAnswer
+from cohort.coordinator.contracts.requests import RequestContext
+from cohort.coordinator.groups.coordinator import GroupCoordinator
 from cohort.coordinator.log import OffsetsLog
 from cohort.coordinator.contracts.store import StorageError
 from cohort.protocol import messages as m
@@ -29,8 +30,10 @@ def subscription(*topics: str) -> bytes:
 
 
 async def answered(result):
-    """A handler's answer: given at once, or by the awaitable it handed back because it had to wait."""
-    return await result if inspect.isawaitable(result) else result
+    """A handler's response: given at once, or by the `PendingAnswer` it handed back because it had to wait."""
+    if type(result) is PendingAnswer:
+        result = await result
+    return result.response if type(result) is PendingAnswer else result  # (one to encode off the loop)
 
 
 class FailingLog(OffsetsLog):
@@ -78,18 +81,18 @@ class Harness:
     async def settle(self) -> None:
         """Let every runnable task, in-flight write and batch of answers finish (bounded)."""
         async def drain() -> None:
-            runtime = self.coordinator.runtime
+            runtime = self.coordinator.group_manager.runtime
             for _ in range(2000):
                 for _ in range(5):
                     await asyncio.sleep(0)
                 if runtime.writes_in_flight():
                     await asyncio.wait_for(runtime.settle(), timeout=1)
-                elif self.coordinator.writes_in_flight():
-                    await self.coordinator.wait_for_writes()
+                elif self.coordinator.partitions.writes_in_flight():
+                    await self.coordinator.partitions.wait_for_writes()
                 elif not runtime.answers_in_flight():
                     for _ in range(5):
                         await asyncio.sleep(0)
-                    if (not self.coordinator.writes_in_flight() and not runtime.writes_in_flight()
+                    if (not self.coordinator.partitions.writes_in_flight() and not runtime.writes_in_flight()
                             and not runtime.answers_in_flight()):
                         return
         await asyncio.wait_for(drain(), timeout=10)
@@ -104,7 +107,7 @@ class Harness:
 
     def request_rebalance(self, group_id: str, detail: str) -> None:
         """What an admin action or a topic metadata change does: start a rebalance."""
-        self.coordinator.runtime.submit(self.group(group_id), RebalanceRequested(
+        self.coordinator.group_manager.runtime.submit(self.group(group_id), RebalanceRequested(
             RebalanceReason(RebalanceCause.REQUESTED, detail=detail)))
 
     # ---------------------------------------------------------------- requests

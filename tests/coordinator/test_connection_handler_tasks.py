@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from cohort.coordinator.server.handlers import Route
+from cohort.coordinator.server.handlers import answering
 from cohort.protocol.framing import encode_request
 from cohort.protocol import messages as m
 
@@ -37,7 +37,7 @@ def answer(error_code: int) -> m.HeartbeatResponse:
 
 def serve_heartbeats_with(server, handler) -> None:
     """Replace the Heartbeat handler of a running server (on its own loop)."""
-    server.run(lambda: server.server.handlers.routes.__setitem__(HEARTBEAT, Route(handler, True)))
+    server.run(lambda: server.server.handlers.routes.__setitem__(HEARTBEAT, answering(handler)))
 
 
 def test_a_handler_timing_out_with_asyncio_timeout_answers(server, raw_client):

@@ -12,7 +12,6 @@ import time
 
 import pytest
 
-from cohort.coordinator.server.handlers import Route
 from cohort.protocol import messages as m
 
 pytestmark = pytest.mark.timeout(60)
@@ -36,13 +35,13 @@ def record_starts(server) -> list[int]:
     def install():
         routes = server.server.handlers.routes
         for key in (JOIN, FETCH):
-            handler = routes[key].handler
+            handler = routes[key]
 
             def recording(req, version, ctx, _handler=handler, _key=key):
                 started.append(_key)
-                return _handler(req, version, ctx)  # an answer, or the coroutine of a handler that waits
+                return _handler(req, version, ctx)  # a response, or the PendingAnswer of a handler that waits
 
-            routes[key] = Route(recording, routes[key].is_async)
+            routes[key] = recording
 
     server.run(install)
     return started

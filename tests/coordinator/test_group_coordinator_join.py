@@ -6,7 +6,7 @@ import pytest
 from cohort.coordinator.groups.classic import GroupState
 from cohort.coordinator.records.types import GroupMetadataRecord, decode_record
 from cohort.coordinator.log import read_segment, list_segments
-from cohort.coordinator.groups.coordinator import RequestContext
+from cohort.coordinator.contracts.requests import RequestContext
 from group_harness import E, Harness, subscription
 
 

@@ -78,7 +78,7 @@ async def test_given_loaded_group_over_max_size_then_it_rebalances_and_extra_mem
         members = [GroupMemberRecord(f"m{i}", None, "cid", "/h", 10000, 30000, subscription("t"), b"")
                    for i in range(3)]
         record = GroupMetadataRecord("big", "consumer", 3, "range", "m0", 1, members)
-        h.coordinator.on_partition_loaded(h.coordinator.partition_for("big"), [encode_record(record)])
+        h.coordinator.partitions.load_records(h.coordinator.partition_for("big"), [encode_record(record)])
         group = h.group("big")
         assert group.state is GroupState.PREPARING_REBALANCE
         first = [h.join("big", f"m{i}", protocols=(("range", subscription("t")),)) for i in range(2)]

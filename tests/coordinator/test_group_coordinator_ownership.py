@@ -37,12 +37,12 @@ async def node(data_dir, index: int, *, gated: bool = False) -> tuple[Harness, S
         log = GatedLog(data_dir, num_partitions=h.config.offsets_topic_num_partitions, partitions=())
         log.gate = asyncio.Event()
         h.log = log
-        h.coordinator._store = log
+        h.coordinator.partitions._store = log
     ownership = StaticOwnership(NODES[index], NODES, h.config.offsets_topic_num_partitions)
     await h.log.open()
-    await ownership.start(h.coordinator)
+    await ownership.start(h.coordinator.partitions)
     if not gated:
-        await h.coordinator.wait_loaded()
+        await h.coordinator.partitions.wait_loaded()
     return h, ownership
 
 
@@ -64,7 +64,7 @@ async def nodes(tmp_path):
         if isinstance(h.log, GatedLog):
             h.log.gate.set()
         h.coordinator.shutdown()
-        await h.coordinator.wait_loaded()
+        await h.coordinator.partitions.wait_loaded()
         await h.log.close()
 
 
@@ -88,7 +88,7 @@ async def test_while_a_partition_loads_its_groups_wait_and_heartbeats_pass(nodes
     listed = await a.coordinator.list_groups(m.ListGroupsRequest(states_filter=[], types_filter=[]), 4, CTX)
     assert listed.error_code == E.COORDINATOR_LOAD_IN_PROGRESS
     a.log.gate.set()
-    await a.coordinator.wait_loaded()
+    await a.coordinator.partitions.wait_loaded()
     assert await a.commit(g, {("t", 0): 5}) == {("t", 0): E.NONE}
 
 
@@ -105,8 +105,8 @@ async def test_a_lost_partition_answers_its_parked_requests_and_its_next_owner_s
     parked_too = a.join(g, second, session_ms=30000)
     await asyncio.sleep(0)
 
-    a.coordinator.lost(4)
-    await a.coordinator.wait_loaded()
+    a.coordinator.partitions.lost(4)
+    await a.coordinator.partitions.wait_loaded()
     assert (await asyncio.wait_for(parked, 5)).error_code == E.NOT_COORDINATOR
     assert (await asyncio.wait_for(parked_too, 5)).error_code == E.NOT_COORDINATOR
     assert a.group(g) is None and a.coordinator.offsets.get(g, "t", 0) is None
@@ -114,8 +114,8 @@ async def test_a_lost_partition_answers_its_parked_requests_and_its_next_owner_s
     assert await a.commit(g, {("t", 0): 43}) == {("t", 0): E.NOT_COORDINATOR}
     assert (await a.fetch(other, {"t": [0]}))[1] == {("t", 0): (7, "", 0)}  # partition 2 is still served
 
-    b.coordinator.acquired(4, 1)
-    await b.coordinator.wait_loaded()
+    b.coordinator.partitions.acquired(4, 1)
+    await b.coordinator.partitions.wait_loaded()
     assert (await b.fetch(g, {"t": [0, 1]}))[1] == {("t", 0): (41, "", 0), ("t", 1): (42, "", 0)}
     assert await b.commit(g, {("t", 0): 44}) == {("t", 0): E.NONE}
 
@@ -123,9 +123,9 @@ async def test_a_lost_partition_answers_its_parked_requests_and_its_next_owner_s
 async def test_a_partition_another_node_still_holds_fails_to_load_and_answers_not_coordinator(nodes, tmp_path):
     a, _ = await nodes(0)
     b, _ = await nodes(1)
-    b.coordinator.acquired(2, 1)  # partition 2 is node 0's: its directory is locked by a's log
-    await b.coordinator.wait_loaded()
-    assert "owned by another process" in b.coordinator.failed_partitions()[2]
+    b.coordinator.partitions.acquired(2, 1)  # partition 2 is node 0's: its directory is locked by a's log
+    await b.coordinator.partitions.wait_loaded()
+    assert "owned by another process" in b.coordinator.partitions.failed_partitions()[2]
     g = group_on(b, 2)
     assert (await b.join_now(g)).error_code == E.NOT_COORDINATOR
     assert (await a.join_now(g)).error_code == E.MEMBER_ID_REQUIRED
@@ -140,13 +140,31 @@ async def test_a_partition_lost_while_it_loads_is_given_up_and_left_free_for_its
     a, _ = await nodes(0, gated=True)  # partitions load one at a time: 0 first, held at its first chunk
     await asyncio.sleep(0.2)
     assert a.log.partition_state(0) is PartitionLifecycle.LOADING
-    a.coordinator.lost(0)
+    a.coordinator.partitions.lost(0)
     a.log.gate.set()  # the others go on
-    await a.coordinator.wait_loaded()
+    await a.coordinator.partitions.wait_loaded()
     assert a.log.partition_state(0) is PartitionLifecycle.UNOWNED
     assert (await a.join_now(g)).error_code == E.NOT_COORDINATOR
-    assert 0 not in a.coordinator.failed_partitions()
+    assert 0 not in a.coordinator.partitions.failed_partitions()
     b, _ = await nodes(1)
-    b.coordinator.acquired(0, 1)
-    await b.coordinator.wait_loaded()
+    b.coordinator.partitions.acquired(0, 1)
+    await b.coordinator.partitions.wait_loaded()
     assert (await b.fetch(g, {"t": [0]}))[1] == {("t", 0): (9, "", 0)}
+
+
+async def test_the_coordinator_moves_its_partitions_through_the_shared_lifecycle_table(nodes):
+    from cohort.coordinator.contracts.partition_lifecycle import IllegalPartitionTransition, PartitionLifecycle as L
+    a, _ = await nodes(0)
+    states = a.coordinator.partitions.states
+    assert [states[p] for p in range(5)] == [L.LOADED, L.UNOWNED, L.LOADED, L.UNOWNED, L.LOADED]
+    assert a.coordinator.partitions.partition_states() == {0: "loaded", 2: "loaded", 4: "loaded"}
+
+    a.coordinator.partitions.lost(4)
+    assert states[4] is L.RELEASING  # parked requests answered, the store's release under way
+    g = group_on(a, 4)
+    assert (await a.join_now(g)).error_code == E.NOT_COORDINATOR
+    a.coordinator.partitions.acquired(4, 2)  # owned again before the release ended: loads once it has
+    await a.coordinator.partitions.wait_loaded()
+    assert states[4] is L.LOADED
+    with pytest.raises(IllegalPartitionTransition):
+        states.move(4, L.CLAIMING)  # the table refuses what no layer may do

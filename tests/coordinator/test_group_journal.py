@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 from bounded_wait import wait_until_async
 from group_harness import Harness
 
-from cohort.coordinator.groups.coordinator import JOURNAL_BUILD_OFF_LOOP
+from cohort.coordinator.groups.slices import JOURNAL_BUILD_OFF_LOOP
 from cohort.coordinator.groups.operator_journal import GroupJournal, partition_moves
 from cohort.coordinator.groups.effects import RebalanceJournaled
 from cohort.coordinator.records.types import decode_record, encode_record
@@ -150,13 +150,13 @@ async def test_a_big_groups_entries_are_built_off_the_loop_complete_and_in_order
         n = JOURNAL_BUILD_OFF_LOOP
         ids = await h.stable_group("big", n)
         await h.leave("big", [(mid, None) for mid in ids])  # everyone leaves in one request: Empty
-        await wait_until_async(lambda: len(h.coordinator.rebalance_journal("big")) == 2, 30, "two journal entries")
-        first, second = h.coordinator.rebalance_journal("big")
+        await wait_until_async(lambda: len(h.coordinator.reports.rebalance_journal("big")) == 2, 30, "two journal entries")
+        first, second = h.coordinator.reports.rebalance_journal("big")
         assert (first.sequence, first.epoch_after, second.sequence, second.state_after) == (0, 1, 1, "Empty")
         assert sorted(m.member_id for m in first.members) == sorted(ids)
         assert {m.role for m in first.members} == {"cause", "joined"} and len(second.members) == n
         assert f"and {n - 10} more" in second.detail  # the reason names 10 of the members who left
         await h.restart()  # what was written replays the same, in the same order
-        assert [(e.sequence, len(e.members)) for e in h.coordinator.rebalance_journal("big")] == [(0, n), (1, n)]
+        assert [(e.sequence, len(e.members)) for e in h.coordinator.reports.rebalance_journal("big")] == [(0, n), (1, n)]
     finally:
         await h.close()

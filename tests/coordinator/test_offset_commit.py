@@ -4,7 +4,8 @@ from __future__ import annotations
 import pytest
 
 from cohort.coordinator.groups.classic import GroupState
-from cohort.coordinator.groups.coordinator import GROUP_AUTHORIZED_OPERATIONS, INT32_MIN, java_string_length
+from cohort.coordinator.groups.group_manager import GROUP_AUTHORIZED_OPERATIONS, INT32_MIN
+from cohort.coordinator.groups.responses import java_string_length
 from group_harness import CTX, E, Harness, answered, subscription
 from cohort.protocol import messages as m
 
@@ -244,7 +245,7 @@ async def test_given_commit_in_flight_when_fetching_with_require_stable_then_it_
     import asyncio
     commit = asyncio.ensure_future(h.commit("s", {("t", 0): 7}))
     await asyncio.sleep(0)  # the commit is now appending
-    assert h.coordinator.writes_in_flight() == 1
+    assert h.coordinator.partitions.writes_in_flight() == 1
     req = m.OffsetFetchRequest(group_id="s", require_stable=True, topics=[
         m.OffsetFetchRequest.OffsetFetchRequestTopic(name="t", partition_indexes=[0])])
     r = await answered(h.coordinator.offset_fetch(req, 7, CTX))

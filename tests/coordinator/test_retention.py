@@ -126,17 +126,17 @@ async def test_given_an_expired_group_then_its_journal_goes_once_its_last_entry_
     await h.commit("j", {("t", 0): 5}, member_id=member, generation=1)
     await h.leave("j", [(member, None)])
     await h.advance(0)
-    await h.coordinator.wait_for_writes()
-    assert [e.trigger for e in h.coordinator.rebalance_journal("j")] == ["member_joined", "member_left"]
+    await h.coordinator.partitions.wait_for_writes()
+    assert [e.trigger for e in h.coordinator.reports.rebalance_journal("j")] == ["member_joined", "member_left"]
     await h.advance(RETENTION_MS)
     assert await h.coordinator.expire_offsets() == 2  # the offset and the group; the journal stays a pass longer
-    assert h.group("j") is None and len(h.coordinator.journal.entries("j")) == 2
+    assert h.group("j") is None and len(h.coordinator.reports.journal.entries("j")) == 2
     assert await h.coordinator.expire_offsets() == 2  # one tombstone per journal slot used
-    assert h.coordinator.journal.entries("j") == [] and h.coordinator.journal.groups() == []
+    assert h.coordinator.reports.journal.entries("j") == [] and h.coordinator.reports.journal.groups() == []
 
 
 async def test_given_a_bad_reset_then_the_read_api_plans_and_executes_the_undo_and_journals_it(h):
-    from cohort.coordinator.groups.coordinator import RequestContext
+    from cohort.coordinator.contracts.requests import RequestContext
 
     (member,) = await h.stable_group("u", 1, session_ms=600_000)
     await h.commit("u", {("t", 0): 5, ("t", 1): 7}, member_id=member, generation=1)
@@ -146,11 +146,11 @@ async def test_given_a_bad_reset_then_the_read_api_plans_and_executes_the_undo_a
     await h.advance(1000)
     admin = RequestContext(client_id="console", client_host="/10.0.0.9", principal="User:alice")
     assert await h.coordinator.reset_offsets("u", {("t", 0): 0, ("t", 1): 0}, admin) == {("t", 0): 0, ("t", 1): 0}
-    plan = await h.coordinator.reset_plan_to_commit_at("u", good)
+    plan = await h.coordinator.reports.reset_plan_to_commit_at("u", good)
     assert plan == {("t", 0): 5, ("t", 1): 7}
     assert await h.coordinator.reset_offsets("u", plan, admin) == {("t", 0): 0, ("t", 1): 0}
     assert await offsets_of(h, "u") == {("t", 0): 5, ("t", 1): 7}
-    undo = h.coordinator.rebalance_journal("u")[-1]
+    undo = h.coordinator.reports.rebalance_journal("u")[-1]
     assert (undo.kind, undo.trigger, undo.principal, undo.members[0].client_host) == (
         "admin", "reset_offsets", "User:alice", "/10.0.0.9")
     assert undo.detail == "t:0 0->5, t:1 0->7"

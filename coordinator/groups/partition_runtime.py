@@ -1,0 +1,420 @@
+"""`PartitionRuntime`: the offsets partitions this node coordinates, and every write to them (Kafka's
+`CoordinatorRuntime`).
+
+A partition's life is the shared lifecycle (`cohort.coordinator.contracts.partition_lifecycle`):
+`acquired(p, epoch)` moves it UNOWNED -> LOADING, reads its live records from the `Store` and hands them
+to the shard (`replay_chunk`), then LOADED (or FAILED, with why); `lost(p)` moves it to RELEASING, has the
+shard forget its groups and offsets and releases it in the store, then UNOWNED. Partitions load one
+after another, in the order they were acquired (replay is CPU-bound). `error(p)` is what a request for
+a group of p answers: NONE only while p is LOADED, the serving deadline has not passed and the runtime
+is open.
+
+The write path: `append(p, records)` / `append_encoded(p, encoded)` return NONE or the error Kafka's
+group coordinator maps a failed write to (`map_write_error`); `write(p, encoded, then, state)` is the
+request path's: it returns the `PendingAnswer` that `then(state, error)` makes once the records are
+durable (for the local log's `DurableFuture`, in the very loop turn the append settles). Appends of one
+partition finish in order; `wait_for_writes` waits for those already started (OffsetFetch's RequireStable).
+"""
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import math
+import time
+from collections.abc import Callable, Iterable
+
+from cohort.coordinator.contracts.answers import PendingAnswer
+from cohort.coordinator.contracts.partition_lifecycle import OWNED_STATES, PartitionLifecycle, PartitionStates
+from cohort.coordinator.contracts.store import LogLoadError, StorageError, Store
+from cohort.coordinator.log.durable_future import DurableFuture
+from cohort.coordinator.groups.slices import (
+    LARGE_REQUEST_PARTITIONS,
+    MEMBERS_ENCODED_ON_LOOP,
+    PARTITIONS_PER_SLICE,
+    next_turn,
+)
+from cohort.coordinator.records.types import (
+    GroupMetadataRecord,
+    Record,
+    encode_group_metadata_in_slices,
+    encode_record,
+)
+from cohort.protocol.errors import ErrorCode
+
+log = logging.getLogger("cohort.coordinator")
+E = ErrorCode
+L = PartitionLifecycle
+
+# What a failed coordinator write is reported as: Kafka's group coordinator maps the log's
+# append errors this way (`GroupCoordinatorService`, `GroupMetadataManager.storeGroup` before it).
+_WRITE_ERROR_MAP = {
+    E.UNKNOWN_TOPIC_OR_PARTITION: E.COORDINATOR_NOT_AVAILABLE,
+    E.NOT_ENOUGH_REPLICAS: E.COORDINATOR_NOT_AVAILABLE,
+    E.REQUEST_TIMED_OUT: E.COORDINATOR_NOT_AVAILABLE,
+    E.NOT_LEADER_OR_FOLLOWER: E.NOT_COORDINATOR,
+    E.KAFKA_STORAGE_ERROR: E.NOT_COORDINATOR,
+    E.MESSAGE_TOO_LARGE: E.UNKNOWN_SERVER_ERROR,
+    E.RECORD_LIST_TOO_LARGE: E.UNKNOWN_SERVER_ERROR,
+    E.INVALID_FETCH_SIZE: E.UNKNOWN_SERVER_ERROR,
+    E.NETWORK_EXCEPTION: E.COORDINATOR_LOAD_IN_PROGRESS,
+}
+
+
+def map_write_error(code: int) -> int:
+    """Kafka's mapping of a storage error to what the client is told."""
+    return _WRITE_ERROR_MAP.get(code, code)
+
+
+
+
+class PartitionRuntime:
+    """Load, replay and release of this node's offsets partitions, and the appends to them."""
+
+    __slots__ = ("_store", "_shard", "metrics", "_num_partitions", "states", "loaded", "_why_failed", "_told",
+                 "serving_deadline", "_closed", "_tasks", "_load_turn", "loaded_records", "_writes_started",
+                 "_writes_finished", "_write_waiters", "_group_writes")
+
+    def __init__(self, store: Store, num_partitions: int, shard, metrics=None) -> None:
+        """`shard` replays and forgets what partitions hold: `replay_chunk(records, loaded_groups)`,
+        `partition_replayed(partition, loaded_groups)` and `partition_lost(partition)`."""
+        self._store = store
+        self._shard = shard
+        self.metrics = metrics
+        self._num_partitions = num_partitions
+        self.states = PartitionStates(range(num_partitions))
+        self.loaded = self.states.loaded  # the served partitions (a live set: `p in runtime.loaded`)
+        self._why_failed: dict[int, str] = {}
+        self._told = False  # until the ownership first speaks, every partition counts as ours, loading
+        # Past this (monotonic) the ownership's lease may have lapsed; -inf once closed (see `serve_until`).
+        self.serving_deadline = math.inf
+        self._closed = False
+        self._tasks: dict[int, asyncio.Task] = {}  # each partition's load or release under way
+        self._load_turn: asyncio.Lock | None = None
+        self.loaded_records = 0  # live records replayed from the store since start (the load summary)
+        # Per partition: appends started / finished, and RequireStable fetches waiting for a count.
+        # The log completes a partition's appends in order, so "finished >= n" means the first n are done.
+        self._writes_started: dict[int, int] = {}
+        self._writes_finished: dict[int, int] = {}
+        self._write_waiters: dict[int, list[tuple[int, asyncio.Future]]] = {}
+        self._group_writes: dict[str, asyncio.Future] = {}  # a big group's record write in progress
+
+    # -- what a request is answered -----------------------------------------------------------
+    def error(self, partition: int) -> int:
+        """NONE if `partition` is served now, else what its groups' requests answer."""
+        if partition in self.loaded and time.monotonic() < self.serving_deadline:  # (-inf once closed)
+            return E.NONE
+        if self._closed:
+            return E.COORDINATOR_NOT_AVAILABLE
+        if time.monotonic() >= self.serving_deadline:
+            return E.NOT_COORDINATOR
+        state = self.states[partition]
+        if state is L.LOADED:
+            return E.NONE
+        if state is L.LOADING or (state is L.UNOWNED and not self._told):
+            return E.COORDINATOR_LOAD_IN_PROGRESS
+        return E.NOT_COORDINATOR
+
+    def serve_until(self, deadline: float) -> None:
+        """Past `deadline` (monotonic) the ownership's lease may have lapsed: every group answers
+        NOT_COORDINATOR, checked on each request (a request read before the ownership's own timer
+        runs, e.g. by a node resumed after a pause, must not be answered as coordinator)."""
+        if not self._closed:
+            self.serving_deadline = deadline
+
+    def close(self) -> None:
+        """Shutdown: every request answers COORDINATOR_NOT_AVAILABLE from now on."""
+        self._closed = True
+        self.serving_deadline = -math.inf  # (the requests' one-comparison check sends them to `error`)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def partition_states(self) -> dict[int, str]:
+        """Each offsets partition this node owns and its load state: "loaded", "loading" or "failed"."""
+        if not self._told:
+            return {p: ("loading" if s is L.UNOWNED else s.value) for p, s in self.states.items()}
+        return {p: s.value for p, s in self.states.items() if s in OWNED_STATES}
+
+    def failed_partitions(self) -> dict[int, str]:
+        """Owned partitions that could not be loaded, with why (their groups answer NOT_COORDINATOR)."""
+        return {p: self._why_failed.get(p, "") for p in self.states.partitions(L.FAILED)}
+
+    # -- the Ownership listener ---------------------------------------------------------------
+    def acquired(self, partition: int, epoch: int) -> None:
+        """This node now coordinates `partition`: load it from the store (its groups wait meanwhile)."""
+        self._told = True
+        state = self.states[partition]
+        if state is L.LOADED or state is L.LOADING:
+            return
+        releasing = self._tasks.get(partition) if state is L.RELEASING else None
+        if releasing is None:
+            self.states.move(partition, L.LOADING)
+        task = asyncio.get_running_loop().create_task(self._load_partition(partition, epoch, releasing),
+                                                      name=f"load-offsets-partition-{partition}")
+        self._track(partition, task)
+
+    def lost(self, partition: int) -> None:
+        """Another node coordinates `partition` now: the shard forgets its groups and offsets (answering
+        their parked requests NOT_COORDINATOR) and the store releases it (its accepted appends finish)."""
+        self._told = True
+        state = self.states[partition]
+        if state is L.UNOWNED or state is L.RELEASING:
+            return
+        loading = self._tasks.get(partition)
+        if loading is not None:
+            loading.cancel()
+        self.states.move(partition, L.RELEASING)
+        self._why_failed.pop(partition, None)
+        self._shard.partition_lost(partition)
+        release = asyncio.get_running_loop().create_task(self._release(partition, loading),
+                                                         name=f"release-offsets-partition-{partition}")
+        self._track(partition, release)
+
+    def _track(self, partition: int, task: asyncio.Task) -> None:
+        self._tasks[partition] = task
+        task.add_done_callback(lambda _: self._tasks.pop(partition, None) if self._tasks.get(partition) is task
+                               else None)
+
+    async def _release(self, partition: int, loading: asyncio.Task | None) -> None:
+        if loading is not None:
+            await asyncio.gather(loading, return_exceptions=True)
+        try:
+            await self._store.release(partition)
+        except Exception as exc:  # noqa: BLE001 - the partition is gone from this node either way
+            log.error("offsets partition %d: release failed: %s", partition, exc)
+        finally:
+            if self.states[partition] is L.RELEASING:
+                self.states.move(partition, L.UNOWNED)
+
+    async def wait_loaded(self) -> None:
+        """Wait until every load and release started so far has finished."""
+        while self._tasks:
+            await asyncio.gather(*self._tasks.values(), return_exceptions=True)
+            await asyncio.sleep(0)  # let their done callbacks forget them (gather may not yield)
+
+    async def _load_partition(self, partition: int, epoch: int, releasing: asyncio.Task | None) -> None:
+        if releasing is not None:  # acquired again while its release was still under way
+            await asyncio.gather(releasing, return_exceptions=True)
+            self.states.move(partition, L.LOADING)
+        # One at a time: replay is CPU-bound, so loading 50 partitions at once would only hold 50 of
+        # them in memory together (and the topic registry's partition 0 would not come first).
+        if self._load_turn is None:
+            self._load_turn = asyncio.Lock()
+        async with self._load_turn:
+            await self._load_partition_now(partition, epoch)
+
+    async def _load_partition_now(self, partition: int, epoch: int) -> None:
+        started = time.perf_counter()
+        loaded_groups: set[str] = set()
+        count = 0
+        try:
+            async for chunk in self._store.load(partition, epoch):
+                count += len(chunk)
+                self._shard.replay_chunk(chunk, loaded_groups)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - damage, lost ownership, a record that cannot be replayed
+            why = exc.errors.get(partition, exc) if isinstance(exc, LogLoadError) else exc
+            self.failed(partition, str(why))
+            log.error("offsets partition %d failed to load: %s", partition, why)
+            return
+        self.replayed(partition, loaded_groups, count, started)
+
+    def failed(self, partition: int, why: str) -> None:
+        """`partition` could not be loaded: its groups answer NOT_COORDINATOR until it is acquired again."""
+        self._why_failed[partition] = why
+        self.states.move(partition, L.FAILED)
+
+    def replayed(self, partition: int, loaded_groups: set[str], records: int, started: float) -> None:
+        """`partition`'s records are all replayed: it is served from now on."""
+        self.loaded_records += records
+        self._shard.partition_replayed(partition, loaded_groups)
+        self.states.move(partition, L.LOADED)
+        if self.metrics is not None:
+            self.metrics.partition_loaded(partition, time.perf_counter() - started, records)
+
+    def load_records(self, partition: int, records: list[tuple[bytes, bytes]]) -> None:
+        """Replay a partition's live records handed over at once (tools and tests; the store's path is
+        `acquired`): each key once, in no particular order, commits column-wise (`decode_for_load`)."""
+        started = time.perf_counter()
+        loaded_groups: set[str] = set()
+        if self.states[partition] is not L.LOADED:
+            self.states.move(partition, L.LOADING)
+        try:
+            self._shard.replay_chunk(records, loaded_groups)
+        except Exception as exc:
+            self.failed(partition, str(exc))
+            raise
+        self.replayed(partition, loaded_groups, len(records), started)
+
+    def mark_loaded(self, partitions: Iterable[int] | None = None) -> None:
+        """Declare partitions loaded without replay (a coordinator over a fresh, empty log)."""
+        for p in range(self._num_partitions) if partitions is None else partitions:
+            self._why_failed.pop(p, None)
+            if self.states[p] is not L.LOADED:
+                self.states.move(p, L.LOADING)
+                self.states.move(p, L.LOADED)
+
+    async def load_all(self) -> None:
+        """Open the store and load every partition (a single node without an `Ownership`).
+
+        Raises `LogLoadError` if some partitions failed: those answer NOT_COORDINATOR, the rest
+        serve normally.
+        """
+        await self._store.open()
+        for p in range(self._num_partitions):
+            self.acquired(p, 0)
+        await self.wait_loaded()
+        failed = self.failed_partitions()
+        if failed:
+            raise LogLoadError({p: RuntimeError(why) for p, why in failed.items()})
+
+    # -- the write path -------------------------------------------------------------------------
+    def append_group_record(self, record: Record) -> asyncio.Future:
+        """Append one GroupMetadata (or consumer-group) record; the future resolves to an error code.
+
+        Called synchronously, so records of a group reach the log in the order they were made
+        (the last one is what a reload sees). The record of a big group (10 000 members: ~40 ms)
+        is encoded a slice of members per loop turn so the loop keeps serving others; the group's
+        later writes wait for it.
+        """
+        partition = self._shard.partition_for(record.group)
+        group_id = record.group
+        if type(record) is not GroupMetadataRecord:  # a consumer group's records are small
+            return asyncio.ensure_future(self.append(partition, [record]))
+        previous = self._group_writes.get(group_id)
+        if previous is None and len(record.members) <= MEMBERS_ENCODED_ON_LOOP:
+            return asyncio.ensure_future(self.append(partition, [record]))
+        write = asyncio.ensure_future(self._append_group_record_in_order(partition, record, previous))
+        self._group_writes[group_id] = write
+
+        def forget(done: asyncio.Future) -> None:
+            if self._group_writes.get(group_id) is done:
+                del self._group_writes[group_id]
+
+        write.add_done_callback(forget)
+        return write
+
+    async def _append_group_record_in_order(self, partition: int, record: GroupMetadataRecord,
+                                            previous: asyncio.Future | None) -> int:
+        if previous is not None:
+            await asyncio.wait([previous])
+        try:
+            slices = encode_group_metadata_in_slices(record, MEMBERS_ENCODED_ON_LOOP)
+            try:
+                while True:
+                    next(slices)
+                    await next_turn()
+            except StopIteration as done:
+                encoded = done.value
+        except (ValueError, TypeError) as exc:
+            log.error("cannot encode records for offsets partition %d: %s", partition, exc)
+            return E.UNKNOWN_SERVER_ERROR
+        return await self.append_encoded(partition, [encoded])
+
+    async def append(self, partition: int, records: list[Record]) -> int:
+        """Append typed records durably; returns NONE or the client-facing (mapped) error."""
+        try:
+            if len(records) <= LARGE_REQUEST_PARTITIONS:
+                encoded = [encode_record(r) for r in records]
+            else:  # a big group's tombstones: a slice at a time
+                encoded = []
+                for start in range(0, len(records), PARTITIONS_PER_SLICE):
+                    encoded += [encode_record(r) for r in records[start:start + PARTITIONS_PER_SLICE]]
+                    await next_turn()
+        except (ValueError, TypeError) as exc:
+            log.error("cannot encode records for offsets partition %d: %s", partition, exc)
+            return E.UNKNOWN_SERVER_ERROR
+        return await self.append_encoded(partition, encoded)
+
+    async def append_encoded(self, partition: int, encoded: list[tuple[bytes, bytes | None]]) -> int:
+        """`append` of records already encoded as (key, value)."""
+        self._writes_started[partition] = self._writes_started.get(partition, 0) + 1
+        durable = self._store.append(partition, encoded)
+        try:
+            await durable
+        except StorageError as exc:
+            log.warning("offsets partition %d: append failed: %s", partition, exc)
+            return map_write_error(exc.error_code)
+        finally:
+            self.write_finished(partition)
+        return E.NONE
+
+    def write(self, partition: int, encoded: list[tuple[bytes, bytes | None]],
+              then: Callable[[object, int], object], state) -> PendingAnswer:
+        """Kafka's `CoordinatorResult`: append the records, and answer `then(state, error)` once they are
+        durable (`error`: NONE, or the mapped write error; `then` applies what became durable and makes
+        the response). The local log's `DurableFuture` runs it in the very loop turn the append settles
+        (a done-callback would answer a turn later); `state` rather than a closure: one object less per write.
+        """
+        self._writes_started[partition] = self._writes_started.get(partition, 0) + 1
+        durable = self._store.append(partition, encoded)
+        answer = PendingAnswer(durable)
+        written = functools.partial(self._written, answer, then, state, partition)
+        if durable.done():
+            written(durable)
+        elif type(durable) is DurableFuture:
+            durable.continuation = written
+        else:
+            durable.add_done_callback(written)
+        return answer
+
+    def _written(self, answer: PendingAnswer, then, state, partition: int, durable: asyncio.Future) -> None:
+        self.write_finished(partition)
+        if durable.cancelled():
+            answer.fail(asyncio.CancelledError())  # shutdown: never answered
+            return
+        exc = durable.exception()
+        error = E.NONE
+        if exc is not None:
+            if not isinstance(exc, StorageError):
+                answer.fail(exc)
+                return
+            log.warning("offsets partition %d: append failed: %s", partition, exc)
+            error = map_write_error(exc.error_code)
+        try:
+            response = then(state, error)
+        except Exception as exc:  # noqa: BLE001 - reported by the subscriber (the connection logs it)
+            answer.fail(exc)
+            return
+        if type(response) is PendingAnswer:  # (one to encode off the loop)
+            answer.settle_with(response)
+        else:
+            answer.settle(response)
+
+    def write_finished(self, partition: int) -> None:
+        """An append ended (durable or failed): RequireStable fetches waiting for it may go on."""
+        finished = self._writes_finished[partition] = self._writes_finished.get(partition, 0) + 1
+        waiters = self._write_waiters.get(partition) if self._write_waiters else None
+        if waiters:
+            still = []
+            for target, waiter in waiters:
+                if finished >= target:
+                    if not waiter.done():
+                        waiter.set_result(None)
+                else:
+                    still.append((target, waiter))
+            if still:
+                self._write_waiters[partition] = still
+            else:
+                del self._write_waiters[partition]  # (an empty map: appends skip this look-up)
+
+    def writes_in_flight(self) -> int:
+        """Appends started and not yet finished, over all partitions."""
+        return sum(n - self._writes_finished.get(p, 0) for p, n in self._writes_started.items())
+
+    def writes_pending(self, partition: int) -> bool:
+        return self._writes_finished.get(partition, 0) < self._writes_started.get(partition, 0)
+
+    async def wait_for_writes(self, partition: int | None = None) -> None:
+        """Wait until the appends already started (on one partition, or all) have finished."""
+        for p in (list(self._writes_started) if partition is None else [partition]):
+            target = self._writes_started.get(p, 0)
+            if self._writes_finished.get(p, 0) >= target:
+                continue
+            waiter = asyncio.get_running_loop().create_future()
+            self._write_waiters.setdefault(p, []).append((target, waiter))
+            await waiter
+
