@@ -1,6 +1,8 @@
-"""The group engines and the settings stay small enough to read: no module over 1 000 lines, no class over 70
-methods. Past that a module stops having one job; the engines are split by concern as Kafka splits them
-(ClassicGroup / ClassicGroupMember, ConsumerGroup / ConsumerGroupMember / CurrentAssignmentBuilder)."""
+"""Every product module stays small enough to read: no module over 1 000 lines, no class over 70 methods.
+Past that a module stops having one job: the group coordinator is split as Kafka's (runtime, group
+manager, offsets manager, reports), the engines by concern (ClassicGroup / ClassicGroupMember,
+ConsumerGroup / ConsumerGroupMember / CurrentAssignmentBuilder). The generated codecs are a build
+artifact, not source, and are left out."""
 from __future__ import annotations
 
 import ast
@@ -8,15 +10,15 @@ from pathlib import Path
 
 import pytest
 
-import cohort.coordinator as coordinator
-
-ROOT = Path(coordinator.__file__).parent
-MODULES = sorted([*ROOT.glob("groups/classic*.py"), *ROOT.glob("groups/consumer*.py"), *ROOT.glob("config*.py")])
+REPO = Path(__file__).resolve().parents[1]
+ROOT = REPO / "coordinator"
+MODULES = sorted(path for folder in ("coordinator", "protocol", "client") for path in (REPO / folder).rglob("*.py")
+                 if path.name != "_generated_codecs.py")
 MAX_LINES = 1000
 MAX_METHODS = 70
 
 
-@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(ROOT)))
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(REPO)))
 def test_no_module_past_a_thousand_lines_and_no_class_past_seventy_methods(path: Path):
     source = path.read_text()
     assert len(source.splitlines()) <= MAX_LINES
