@@ -66,8 +66,6 @@ def map_write_error(code: int) -> int:
     return _WRITE_ERROR_MAP.get(code, code)
 
 
-
-
 class PartitionRuntime:
     """Load, replay and release of this node's offsets partitions, and the appends to them."""
 
