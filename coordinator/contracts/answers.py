@@ -37,12 +37,7 @@ class PendingAnswer:
             return
         self.response = response
         self.off_loop = off_loop
-        self.done = True
-        callback = self._callback
-        if callback is not None:
-            self._callback = None
-            arg, self._arg = self._arg, None  # (the subscriber's request holds this answer: no cycle left behind)
-            callback(arg, self)
+        self._settled()
 
     def settle_with(self, result) -> None:
         """Settle from what a maker returned: a response, or a settled `PendingAnswer` (its response, its flag)."""
@@ -60,11 +55,15 @@ class PendingAnswer:
         self.error = error
         self.response = None
         self.off_loop = False
+        self._settled()
+
+    def _settled(self) -> None:
+        """Done: the subscriber, if any, hears it now, and is let go of."""
         self.done = True
         callback = self._callback
         if callback is not None:
             self._callback = None
-            arg, self._arg = self._arg, None
+            arg, self._arg = self._arg, None  # (the subscriber's request holds this answer: no cycle left behind)
             callback(arg, self)
 
     def subscribe(self, callback: Callable[[object, PendingAnswer], None], arg) -> None:
