@@ -125,6 +125,7 @@ class EtcdClient:
         self._leader_checked = float("-inf")
         self._leader_lookup: asyncio.Task | None = None
         self.no_space = False  # etcd refused the last write it answered with NOSPACE
+        self.raft_term = 0  # the highest raft term a lease grant or refresh was answered in
         self._turn = 0
         self._avoid_until: dict[str, float] = {}  # endpoint -> monotonic time until which it is avoided
         self._failures: dict[str, int] = {}  # endpoint -> calls failed in a row
@@ -342,6 +343,7 @@ class EtcdClient:
     async def grant(self, ttl_s: int) -> tuple[int, int]:
         """A new lease: (id, TTL etcd granted in seconds)."""
         response = await self._call("lease grant", self._client.lease.grant(ttl_s))
+        self.raft_term = max(self.raft_term, response.header.raft_term)
         return response.ID, response.TTL
 
     async def keepalive_once(self, lease_id: int, timeout_s: float | None = None) -> int:
@@ -374,6 +376,7 @@ class EtcdClient:
 
         async def first_answer() -> int:
             async for response in stream:
+                self.raft_term = max(self.raft_term, response.header.raft_term)
                 return response.TTL
             return 0
 

@@ -5,6 +5,15 @@ another node then claims the partitions. The node itself must stop serving them 
 even when etcd cannot tell it (partitioned, etcd down). Each answered keepalive moves the deadline to
 the moment the request was sent plus the TTL etcd reported: before that instant the lease cannot have
 expired, after it the node treats its ownership as gone.
+
+Why a fresh lease after an etcd leader change: etcd's leader alone expires leases, by its own clock
+of the last refresh it saw. A leader that stalled (a paused process, a disk that blocked its raft
+loop) past a lease's expiry may still revoke that lease when it resumes, before it learns that it
+was deposed, while the node was refreshing it through the new leader all along (etcd issue 15247:
+its guard, from 3.4.28 and 3.5.11, is skipped when the member ticked recently, as it has right after
+a pause). So when a refresh is answered in a later raft term than the lease was granted in, the
+owner moves its keys to a lease granted in the new term (`on_new_term`); a late revoke of the old
+one then deletes nothing.
 """
 from __future__ import annotations
 
@@ -14,18 +23,28 @@ import logging
 import math
 import time
 from collections.abc import Callable
+from typing import NamedTuple
 
 from cohort.coordinator.cluster.etcd import EtcdClient, EtcdUnavailable
 
 log = logging.getLogger("cohort.cluster")
 
 
+class SpareLease(NamedTuple):
+    lease_id: int
+    deadline: float  # time.monotonic() until which it is certainly alive unrefreshed
+    term: int  # the raft term it was granted in
+
+
 class NodeLease:
-    def __init__(self, etcd: EtcdClient, ttl_ms: int, *, on_deadline: Callable[[float], None]) -> None:
+    def __init__(self, etcd: EtcdClient, ttl_ms: int, *, on_deadline: Callable[[float], None],
+                 on_new_term: Callable[[], None] = lambda: None) -> None:
         self.etcd = etcd
         self.ttl_ms = ttl_ms
         self.on_deadline = on_deadline  # the deadline moved (past it, stop serving what the lease holds)
+        self.on_new_term = on_new_term  # a refresh was answered in a later raft term than the grant
         self.lease_id = 0
+        self.term = 0  # the raft term the lease was granted in
         self._deadline = 0.0
         self._task: asyncio.Task | None = None
 
@@ -48,11 +67,20 @@ class NodeLease:
 
     async def grant(self) -> int:
         """A fresh lease (the previous one, if any, is left to expire)."""
-        sent = time.monotonic()
-        self.lease_id, ttl = await self.etcd.grant(self.ttl_s)
-        self.deadline = sent + ttl
-        log.info("etcd lease %x granted, TTL %ds", self.lease_id, ttl)
+        self.use(await self.grant_spare())
+        log.info("etcd lease %x granted, TTL %ds", self.lease_id, self.ttl_s)
         return self.lease_id
+
+    async def grant_spare(self) -> "SpareLease":
+        """A new lease that is not refreshed until `use` makes it this node's lease."""
+        sent = time.monotonic()
+        lease_id, ttl = await self.etcd.grant(self.ttl_s)
+        return SpareLease(lease_id, sent + ttl, self.etcd.raft_term)
+
+    def use(self, spare: "SpareLease") -> None:
+        """Refresh `spare` from now on instead of the current lease (which is left to expire)."""
+        self.lease_id, self.term = spare.lease_id, spare.term
+        self.deadline = spare.deadline
 
     def start_keepalive(self) -> None:
         if self._task is None:
@@ -97,6 +125,8 @@ class NodeLease:
                     break  # a new lease was granted meanwhile
                 if ttl > 0:
                     self.deadline = sent + ttl
+                    if self.etcd.raft_term > self.term:
+                        self.on_new_term()
                 elif await self._confirmed_gone(lease_id):
                     log.warning("etcd lease %x expired: this node's partitions are gone", lease_id)
                     self.lease_id = 0

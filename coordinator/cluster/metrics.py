@@ -35,6 +35,9 @@ class ClusterCollector:
                                   "Partitions this node handed to their preferred owner.", value=o.handoffs)
         yield CounterMetricFamily("cohort_cluster_partition_losses",
                                   "Partitions taken from this node (lease lapsed, fenced, key gone).", value=o.losses)
+        yield CounterMetricFamily("cohort_cluster_lease_moves",
+                                  "Times this node moved its etcd keys to a lease of a new etcd raft term.",
+                                  value=o.lease_moves)
         yield CounterMetricFamily("cohort_cluster_fenced_writes",
                                   "Writes refused because another node owns the partition now.", value=s.fenced_writes)
         yield GaugeMetricFamily("cohort_cluster_etcd_nospace",

@@ -19,6 +19,11 @@ it) -> LOADED (the store handed every record over) -> RELEASING (a handoff drain
 of them drops straight to UNOWNED when the partition is lost (its key gone or taken, a fenced write,
 the lease's deadline passed). LOADING and LOADED are served.
 
+After an etcd leader change the node moves its keys (`nodes/<id>`, and `owner/<p>` and `load/<p>`
+of what it serves, each fenced by its epoch, so the epochs stay) to a lease granted in the new raft
+term, and lets the old lease lapse: a deposed etcd leader that revokes the old one on resuming then
+deletes nothing (`cohort.coordinator.cluster.lease` says why it may).
+
 For `cohort cluster status` the owner also keeps `load/<p>` under its lease: the state's name,
 "loading" from the claim (same transaction), "loaded", "releasing" while a handoff drains; fenced by
 the epoch like every write, at most one small write per change.
@@ -45,7 +50,7 @@ from cohort.coordinator.cluster.etcd import (
     op_range,
     prefix_end,
 )
-from cohort.coordinator.cluster.lease import NodeLease
+from cohort.coordinator.cluster.lease import NodeLease, SpareLease
 from cohort.coordinator.contracts.ownership import Node, OwnershipListener
 from cohort.coordinator.contracts.partition_lifecycle import PartitionLifecycle, PartitionStates
 
@@ -110,6 +115,7 @@ class OwnershipStats:
     claims: int = 0
     handoffs: int = 0
     losses: int = 0
+    lease_moves: int = 0
 
 
 class EtcdOwnership:
@@ -119,7 +125,8 @@ class EtcdOwnership:
         self.local = local
         self.store = store  # an EtcdStore: released before a handoff, tells us when a write was fenced
         self.num_partitions = num_partitions
-        self.lease = NodeLease(etcd, lease_ttl_ms, on_deadline=self._lease_deadline_moved)
+        self.lease = NodeLease(etcd, lease_ttl_ms, on_deadline=self._lease_deadline_moved,
+                               on_new_term=self._new_etcd_term)
         self.stats = OwnershipStats()
         self._nodes: dict[int, Node] = {}
         self._owners: dict[int, OwnerEntry] = {}
@@ -132,6 +139,8 @@ class EtcdOwnership:
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task] = []
         self._stopping = False
+        self._lease_move_wanted = False
+        self._spare: SpareLease | None = None  # granted for a move that did not finish
         self._deadline_timer: asyncio.TimerHandle | None = None
         if store is not None:
             store.on_fenced = self._fenced
@@ -289,6 +298,8 @@ class EtcdOwnership:
         if not self.lease.alive():
             await self._rejoin()
             return
+        if self._lease_move_wanted:
+            await self._move_to_fresh_lease()
         live = set(self._nodes) | {me}
         for partition in range(self.num_partitions):
             state = self._states[partition]
@@ -307,6 +318,63 @@ class EtcdOwnership:
                 if preferred_owner(partition, live) == me or now - since > self.lease.ttl_ms / 1000:
                     await self._claim(partition)
         await self._publish_load_states()
+
+    def _new_etcd_term(self) -> None:
+        self._lease_move_wanted = True
+        self._wake.set()
+
+    async def _move_to_fresh_lease(self) -> None:
+        """Put `nodes/<id>` and the served partitions' keys under a lease of the current raft term (the
+        module docstring says why). Runs inside the reconcile, so no claim or handoff uses the lease
+        meanwhile; a partition lost meanwhile fails its guard and is left to the reconcile."""
+        self._lease_move_wanted = False
+        old = self.lease.lease_id
+        spare = self._spare
+        if spare is None or spare.deadline - time.monotonic() < self.lease.ttl_ms / 1000 / 2:
+            spare = self._spare = await self.lease.grant_spare()
+        served = [(p, self._epochs[p]) for p in self._states.partitions(*SERVED)]
+        load_states = {p: self._load_state(p, epoch) for p, epoch in served}
+        me = str(self.local.node_id).encode()
+
+        def move(batch: list[tuple[int, int]]) -> tuple[list, list]:
+            return ([compare_create_revision(keys.owner_key(p), epoch) for p, epoch in batch],
+                    [op for p, epoch in batch for op in (
+                        op_put(keys.owner_key(p), me, lease=spare.lease_id),
+                        op_put(keys.load_key(p), load_states[p][1], lease=spare.lease_id))])
+        moved = []
+        try:
+            await self.etcd.txn([], [op_put(keys.node_key(self.local.node_id), node_value(self.local),
+                                            lease=spare.lease_id)])
+            per_txn = ETCD_MAX_TXN_OPS // 2
+            for i in range(0, len(served), per_txn):
+                batch = served[i:i + per_txn]
+                held, _, _ = await self.etcd.txn(*move(batch))
+                if held:
+                    moved += batch
+                    continue
+                for one in batch:  # some partition moved meanwhile: the others one by one
+                    held, _, _ = await self.etcd.txn(*move([one]))
+                    if held:
+                        moved.append(one)
+        except EtcdUnavailable:
+            self._lease_move_wanted = True  # again at the next reconcile, with the same spare lease
+            raise
+        self._spare = None
+        self.lease.use(spare)
+        for p, epoch in moved:
+            if self._epochs.get(p) == epoch:  # (not lost while the keys moved)
+                self._owners[p] = OwnerEntry(self.local.node_id, epoch, spare.lease_id)
+                self._load_published[p] = load_states[p]
+        self.stats.lease_moves += 1
+        log.info("node %d: etcd raft term %d: %d partitions moved from lease %x to lease %x", self.local.node_id,
+                 spare.term, len(moved), old, spare.lease_id)
+
+    def _load_state(self, partition: int, epoch: int) -> tuple[int, bytes]:
+        """The `load/<p>` value to keep under a moved lease: the one published, else the one wanted."""
+        published = self._load_published.get(partition)
+        if published is not None and published[0] == epoch:
+            return published
+        return self._load_wanted.get(partition, (epoch, _published(self._states[partition])))
 
     def _move(self, partition: int, to: PartitionLifecycle) -> None:
         """Move along the lifecycle's table (IllegalPartitionTransition off it)."""
@@ -467,6 +535,7 @@ class EtcdOwnership:
             await self._let_go(partition, "lease lapsed")
         if self.lease.lease_id:
             return  # unknown yet: etcd unreachable; keepalive tells when the lease is confirmed alive
+        self._spare, self._lease_move_wanted = None, False  # a move's keys lapse with what they held
         await self.lease.grant()
         await self._register()
         log.info("node %d registered again with a new lease", self.local.node_id)

@@ -8,6 +8,7 @@ to test leader loss and quorum loss.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import signal
 import subprocess
@@ -92,7 +93,7 @@ class EtcdCluster:
             # Larger request limits than etcd's defaults, as bench/cluster.py and scripts/cluster run it
             # (nodes that keep the default `cluster.etcd.max.txn.ops` 128 stay within them).
             "--max-txn-ops", str(MAX_TXN_OPS), "--max-request-bytes", str(MAX_REQUEST_BYTES),
-            "--logger", "zap", "--log-level", "warn", *self.extra_args,
+            "--logger", "zap", "--log-level", os.environ.get("COHORT_TEST_ETCD_LOG_LEVEL", "warn"), *self.extra_args,
         ]
 
     def start_member(self, member: EtcdMember) -> None:
