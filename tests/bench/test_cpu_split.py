@@ -5,7 +5,6 @@ Smoke-sized; no timing assertions: the figures themselves are in docs/compiled-p
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 
@@ -35,7 +34,6 @@ def test_durable_commits_split_over_the_server_and_its_fsync_helpers(tmp_path):
     assert report["records_per_fsync"] >= 1 and report["fsync_ms_mean"] > 0
 
 
-@pytest.mark.skipif(shutil.which("strace") is None, reason="strace is not installed")
 def test_strace_counts_the_canned_servers_reads_and_writes(tmp_path):
     counts = tmp_path / "strace.txt"
     report = _run(tmp_path, "--target", "canned", "--workload", "fetch", "--variants", "fetch-1p",
