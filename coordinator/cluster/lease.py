@@ -45,6 +45,7 @@ class NodeLease:
         self.on_new_term = on_new_term  # a refresh was answered in a later raft term than the grant
         self.lease_id = 0
         self.term = 0  # the raft term the lease was granted in
+        self._refresh_now = asyncio.Event()
         self._deadline = 0.0
         self._task: asyncio.Task | None = None
 
@@ -81,6 +82,7 @@ class NodeLease:
         """Refresh `spare` from now on instead of the current lease (which is left to expire)."""
         self.lease_id, self.term = spare.lease_id, spare.term
         self.deadline = spare.deadline
+        self._refresh_now.set()  # its deadline counts from its grant, not from a refresh
 
     def start_keepalive(self) -> None:
         if self._task is None:
@@ -109,7 +111,9 @@ class NodeLease:
         interval = self.ttl_ms / 1000 / 3
         attempt_s = max(0.2, min(1.0, interval / 2))
         while True:
-            await asyncio.sleep(interval)
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._refresh_now.wait(), interval)
+            self._refresh_now.clear()
             lease_id = self.lease_id
             refresh = self.etcd.keepalive_once
             while lease_id and lease_id == self.lease_id:
