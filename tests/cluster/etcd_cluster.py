@@ -64,9 +64,14 @@ class EtcdCluster:
     def __init__(self, base_dir: Path, size: int = 3, extra_args: tuple[str, ...] = ()) -> None:
         """`extra_args`: more etcd flags for every member (e.g. a small `--quota-backend-bytes`)."""
         self.extra_args = tuple(extra_args)
+        self.base_dir = base_dir
+        self.size = size
+        self._choose_ports()
+
+    def _choose_ports(self) -> None:
         self.members = [
-            EtcdMember(f"m{i}", free_port(), free_port(), base_dir / f"m{i}", base_dir / f"m{i}.log")
-            for i in range(size)
+            EtcdMember(f"m{i}", free_port(), free_port(), self.base_dir / f"m{i}", self.base_dir / f"m{i}.log")
+            for i in range(self.size)
         ]
         self.token = f"cohort-test-{self.members[0].client_port}"
 
@@ -100,10 +105,23 @@ class EtcdCluster:
         member._log = open(member.log_path, "a")
         member.process = subprocess.Popen(self._command(member), stdout=member._log, stderr=subprocess.STDOUT)
 
-    def start(self, timeout: float = 60) -> "EtcdCluster":
-        for member in self.members:
-            self.start_member(member)
-        self.wait_healthy(timeout)
+    def start(self, timeout: float = 60, attempts: int = 3) -> "EtcdCluster":
+        """Start every member; when one could not bind its port (free_port() chose it, and an outgoing
+        connection may take it before etcd binds it), start them all again on fresh ports."""
+        for attempt in range(1, attempts + 1):
+            for member in self.members:
+                self.start_member(member)
+            try:
+                self.wait_healthy(timeout)
+                return self
+            except AssertionError:
+                if attempt == attempts or "address already in use" not in self.logs():
+                    raise
+            self.stop()
+            for member in self.members:
+                shutil.rmtree(member.data_dir, ignore_errors=True)
+                member.log_path.unlink(missing_ok=True)
+            self._choose_ports()
         return self
 
     def kill(self, member: EtcdMember) -> None:
