@@ -207,9 +207,12 @@ class EtcdOwnership:
     # --- etcd state ----------------------------------------------------------------------------
 
     async def _register(self) -> None:
-        await self.etcd.txn([], [op_put(keys.node_key(self.local.node_id), node_value(self.local),
-                                        lease=self.lease.lease_id),
+        await self.etcd.txn([], [self._node_entry(self.lease.lease_id),
                                  op_put(keys.seen_key(self.local.node_id), f"{self.local.host}:{self.local.port}".encode())])
+
+    def _node_entry(self, lease_id: int):
+        """The put of `nodes/<id>` under `lease_id`."""
+        return op_put(keys.node_key(self.local.node_id), node_value(self.local), lease=lease_id)
 
     async def _resync(self) -> int:
         """Read nodes/ and owner/ at one revision; the revision to watch from."""
@@ -343,8 +346,7 @@ class EtcdOwnership:
                         op_put(keys.load_key(p), load_states[p][1], lease=spare.lease_id))])
         moved = []
         try:
-            await self.etcd.txn([], [op_put(keys.node_key(self.local.node_id), node_value(self.local),
-                                            lease=spare.lease_id)])
+            await self.etcd.txn([], [self._node_entry(spare.lease_id)])
             per_txn = ETCD_MAX_TXN_OPS // 2
             for i in range(0, len(served), per_txn):
                 batch = served[i:i + per_txn]
