@@ -132,6 +132,8 @@ class ElectionClock:
     def limit(self) -> float:
         """The stall allowed: etcd's election plus one short deadline, and never less than 3 s."""
         self._watch.cancel()
+        if self.seconds == float("inf"):
+            return STALL_LIMIT_S  # no new leader seen: nothing stretches the 3 s
         return max(STALL_LIMIT_S, self.seconds + SHORT_DEADLINE_S)
 
 
