@@ -56,7 +56,7 @@ def peer_classpath() -> str:
     with _compile_lock:
         if "classpath" in _compiled:
             return _compiled["classpath"]
-        jars = maven_jars(POM, name="kafka-java-peer")
+        jars = maven_jars(POM)
         sources = sorted(SOURCES.rglob("*.java"))
         digest = hashlib.sha256()
         for path in [*sources, *jars]:

@@ -59,3 +59,10 @@ def _copy_dependencies(pom: Path, folder: Path, timeout: float) -> None:
     (staging / COMPLETE).write_text(pom.read_text())
     shutil.rmtree(folder, ignore_errors=True)
     staging.rename(folder)
+
+
+if __name__ == "__main__":  # scripts/test: resolve before the suite runs, so no test waits on a download
+    import sys
+
+    for argument in sys.argv[1:]:
+        print(f"{argument}: {len(maven_jars(Path(argument).resolve()))} jars")
