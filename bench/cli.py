@@ -24,7 +24,7 @@ from pathlib import Path
 
 from bench import report as report_module
 from bench.stats import Result, invocation
-from bench.targets import REPO, CohortServer, Target, TargetError, is_managed, set_priority, start_target
+from bench.targets import REPO, Target, TargetError, is_managed, set_priority, start_target
 from bench.wire import install_uvloop
 from bench.workloads import WORKLOADS, Profile, workload_function
 
@@ -109,8 +109,8 @@ async def run_workload(spec: str, workload: str, profile: Profile) -> list[Resul
                 return []
             from bench.zookeeper import run_zookeeper_commit
             return await run_zookeeper_commit(target, profile)
-        if workload == "restart" and not isinstance(target, CohortServer):
-            print(f"  restart: skipped for {target.name} (needs a Cohort data dir the suite owns)", file=sys.stderr)
+        if workload == "restart" and not hasattr(target, "data_dir"):
+            print(f"  restart: skipped for {target.name} (needs a data dir the suite owns)", file=sys.stderr)
             return []
         return await workload_function(workload)(target, profile)
     finally:
@@ -314,7 +314,7 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run workloads against one or more targets")
     run.add_argument("--workloads", help=f"comma-separated, from: {', '.join(WORKLOADS)} (default: all)")
     run.add_argument("--target", action="append",
-                     help="cohort (default), cohort-never, cohort-pure (COHORT_PURE_PYTHON=1), cohort=PATH (another cohort executable), cohort-never=PATH, canned (the uvloop ceiling), tansu, zookeeper or HOST:PORT (loopback); repeatable")
+                     help="cohort (default), cohort-never, cohort-pure (COHORT_PURE_PYTHON=1), cohort=PATH (another cohort executable), cohort-never=PATH, canned (the uvloop ceiling), tansu, zookeeper, kafka (Apache Kafka 4.x, its defaults), kafka-flush (log.flush.interval.messages=1) or HOST:PORT (loopback); repeatable")
     common(run)
     compare = sub.add_parser("compare", help="run one workload against two targets alternately, A B, B A, A B …")
     compare.add_argument("--a", default="cohort")

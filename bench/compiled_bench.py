@@ -40,7 +40,7 @@ def cases(modules: dict[str, object]) -> dict[str, Callable[[], object]]:
     framing = modules["cohort.protocol.framing"]
     batch = modules["cohort.coordinator.log.batch"]
     journal = modules["cohort.coordinator.log.journal"]
-    offsets = modules["cohort.coordinator.groups.offsets_table"]
+    offsets = modules["cohort.coordinator.groups.offsets.table"]
     commit_frame = framing.encode_request(_offset_commit(), 2, 1, "bench")
     fetch_frame = framing.encode_request(_offset_fetch(), 5, 1, "bench")[4:]
     heartbeat_frame = framing.encode_request(HeartbeatRequest(group_id="bench-group", generation_id=1,
@@ -137,7 +137,7 @@ def main() -> None:
     parser.add_argument("--min-time", type=float, default=0.2, help="CPU seconds per step per run")
     args = parser.parse_args()
     names = ("cohort.protocol.framing", "cohort.coordinator.log.batch", "cohort.coordinator.log.journal",
-             "cohort.coordinator.groups.offsets_table")
+             "cohort.coordinator.groups.offsets.table")
     compiled = {name: importlib.import_module(name) for name in names}
     not_compiled = [name for name, module in compiled.items() if not is_extension(module.__file__)]
     if not_compiled:

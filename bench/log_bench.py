@@ -39,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from cohort.coordinator.log import OffsetsLog  # noqa: E402
 from cohort.coordinator.log.batch import encode_batch  # noqa: E402
 from cohort.coordinator.log.segments import partition_dir, segment_name  # noqa: E402
-from cohort.coordinator.groups.offsets_table import OffsetAndMetadata, OffsetsTable  # noqa: E402
+from cohort.coordinator.groups.offsets.table import OffsetAndMetadata, OffsetsTable  # noqa: E402
 from cohort.coordinator.records.types import OffsetCommitRecord, OffsetCommitRun, decode_for_load, encode_record  # noqa: E402
 from cohort.protocol.partitioning import partition_for  # noqa: E402
 

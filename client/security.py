@@ -18,14 +18,10 @@ import re
 import ssl
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from cohort.client.errors import kafka_error
 from cohort.protocol.errors import ErrorCode
 from cohort.protocol.messages import SaslAuthenticateRequest, SaslHandshakeRequest
-
-if TYPE_CHECKING:
-    from cohort.client.connection import BrokerConnection
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
@@ -73,7 +69,7 @@ class ClientSecurity:
         context = _ssl_context(props, where) if protocol.endswith("SSL") else None
         return cls(protocol, mechanism, username, password, context)
 
-    async def authenticate(self, conn: "BrokerConnection", timeout_ms: int) -> int:
+    async def authenticate(self, conn, timeout_ms: int) -> int:
         """Run the SASL exchange on a freshly connected (and version-negotiated) connection, or again on an
         authenticated one (KIP-368); returns the session lifetime the server gave (ms, 0 = no limit)."""
         handshake = await conn.send_raw(SaslHandshakeRequest(mechanism=self.mechanism), 1, timeout_ms)

@@ -18,7 +18,6 @@ codecs, with a warning), and without it every codec is generated at import time 
 """
 from __future__ import annotations
 
-import hashlib
 import importlib
 import math
 import pkgutil
@@ -30,6 +29,7 @@ from pathlib import Path
 
 from cohort.protocol import schema
 from cohort.protocol.errors import EncodeError
+from cohort.protocol.fingerprint import declarations_fingerprint
 
 MODULE = "_generated_codecs"
 
@@ -41,14 +41,6 @@ HOT_APIS = ("ApiVersions", "FindCoordinator", "JoinGroup", "SyncGroup", "Heartbe
             "OffsetCommit", "OffsetFetch", "ConsumerGroupHeartbeat")
 
 _HERE = Path(__file__).resolve().parent
-
-
-def declarations_fingerprint() -> str:
-    """A hash of what the generated codecs are made from: the declarations, the schema, this generator."""
-    digest = hashlib.sha256()
-    for path in [_HERE / "schema.py", _HERE / "codegen.py", *sorted((_HERE / "messages").glob("*.py"))]:
-        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
-    return digest.hexdigest()
 
 
 class NotWritable(Exception):

@@ -24,7 +24,7 @@ COMPILED_MODULES = (
     "cohort.protocol.framing",
     "cohort.protocol._generated_codecs",  # written by the build (protocol/codegen.py)
     "cohort.coordinator.server.connection",
-    "cohort.coordinator.groups.offsets_table",
+    "cohort.coordinator.groups.offsets.table",
     "cohort.coordinator.log.batch",
     "cohort.coordinator.log.commit_rounds",
     "cohort.coordinator.log.durable_future",

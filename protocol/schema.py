@@ -28,6 +28,7 @@ from typing import Any, Iterable
 import construct as cs
 
 from cohort.protocol.errors import EncodeError, ProtocolError
+from cohort.protocol.fingerprint import declarations_fingerprint
 
 # --------------------------------------------------------------------------
 # Types
@@ -791,7 +792,6 @@ def _built_codecs() -> dict:
             from cohort.protocol import _generated_codecs as built
         except ImportError:
             return _BUILT_CODECS
-        from cohort.protocol.codegen import declarations_fingerprint
         if built.FINGERPRINT == declarations_fingerprint():
             _BUILT_CODECS = built.CODECS
         else:

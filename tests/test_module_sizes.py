@@ -28,7 +28,7 @@ def test_no_module_past_a_thousand_lines_and_no_class_past_seventy_methods(path:
     assert crowded == {}
 
 
-@pytest.mark.parametrize("module, engine", [("classic.py", "ClassicGroup"), ("consumer.py", "ConsumerGroup")])
+@pytest.mark.parametrize("module, engine", [("classic/engine.py", "ClassicGroup"), ("consumer/engine.py", "ConsumerGroup")])
 def test_each_engine_module_opens_with_its_theory_of_operation_and_transition_table(module, engine):
     """The state machine stays readable where it lives (h11's `_state.py`): the story, then the table."""
     tree = ast.parse((ROOT / "groups" / module).read_text())

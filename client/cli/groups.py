@@ -24,7 +24,8 @@ from cohort.client.cli.offset_reset import (
     plan_reset,
 )
 from cohort.client.cli.group_reports import describe_health, local_time, register_reports
-from cohort.client.cli.output import MISSING, error, print_json, print_table, warn
+from cohort.client.cli.output import DRY_RUN_WARNING, MISSING, error, print_json, print_table, warn
+from cohort.client.cli.zookeeper_import import register_import
 from cohort.client.cli.runner import (
     EXIT_FAILED,
     EXIT_OK,
@@ -50,12 +51,6 @@ CONSUMER_MEMBERS_VERBOSE_COLUMNS = ["GROUP", "CONSUMER-ID", "GROUP-INSTANCE-ID",
 GROUP_TYPES = ("classic", "consumer")
 RESET_COLUMNS = ["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"]
 
-DRY_RUN_WARNING = (
-    "No action will be performed as the --execute option is missing. In a future major release, the default "
-    "behavior of this command will be to prompt the user before executing the reset rather than doing a dry run. "
-    "You should add the --dry-run option explicitly if you are scripting this command and want to keep the current "
-    "default behavior without prompting."
-)
 
 
 def register(subparsers) -> None:
@@ -119,8 +114,6 @@ def register(subparsers) -> None:
     p.add_argument("--group", required=True, metavar="GROUP")
     p.add_argument("--topic", action="append", required=True, metavar="TOPIC[:P,P…]")
     p.set_defaults(func=lambda args: run_admin_command(args, delete_offsets))
-
-    from cohort.client.cli.zookeeper_import import register_import
 
     register_import(commands)
     register_reports(commands)

@@ -17,8 +17,7 @@ import logging
 from dataclasses import dataclass, field
 
 from cohort.client.admin import Admin, NewTopic
-from cohort.client.cli.groups import DRY_RUN_WARNING
-from cohort.client.cli.output import error, print_json, print_table, warn
+from cohort.client.cli.output import DRY_RUN_WARNING, error, print_json, print_table, warn
 from cohort.client.cli.runner import (
     EXIT_FAILED,
     EXIT_OK,

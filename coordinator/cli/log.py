@@ -425,7 +425,7 @@ def compact_command(args: argparse.Namespace) -> int:
 
     from cohort.coordinator.process.daemon import DataDirLock, StartupError
     from cohort.coordinator.log import CorruptLogError, compact_closed_segments, list_partitions
-    from cohort.coordinator.groups.offset_history import HISTORY_KEY_PREFIXES
+    from cohort.coordinator.groups.reports.history import HISTORY_KEY_PREFIXES
     from cohort.coordinator.log.journal import CheckpointError, read_checkpoint
     from cohort.coordinator.log.segments import (
         complete_pending_compaction,

@@ -46,13 +46,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def serve_command(args: argparse.Namespace) -> int:
-    from cohort.coordinator.process.daemon import EXIT_CONFIG, fail, run_serve
+    """Run ``cohort serve`` to completion; returns the process exit code (`--workers N`: a supervisor)."""
+    from cohort.coordinator.process.daemon import EXIT_CONFIG, Daemon, fail
 
     try:
         effective = config_from_args(args)
     except ConfigError as exc:
         return fail(str(exc), EXIT_CONFIG)
-    return run_serve(effective)
+    if effective.config.worker_count > 1:
+        from cohort.coordinator.process.supervisor import Supervisor
+
+        return Supervisor(effective).run()
+    return Daemon(effective).run()
 
 
 def config_show_command(args: argparse.Namespace) -> int:

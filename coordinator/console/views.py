@@ -16,7 +16,7 @@ from cohort.client.cli.runner import CommandError
 from cohort.client.errors import ClientError, kafka_error
 from cohort.client.topic_partition import TopicPartition
 from cohort.coordinator.console.snapshot import GroupSnapshot
-from cohort.coordinator.groups.lag import total_lag
+from cohort.coordinator.groups.reports.lag import total_lag
 from cohort.protocol.errors import ErrorCode, error_name
 
 

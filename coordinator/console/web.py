@@ -443,8 +443,8 @@ def _acting_for(client_id: str):
 
 async def _etcd_status(url: str) -> dict:
     """`cohort cluster status` as JSON, or why etcd could not say (the page shows the rest anyway)."""
-    from cohort.coordinator.cli.cluster import cluster_status
     from cohort.coordinator.cluster.etcd import EtcdClient
+    from cohort.coordinator.cluster.status import cluster_status
     from cohort.coordinator.config import parse_cluster_url
 
     try:

@@ -1,7 +1,11 @@
-"""Group engines and the runtime that hosts them.
+"""Groups and committed offsets: what the group coordinator knows, by concern.
 
-`classic.py` is Kafka's classic group protocol as a pure engine (events in, effects out);
-`effects.py` holds the event and effect types every engine shares, so a KIP-848 consumer-group
-engine can sit beside the classic one with its own table; `runtime.py` is the asyncio side that
-parks requests, runs timers and appends records on the engines' behalf.
+* `classic/` and `consumer/`: the group engines (Kafka's classic protocol and KIP-848 consumer groups), pure:
+  events in, effects out, every legal transition one table at the top of its engine;
+* `offsets/`: the committed offsets in memory and the offset APIs;
+* `runtime/`: the asyncio side: the partition runtime (load, replay, writes answered once durable) and the
+  host that feeds the engines events and executes their effects;
+* `reports/`: what operators read (the journal, offset history, health, lag, the console's group list);
+* `coordinator.py` composes them (Kafka's shard), `group_manager.py` serves the group APIs, `effects.py`
+  is what every engine takes in and gives back, `responses.py` shapes answers per api_version.
 """

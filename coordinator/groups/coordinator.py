@@ -20,14 +20,14 @@ import logging
 from collections.abc import Callable
 
 from cohort.coordinator.contracts.store import Store
-from cohort.coordinator.groups.classic import ClassicGroup
-from cohort.coordinator.groups.consumer import ConsumerGroup
+from cohort.coordinator.groups.classic.engine import ClassicGroup
+from cohort.coordinator.groups.consumer.engine import ConsumerGroup
 from cohort.coordinator.groups.group_manager import GroupManager
-from cohort.coordinator.groups.offsets_manager import OffsetsManager
-from cohort.coordinator.groups.offsets_table import OffsetsTable
-from cohort.coordinator.groups.partition_runtime import PartitionRuntime
-from cohort.coordinator.groups.reports import GroupReports
-from cohort.coordinator.groups.runtime import LoopScheduler, Scheduler
+from cohort.coordinator.groups.offsets.manager import OffsetsManager
+from cohort.coordinator.groups.offsets.table import OffsetsTable
+from cohort.coordinator.groups.runtime.partition import PartitionRuntime
+from cohort.coordinator.groups.reports.group_reports import GroupReports
+from cohort.coordinator.groups.runtime.scheduler import LoopScheduler, Scheduler
 from cohort.coordinator.records.types import (
     RECORD_TYPES,
     GroupJournalRecord,
@@ -58,17 +58,8 @@ _HISTORY_ONLY = (GroupJournalTombstone, OffsetCommitSourceRecord, OffsetCommitSo
 class GroupCoordinator:
     """Every group and the committed offsets of one coordinator node: the parts, and the replay into them."""
 
-    # The request API (what the server's dispatch table calls) and the read API, each bound to the part
-    # that answers it, as Kafka's shard delegates to its managers (bound here: no extra call per request).
-    GROUP_API = ("join_group", "sync_group", "heartbeat", "leave_group", "describe_groups", "list_groups",
-                 "delete_groups", "consumer_group_heartbeat", "consumer_group_describe", "watch_topics",
-                 "group", "groups", "consumer_group", "consumer_groups")
-    OFFSETS_API = ("offset_commit", "offset_fetch", "offset_delete", "high_watermark", "forget_topic",
-                   "expire_offsets", "reset_offsets")
-
     __slots__ = ("config", "metrics", "scheduler", "offsets", "partition_for", "partitions", "reports",
-                 "group_manager", "offsets_manager", "_groups", "_consumer_groups", "_other_records",
-                 *GROUP_API, *OFFSETS_API)
+                 "group_manager", "offsets_manager", "_groups", "_consumer_groups", "_other_records")
 
     def __init__(
         self,
@@ -99,10 +90,72 @@ class GroupCoordinator:
         self.offsets_manager = OffsetsManager(config, self.scheduler, metrics, store, self.partitions,
                                               self.partition_for, self.offsets, self.reports, self.group_manager,
                                               self._groups, self._consumer_groups)
-        for name in self.GROUP_API:
-            setattr(self, name, getattr(self.group_manager, name))
-        for name in self.OFFSETS_API:
-            setattr(self, name, getattr(self.offsets_manager, name))
+
+    # -- the request API (what the server's dispatch table calls) and the read API -------------
+    # Each delegates to the manager that answers it, as Kafka's shard does; the dispatch table takes the
+    # managers' methods themselves (`handlers.RequestHandlers`), so a request pays no extra call.
+    def join_group(self, req, version: int, ctx):
+        return self.group_manager.join_group(req, version, ctx)
+
+    def sync_group(self, req, version: int, ctx):
+        return self.group_manager.sync_group(req, version, ctx)
+
+    def heartbeat(self, req, version: int, ctx):
+        return self.group_manager.heartbeat(req, version, ctx)
+
+    def leave_group(self, req, version: int, ctx):
+        return self.group_manager.leave_group(req, version, ctx)
+
+    def describe_groups(self, req, version: int, ctx):
+        return self.group_manager.describe_groups(req, version, ctx)
+
+    def list_groups(self, req, version: int, ctx):
+        return self.group_manager.list_groups(req, version, ctx)
+
+    def delete_groups(self, req, version: int, ctx):
+        return self.group_manager.delete_groups(req, version, ctx)
+
+    def consumer_group_heartbeat(self, req, version: int, ctx):
+        return self.group_manager.consumer_group_heartbeat(req, version, ctx)
+
+    def consumer_group_describe(self, req, version: int, ctx):
+        return self.group_manager.consumer_group_describe(req, version, ctx)
+
+    def offset_commit(self, req, version: int, ctx):
+        return self.offsets_manager.offset_commit(req, version, ctx)
+
+    def offset_fetch(self, req, version: int, ctx):
+        return self.offsets_manager.offset_fetch(req, version, ctx)
+
+    def offset_delete(self, req, version: int, ctx):
+        return self.offsets_manager.offset_delete(req, version, ctx)
+
+    def watch_topics(self, registry) -> None:
+        self.group_manager.watch_topics(registry)
+
+    def group(self, group_id: str) -> ClassicGroup | None:
+        return self.group_manager.group(group_id)
+
+    def groups(self) -> list[ClassicGroup]:
+        return self.group_manager.groups()
+
+    def consumer_group(self, group_id: str) -> ConsumerGroup | None:
+        return self.group_manager.consumer_group(group_id)
+
+    def consumer_groups(self) -> list[ConsumerGroup]:
+        return self.group_manager.consumer_groups()
+
+    def high_watermark(self, topic: str, partition: int) -> int:
+        return self.offsets_manager.high_watermark(topic, partition)
+
+    def forget_topic(self, topic: str) -> None:
+        self.offsets_manager.forget_topic(topic)
+
+    def expire_offsets(self):
+        return self.offsets_manager.expire_offsets()
+
+    def reset_offsets(self, group_id: str, offsets: dict[tuple[str, int], int], ctx):
+        return self.offsets_manager.reset_offsets(group_id, offsets, ctx)
 
     def _partition_for(self, group_id: str) -> int:
         """The offsets partition that owns `group_id` (Kafka's hash rule)."""

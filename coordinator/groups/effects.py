@@ -152,9 +152,9 @@ class RebalanceJournaled:
     needed none).
 
     Engine-neutral: `epoch_before`/`epoch_after` are the classic generation or a consumer group's epoch;
-    `trigger` is one of `group_journal.TRIGGERS`; `members` are the members involved, each
+    `trigger` is one of `reports.journal.TRIGGERS`; `members` are the members involved, each
     (member_id, group_instance_id, client_id, client_host, role) with role one of
-    `group_journal.MEMBER_ROLES`. Assignments map member id to the ConsumerProtocol assignment bytes
+    `reports.journal.MEMBER_ROLES`. Assignments map member id to the ConsumerProtocol assignment bytes
     (classic) or to the (topic, partition) pairs it owns; the journal diffs them into partition moves.
     """
 

@@ -15,8 +15,8 @@ import logging
 from cohort.coordinator.contracts.answers import answer_when_done, encode_off_loop
 from cohort.coordinator.contracts.partition_lifecycle import PartitionLifecycle
 from cohort.coordinator.contracts.requests import RequestContext
-from cohort.coordinator.groups.classic import ClassicGroup, GroupState, JoinRequest, JoinResult, SyncResult
-from cohort.coordinator.groups.consumer import (
+from cohort.coordinator.groups.classic.engine import ClassicGroup, GroupState, JoinRequest, JoinResult, SyncResult
+from cohort.coordinator.groups.consumer.engine import (
     ConvertedFromClassic,
     ConsumerGroup,
     ConsumerGroupHeartbeat,
@@ -29,11 +29,11 @@ from cohort.coordinator.groups.consumer import (
     missing_group_result,
     validate_heartbeat,
 )
-from cohort.coordinator.groups.lag import LogEnds
-from cohort.coordinator.groups.migration import UpgradeRefused, check_upgrade, upgrade_records
-from cohort.coordinator.groups.offsets_table import OffsetsTable
-from cohort.coordinator.groups.partition_runtime import PartitionRuntime
-from cohort.coordinator.groups.reports import GroupReports
+from cohort.coordinator.groups.reports.lag import LogEnds
+from cohort.coordinator.groups.consumer.migration import UpgradeRefused, check_upgrade, upgrade_records
+from cohort.coordinator.groups.offsets.table import OffsetsTable
+from cohort.coordinator.groups.runtime.partition import PartitionRuntime
+from cohort.coordinator.groups.reports.group_reports import GroupReports
 from cohort.coordinator.groups.responses import (
     HEARTBEAT_ANSWERS,
     consumer_heartbeat_response,
@@ -42,7 +42,7 @@ from cohort.coordinator.groups.responses import (
     leave_response,
     sync_response,
 )
-from cohort.coordinator.groups.runtime import GroupRuntime
+from cohort.coordinator.groups.runtime.group_runtime import GroupRuntime
 from cohort.coordinator.groups.slices import LARGE_REQUEST_PARTITIONS, MEMBERS_ENCODED_ON_LOOP, next_turn
 from cohort.coordinator.metrics import GROUP_TYPES
 from cohort.coordinator.records.types import (

@@ -8,8 +8,8 @@ arguments cost ~0.3 us more per object, a few per request).
 """
 from __future__ import annotations
 
-from cohort.coordinator.groups.classic import JoinResult, SyncResult
-from cohort.coordinator.groups.consumer import HeartbeatResult
+from cohort.coordinator.groups.classic.engine import JoinResult, SyncResult
+from cohort.coordinator.groups.consumer.engine import HeartbeatResult
 from cohort.protocol import messages as m
 from cohort.protocol.errors import ErrorCode
 

@@ -354,9 +354,3 @@ def read_checkpoint(data_dir: Path) -> dict[int, PartitionMark] | None:
             marks[p] = mark
             found = True
     return marks if found else None
-
-
-def write_checkpoint(data_dir: Path, marks: dict[int, PartitionMark]) -> None:
-    """Write each partition's mark into its own directory."""
-    for p, mark in sorted(marks.items()):
-        write_partition_mark(partition_dir(data_dir, p), mark)

@@ -433,11 +433,3 @@ def fail(message: str, code: int = EXIT_FAILURE) -> int:
         log.error(message)
     return code
 
-
-def run_serve(effective: EffectiveConfig) -> int:
-    """Run ``cohort serve`` to completion; returns the process exit code (`--workers N`: a supervisor)."""
-    if effective.config.worker_count > 1:
-        from cohort.coordinator.process.supervisor import Supervisor
-
-        return Supervisor(effective).run()
-    return Daemon(effective).run()

@@ -1,6 +1,6 @@
 """Everything about a record type derived from its key and value declarations.
 
-A `RecordType` takes a key and a value schema (`record_schemas`) and derives:
+A `RecordType` takes a key and a value schema (`layouts`) and derives:
 
 * the typed record and tombstone classes (key fields, then value fields, with
   the declared defaults) and the classes of nested structs;

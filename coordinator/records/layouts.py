@@ -202,7 +202,7 @@ GroupJournalValue = message("GroupJournalValue", None, "0", "none", [
     F("ended_ms", INT64),
     F("epoch_before", INT32),
     F("epoch_after", INT32),
-    F("trigger", STRING),          # rebalance trigger or admin action (group_journal.TRIGGERS / ADMIN_ACTIONS)
+    F("trigger", STRING),          # rebalance trigger or admin action (reports.journal.TRIGGERS / ADMIN_ACTIONS)
     F("client_reason", STRING, nullable="0+", default=None),
     F("detail", STRING),
     F("state_after", STRING),
@@ -212,7 +212,7 @@ GroupJournalValue = message("GroupJournalValue", None, "0", "none", [
         F("group_instance_id", STRING, nullable="0+", default=None),
         F("client_id", STRING),
         F("client_host", STRING),
-        F("role", STRING),         # group_journal.MEMBER_ROLES
+        F("role", STRING),         # reports.journal.MEMBER_ROLES
     ]))),
     F("moves", Array(SchemaStruct("PartitionMove", [
         F("topic", STRING),

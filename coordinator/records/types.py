@@ -6,9 +6,9 @@ followed by the value struct, and a ``None`` value is a tombstone.  Keeping
 Kafka's layout means a record can be read by anyone who knows Kafka's format,
 and that compaction (latest value per key) has Kafka's meaning.
 
-Each key and value layout is declared once, in `record_schemas`; `RECORD_TYPES`
+Each key and value layout is declared once, in `layouts`; `RECORD_TYPES`
 below says which record type uses which, and everything else is derived
-(`record_codecs.RecordType`): the typed record and tombstone classes (key
+(`codecs.RecordType`): the typed record and tombstone classes (key
 fields, then value fields), a generated codec for every version, a faster
 generated codec for flat records (offset commits: one per committed partition
 on the write path, millions at load time), and the byte positions the
@@ -346,18 +346,6 @@ class OffsetCommitRun:
     @property
     def offsets(self) -> array:
         return self.slots[0::4]
-
-    @property
-    def leader_epochs(self) -> array:
-        return self.slots[1::4]
-
-    @property
-    def commit_timestamps(self) -> array:
-        return self.slots[2::4]
-
-    @property
-    def expire_timestamps(self) -> array:
-        return self.slots[3::4]
 
     def records(self) -> Iterator[OffsetCommitRecord]:
         s = self.slots

@@ -52,7 +52,7 @@ from typing import Any
 from cohort.coordinator.contracts.answers import PendingAnswer
 from cohort.coordinator.contracts.requests import RequestContext
 from cohort.coordinator.config import WORKER_LINK_LISTENER
-from cohort.coordinator.groups.lag import total_lag
+from cohort.coordinator.groups.reports.lag import total_lag
 from cohort.coordinator.security.authorizer import CLUSTER_NAME, AclOperation, Authorizer, ResourceType
 from cohort.protocol.errors import ErrorCode
 from cohort.protocol.messages import (

@@ -104,14 +104,6 @@ class AclBinding:
     operation: AclOperation
     permission: AclPermissionType
 
-    def pattern_matches(self, resource_type: ResourceType, name: str) -> bool:
-        """Whether this binding's resource pattern covers the resource `name` of `resource_type`."""
-        if self.resource_type != resource_type:
-            return False
-        if self.pattern_type == PatternType.LITERAL:
-            return self.resource_name == name or self.resource_name == WILDCARD_RESOURCE
-        return self.pattern_type == PatternType.PREFIXED and name.startswith(self.resource_name)
-
 
 @dataclass(frozen=True, slots=True)
 class AclBindingFilter:

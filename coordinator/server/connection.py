@@ -47,7 +47,7 @@ import struct
 import time
 from collections import deque
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from cohort.coordinator.contracts.answers import PendingAnswer
 from cohort.coordinator.contracts.requests import RequestContext
@@ -76,9 +76,6 @@ from cohort.protocol.messages import (
     SyncGroupRequest,
 )
 from cohort.protocol.schema import compile_struct, uvarint_bytes
-
-if TYPE_CHECKING:
-    from cohort.coordinator.server.node import CoordinatorServer
 
 log = logging.getLogger("cohort.coordinator.server.connection")
 
@@ -315,9 +312,10 @@ class Connection(asyncio.Protocol):
         "_loop", "slot", "accepted_at",
     )
 
-    def __init__(self, server: "CoordinatorServer", peer: str = "",
+    def __init__(self, server, peer: str = "",
                  security: ListenerSecurity = PLAINTEXT_LISTENER, slot: Any = None) -> None:
-        """`slot`: its place in the node's connection counts (`ConnectionSlot`), given back when it closes."""
+        """`server`: the node (`node.CoordinatorServer`, which imports this module); `slot`: its place in the
+        node's connection counts (`ConnectionSlot`), given back when it closes."""
         self.slot = slot
         self.server = server
         self.security = security

@@ -80,9 +80,6 @@ class ConnectionQuotas:
         self._by_address[address] = held + 1
         return ConnectionSlot(self, address)
 
-    def held_by(self, host: str) -> int:
-        return self._by_address.get(address_key(host), 0)
-
     def _release(self, address: str) -> None:
         self.total -= 1
         left = self._by_address[address] - 1

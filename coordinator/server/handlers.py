@@ -59,7 +59,7 @@ from cohort.coordinator.contracts.answers import PendingAnswer, answer_of, settl
 from cohort.coordinator.contracts.requests import RequestContext
 from cohort.coordinator.server.eager_tasks import start_eager_task
 from cohort.coordinator.groups.coordinator import GroupCoordinator
-from cohort.coordinator.groups.overview import GroupOverview
+from cohort.coordinator.groups.reports.overview import GroupOverview
 from cohort.coordinator.contracts.store import StorageError
 from cohort.coordinator.contracts.ownership import Node, Ownership
 from cohort.coordinator.records.types import EndOffsetRecord, TopicRecord, TopicTombstone
@@ -264,19 +264,20 @@ class RequestHandlers:
             CreateTopicsRequest: self.create_topics,
             DeleteTopicsRequest: self.delete_topics,
             CreatePartitionsRequest: self.create_partitions,
-            # Group APIs: the GroupCoordinator owns every group.
-            OffsetCommitRequest: groups.offset_commit,
-            OffsetFetchRequest: groups.offset_fetch,
-            JoinGroupRequest: groups.join_group,
-            HeartbeatRequest: groups.heartbeat,
-            LeaveGroupRequest: groups.leave_group,
-            SyncGroupRequest: groups.sync_group,
-            DescribeGroupsRequest: groups.describe_groups,
-            ListGroupsRequest: groups.list_groups,
-            DeleteGroupsRequest: groups.delete_groups,
-            OffsetDeleteRequest: groups.offset_delete,
+            # Group APIs: the GroupCoordinator owns every group; its managers answer (taken here directly,
+            # as `GroupCoordinator`'s delegating methods would cost each request one more call).
+            OffsetCommitRequest: groups.offsets_manager.offset_commit,
+            OffsetFetchRequest: groups.offsets_manager.offset_fetch,
+            OffsetDeleteRequest: groups.offsets_manager.offset_delete,
+            JoinGroupRequest: groups.group_manager.join_group,
+            HeartbeatRequest: groups.group_manager.heartbeat,
+            LeaveGroupRequest: groups.group_manager.leave_group,
+            SyncGroupRequest: groups.group_manager.sync_group,
+            DescribeGroupsRequest: groups.group_manager.describe_groups,
+            ListGroupsRequest: groups.group_manager.list_groups,
+            DeleteGroupsRequest: groups.group_manager.delete_groups,
             ConsumerGroupHeartbeatRequest: self.consumer_group_heartbeat,
-            ConsumerGroupDescribeRequest: groups.consumer_group_describe,
+            ConsumerGroupDescribeRequest: groups.group_manager.consumer_group_describe,
             GroupReportRequest: groups.reports.group_report,  # Cohort's own: journal, history, health (not advertised)
             GroupOverviewRequest: self.group_overview,  # Cohort's own: the console's group list (not advertised)
             ReportEndOffsetsRequest: self.report_end_offsets,  # Cohort's own: sources say how far data goes

@@ -47,7 +47,7 @@ from cohort.coordinator.server.listener import Listener
 from cohort.coordinator.log import OffsetsLog
 from cohort.coordinator.server.peer_events import PeerEvents
 from cohort.coordinator.metrics import LogPartitionStats
-from cohort.coordinator.groups.offset_history import HISTORY_KEY_PREFIXES
+from cohort.coordinator.groups.reports.history import HISTORY_KEY_PREFIXES
 from cohort.coordinator.contracts.ownership import Node, Ownership
 from cohort.coordinator.records.types import (EndOffsetRecord, EndOffsetTombstone, Record, TopicRecord, TopicTombstone,
                                          encode_record)

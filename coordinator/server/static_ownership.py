@@ -46,10 +46,6 @@ class StaticOwnership:
     def single_node(cls, local: Node, num_partitions: int) -> "StaticOwnership":
         return cls(local, [local], num_partitions)
 
-    @property
-    def is_single_node(self) -> bool:
-        return len(self._nodes) == 1
-
     def owner(self, partition: int) -> Node | None:
         return self._owners[partition]
 
@@ -63,10 +59,6 @@ class StaticOwnership:
     def owned(self) -> Iterable[int]:
         return list(self._owned)
 
-    @property
-    def registry_owner(self) -> Node:
-        """The node that keeps the topic registry (the owner of its partition): controller and topic leader."""
-        return self._owners[TOPIC_REGISTRY_PARTITION]
 
     async def start(self, listener: OwnershipListener) -> None:
         self._listener = listener

@@ -4,7 +4,7 @@ Not a Kafka API (private key range, never advertised; see `group_report`). The w
 sends it to every broker, the way an admin client sends ListGroups, instead of a DescribeGroups and a
 GroupReport per group: the node answers a page of at most `limit` groups (ids after `after`, in id order,
 narrowed to ids containing `search`), each with its state, members, health and lag, as UTF-8 JSON
-(`cohort.coordinator.groups.overview`). `next_after` in the document is where the next page starts; a
+(`cohort.coordinator.groups.reports.overview`). `next_after` in the document is where the next page starts; a
 page may be short (even empty) while `more` is true, because a node bounds the work one answer costs.
 """
 from cohort.protocol.schema import BYTES, INT16, INT32, STRING, F, message

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import uuid
 
-from cohort.coordinator.groups.consumer import ConsumerGroup, TopicMetadata
-from cohort.coordinator.groups.consumer_events import ConsumerGroupHeartbeat, HeartbeatResult, RecordReplayed
+from cohort.coordinator.groups.consumer.engine import ConsumerGroup, TopicMetadata
+from cohort.coordinator.groups.consumer.events import ConsumerGroupHeartbeat, HeartbeatResult, RecordReplayed
 from cohort.coordinator.groups.effects import (
     Answer,
     AppendRecords,

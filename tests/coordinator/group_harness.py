@@ -9,9 +9,9 @@ import asyncio
 from pathlib import Path
 
 from cohort.coordinator.config import CoordinatorConfig
-from cohort.coordinator.groups.classic_events import RebalanceRequested
-from cohort.coordinator.groups.classic_rebalance import RebalanceCause, RebalanceReason
-from cohort.coordinator.groups.runtime import ManualScheduler
+from cohort.coordinator.groups.classic.events import RebalanceRequested
+from cohort.coordinator.groups.classic.rebalance import RebalanceCause, RebalanceReason
+from cohort.coordinator.groups.runtime.scheduler import ManualScheduler
 from cohort.coordinator.contracts.answers import PendingAnswer
 from cohort.coordinator.contracts.requests import RequestContext
 from cohort.coordinator.groups.coordinator import GroupCoordinator

@@ -13,7 +13,7 @@ import uuid
 
 from hypothesis import given, settings, strategies as st
 
-from cohort.coordinator.groups.assignors import ASSIGNORS, MemberSubscription
+from cohort.coordinator.groups.consumer.assignors import ASSIGNORS, MemberSubscription
 
 TOPICS = [uuid.UUID(int=i + 1) for i in range(5)]
 

@@ -3,11 +3,11 @@ emits one `RebalanceJournaled` per rebalance, from its first group-epoch bump un
 or Empty again, with the trigger, the members involved and the partitions whose target owner changed."""
 from __future__ import annotations
 
-from cohort.coordinator.groups.operator_journal import TRIGGERS, GroupJournal, PartitionMove, partition_moves
-from cohort.coordinator.groups.consumer import ConsumerGroupState
-from cohort.coordinator.groups.consumer_events import TopicsChanged
+from cohort.coordinator.groups.reports.journal import TRIGGERS, GroupJournal, PartitionMove, partition_moves
+from cohort.coordinator.groups.consumer.engine import ConsumerGroupState
+from cohort.coordinator.groups.consumer.events import TopicsChanged
 from cohort.coordinator.groups.effects import RebalanceJournaled
-from cohort.coordinator.groups.classic_events import LeaveGroup
+from cohort.coordinator.groups.classic.events import LeaveGroup
 from tests.coordinator.consumer_group_driver import Driver, tid, topic
 from tests.coordinator.test_consumer_group_migration import upgraded
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 import pytest
 
 from cohort.coordinator.config import CoordinatorConfig
-from cohort.coordinator.groups.classic import ClassicGroup
-from cohort.coordinator.groups.classic_events import Heartbeat, JoinGroup, JoinRequest, MetadataLoaded, SyncGroup
-from cohort.coordinator.groups.consumer_events import ConvertedFromClassic, ConvertedToClassic
+from cohort.coordinator.groups.classic.engine import ClassicGroup
+from cohort.coordinator.groups.classic.events import Heartbeat, JoinGroup, JoinRequest, MetadataLoaded, SyncGroup
+from cohort.coordinator.groups.consumer.events import ConvertedFromClassic, ConvertedToClassic
 from cohort.coordinator.groups.effects import LoadCompleted, Now
-from cohort.coordinator.groups.migration import UpgradeRefused, check_upgrade, upgrade_records
+from cohort.coordinator.groups.consumer.migration import UpgradeRefused, check_upgrade, upgrade_records
 from cohort.coordinator.records.types import GroupMemberRecord, GroupMetadataRecord, GroupMetadataTombstone
 from cohort.protocol.consumer_protocol import (
     ConsumerProtocolAssignment,

@@ -6,9 +6,9 @@ from hypothesis import settings
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 from hypothesis import strategies as st
 
-from cohort.coordinator.groups.classic_events import Heartbeat, JoinGroup, JoinRequest, LeaveGroup, SyncGroup
-from cohort.coordinator.groups.consumer import TopicMetadata
-from cohort.coordinator.groups.consumer_events import TopicsChanged
+from cohort.coordinator.groups.classic.events import Heartbeat, JoinGroup, JoinRequest, LeaveGroup, SyncGroup
+from cohort.coordinator.groups.consumer.engine import TopicMetadata
+from cohort.coordinator.groups.consumer.events import TopicsChanged
 from cohort.protocol.consumer_protocol import (
     ConsumerProtocolSubscription,
     decode_assignment,

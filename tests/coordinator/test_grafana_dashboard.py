@@ -8,7 +8,7 @@ from pathlib import Path
 
 import yaml
 
-from cohort.coordinator.groups.health import GroupHealth, MemberHealth, PartitionHealth
+from cohort.coordinator.groups.reports.health import GroupHealth, MemberHealth, PartitionHealth
 from cohort.coordinator.metrics import CoordinatorMetrics
 
 REPO = Path(__file__).resolve().parents[2]

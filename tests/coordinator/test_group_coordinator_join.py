@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from cohort.coordinator.groups.classic import GroupState
+from cohort.coordinator.groups.classic.engine import GroupState
 from cohort.coordinator.records.types import GroupMetadataRecord, decode_record
 from cohort.coordinator.log import read_segment, list_segments
 from cohort.coordinator.contracts.requests import RequestContext

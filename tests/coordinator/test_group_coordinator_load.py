@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from cohort.coordinator.groups.classic import GroupState
+from cohort.coordinator.groups.classic.engine import GroupState
 from cohort.coordinator.records.types import GroupMemberRecord, GroupMetadataRecord, GroupMetadataTombstone, OffsetCommitRecord
 from group_harness import E, Harness
 

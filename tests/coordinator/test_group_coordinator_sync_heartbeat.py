@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from cohort.coordinator.groups.classic import GroupState
+from cohort.coordinator.groups.classic.engine import GroupState
 from group_harness import E, Harness
 
 

@@ -1,7 +1,7 @@
 """Group health from samples of committed offsets: the rules, on a hand-driven clock."""
 from __future__ import annotations
 
-from cohort.coordinator.groups.health import HealthMonitor
+from cohort.coordinator.groups.reports.health import HealthMonitor
 
 STALL = 1000
 MEMBER = [("m", "client", "/h", 10.0)]
@@ -88,7 +88,7 @@ def test_last_moved_is_the_commit_that_moved_the_offset_never_later_than_the_las
 
 
 def test_group_lag_sums_known_partitions_and_counts_the_others():
-    from cohort.coordinator.groups.lag import group_lag
+    from cohort.coordinator.groups.reports.lag import group_lag
     from cohort.coordinator.server.topics import ReportedEnd
 
     ends = {("t", 0): ReportedEnd(10, 5), ("t", 1): ReportedEnd(3, 6)}

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from cohort.coordinator.groups.classic_member import GroupMember
+from cohort.coordinator.groups.classic.member import GroupMember
 from group_harness import Harness
 
 pytestmark = pytest.mark.timeout(120)

@@ -8,7 +8,7 @@ from bounded_wait import wait_until_async
 from group_harness import Harness
 
 from cohort.coordinator.groups.slices import JOURNAL_BUILD_OFF_LOOP
-from cohort.coordinator.groups.operator_journal import GroupJournal, partition_moves
+from cohort.coordinator.groups.reports.journal import GroupJournal, partition_moves
 from cohort.coordinator.groups.effects import RebalanceJournaled
 from cohort.coordinator.records.types import decode_record, encode_record
 from cohort.protocol.consumer_protocol import ConsumerProtocolAssignment, encode_assignment

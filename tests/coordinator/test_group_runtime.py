@@ -8,8 +8,8 @@ import asyncio
 
 import pytest
 
-from cohort.coordinator.groups import runtime
-from cohort.coordinator.groups.runtime import ANSWERS_PER_TURN
+from cohort.coordinator.groups.runtime import group_runtime as runtime
+from cohort.coordinator.groups.runtime.group_runtime import ANSWERS_PER_TURN
 from group_harness import E, Harness
 
 pytestmark = pytest.mark.timeout(120)

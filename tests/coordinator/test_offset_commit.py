@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from cohort.coordinator.groups.classic import GroupState
+from cohort.coordinator.groups.classic.engine import GroupState
 from cohort.coordinator.groups.group_manager import GROUP_AUTHORIZED_OPERATIONS, INT32_MIN
 from cohort.coordinator.groups.responses import java_string_length
 from group_harness import CTX, E, Harness, answered, subscription

@@ -5,7 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from cohort.coordinator.groups.offsets_table import OffsetAndMetadata, OffsetsTable
+from cohort.coordinator.groups.offsets.table import OffsetAndMetadata, OffsetsTable
 
 groups = st.sampled_from(["g1", "g2", "g3"])
 topics = st.sampled_from(["t1", "t2"])
@@ -108,7 +108,7 @@ def test_a_column_wise_run_stores_what_commit_by_commit_puts_store(partitions, o
 
 
 def test_a_partition_stored_sparsely_stays_counted_once_when_the_slots_grow_past_it():
-    from cohort.coordinator.groups.offsets_table import OffsetAndMetadata, OffsetsTable
+    from cohort.coordinator.groups.offsets.table import OffsetAndMetadata, OffsetsTable
 
     table = OffsetsTable()
     table.put("g1", "t1", 65, OffsetAndMetadata(1))   # far from 0 in an empty topic: stored sparsely

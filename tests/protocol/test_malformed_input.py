@@ -6,6 +6,7 @@ client use: `Cls.decode` and `framing.decode_request`.
 """
 from __future__ import annotations
 
+import re
 import struct
 
 import pytest
@@ -14,7 +15,9 @@ from hypothesis import given, strategies as st
 from declared_messages import all_versions, codec_settings, message_strategy
 from cohort.protocol import framing
 from cohort.protocol.errors import ProtocolError
-from cohort.protocol.framing import FrameReader, FrameTooLarge, decode_request, encode_request
+from cohort.protocol.framing import (
+    FrameReader, FrameTooLarge, UnknownApiKey, UnsupportedVersion, decode_request, encode_request,
+)
 from cohort.protocol.messages import (
     API_SCHEMAS, ApiVersionsResponse, HeartbeatRequest, JoinGroupRequest, MetadataResponse, OffsetCommitRequest,
 )
@@ -94,24 +97,42 @@ def test_garbage_decodes_or_is_a_clear_protocol_error(cls, data):
         _decode_or_clear_error(cls, data.draw(st.binary(max_size=48), label="garbage"), version)
 
 
+# What a ProtocolError about a frame says: which part failed (the header, or the body of one API at one
+# version, with the byte), or, for an API or version nobody declared, the header's numbers.
+CLEAR_REQUEST_ERROR = re.compile(r"request header[: ]|\w+Request v\d+: .+ at byte \d+$|\w+Request v\d+: nesting too deep$")
+CLEAR_RESPONSE_ERROR = re.compile(r"response header|\w+Response v\d+: .+ at byte \d+$|\w+Response v\d+: nesting too deep$")
+
+
 @codec_settings(200)
 @given(st.binary(max_size=64))
 def test_garbage_request_frame_is_a_protocol_error(frame):
+    """Random bytes as a request frame: the request its header names, at a version that API declares, or a
+    `ProtocolError` that says which part failed (never any other exception)."""
     try:
-        decode_request(frame)
-    except ProtocolError:
-        pass
+        header, body = decode_request(frame)
+    except (UnknownApiKey, UnsupportedVersion) as exc:
+        api = API_SCHEMAS.get(exc.header.api_key)
+        assert api is None or not api.min_version <= exc.header.api_version <= api.max_version, exc
+    except ProtocolError as exc:
+        assert CLEAR_REQUEST_ERROR.match(str(exc)), str(exc)
+    else:
+        api = API_SCHEMAS[header.api_key]
+        assert type(body) is api.request and api.min_version <= header.api_version <= api.max_version
 
 
 @codec_settings()
 @given(st.binary(max_size=64))
 def test_garbage_response_frame_is_a_protocol_error(frame):
+    """Random bytes as a response frame of every API at its oldest and newest version: that API's response,
+    or a `ProtocolError` that says which part failed (never any other exception)."""
     for key, api in API_SCHEMAS.items():
         for version in (api.min_version, api.max_version):
             try:
-                framing.decode_response(key, version, frame)
-            except ProtocolError:
-                pass
+                correlation_id, body = framing.decode_response(key, version, frame)
+            except ProtocolError as exc:
+                assert CLEAR_RESPONSE_ERROR.match(str(exc)), (api.name, version, str(exc))
+            else:
+                assert type(body) is api.response and correlation_id == int.from_bytes(frame[:4], "big", signed=True)
 
 
 # ---------------------------------------------------------------- the named cases

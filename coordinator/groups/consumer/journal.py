@@ -11,15 +11,15 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from cohort.coordinator.groups.assignors import Assignment
-from cohort.coordinator.groups.consumer_member import ConsumerGroupMember
+from cohort.coordinator.groups.consumer.assignors import Assignment
+from cohort.coordinator.groups.consumer.member import ConsumerGroupMember
 from cohort.coordinator.groups.effects import RebalanceJournaled
 
 
 @dataclass(slots=True, frozen=True)
 class EpochCause:
-    """Why the group epoch is bumped, for the operator journal: a `group_journal.TRIGGERS` word, the member
-    it is about (if any) and its role there (`group_journal.MEMBER_ROLES`), and what the log says."""
+    """Why the group epoch is bumped, for the operator journal: a `reports.journal.TRIGGERS` word, the member
+    it is about (if any) and its role there (`reports.journal.MEMBER_ROLES`), and what the log says."""
 
     trigger: str
     detail: str

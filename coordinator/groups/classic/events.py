@@ -13,10 +13,9 @@ from cohort.coordinator.records.types import GroupMetadataRecord
 from cohort.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from cohort.coordinator.groups.classic_member import GroupMember
-    from cohort.coordinator.groups.classic_rebalance import RebalanceReason
+    from cohort.coordinator.groups.classic.member import GroupMember
+    from cohort.coordinator.groups.classic.rebalance import RebalanceReason
 
-CONSUMER_PROTOCOL_TYPE = "consumer"
 
 
 @dataclass(slots=True)

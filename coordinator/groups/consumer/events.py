@@ -5,15 +5,24 @@ an append (fed back in `RecordsAppended.purpose`).
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-from cohort.coordinator.groups.classic_events import JoinResult
+from cohort.coordinator.groups.classic.events import JoinResult
 from cohort.coordinator.records.types import GroupMetadataRecord
 from cohort.protocol.errors import ErrorCode
 
-if TYPE_CHECKING:
-    from cohort.coordinator.groups.consumer import TopicImage
+
+@dataclass(frozen=True, slots=True)
+class TopicMetadata:
+    """One topic of the topic registry as a consumer group sees it."""
+
+    topic_id: uuid.UUID
+    partitions: int
+
+
+TopicImage = Mapping[str, TopicMetadata]
+"""topic name -> its id and partition count: the topic registry now."""
 
 
 @dataclass(slots=True)

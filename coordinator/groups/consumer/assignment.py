@@ -7,9 +7,9 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Mapping
 
-from cohort.coordinator.groups.assignors import Assignment, Assignor, MemberSubscription
-from cohort.coordinator.groups.consumer_heartbeat import HeartbeatError
-from cohort.coordinator.groups.consumer_member import (
+from cohort.coordinator.groups.consumer.assignors import Assignment, Assignor, MemberSubscription
+from cohort.coordinator.groups.consumer.heartbeat import HeartbeatError
+from cohort.coordinator.groups.consumer.member import (
     ConsumerGroupMember,
     MemberAssignment,
     MemberState,

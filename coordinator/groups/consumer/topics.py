@@ -13,13 +13,10 @@ import hashlib
 import uuid
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING
 
-from cohort.coordinator.groups.consumer_heartbeat import HeartbeatError, compile_regex
-from cohort.coordinator.groups.consumer_member import ConsumerGroupMember
-
-if TYPE_CHECKING:
-    from cohort.coordinator.groups.consumer import TopicImage
+from cohort.coordinator.groups.consumer.events import TopicImage
+from cohort.coordinator.groups.consumer.heartbeat import HeartbeatError, compile_regex
+from cohort.coordinator.groups.consumer.member import ConsumerGroupMember
 
 
 class SubscribedTopics:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping
 
-from cohort.coordinator.groups.assignors import (
+from cohort.coordinator.groups.consumer.assignors import (
     Assignment,
     MemberSubscription,
     as_assignment,

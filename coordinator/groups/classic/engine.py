@@ -39,8 +39,7 @@ from __future__ import annotations
 import enum
 import logging
 
-from cohort.coordinator.groups.classic_events import (
-    CONSUMER_PROTOCOL_TYPE,
+from cohort.coordinator.groups.classic.events import (
     AssignmentWrite,
     EmptyGenerationWrite,
     Heartbeat,
@@ -57,7 +56,8 @@ from cohort.coordinator.groups.classic_events import (
     SyncGroup,
     SyncResult,
 )
-from cohort.coordinator.groups.classic_member import (
+from cohort.coordinator.groups.classic.member import (
+    CONSUMER_PROTOCOL_TYPE,
     GroupMember,
     Membership,
     member_records,
@@ -65,8 +65,8 @@ from cohort.coordinator.groups.classic_member import (
     new_member_id,
     subscribed_topics,
 )
-from cohort.coordinator.groups.classic_rebalance import RebalanceCause, RebalanceJournal, RebalanceReason
-from cohort.coordinator.groups.classic_timers import GroupTimer, GroupTimers
+from cohort.coordinator.groups.classic.rebalance import RebalanceCause, RebalanceJournal, RebalanceReason
+from cohort.coordinator.groups.classic.timers import GroupTimer, GroupTimers
 from cohort.coordinator.groups.effects import (
     Answer,
     AnswerAll,
@@ -191,11 +191,6 @@ class ClassicGroup:
     # =========================================================================================
     def can_rebalance(self) -> bool:
         return self.state in REBALANCE_ALLOWED_FROM
-
-    @property
-    def is_simple(self) -> bool:
-        """A group that exists only through offsets committed outside group management."""
-        return self.protocol_type is None
 
     def uses_consumer_protocol(self) -> bool:
         return self.protocol_type == CONSUMER_PROTOCOL_TYPE

@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from cohort.coordinator.groups.assignors import Assignment
+from cohort.coordinator.groups.consumer.assignors import Assignment
 from cohort.coordinator.records.types import (
     ClassicMemberMetadata,
     ClassicProtocolRecord,

@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 
-from cohort.coordinator.groups.lag import partition_lag
+from cohort.coordinator.groups.reports.lag import partition_lag
 
 STATUSES = ("OK", "STALLED", "REWOUND", "STOPPED")  # index = the Prometheus gauge value
 _RANK = {s: i for i, s in enumerate(STATUSES)}
@@ -161,8 +161,3 @@ class HealthMonitor:
 def _moved_at(commit_ms: int, now_ms: int) -> int:
     """When an offset seen to change moved: at the commit that changed it (a sample only notices later)."""
     return commit_ms if 0 <= commit_ms <= now_ms else now_ms
-
-
-def status_value(status: str) -> int:
-    """The gauge value of a status (0 OK, 1 STALLED, 2 REWOUND, 3 STOPPED)."""
-    return _RANK[status]

@@ -9,13 +9,9 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-from cohort.coordinator.groups.classic_member import GroupMember, MemberSnapshot, snapshot
+from cohort.coordinator.groups.classic.member import GroupMember, MemberSnapshot, snapshot
 from cohort.coordinator.groups.effects import RebalanceCompleted, RebalanceJournaled
-
-if TYPE_CHECKING:
-    from cohort.coordinator.groups.classic import ClassicGroup
 
 
 # ---------------------------------------------------------------------------------------------
@@ -93,7 +89,7 @@ class RebalanceJournal:
         if self.started_ms is not None:
             self.dropped.append((member, role))
 
-    def stable(self, now_ms: int, group: ClassicGroup) -> list:
+    def stable(self, now_ms: int, group) -> list:
         """The rebalance ended in Stable: counted by why it started, timed from its first prepare."""
         out: list = []
         started, self.started_ms = self.started_ms, None
@@ -104,7 +100,7 @@ class RebalanceJournal:
         self.last_stable = {m.member_id: snapshot(m) for m in group.members.values()}
         return out
 
-    def empty(self, now_ms: int, group: ClassicGroup) -> list:
+    def empty(self, now_ms: int, group) -> list:
         """The join phase ended with nobody left: the next rebalance starts from Empty and counts as initial."""
         out = [self._entry(self.started_ms, now_ms, group)] \
             if self.started_ms is not None and self.reason is not None else []
@@ -112,10 +108,10 @@ class RebalanceJournal:
         self.started_ms = self.reason = None
         return out
 
-    def loaded(self, group: ClassicGroup) -> None:
+    def loaded(self, group) -> None:
         self.last_stable = {m.member_id: snapshot(m) for m in group.members.values()}
 
-    def static_replacement(self, now_ms: int, group: ClassicGroup, instance_id: str, old_member_id: str,
+    def static_replacement(self, now_ms: int, group, instance_id: str, old_member_id: str,
                            member: GroupMember) -> RebalanceJournaled:
         """A static member back under a new id, with nothing the assignment depends on changed (KIP-345)."""
         old = self.last_stable.pop(old_member_id, None)
@@ -129,7 +125,7 @@ class RebalanceJournal:
               old.client_host if old else member.client_host, "removed"),
              (member.member_id, instance_id, member.client_id, member.client_host, "joined")), {}, {})
 
-    def _entry(self, started_ms: int, now_ms: int, group: ClassicGroup) -> RebalanceJournaled:
+    def _entry(self, started_ms: int, now_ms: int, group) -> RebalanceJournaled:
         """The operator journal's entry for the rebalance that ends now (Stable or Empty)."""
         reason = self.reason
         assert reason is not None

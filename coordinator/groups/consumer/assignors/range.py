@@ -11,7 +11,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping
 
-from cohort.coordinator.groups.assignors import Assignment, MemberSubscription
+from cohort.coordinator.groups.consumer.assignors import Assignment, MemberSubscription
 
 
 class RangeAssignor:

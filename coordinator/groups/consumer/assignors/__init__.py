@@ -69,8 +69,8 @@ def load(owned: Mapping[uuid.UUID, set[int]]) -> int:
 
 
 def _registry() -> dict[str, Assignor]:
-    from cohort.coordinator.groups.assignors.range import RangeAssignor
-    from cohort.coordinator.groups.assignors.uniform import UniformAssignor
+    from cohort.coordinator.groups.consumer.assignors.range import RangeAssignor
+    from cohort.coordinator.groups.consumer.assignors.uniform import UniformAssignor
 
     return {a.name: a for a in (UniformAssignor(), RangeAssignor())}
 

@@ -54,17 +54,17 @@ import enum
 import logging
 import uuid
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
-from cohort.coordinator.groups import consumer_classic
-from cohort.coordinator.groups.assignors import ASSIGNORS, DEFAULT_ASSIGNORS, Assignment, MemberSubscription
-from cohort.coordinator.groups.classic_events import Heartbeat, JoinGroup, JoinResult, LeaveGroup, SyncGroup, SyncResult
-from cohort.coordinator.groups.consumer_assignment import (
+from cohort.coordinator.groups.consumer import classic_members as consumer_classic
+from cohort.coordinator.groups.consumer.assignors import ASSIGNORS, DEFAULT_ASSIGNORS, Assignment, MemberSubscription
+from cohort.coordinator.groups.classic.events import Heartbeat, JoinGroup, JoinResult, LeaveGroup, SyncGroup, SyncResult
+from cohort.coordinator.groups.consumer.assignment import (
     MEMBER_TRANSITIONS,
     CurrentAssignmentBuilder,
     TargetAssignmentBuilder,
 )
-from cohort.coordinator.groups.consumer_events import (
+from cohort.coordinator.groups.consumer.events import (
     AnswerWhenStored,
     AssignmentDue,
     ConsumerGroupHeartbeat,
@@ -75,18 +75,20 @@ from cohort.coordinator.groups.consumer_events import (
     RecordReplayed,
     RevocationTimeout,
     SessionTimeout,
+    TopicImage,
+    TopicMetadata,  # (re-exported: the topic image's entries, as the group sees them)
     TopicsChanged,
 )
-from cohort.coordinator.groups.consumer_heartbeat import (
+from cohort.coordinator.groups.consumer.heartbeat import (
     JOIN_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
     HeartbeatError,
     validate_heartbeat,
 )
-from cohort.coordinator.groups.consumer_journal import EpochCause, RebalanceJournal
-from cohort.coordinator.groups.consumer_topics import SubscribedTopics
-from cohort.coordinator.groups.consumer_member import (
+from cohort.coordinator.groups.consumer.journal import EpochCause, RebalanceJournal
+from cohort.coordinator.groups.consumer.topics import SubscribedTopics
+from cohort.coordinator.groups.consumer.member import (
     ConsumerGroupMember,
     MemberAssignment,
     MemberState,
@@ -213,17 +215,6 @@ TRANSITIONS: dict[tuple[ConsumerGroupState, Step], frozenset[ConsumerGroupState]
 class IllegalStateTransition(RuntimeError):
     """A transition outside TRANSITIONS: a coordinator bug, never a client error."""
 
-
-@dataclass(frozen=True, slots=True)
-class TopicMetadata:
-    """One topic of the topic registry as a consumer group sees it."""
-
-    topic_id: uuid.UUID
-    partitions: int
-
-
-TopicImage = Mapping[str, TopicMetadata]
-"""topic name -> its id and partition count: the topic registry now."""
 
 def missing_group_result(group_id: str) -> HeartbeatResult:
     """The answer to a heartbeat with a non-zero epoch for a group that does not exist."""

@@ -15,14 +15,14 @@ import time
 from collections.abc import Callable, Iterable
 
 from cohort.coordinator.contracts.requests import GroupReportError, RequestContext
-from cohort.coordinator.groups.classic import ClassicGroup, GroupState
-from cohort.coordinator.groups.consumer import ConsumerGroup, ConsumerGroupState
+from cohort.coordinator.groups.classic.engine import ClassicGroup, GroupState
+from cohort.coordinator.groups.consumer.engine import ConsumerGroup, ConsumerGroupState
 from cohort.coordinator.groups.effects import RebalanceJournaled
-from cohort.coordinator.groups.health import GroupHealth, HealthMonitor
-from cohort.coordinator.groups.lag import LagHistory, LogEnds, group_lag, topic_lags, total_lag
-from cohort.coordinator.groups.offset_history import CommitEvent, commit_events, group_key_prefixes, offsets_at
-from cohort.coordinator.groups.offsets_table import OffsetsTable
-from cohort.coordinator.groups.operator_journal import GroupJournal, JournalEntry, entry_from_record, rebalance_record_of
+from cohort.coordinator.groups.reports.health import GroupHealth, HealthMonitor
+from cohort.coordinator.groups.reports.lag import LagHistory, LogEnds, group_lag, topic_lags, total_lag
+from cohort.coordinator.groups.reports.history import CommitEvent, commit_events, group_key_prefixes, offsets_at
+from cohort.coordinator.groups.offsets.table import OffsetsTable
+from cohort.coordinator.groups.reports.journal import GroupJournal, JournalEntry, entry_from_record, rebalance_record_of
 from cohort.coordinator.groups.slices import BACKGROUND_SLICE_S, JOURNAL_BUILD_OFF_LOOP, next_turn
 from cohort.coordinator.records.types import GroupJournalRecord, encode_record
 from cohort.protocol import messages as m

@@ -7,16 +7,15 @@ group, speak the classic protocol in it. Their JoinGroup is one reconciliation s
 REBALANCE_IN_PROGRESS until they are reconciled. These are the group's own steps for another protocol,
 as Kafka's GroupMetadataManager runs them over its ConsumerGroup: functions of the group, dispatched by
 its event table, working through the same member updates and reconciliation as a ConsumerGroupHeartbeat.
+The group (`engine.ConsumerGroup`) is handed in, never imported: the engine imports this module.
 """
 from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
-from cohort.coordinator.groups.classic_events import (
-    CONSUMER_PROTOCOL_TYPE,
+from cohort.coordinator.groups.classic.events import (
     Heartbeat,
     JoinGroup,
     JoinResult,
@@ -24,20 +23,18 @@ from cohort.coordinator.groups.classic_events import (
     SyncGroup,
     SyncResult,
 )
-from cohort.coordinator.groups.consumer_events import AnswerWhenStored, GroupChangeWrite
-from cohort.coordinator.groups.consumer_heartbeat import HeartbeatError
-from cohort.coordinator.groups.consumer_journal import EpochCause
-from cohort.coordinator.groups.consumer_member import ConsumerGroupMember
+from cohort.coordinator.groups.classic.member import CONSUMER_PROTOCOL_TYPE
+from cohort.coordinator.groups.consumer.events import AnswerWhenStored, GroupChangeWrite
+from cohort.coordinator.groups.consumer.heartbeat import HeartbeatError
+from cohort.coordinator.groups.consumer.journal import EpochCause
+from cohort.coordinator.groups.consumer.member import ConsumerGroupMember
 from cohort.coordinator.groups.effects import Answer, AppendRecords, Now, Reply
 from cohort.coordinator.records.types import GroupMemberRecord, GroupMetadataRecord
 from cohort.protocol.consumer_protocol import ConsumerProtocolAssignment, decode_subscription, encode_assignment
 from cohort.protocol.errors import ErrorCode, ProtocolError
 
-if TYPE_CHECKING:
-    from cohort.coordinator.groups.consumer import ConsumerGroup
 
-
-def supports_protocols(group: ConsumerGroup, protocol_type: str, names: Iterable[str]) -> bool:
+def supports_protocols(group, protocol_type: str, names: Iterable[str]) -> bool:
     """Kafka's rule for a classic member joining: protocol type "consumer", and a protocol in common
     with every classic member already here."""
     if protocol_type != CONSUMER_PROTOCOL_TYPE:
@@ -49,7 +46,7 @@ def supports_protocols(group: ConsumerGroup, protocol_type: str, names: Iterable
     return bool(wanted)
 
 
-def join(group: ConsumerGroup, event: JoinGroup, now: Now) -> None:
+def join(group, event: JoinGroup, now: Now) -> None:
     """A classic member's JoinGroup: answered from its target assignment, without a join phase."""
     req = event.request
     member_id = req.member_id
@@ -107,7 +104,7 @@ def join(group: ConsumerGroup, event: JoinGroup, now: Now) -> None:
                          else Answer(event.request_id, result))
 
 
-def _member(group: ConsumerGroup, req, member_id: str, records: list) -> ConsumerGroupMember | int:
+def _member(group, req, member_id: str, records: list) -> ConsumerGroupMember | int:
     """The member a classic JoinGroup is about (new, existing, or a static member taking over its
     instance id), or the error code it gets."""
     if req.group_instance_id is None:
@@ -127,7 +124,7 @@ def _member(group: ConsumerGroup, req, member_id: str, records: list) -> Consume
     return group._replace_static_member(existing, member_id, records)
 
 
-def _member_error(group: ConsumerGroup, member_id: str, instance_id: str | None) -> int:
+def _member_error(group, member_id: str, instance_id: str | None) -> int:
     member = group.members.get(member_id)
     if member is None or not member.uses_classic_protocol:
         return ErrorCode.UNKNOWN_MEMBER_ID
@@ -136,7 +133,7 @@ def _member_error(group: ConsumerGroup, member_id: str, instance_id: str | None)
     return ErrorCode.NONE
 
 
-def sync(group: ConsumerGroup, event: SyncGroup, now: Now) -> None:
+def sync(group, event: SyncGroup, now: Now) -> None:
     """A classic member's SyncGroup: its assignment is what it may hold now (assigned, not pending)."""
     error = _member_error(group, event.member_id, event.group_instance_id)
     member = group.members.get(event.member_id)
@@ -155,7 +152,7 @@ def sync(group: ConsumerGroup, event: SyncGroup, now: Now) -> None:
         assignment=assignment(group, member))))
 
 
-def assignment(group: ConsumerGroup, member: ConsumerGroupMember) -> bytes:
+def assignment(group, member: ConsumerGroupMember) -> bytes:
     """The member's assigned partitions as a ConsumerProtocolAssignment (topic names, not ids)."""
     names = {meta.topic_id: name for name, meta in group._topics.image.items()}
     partitions = [ConsumerProtocolAssignment.TopicPartition(names[t], sorted(ps))
@@ -164,7 +161,7 @@ def assignment(group: ConsumerGroup, member: ConsumerGroupMember) -> bytes:
     return encode_assignment(ConsumerProtocolAssignment(assigned_partitions=partitions))
 
 
-def heartbeat(group: ConsumerGroup, event: Heartbeat, now: Now) -> None:
+def heartbeat(group, event: Heartbeat, now: Now) -> None:
     """A classic member's Heartbeat: REBALANCE_IN_PROGRESS makes it rejoin while it is not reconciled
     to the current target (its JoinGroup is where it gets the next step)."""
     error = _member_error(group, event.member_id, event.group_instance_id)
@@ -179,7 +176,7 @@ def heartbeat(group: ConsumerGroup, event: Heartbeat, now: Now) -> None:
     group._effects.append(Reply(error))
 
 
-def leave(group: ConsumerGroup, event: LeaveGroup, now: Now) -> None:
+def leave(group, event: LeaveGroup, now: Now) -> None:
     """LeaveGroup (classic members, or an admin removing members by instance id): one code each."""
     errors: list[int] = []
     records: list = []
@@ -201,7 +198,7 @@ def leave(group: ConsumerGroup, event: LeaveGroup, now: Now) -> None:
         group._effects.append(AppendRecords(records, GroupChangeWrite("members left with LeaveGroup")))
 
 
-def group_record(group: ConsumerGroup, protocol: str, now: Now) -> GroupMetadataRecord:
+def group_record(group, protocol: str, now: Now) -> GroupMetadataRecord:
     """The classic GroupMetadata record of a group whose members all speak the classic protocol (a downgrade):
     generation = group epoch, each member with its classic session and what it holds now."""
     return GroupMetadataRecord(

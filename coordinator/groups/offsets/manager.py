@@ -16,11 +16,11 @@ from collections.abc import Iterable
 
 from cohort.coordinator.contracts.answers import PendingAnswer, answer_of, encode_off_loop
 from cohort.coordinator.contracts.requests import RequestContext
-from cohort.coordinator.groups.classic import ClassicGroup, GroupState
-from cohort.coordinator.groups.consumer import ConsumerGroup
-from cohort.coordinator.groups.offsets_table import OffsetsTable
-from cohort.coordinator.groups.partition_runtime import PartitionRuntime
-from cohort.coordinator.groups.reports import GroupReports
+from cohort.coordinator.groups.classic.engine import ClassicGroup, GroupState
+from cohort.coordinator.groups.consumer.engine import ConsumerGroup
+from cohort.coordinator.groups.offsets.table import OffsetsTable
+from cohort.coordinator.groups.runtime.partition import PartitionRuntime
+from cohort.coordinator.groups.reports.group_reports import GroupReports
 from cohort.coordinator.groups.responses import (
     METADATA_TOO_LARGE,
     CommitAnswer,

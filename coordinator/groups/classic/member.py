@@ -11,12 +11,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from cohort.coordinator.groups.classic_events import CONSUMER_PROTOCOL_TYPE
 from cohort.coordinator.records.types import GroupMemberRecord, GroupMetadataRecord
 from cohort.protocol.consumer_protocol import decode_subscription
 from cohort.protocol.errors import ErrorCode
 
 log = logging.getLogger("cohort.group")
+
+# The protocol type of Kafka consumers (the ConsumerProtocol subscription and assignment in member metadata).
+CONSUMER_PROTOCOL_TYPE = "consumer"
 
 
 class JoinCounter:

@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING
 
 import re2
 
-from cohort.coordinator.groups.assignors import DEFAULT_ASSIGNORS
+from cohort.coordinator.groups.consumer.assignors import DEFAULT_ASSIGNORS
 from cohort.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from cohort.coordinator.groups.consumer_events import ConsumerGroupHeartbeat
+    from cohort.coordinator.groups.consumer.events import ConsumerGroupHeartbeat
 
 JOIN_GROUP_MEMBER_EPOCH = 0
 LEAVE_GROUP_MEMBER_EPOCH = -1

@@ -22,7 +22,7 @@ import functools
 import logging
 import math
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 
 from cohort.coordinator.contracts.answers import PendingAnswer
 from cohort.coordinator.contracts.partition_lifecycle import OWNED_STATES, PartitionLifecycle, PartitionStates
@@ -246,14 +246,6 @@ class PartitionRuntime:
             self.failed(partition, str(exc))
             raise
         self.replayed(partition, loaded_groups, len(records), started)
-
-    def mark_loaded(self, partitions: Iterable[int] | None = None) -> None:
-        """Declare partitions loaded without replay (a coordinator over a fresh, empty log)."""
-        for p in range(self._num_partitions) if partitions is None else partitions:
-            self._why_failed.pop(p, None)
-            if self.states[p] is not L.LOADED:
-                self.states.move(p, L.LOADING)
-                self.states.move(p, L.LOADED)
 
     async def load_all(self) -> None:
         """Open the store and load every partition (a single node without an `Ownership`).

@@ -16,10 +16,11 @@ applies and appends them and starts the members' sessions, before giving it the 
 """
 from __future__ import annotations
 
-from cohort.coordinator.groups.classic import ClassicGroup, GroupState
-from cohort.coordinator.groups.classic_events import CONSUMER_PROTOCOL_TYPE
-from cohort.coordinator.groups.consumer import MigrationPolicy, TopicImage
-from cohort.coordinator.groups.consumer_member import MemberState
+from cohort.coordinator.groups.classic.engine import ClassicGroup, GroupState
+from cohort.coordinator.groups.classic.member import CONSUMER_PROTOCOL_TYPE
+from cohort.coordinator.groups.consumer.engine import MigrationPolicy
+from cohort.coordinator.groups.consumer.events import TopicImage
+from cohort.coordinator.groups.consumer.member import MemberState
 from cohort.coordinator.records.types import (
     ClassicMemberMetadata,
     ClassicProtocolRecord,

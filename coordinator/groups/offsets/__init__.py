@@ -1,0 +1,1 @@
+"""Committed offsets: the in-memory table OffsetFetch reads (`table`) and the offset APIs (`manager`)."""
