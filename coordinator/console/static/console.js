@@ -267,7 +267,7 @@ async function loadGroupsPage(seq) {
       : el("p", { class: "muted" }, page.groups_known ? "No group matches." : "No groups yet."), pager].filter(Boolean));
 }
 
-const HEALTH_STATUSES = ["OK", "WARN", "STALL", "STOP", "REWIND", "ERR"];
+const HEALTH_STATUSES = ["OK", "WARN", "ERR"];  // a group's status by Burrow's rules
 
 function filterSelect(id, label, key, options) {
   const select = el("select", { id, "aria-label": label, onchange: () => {
@@ -499,15 +499,19 @@ function unwrap(result) {
 }
 
 function healthView(health) {
-  const partitions = health.partitions.map((p) => el("tr", {},
+  const partitions = health.partitions.map((p) => el("tr", { "data-partition": `${p.topic}:${p.partition}` },
     cell(p.topic), cell(p.partition, "num"), el("td", {}, el("span", { class: `state health-${p.status}` }, p.status)),
-    cell(p.offset, "num"), cell(when(p.last_moved_ms)), cell(when(p.last_commit_ms))));
+    cell(p.offset, "num"), cell(p.lag, "num"), cell(`${p.window_commits}/${health.window_commits}`, "num"),
+    cell(when(p.last_moved_ms)), cell(when(p.last_commit_ms))));
   const members = health.members.map((m) => el("tr", {},
     cell(m.member_id), cell(m.client_id), cell(m.client_host), cell(ago(m.heartbeat_age_ms), "num"), cell(ago(m.commit_age_ms), "num")));
   return el("div", {},
     el("p", {}, "Group: ", el("span", { class: `state health-${health.status}`, id: "group-health" }, health.status),
-       el("span", { class: "muted" }, ` (stalled after ${health.stall_ms / 1000} s without progress)`)),
-    table([["Topic"], ["Partition", "num"], ["Status"], ["Offset", "num"], ["Last moved"], ["Last commit"]], partitions, "No partitions."),
+       el("span", { class: "muted" }, ` (Burrow's rules over each partition's last ${health.window_commits} commits, ` +
+          `at least ${health.min_distance_ms / 1000} s apart: WARN when the lag never goes down while the group commits; ` +
+          "STALL, STOP and REWIND partitions make the group ERR)")),
+    table([["Topic"], ["Partition", "num"], ["Status"], ["Offset", "num"], ["Lag", "num"], ["Window", "num"], ["Last moved"], ["Last commit"]],
+          partitions, "No partitions."),
     members.length ? table([["Member"], ["Client"], ["Host"], ["Since heartbeat", "num"], ["Since commit", "num"]], members, "") : null);
 }
 
