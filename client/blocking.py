@@ -123,6 +123,10 @@ class BlockingAdmin:
     def describe_groups(self, group_ids: Iterable[str]) -> dict[str, GroupDescription]:
         return self._run(self._admin.describe_groups(group_ids))
 
+    def group_report(self, group_id: str, report: str, **params) -> object:
+        """One of Cohort's own reports of a group ("health", "lag", "rebalances", "history"), as JSON data."""
+        return self._run(self._admin.group_report(group_id, report, **params))
+
     def list_groups(self, states: Iterable[str] | None = None) -> list[GroupListing]:
         return self._run(self._admin.list_groups(states))
 

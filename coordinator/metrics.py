@@ -243,14 +243,19 @@ class CoordinatorMetrics:
         "_authentications", "_authorization_denials", "_partition_load_records", "_request_children",
         "_error_children", "_close_children", "_rebalance_children", "_groups_by_state", "_members",
         "_committed_offsets", "_group_offsets", "_log_partitions", "_readiness", "_failed_partitions",
-        "_group_health", "_failed_providers", "group_labels", "_scrape",
+        "_group_health", "_failed_providers", "group_labels", "_scrape", "partition_series_max",
+        "_partition_series_dropped",
     )
 
     def __init__(self, *, group_offsets_enabled: bool = False, process_metrics: bool = True,
-                 group_labels: bool = True) -> None:
-        """`group_labels`: False leaves group ids out of every series (metrics.group.id.labels.enable)."""
+                 group_labels: bool = True, partition_series_max: int = 10_000) -> None:
+        """`group_labels`: False leaves group ids out of every series (metrics.group.id.labels.enable);
+        `group_offsets_enabled` turns the per-partition series on (metrics.group.offsets.enable), at most
+        `partition_series_max` partitions of them (metrics.group.offsets.max.partitions)."""
         self.registry = CollectorRegistry()
         self.group_offsets_enabled = group_offsets_enabled and group_labels
+        self.partition_series_max = partition_series_max
+        self._partition_series_dropped = 0
         self.group_labels = group_labels
         self._scrape: asyncio.Future | None = None
         if process_metrics:
@@ -552,6 +557,9 @@ class _ScrapeTimeCollector:
             GaugeMetricFamily("cohort_log_segments", "Offsets-log segments, by partition.", labels=["partition"]),
             GaugeMetricFamily("cohort_ready", "1 when the server is ready, 0 while loading or stopping."),
             *_health_families(group_labels=self._m.group_labels),
+            *(_partition_families((), self._m) if self._m.group_offsets_enabled else ()),
+            CounterMetricFamily("cohort_consumergroup_partition_series_dropped", "Group partitions left out of the "
+                                "per-partition series.", value=0),
             GaugeMetricFamily("cohort_offsets_partitions_failed",
                               "Offsets partitions that failed to load (their groups are unavailable)."),
         ]
@@ -577,10 +585,15 @@ class _ScrapeTimeCollector:
 
         if m.group_offsets_enabled:
             per_group = GaugeMetricFamily(
-                "cohort_group_committed_offset", "Committed offset per group, topic and partition.",
-                labels=["group", "topic", "partition"],
+                "cohort_group_committed_offset", "Committed offset per group, topic and partition "
+                f"(at most metrics.group.offsets.max.partitions series).", labels=["group", "topic", "partition"],
             )
+            budget = m.partition_series_max
             for item in m._provide("group_offsets", m._group_offsets) or ():
+                if budget <= 0:
+                    m._partition_series_dropped += 1
+                    continue
+                budget -= 1
                 per_group.add_metric([group_label(item.group), item.topic, str(item.partition)], item.offset)
             yield per_group
 
@@ -592,7 +605,15 @@ class _ScrapeTimeCollector:
         yield size
         yield segments
 
-        yield from _health_families(m._provide("group_health", m._group_health) or (), group_labels=m.group_labels)
+        reports = list(m._provide("group_health", m._group_health) or ())
+        yield from _health_families(reports, group_labels=m.group_labels)
+        if m.group_offsets_enabled:
+            yield from _partition_families(reports, m)
+        yield CounterMetricFamily(
+            "cohort_consumergroup_partition_series_dropped",
+            "Group partitions left out of the per-partition series (cohort_consumergroup_*, cohort_group_committed_"
+            "offset) because metrics.group.offsets.max.partitions was reached, counted at every scrape.",
+            value=m._partition_series_dropped)
 
         yield GaugeMetricFamily(
             "cohort_ready", "1 when the server is ready, 0 while loading or stopping.",
@@ -606,7 +627,11 @@ class _ScrapeTimeCollector:
 
 # Per-partition health series are exported only for unhealthy partitions, and at most this many.
 MAX_PARTITION_HEALTH_SERIES = 1000
-HEALTH_VALUES = {"OK": 0, "STALLED": 1, "REWOUND": 2, "STOPPED": 3}
+# Burrow's status numbers (its exporters' gauge values): group OK 1, WARN 2, ERR 3; partition STOP 4, STALL 5,
+# REWIND 6 (see groups/reports/health.py).
+HEALTH_VALUES = {"OK": 1, "WARN": 2, "ERR": 3, "STOP": 4, "STALL": 5, "REWIND": 6}
+_GROUP_HEALTH = ("OK", "WARN", "ERR")
+_PARTITION_HEALTH = ("OK", "WARN", "STOP", "STALL", "REWIND")
 
 
 def _health_families(reports=(), group_labels: bool = True):
@@ -615,12 +640,12 @@ def _health_families(reports=(), group_labels: bool = True):
     group labels, the number of groups and of unhealthy partitions per status, and the oldest age."""
     if not group_labels:
         return _aggregated_health_families(reports)
-    status = GaugeMetricFamily("cohort_group_health", "Group health: 0 OK, 1 STALLED, 2 REWOUND, 3 STOPPED.",
-                               labels=["group"])
+    status = GaugeMetricFamily("cohort_group_health", "Group health by Burrow's rules: 1 OK, 2 WARN, 3 ERR.",
+                               labels=["group", "type"])
     partitions = GaugeMetricFamily(
         "cohort_group_partition_health",
-        f"Health of unhealthy partitions only (1 STALLED, 2 REWOUND; at most {MAX_PARTITION_HEALTH_SERIES} series).",
-        labels=["group", "topic", "partition"])
+        f"Health of unhealthy partitions only (2 WARN, 4 STOP, 5 STALL, 6 REWIND; at most "
+        f"{MAX_PARTITION_HEALTH_SERIES} series).", labels=["group", "topic", "partition"])
     heartbeat = GaugeMetricFamily("cohort_group_heartbeat_age_max_seconds",
                                   "Longest time since a member of the group last heartbeated.", labels=["group"])
     lag = GaugeMetricFamily("cohort_group_lag",
@@ -633,7 +658,7 @@ def _health_families(reports=(), group_labels: bool = True):
     budget = MAX_PARTITION_HEALTH_SERIES
     for report in reports:
         label = group_label(report.group)
-        status.add_metric([label], HEALTH_VALUES[report.status])
+        status.add_metric([label, report.group_type], HEALTH_VALUES[report.status])
         if report.total_lag is not None:
             lag.add_metric([label], report.total_lag)
         unknown.add_metric([label], report.partitions_without_end)
@@ -647,6 +672,38 @@ def _health_families(reports=(), group_labels: bool = True):
     return [status, partitions, heartbeat, lag, unknown]
 
 
+def _partition_families(reports, m: "CoordinatorMetrics"):
+    """kafka-exporter's per-partition shape ({consumergroup, topic, partition}), from the health reports: the
+    committed offset and lag of every partition (lag only where an end was reported), the lag summed per
+    topic, and the members per group; at most `partition_series_max` partitions, the rest counted."""
+    current = GaugeMetricFamily("cohort_consumergroup_current_offset", "Committed offset of a group's partition.",
+                                labels=["consumergroup", "topic", "partition"])
+    lag = GaugeMetricFamily("cohort_consumergroup_lag", "Lag of a group's partition: reported end offset minus "
+                            "committed offset (absent while no end is reported).",
+                            labels=["consumergroup", "topic", "partition"])
+    lag_sum = GaugeMetricFamily("cohort_consumergroup_lag_sum", "A group's lag summed over a topic's partitions "
+                                "with a reported end.", labels=["consumergroup", "topic"])
+    members = GaugeMetricFamily("cohort_consumergroup_members", "Members of a group.", labels=["consumergroup"])
+    budget = m.partition_series_max
+    for report in reports:
+        label = group_label(report.group)
+        members.add_metric([label], len(report.members))
+        sums: dict[str, int] = {}
+        for p in report.partitions:
+            if p.lag is not None:
+                sums[p.topic] = sums.get(p.topic, 0) + p.lag
+            if budget <= 0:
+                m._partition_series_dropped += 1
+                continue
+            budget -= 1
+            current.add_metric([label, p.topic, str(p.partition)], p.offset)
+            if p.lag is not None:
+                lag.add_metric([label, p.topic, str(p.partition)], p.lag)
+        for topic, total in sorted(sums.items()):
+            lag_sum.add_metric([label, topic], total)
+    return [current, lag, lag_sum, members]
+
+
 def _aggregated_health_families(reports=()):
     groups = GaugeMetricFamily("cohort_group_health_groups", "Groups per health status (no group ids: "
                                "metrics.group.id.labels.enable=false).", labels=["status"])
@@ -654,8 +711,8 @@ def _aggregated_health_families(reports=()):
                                    "per status (no group ids).", labels=["status"])
     heartbeat = GaugeMetricFamily("cohort_group_heartbeat_age_max_seconds",
                                   "Longest time since a member of any group last heartbeated (no group ids).")
-    by_status = dict.fromkeys(HEALTH_VALUES, 0)
-    unhealthy = {status: 0 for status in HEALTH_VALUES if status != "OK"}
+    by_status = dict.fromkeys(_GROUP_HEALTH, 0)
+    unhealthy = {status: 0 for status in _PARTITION_HEALTH if status != "OK"}
     oldest = 0.0
     for report in reports:
         by_status[report.status] += 1

@@ -28,7 +28,7 @@ from cohort.protocol.errors import ErrorCode
 
 from bench.members import BenchMember, MemberError, ProtocolVersions, describe_state
 from bench.stats import GeneratorClock, ProcessSampler, Result, generator_gc_paused
-from bench.targets import CohortServer, Target, wait_until_serving
+from bench.targets import Target, wait_until_serving
 from bench.wire import KafkaSession
 from bench.workloads.offsets import _usage
 from bench.workloads.profile import Profile
@@ -97,7 +97,7 @@ async def _storm(target: Target, profile: Profile, control: KafkaSession, versio
         generator = clock.usage()
         await asyncio.gather(*(m.leave() for m in members if m.member_id), return_exceptions=True)
         await asyncio.gather(*(m.close() for m in members), return_exceptions=True)
-    delay_ms = target.settings.get("group.initial.rebalance.delay.ms") if isinstance(target, CohortServer) else None
+    delay_ms = getattr(target, "settings", {}).get("group.initial.rebalance.delay.ms")  # a server the suite started
     delay_s = delay_ms / 1000 if delay_ms is not None else None
     return Result(workload="join-storm", variant=f"members-{size}", target=target.name, params={
         "members": size, "join_version": versions.join, "sync_version": versions.sync,

@@ -16,7 +16,7 @@ from cohort.client.cli.runner import EXIT_OK, CommandError, add_connection_optio
 
 REBALANCE_COLUMNS = ["ENDED", "KIND", "TRIGGER", "GENERATION", "DURATION-MS", "MEMBERS", "MOVED", "DETAIL"]
 HISTORY_COLUMNS = ["TIME", "TOPIC", "PARTITION", "OFFSET", "CONSUMER-ID", "CLIENT-ID", "HOST", "GENERATION"]
-HEALTH_COLUMNS = ["GROUP", "TOPIC", "PARTITION", "STATUS", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "LAST-MOVED",
+HEALTH_COLUMNS = ["GROUP", "TOPIC", "PARTITION", "STATUS", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "WINDOW", "LAST-MOVED",
                   "LAST-COMMIT"]
 # Said under a health table when some partition has no reported end offset (its LAG is '-').
 UNKNOWN_END_NOTE = ("LAG is unknown ('-') for {count} partition(s): no source reported their end offset "
@@ -121,12 +121,14 @@ async def describe_health(args, admin: Admin, groups: list[str]) -> list[dict]:
     for r in reports:
         now = r["evaluated_ms"]
         print()
-        print(f"Consumer group '{r['group']}' is {r['status']} (stall threshold {r['stall_ms']} ms).")
+        print(f"Consumer group '{r['group']}' is {r['status']} (Burrow's rules over the last "
+              f"{r['window_commits']} commits of each partition, at least {r['min_distance_ms']} ms apart).")
         if r["partitions"]:
             print()
             print_table(HEALTH_COLUMNS, [
                 [r["group"], p["topic"], p["partition"], p["status"], p["offset"], p.get("end_offset"), p.get("lag"),
-                 _age(now, p["last_moved_ms"]), _age(now, p["last_commit_ms"])] for p in r["partitions"]])
+                 f"{p['window_commits']}/{r['window_commits']}", _age(now, p["last_moved_ms"]),
+                 _age(now, p["last_commit_ms"])] for p in r["partitions"]])
             if r.get("partitions_without_end"):
                 print()
                 print(UNKNOWN_END_NOTE.format(count=r["partitions_without_end"]))

@@ -426,6 +426,7 @@ def compact_command(args: argparse.Namespace) -> int:
     from cohort.coordinator.process.daemon import DataDirLock, StartupError
     from cohort.coordinator.log import CorruptLogError, compact_closed_segments, list_partitions
     from cohort.coordinator.groups.reports.history import HISTORY_KEY_PREFIXES
+    from cohort.coordinator.server.topics import END_OFFSET_HISTORY_KEY_PREFIXES
     from cohort.coordinator.log.journal import CheckpointError, read_checkpoint
     from cohort.coordinator.log.segments import (
         complete_pending_compaction,
@@ -470,7 +471,8 @@ def compact_command(args: argparse.Namespace) -> int:
             result = compact_closed_segments(
                 pdir, closed, end, segment_bytes=args.segment_bytes,
                 delete_retention_ms=args.delete_retention_ms, now_ms=now_ms,
-                history_retention_ms=args.history_retention_ms, history_key_prefixes=HISTORY_KEY_PREFIXES)
+                history_retention_ms=args.history_retention_ms,
+                history_key_prefixes=HISTORY_KEY_PREFIXES + END_OFFSET_HISTORY_KEY_PREFIXES)
             print(f"partition {p}: {result.segments_before} -> {result.segments_after} closed segments, "
                   f"{result.records_before} -> {result.records_after} records, "
                   f"{result.tombstones_dropped} tombstones dropped")

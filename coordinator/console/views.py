@@ -11,7 +11,7 @@ from collections.abc import Iterable
 
 from cohort.client.admin import Admin, GroupDescription
 from cohort.client.cli.groups import log_ranges, log_end_offsets
-from cohort.client.cli.offset_reset import Scenario, plan_reset
+from cohort.client.cli.offset_reset import ResetInputError, Scenario, now_minus_ms, parse_duration, plan_reset
 from cohort.client.cli.runner import CommandError
 from cohort.client.errors import ClientError, kafka_error
 from cohort.client.topic_partition import TopicPartition
@@ -220,3 +220,106 @@ async def reset_to_commit_at(admin: Admin, group_id: str, at_ms: int) -> dict:
         return {**planned, "executed": False, "reason": reason}
     await admin.alter_offsets(group_id, offsets)
     return {**planned, "executed": True}
+
+
+# The console's reset scenarios (`?scenario=`) and the CLI's (`reset-offsets --to-…`) they are.
+RESET_SCENARIOS = {"earliest": "to-earliest", "latest": "to-latest", "offset": "to-offset", "shift": "shift-by",
+                   "datetime": "to-datetime", "duration": "by-duration"}
+
+
+def reset_scenario(name: str, value: object) -> Scenario:
+    """The CLI's `Scenario` for the console's scenario name and value; ResetInputError when they do not fit
+    (an offset or shift that is not a whole number, a duration that is not ISO-8601, a time before 1970)."""
+    kind = RESET_SCENARIOS.get(name)
+    if kind is None:
+        raise ResetInputError(f"scenario must be one of {', '.join(RESET_SCENARIOS)}, not {str(name)[:40]!r}")
+    if kind in ("to-earliest", "to-latest"):
+        return Scenario(kind)
+    if kind == "by-duration":
+        if not isinstance(value, str):
+            raise ResetInputError("a duration is ISO-8601 PnDTnHnMnS text, e.g. PT1H")
+        return Scenario(kind, now_minus_ms(parse_duration(value)))
+    if isinstance(value, str):
+        try:
+            value = int(value)
+        except ValueError:
+            raise ResetInputError(f"{name} needs a whole number, not {value[:40]!r}") from None
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ResetInputError(f"{name} needs a whole number")
+    if kind == "to-datetime" and value < 0:
+        raise ResetInputError("the time is milliseconds since the epoch (not negative)")
+    if kind == "to-offset" and value < 0:
+        raise ResetInputError("an offset is not negative")
+    return Scenario(kind, value)
+
+
+def _inactive_refusal(description: GroupDescription) -> dict | None:
+    """Kafka's refusal of an offset reset, said before anything is sent: only an inactive group's offsets move."""
+    if description.is_inactive:
+        return None
+    return {"error": "NON_EMPTY_GROUP",
+            "message": f"Assignments can only be reset if the group '{description.group_id}' is inactive, but the "
+                       f"current state is {description.state}."}
+
+
+async def offsets_plan(admin: Admin, group_id: str, scenario: Scenario,
+                       partitions: list[TopicPartition] | None) -> dict:
+    """A reset planned exactly as `cohort groups reset-offsets --dry-run` plans it (the same ListOffsets, the
+    same clamping and warnings), for `partitions` (None: every partition the group has an offset for), with
+    the group's state and, for an active group, Kafka's refusal (`refused`), so the page can say it before
+    the click."""
+    description, current = await asyncio.gather(admin.describe_group(group_id), admin.fetch_offsets(group_id))
+    committed = {tp: om.offset for tp, om in current.items()}
+    if description.state == "Dead" and not committed:
+        raise kafka_error(ErrorCode.GROUP_ID_NOT_FOUND, f"Consumer group '{group_id}' does not exist.")
+    scope = sorted(set(partitions)) if partitions else sorted(committed)
+    if not scope:
+        raise ResetInputError(f"group '{group_id}' has no committed offsets to reset; name the partitions")
+    try:
+        logs = await log_ranges(admin, scope)
+    except CommandError as exc:
+        raise kafka_error(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, str(exc)) from None
+    by_timestamp = None
+    if scenario.needs_timestamps:
+        found = await admin.list_partition_offsets({tp: int(scenario.value) for tp in scope})
+        by_timestamp = {tp: o.offset for tp, o in found.items()}
+    plan, warnings = plan_reset(scenario, scope, committed, logs, by_timestamp)
+    return {"group_id": group_id, "state": description.state, "scenario": scenario.kind,
+            "value": scenario.value, "refused": _inactive_refusal(description), "warnings": warnings,
+            "partitions": [{"topic": tp.topic, "partition": tp.partition, "current": committed.get(tp),
+                            "planned": plan[tp], "earliest": logs[tp].earliest, "latest": logs[tp].latest}
+                           for tp in scope]}
+
+
+async def reset_offsets(admin: Admin, group_id: str, scenario: Scenario, partitions: list[TopicPartition] | None) -> dict:
+    """Execute `offsets_plan` as `reset-offsets --execute` does (one simple OffsetCommit, journaled by the
+    coordinator as an admin reset); an active group is refused with Kafka's NON_EMPTY_GROUP."""
+    planned = await offsets_plan(admin, group_id, scenario, partitions)
+    if planned["refused"] is not None:
+        raise kafka_error(ErrorCode.NON_EMPTY_GROUP, planned["refused"]["message"])
+    await admin.alter_offsets(group_id, {TopicPartition(p["topic"], p["partition"]): (p["planned"], "")
+                                         for p in planned["partitions"]})
+    return {**planned, "executed": True}
+
+
+async def delete_plan(admin: Admin, group_id: str) -> dict:
+    """What deleting the group removes (its committed offsets), and Kafka's refusal when it has members."""
+    description, current = await asyncio.gather(admin.describe_group(group_id), admin.fetch_offsets(group_id))
+    if description.state == "Dead" and not current:
+        raise kafka_error(ErrorCode.GROUP_ID_NOT_FOUND, f"Consumer group '{group_id}' does not exist.")
+    refused = None
+    if description.state not in ("Empty", "Dead"):
+        refused = {"error": "NON_EMPTY_GROUP",
+                   "message": f"Consumer group '{group_id}' could not be deleted: it is not empty "
+                              f"({description.state}, {len(description.members)} members)."}
+    return {"group_id": group_id, "state": description.state, "refused": refused,
+            "partitions": [{"topic": tp.topic, "partition": tp.partition, "current": om.offset}
+                           for tp, om in sorted(current.items())]}
+
+
+async def delete_group(admin: Admin, group_id: str) -> dict:
+    """DeleteGroups, as `cohort groups delete` sends it; Kafka's refusal (NON_EMPTY_GROUP, …) is raised."""
+    error = (await admin.delete_groups([group_id]))[group_id]
+    if error is not None:
+        raise error
+    return {"group_id": group_id, "deleted": True}

@@ -30,6 +30,7 @@ from typing import Any, Awaitable, Callable
 
 from aiohttp import web
 
+from cohort.client.cli.offset_reset import ResetInputError
 from cohort.client.connection import acting_client_id
 from cohort.client.errors import ClientError, KafkaConnectionError, KafkaError
 from cohort.client.topic_partition import TopicPartition
@@ -237,6 +238,8 @@ def console_app(sessions: Sessions, access: CoordinatorAccess | None = None,
     app.router.add_get("/api/groups/{group}/reset-plan", api.wrap(api.reset_plan))
     app.router.add_post("/api/groups/{group}/reset-offsets", api.wrap(api.reset_offsets))
     app.router.add_post("/api/groups/{group}/delete-offsets", api.wrap(api.delete_offsets))
+    app.router.add_get("/api/groups/{group}/delete-plan", api.wrap(api.delete_plan))
+    app.router.add_post("/api/groups/{group}/delete", api.wrap(api.delete_group))
     return app
 
 
@@ -311,7 +314,7 @@ class _Api:
                 return answer if isinstance(answer, web.Response) else web.json_response(answer)
             except SignInRequired as exc:
                 return _sign_in_required(exc)
-            except BadRequest as exc:
+            except (BadRequest, ResetInputError) as exc:
                 return _error(400, "BAD_REQUEST", str(exc))
             except KafkaError as exc:
                 return _error(http_status(exc), exc.name, str(exc))
@@ -390,35 +393,42 @@ class _Api:
         return {"entries": entries}
 
     async def reset_plan(self, request: web.Request, admin) -> Any:
-        at_ms = _int_param(request.query, "at_ms")
+        query = request.query
+        group_id = request.match_info["group"]
+        if query.get("scenario"):
+            scenario = views.reset_scenario(query["scenario"], query.get("value"))
+            return await views.offsets_plan(admin, group_id, scenario, _partitions_param(query.get("partitions")))
+        at_ms = _int_param(query, "at_ms")
         if at_ms is None:
-            raise BadRequest("at_ms (milliseconds since the epoch) is required")
-        return await views.reset_plan(admin, request.match_info["group"], at_ms)
+            raise BadRequest("at_ms (milliseconds since the epoch) is required, or a scenario")
+        return await views.reset_plan(admin, group_id, at_ms)
 
     async def reset_offsets(self, request: web.Request, admin) -> Any:
         group_id = request.match_info["group"]
         body = await _confirmed_body(request, group_id)
+        if "scenario" in body:
+            scenario = views.reset_scenario(body["scenario"], body.get("value"))
+            partitions = body.get("partitions")
+            return await views.reset_offsets(admin, group_id, scenario,
+                                             None if partitions is None else _partitions_of(partitions))
         at_ms = body.get("at_ms")
         if not isinstance(at_ms, int) or isinstance(at_ms, bool) or at_ms < 0:
-            raise BadRequest('"at_ms" must be a time in milliseconds since the epoch')
+            raise BadRequest('"at_ms" must be a time in milliseconds since the epoch, or give a "scenario"')
         _in_range('"at_ms"', at_ms, INT64_MAX)
         return await views.reset_to_commit_at(admin, group_id, at_ms)
+
+    async def delete_plan(self, request: web.Request, admin) -> Any:
+        return await views.delete_plan(admin, request.match_info["group"])
+
+    async def delete_group(self, request: web.Request, admin) -> Any:
+        group_id = request.match_info["group"]
+        await _confirmed_body(request, group_id)
+        return await views.delete_group(admin, group_id)
 
     async def delete_offsets(self, request: web.Request, admin) -> Any:
         group_id = request.match_info["group"]
         body = await _confirmed_body(request, group_id)
-        partitions = body.get("partitions")
-        if not isinstance(partitions, list) or not partitions:
-            raise BadRequest('"partitions" must be a non-empty list of {"topic": T, "partition": P}')
-        wanted = []
-        for item in partitions:
-            if not (isinstance(item, dict) and isinstance(item.get("topic"), str)
-                    and 0 < len(item["topic"]) <= TOPIC_NAME_MAX_LENGTH
-                    and isinstance(item.get("partition"), int) and not isinstance(item["partition"], bool)
-                    and 0 <= item["partition"] <= INT32_MAX):
-                raise BadRequest(f'not a partition: {repr(item)[:200]} (expected {{"topic": T, "partition": P}}, '
-                                 f'P from 0 to {INT32_MAX})')
-            wanted.append(TopicPartition(item["topic"], item["partition"]))
+        wanted = _partitions_of(body.get("partitions"))
         return await views.delete_offsets(admin, group_id, wanted)
 
 
@@ -441,6 +451,35 @@ async def _etcd_status(url: str) -> dict:
         return await cluster_status(EtcdClient(parse_cluster_url(url), timeout_s=5.0))
     except Exception as exc:  # noqa: BLE001 - any etcd failure is shown, not raised
         return {"error": f"{type(exc).__name__}: {exc}"}
+
+
+def _partitions_of(partitions) -> list[TopicPartition]:
+    """A body's `"partitions": [{"topic": T, "partition": P}, ...]` (not empty), checked before any Kafka request."""
+    if not isinstance(partitions, list) or not partitions:
+        raise BadRequest('"partitions" must be a non-empty list of {"topic": T, "partition": P}')
+    wanted = []
+    for item in partitions:
+        if not (isinstance(item, dict) and isinstance(item.get("topic"), str)
+                and 0 < len(item["topic"]) <= TOPIC_NAME_MAX_LENGTH
+                and isinstance(item.get("partition"), int) and not isinstance(item["partition"], bool)
+                and 0 <= item["partition"] <= INT32_MAX):
+            raise BadRequest(f'not a partition: {repr(item)[:200]} (expected {{"topic": T, "partition": P}}, '
+                             f'P from 0 to {INT32_MAX})')
+        wanted.append(TopicPartition(item["topic"], item["partition"]))
+    return wanted
+
+
+def _partitions_param(text: str | None) -> list[TopicPartition] | None:
+    """`?partitions=T:P,T:P` (absent or empty: every partition the group has an offset for)."""
+    if not text:
+        return None
+    wanted = []
+    for spec in text.split(","):
+        topic, sep, number = spec.rpartition(":")
+        if not sep or not topic or not number.isdigit():
+            raise BadRequest(f"partitions is a list of TOPIC:PARTITION, not {spec[:60]!r}")
+        wanted.append({"topic": topic, "partition": int(number)})
+    return _partitions_of(wanted)
 
 
 def _int_param(query, name: str, maximum: int = INT64_MAX) -> int | None:

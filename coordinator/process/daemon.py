@@ -214,7 +214,8 @@ class Daemon:
         loop.add_signal_handler(signal.SIGHUP, self._on_hangup)
 
         metrics = CoordinatorMetrics(group_offsets_enabled=config.metrics_group_offsets_enable,
-                                     group_labels=config.metrics_group_id_labels_enable)
+                                     group_labels=config.metrics_group_id_labels_enable,
+                                     partition_series_max=config.metrics_group_offsets_max_partitions)
         metrics.watch_readiness(self._state)
 
         # Both ports are bound (not yet served) before the data dir is touched: a

@@ -26,7 +26,8 @@ response message. Group APIs (JoinGroup … OffsetDelete) are forwarded to the
   own API), else the highest non-negative offset any group committed for it (0
   if none), so no committed position is ever out of range and no consumer
   resets over a good commit. ListOffsets: earliest → 0, latest → the high
-  watermark, by timestamp → not found. Fetch waits up to its max wait (capped
+  watermark, by timestamp T → the earliest end reported at or after T (with
+  that report's time), else not found. Fetch waits up to its max wait (capped
   by ``fetch.max.wait.cap.ms``) and returns no records; it never answers
   OFFSET_OUT_OF_RANGE. Fetch sessions (KIP-227) are declined the way Kafka
   declines them when its session cache is full: session id 0, full responses.
@@ -331,7 +332,7 @@ class RequestHandlers:
                 else:
                     entries.append(FindCoordinatorResponse.Coordinator(
                         key=key, node_id=owner.node_id, host=owner.host, port=owner.port, error_code=0,
-                        error_message=None))
+                        error_message=""))  # Kafka's: an empty message, not null
             return FindCoordinatorResponse(coordinators=entries)
         code, message = self._coordinator_key_error(request.key_type, version)
         owner = None if code else self._as_seen(self._coordinator_of(request.key), ctx)
@@ -661,14 +662,14 @@ class RequestHandlers:
                         partition_index=index, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                         old_style_offsets=[], timestamp=-1, offset=-1, leader_epoch=-1))
                     continue
-                offset = self._offset_for_timestamp(p.timestamp, wanted.name, index, high_watermark)
+                offset, at = self._offset_for_timestamp(p.timestamp, wanted.name, index, high_watermark)
                 if version == 0:
                     old_style = [] if offset < 0 or p.max_num_offsets < 1 else [offset]
                     partitions.append(ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse(
                         partition_index=index, error_code=0, old_style_offsets=old_style))
                 else:
                     partitions.append(ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse(
-                        partition_index=index, error_code=0, timestamp=-1, offset=offset,
+                        partition_index=index, error_code=0, timestamp=at, offset=offset,
                         leader_epoch=LEADER_EPOCH if offset >= 0 else -1))
             topic_entries.append(ListOffsetsResponse.ListOffsetsTopicResponse(name=wanted.name, partitions=partitions))
         return ListOffsetsResponse(topics=topic_entries)
@@ -722,17 +723,22 @@ class RequestHandlers:
             return committed_high(topic, partition) if end is None else end
         return log_end
 
-    @staticmethod
-    def _offset_for_timestamp(timestamp: int, topic: str, partition: int,
-                              high_watermark: Callable[[str, int], int]) -> int:
-        """The offset ListOffsets answers for a partition with no records (-1 = not found)."""
+    def _offset_for_timestamp(self, timestamp: int, topic: str, partition: int,
+                              high_watermark: Callable[[str, int], int]) -> tuple[int, int]:
+        """(offset, timestamp) ListOffsets answers for a partition with no records (-1 = not found).
+
+        A time T is answered from when the partition's ends were reported: the earliest end reported at or
+        after T, with that report's time (every record below that offset existed by then); none reported
+        since T is "not found", as Kafka answers a time after its last record."""
         if timestamp == LATEST_TIMESTAMP:
-            return high_watermark(topic, partition)
+            return high_watermark(topic, partition), -1
         if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
-            return 0
-        # A real timestamp, the max-timestamp query or the latest tiered offset:
-        # no record matches in a log without records.
-        return -1
+            return 0, -1
+        if timestamp >= 0:
+            found = self.topics.end_offset_at(topic, partition, timestamp)
+            return (-1, -1) if found is None else found
+        # the max-timestamp query or the latest tiered offset: no record matches in a log without records.
+        return -1, -1
 
     # ------------------------------------------------------------------ Fetch
     async def fetch(self, request, version: int, ctx: RequestContext) -> FetchResponse:

@@ -50,7 +50,7 @@ from cohort.coordinator.metrics import LogPartitionStats
 from cohort.coordinator.groups.reports.history import HISTORY_KEY_PREFIXES
 from cohort.coordinator.contracts.ownership import Node, Ownership
 from cohort.coordinator.records.types import (EndOffsetRecord, EndOffsetTombstone, Record, TopicRecord, TopicTombstone,
-                                         encode_record)
+                                              decode_record, encode_record)
 from cohort.coordinator.security import admin_apis
 from cohort.coordinator.security.authorization import RequestAuthorization
 from cohort.coordinator.security.authorizer import Authorizer
@@ -62,7 +62,7 @@ from cohort.coordinator.server.peers import PeerLink
 from cohort.coordinator.security.tls import server_context
 from cohort.coordinator.server.static_ownership import TOPIC_REGISTRY_PARTITION, StaticOwnership
 from cohort.coordinator.contracts.store import Store
-from cohort.coordinator.server.topics import RegistryRecord, TopicRegistry
+from cohort.coordinator.server.topics import END_OFFSET_HISTORY_KEY_PREFIXES, RegistryRecord, TopicRegistry
 from cohort.protocol.messages import (
     AlterUserScramCredentialsRequest, CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest,
     DescribeUserScramCredentialsRequest, SaslAuthenticateRequest, SaslHandshakeRequest,
@@ -204,7 +204,8 @@ class CoordinatorServer:
             await self._open_cluster()
         else:
             self._open_local_log()
-        self.topics = TopicRegistry(self.cluster.persist_topics if self.cluster else self._persist_topic_records)
+        self.topics = TopicRegistry(self.cluster.persist_topics if self.cluster else self._persist_topic_records,
+                                    index_retention_ms=config.offsets_history_retention_ms)
         self.groups = GroupCoordinator(config, self.store, other_records=self._replay_other_record,
                                        metrics=self.metrics)
         self.groups.watch_topics(self.topics)
@@ -225,6 +226,7 @@ class CoordinatorServer:
             # failed ones answer NOT_COORDINATOR until an operator repairs them.
             log.error("offsets log failed to load: %s", "; ".join(f"partition {p}: {why}"
                                                                for p, why in sorted(failed.items())))
+        await self._index_reported_ends(failed)
         self.groups.start_retention()
         self.handlers = RequestHandlers(config, self.topics, self.groups, self.cluster_id, self.advertised_address,
                                         self.ownership, registry_everywhere=self.cluster is not None,
@@ -285,7 +287,7 @@ class CoordinatorServer:
                 flush_policy=config.offsets_flush_policy,
                 delete_retention_ms=config.delete_retention_ms,
                 history_retention_ms=config.offsets_history_retention_ms,
-                history_key_prefixes=HISTORY_KEY_PREFIXES,
+                history_key_prefixes=HISTORY_KEY_PREFIXES + END_OFFSET_HISTORY_KEY_PREFIXES,
                 cleaner_backoff_ms=config.log_cleaner_backoff_ms,
                 metrics=self.metrics,
                 partitions=(),  # loaded one by one as the ownership hands them over
@@ -398,6 +400,17 @@ class CoordinatorServer:
     async def _persist_topic_records(self, records: list[RegistryRecord]) -> None:
         assert self.store is not None
         await self.store.append(TOPIC_REGISTRY_PARTITION, [encode_record(r) for r in records])
+
+    async def _index_reported_ends(self, failed: dict[int, str]) -> None:
+        """When each end offset was reported (ListOffsets by timestamp), from every report the log still
+        holds: the load replays only each partition's latest. Cluster mode's etcd keeps only the latest, so
+        there the index starts at the node's start."""
+        history = getattr(self.store, "history", None)
+        if history is None or TOPIC_REGISTRY_PARTITION in failed \
+                or TOPIC_REGISTRY_PARTITION not in set(self.ownership.owned()):
+            return
+        kept = await history(TOPIC_REGISTRY_PARTITION, END_OFFSET_HISTORY_KEY_PREFIXES)
+        self.topics.index_reports(decode_record(key, value) for _, key, value in kept if value is not None)
 
     def _replay_other_record(self, record: Record) -> None:
         if isinstance(record, (TopicRecord, TopicTombstone, EndOffsetRecord, EndOffsetTombstone)):

@@ -13,6 +13,14 @@ shard scanner, `cohort topics end-offsets set`) reported it. It is what
 ListOffsets (latest), Fetch's high watermark and every lag figure use; a
 partition without a report has no known end. Reports only move forward.
 
+It also keeps **when each end was reported** (`EndOffsetIndex`): ListOffsets by
+timestamp T answers the earliest end reported at or after T (every record below
+it existed by then), which is what `reset-offsets --to-datetime`/`--by-duration`
+and Kafka clients' `offsetsForTimes` get. The index is rebuilt at load from the
+`EndOffsetRecord`s the log still holds: compaction keeps every one younger than
+`offsets.history.retention.ms` (`END_OFFSET_HISTORY_KEY_PREFIXES`), as it keeps
+the offset history.
+
 The registry is persisted through the offsets log as `TopicRecord` /
 `TopicTombstone` records (keyed by topic name, so compaction keeps the latest
 state of each topic) and `EndOffsetRecord`s (keyed by topic and partition,
@@ -30,7 +38,11 @@ import uuid
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 
-from cohort.coordinator.records.types import EndOffsetRecord, EndOffsetTombstone, TopicRecord, TopicTombstone
+from array import array
+from bisect import bisect_left
+
+from cohort.coordinator.records.types import (EndOffsetRecord, EndOffsetTombstone, TopicRecord, TopicTombstone,
+                                              encode_record)
 from cohort.protocol.errors import ErrorCode
 
 log = logging.getLogger("cohort.coordinator.server.topics")
@@ -45,6 +57,12 @@ RESERVED_TOPIC_NAMES = frozenset({"__consumer_offsets", "__transaction_state"})
 # response into megabytes. Kafka has no hard limit; this one is generous.
 MAX_PARTITIONS_PER_TOPIC = 100_000
 
+# The key prefix of end-offset reports: compaction keeps every report younger than offsets.history.retention.ms,
+# so the time index survives compaction and restarts as the offset history does.
+END_OFFSET_HISTORY_KEY_PREFIXES = (encode_record(EndOffsetTombstone("", 0))[0][:2],)
+# Reports kept in memory per partition for ListOffsets by timestamp (the oldest go first past it).
+END_OFFSET_INDEX_MAX_REPORTS = 10_000
+
 RegistryRecord = TopicRecord | TopicTombstone | EndOffsetRecord | EndOffsetTombstone
 PersistRecords = Callable[[Sequence[RegistryRecord]], Awaitable[None]]
 
@@ -54,6 +72,35 @@ class Topic:
     name: str
     topic_id: uuid.UUID
     partitions: int
+
+
+class EndOffsetIndex:
+    """When a partition's end was reported: (report time ms, end offset) pairs in report order, ends only
+    growing, at most `capacity` of them (the oldest dropped first) and none older than `retention_ms`."""
+
+    __slots__ = ("times", "ends", "capacity", "retention_ms")
+
+    def __init__(self, capacity: int = END_OFFSET_INDEX_MAX_REPORTS, retention_ms: int = 86_400_000) -> None:
+        self.times = array("q")
+        self.ends = array("q")
+        self.capacity = capacity
+        self.retention_ms = retention_ms
+
+    def add(self, reported_ms: int, end_offset: int) -> None:
+        if self.times and reported_ms < self.times[-1]:
+            reported_ms = self.times[-1]  # a report stamped earlier than one before it (a clock step): in order
+        self.times.append(reported_ms)
+        self.ends.append(end_offset)
+        old = bisect_left(self.times, reported_ms - self.retention_ms) if self.retention_ms > 0 else len(self.times) - 1
+        drop = max(old, len(self.times) - self.capacity)
+        if drop > 0:
+            del self.times[:drop]
+            del self.ends[:drop]
+
+    def at_or_after(self, timestamp_ms: int) -> tuple[int, int] | None:
+        """(end offset, its report time) of the earliest report at or after `timestamp_ms`; None: no report then."""
+        i = bisect_left(self.times, timestamp_ms)
+        return None if i == len(self.times) else (self.ends[i], self.times[i])
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,8 +145,11 @@ class TopicRegistry:
     log); it raises on failure, and then nothing changes in memory.
     """
 
-    def __init__(self, persist: PersistRecords) -> None:
+    def __init__(self, persist: PersistRecords, index_retention_ms: int = 86_400_000) -> None:
         self._persist = persist
+        self._index_retention_ms = index_retention_ms
+        # (topic, partition) -> when its ends were reported (for the current topic id only)
+        self._end_index: dict[tuple[str, int], EndOffsetIndex] = {}
         self._by_name: dict[str, Topic] = {}
         self._by_id: dict[uuid.UUID, Topic] = {}
         self._by_collision_key: dict[str, str] = {}
@@ -138,6 +188,31 @@ class TopicRegistry:
         reported = self.reported_end(topic, partition)
         return None if reported is None else reported.end_offset
 
+    def end_offset_at(self, topic: str, partition: int, timestamp_ms: int) -> tuple[int, int] | None:
+        """(end offset, report time) of the earliest end reported at or after `timestamp_ms` (None: none was)."""
+        if self.reported_end(topic, partition) is None:
+            return None
+        index = self._end_index.get((topic, partition))
+        return None if index is None else index.at_or_after(timestamp_ms)
+
+    def index_reports(self, reports) -> None:
+        """Rebuild the time index from every end-offset report the log still holds (oldest first), those of
+        each partition's current topic id up to its current end."""
+        rebuilt: dict[tuple[str, int], list[tuple[int, int]]] = {}
+        for record in reports:
+            if not isinstance(record, EndOffsetRecord):
+                continue
+            current = self.reported_end(record.topic, record.partition)
+            entry = self._ends.get(record.topic, {}).get(record.partition)
+            if current is not None and entry[0] == record.topic_id and record.end_offset <= current.end_offset:
+                rebuilt.setdefault((record.topic, record.partition), []).append((record.reported_ms, record.end_offset))
+        for key, pairs in rebuilt.items():
+            index = EndOffsetIndex(retention_ms=self._index_retention_ms)
+            for reported_ms, end in sorted(set(pairs)):
+                if not index.ends or end > index.ends[-1]:
+                    index.add(reported_ms, end)
+            self._end_index[key] = index
+
     def reported_ends(self, topic: str) -> dict[int, ReportedEnd]:
         """Every reported end of `topic`'s partitions, by partition."""
         current = self._by_name.get(topic)
@@ -166,14 +241,20 @@ class TopicRegistry:
 
     def _apply_end(self, record: EndOffsetRecord | EndOffsetTombstone) -> None:
         by_partition = self._ends.setdefault(record.topic, {})
+        key = (record.topic, record.partition)
         if isinstance(record, EndOffsetTombstone):
             by_partition.pop(record.partition, None)
+            self._end_index.pop(key, None)
         else:
             old = by_partition.get(record.partition)
             # A report never moves an end back (an older report seen late, e.g. from a watch, is ignored).
             if old is None or old[0] != record.topic_id or old[1].end_offset < record.end_offset:
+                if old is None or old[0] != record.topic_id:  # a new topic of that name starts a new index
+                    self._end_index[key] = EndOffsetIndex(retention_ms=self._index_retention_ms)
                 by_partition[record.partition] = (record.topic_id,
                                                   ReportedEnd(record.end_offset, record.reported_ms))
+                self._end_index.setdefault(key, EndOffsetIndex(retention_ms=self._index_retention_ms)).add(
+                    record.reported_ms, record.end_offset)
         if not by_partition:
             del self._ends[record.topic]
 

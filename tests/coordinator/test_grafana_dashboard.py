@@ -19,11 +19,11 @@ _SUFFIXES = {"counter": ("_total",), "histogram": ("_bucket", "_sum", "_count"),
 
 
 def _exported_names() -> set[str]:
-    metrics = CoordinatorMetrics(process_metrics=False)
+    metrics = CoordinatorMetrics(process_metrics=False, group_offsets_enabled=True)
     metrics.watch_groups(lambda: {"Stable": 1}, lambda: 1)
     metrics.watch_offsets(lambda: 1)
     metrics.watch_group_health(lambda: [GroupHealth(
-        "g", "STALLED", 0, 1000, (PartitionHealth("t", 0, "STALLED", 5, 0, 0),), (MemberHealth("m", "c", "/h", 10, 20),))])
+        "g", "ERR", 0, 10, 1000, (PartitionHealth("t", 0, "STALL", 5, 0, 0, 9, 4),), (MemberHealth("m", "c", "/h", 10, 20),))])
     names = set()
     types = [line.split()[2:] for line in metrics.exposition().decode().splitlines() if line.startswith("# TYPE ")]
     # cluster mode's collector and the --workers supervisor's own series, as their modules declare them
@@ -48,6 +48,12 @@ def test_every_metric_the_dashboard_queries_is_exported():
             "cohort_group_lag", "cohort_group_lag_unknown_partitions",  # lag against reported end offsets
             "cohort_cluster_owned_partitions", "cohort_cluster_partition_losses_total",  # cluster mode
             "cohort_worker_up", "cohort_worker_restarts_total"} <= used  # --workers
+    # a group variable narrows every per-group panel, the per-partition ones (kafka-exporter's shape) included
+    variables = {v["name"]: v for v in dashboard["templating"]["list"]}
+    assert "label_values(cohort_group_health" in variables["group"]["query"]
+    group_panels = [e for e in exprs if "cohort_group_lag{" in e or "cohort_group_health{" in e or "cohort_consumergroup_" in e]
+    assert group_panels and all('=~"$group"' in e for e in group_panels), group_panels
+    assert {"cohort_consumergroup_lag", "cohort_consumergroup_current_offset"} <= used
     ids = [p["id"] for p in dashboard["panels"]]
     assert len(ids) == len(set(ids))
     assert all(p["gridPos"]["w"] + p["gridPos"]["x"] <= 24 for p in dashboard["panels"])
@@ -64,7 +70,7 @@ def test_the_scrape_config_scrapes_cohorts_metrics_port():
 def test_the_alert_rules_parse_and_query_only_exported_metrics():
     rules = yaml.safe_load((MONITORING / "cohort-alerts.yml").read_text())
     alerts = {r["alert"]: r for g in rules["groups"] for r in g["rules"]}
-    assert {"CohortGroupStalled", "CohortGroupLagHigh", "CohortOffsetsPartitionsFailed",
+    assert {"CohortGroupWarn", "CohortGroupError", "CohortPartitionStalled", "CohortGroupLagHigh", "CohortOffsetsPartitionsFailed",
             "CohortClusterPartitionsLost", "CohortWorkerDown"} <= set(alerts)
     for name, rule in alerts.items():
         assert set(rule) <= {"alert", "expr", "for", "labels", "annotations"}, name

@@ -305,51 +305,6 @@ def test_history_survives_compaction_and_a_restart_and_to_commit_at_undoes_a_bad
         server.stop()
 
 
-def test_health_goes_ok_stalled_rewound_and_stopped_under_a_scripted_consumer(tmp_path):
-    server = CohortServer(tmp_path / "data", *FAST, "--group.health.stall.ms", "6000").start()
-    consumer = None
-
-    def health() -> dict:
-        (report,) = cohort_json(server, "describe", "hl-group", "--health")
-        return report
-
-    def gauge() -> float | None:
-        for line in server.scrape().splitlines():
-            if line.startswith('cohort_group_health{group="hl-group"}'):
-                return float(line.rsplit(" ", 1)[1])
-        return None
-
-    try:
-        create_topic(server.bootstrap, "hl-topic", 1)
-        consumer = ConsumerThread(adapter(server.bootstrap, ["hl-topic"], "hl-consumer"), "hl-group")
-        wait_for(lambda: consumer.assignment() == {("hl-topic", 0)}, 60, "the assignment")
-        consumer.commit({("hl-topic", 0): (100, "")})
-        report = health()
-        assert report["status"] == "OK" and report["partitions"][0]["offset"] == 100
-        assert report["members"][0]["client_id"] == "hl-consumer" and report["members"][0]["commit_age_ms"] is not None
-
-        # Alive, committing, but the offset does not move: STALLED after group.health.stall.ms.
-        wait_for(lambda: consumer.commit({("hl-topic", 0): (100, "")}) or health()["status"] == "STALLED", 30,
-                 "a stall")
-        assert gauge() == 1
-
-        # The member commits an older offset: REWOUND (no admin reset was journaled).
-        consumer.commit({("hl-topic", 0): (50, "")})
-        wait_for(lambda: health()["status"] == "REWOUND", 30, "a rewind")
-        assert gauge() == 2
-        consumer.commit({("hl-topic", 0): (60, "")})  # moving forward again ends it
-        assert health()["status"] == "OK"
-
-        consumer.stop()
-        consumer = None
-        wait_for(lambda: health()["status"] == "STOPPED", 30, "the group to count as stopped")
-        assert gauge() == 3
-    finally:
-        if consumer is not None:
-            consumer.stop()
-        server.stop()
-
-
 def test_group_report_is_served_but_never_advertised_and_the_cli_fails_in_one_line(server):
     import asyncio
 

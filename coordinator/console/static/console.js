@@ -26,11 +26,22 @@ class ApiError extends Error {
   }
 }
 
+// No answer at all (the console's server is down or the network is), or the console answering that it
+// cannot reach the coordinator: the page's data can no longer be refreshed, and says so.
+class Unreachable extends Error {}
+
 async function api(path, options) {
-  const response = await fetch(path, Object.assign({ headers: { "Accept": "application/json" } }, options || {}));
+  let response;
+  try {
+    response = await fetch(path, Object.assign({ headers: { "Accept": "application/json" } }, options || {}));
+  } catch (error) {
+    throw new Unreachable(`no answer from the console (${error.message})`);
+  }
   let body = null;
   try { body = await response.json(); } catch (e) { body = null; }
+  if (response.status === 503 && body && body.error === "COORDINATOR_UNREACHABLE") throw new Unreachable(body.message);
   if (!response.ok) throw new ApiError(response.status, body);
+  reachable();
   return body;
 }
 
@@ -43,9 +54,11 @@ function post(path, body) {
 const groupPath = (id) => `/api/groups/${encodeURIComponent(id)}`;
 const groupLink = (id) => `#/group/${encodeURIComponent(id)}`;
 const state = (name) => el("span", { class: `state state-${name}` }, name);
+// A table scrolls sideways inside its own box on a narrow screen; the page itself never does.
+const scroller = (tableNode) => el("div", { class: "table-wrap" }, tableNode);
 const table = (headers, rows, empty) => rows.length
-  ? el("table", {}, el("thead", {}, el("tr", {}, headers.map(([text, cls]) => el("th", { class: cls }, text)))),
-       el("tbody", {}, rows))
+  ? scroller(el("table", {}, el("thead", {}, el("tr", {}, headers.map(([text, cls]) => el("th", { class: cls }, text)))),
+       el("tbody", {}, rows)))
   : el("p", { class: "muted" }, empty);
 const cell = (value, cls) => el("td", { class: cls }, value === null || value === undefined ? "–" : value);
 
@@ -60,6 +73,39 @@ function showError(error) {
   app.replaceChildren(el("section", {}, el("p", { class: "error" }, error.message), hint ? el("p", { class: "muted" }, hint) : null));
 }
 
+// ------------------------------------------------------------------ connection state
+// When the server stops answering, every page says so at once ("server unreachable since …"), keeps what it
+// showed but marks it stale, and tries again by itself: after 1 s, then twice as long each time up to 30 s,
+// whatever the page's refresh choice. The first answer clears the banner and the page refreshes.
+const connection = { lostMs: null, lastOkMs: null, retryMs: 0, why: "" };
+const banner = document.getElementById("connection");
+const RETRY_FIRST_MS = 1000, RETRY_MAX_MS = 30000;
+
+function reachable() {
+  connection.lastOkMs = Date.now();
+  if (connection.lostMs === null) return;
+  connection.lostMs = null;
+  connection.retryMs = 0;
+  banner.hidden = true;
+  banner.replaceChildren();
+  app.classList.remove("stale");
+}
+
+function unreachable(error) {
+  if (connection.lostMs === null) connection.lostMs = Date.now();
+  connection.retryMs = connection.retryMs ? Math.min(RETRY_MAX_MS, connection.retryMs * 2) : RETRY_FIRST_MS;
+  connection.why = error.message;
+  app.classList.add("stale");
+  const clock = (ms) => new Date(ms).toLocaleTimeString();
+  banner.replaceChildren(
+    el("strong", {}, `Server unreachable since ${clock(connection.lostMs)}.`), " ",
+    connection.lastOkMs ? `The data below is from ${clock(connection.lastOkMs)} and may be stale. ` : "No data yet. ",
+    el("span", { id: "retry-in" }, `Trying again in ${connection.retryMs / 1000} s`), ` (${connection.why}) `,
+    el("button", { id: "retry-now", onclick: () => runRefresh() }, "Try now"));
+  banner.hidden = false;
+  statusLine.textContent = "stale";
+}
+
 // ------------------------------------------------------------------ refresh
 // Pages refresh themselves on a timer while the tab is visible; a hidden tab asks the server nothing
 // (Page Visibility API) and catches up as soon as it is shown again.
@@ -71,19 +117,30 @@ const refreshEvery = { groups: 5000, group: 0, topics: 10000, topic: 10000, clus
 function scheduleRefresh() {
   clearTimeout(refresh.timer);
   refresh.timer = null;
-  if (!refresh.run || !refresh.everyMs || document.hidden) return;
+  if (!refresh.run || document.hidden) return;
+  if (connection.lostMs !== null) {  // unreachable: try again with backoff, even on a page refreshed by hand
+    refresh.timer = setTimeout(runRefresh, connection.retryMs);
+    return;
+  }
+  if (!refresh.everyMs) return;
   refresh.timer = setTimeout(runRefresh, Math.max(0, refresh.lastMs + refresh.everyMs - Date.now()));
 }
 
+// Runs the page's refresh; never throws, and always schedules the next one (a failed refresh is shown,
+// never the end of refreshing).
 async function runRefresh() {
   const run = refresh.run;
   if (!run || document.hidden || document.getElementById("confirm").open) { scheduleRefresh(); return; }
+  clearTimeout(refresh.timer);
   try {
-    await run();
-    statusLine.textContent = `updated ${new Date().toLocaleTimeString()}`;
+    await keepingFocus(run);
+    if (refresh.run === run) statusLine.textContent = `updated ${new Date().toLocaleTimeString()}`;
   } catch (error) {
-    if (!(error instanceof ApiError)) throw error;
-    statusLine.textContent = error.message;
+    if (error instanceof Unreachable) unreachable(error);
+    else {
+      if (!(error instanceof ApiError)) console.error(error);
+      statusLine.textContent = error.message;
+    }
   }
   refresh.lastMs = Date.now();
   if (refresh.run === run) scheduleRefresh();
@@ -91,17 +148,40 @@ async function runRefresh() {
 
 document.addEventListener("visibilitychange", () => {
   if (document.hidden) { clearTimeout(refresh.timer); refresh.timer = null; statusLine.textContent = "paused (tab hidden)"; }
-  else if (refresh.run && refresh.everyMs && Date.now() - refresh.lastMs >= refresh.everyMs) runRefresh();
+  else if (refresh.run && (connection.lostMs !== null || (refresh.everyMs && Date.now() - refresh.lastMs >= refresh.everyMs))) runRefresh();
   else scheduleRefresh();
 });
+
+// Redrawing a page's data keeps the keyboard where it was: the element that had focus is found again in the
+// new content by what identifies it (id, sort key, link, label) and focused.
+function focusKey(node) {
+  if (!node || node === document.body || !app.contains(node)) return null;
+  for (const name of ["id", "data-sort", "aria-label", "href", "data-key"]) {
+    const value = node.getAttribute(name);
+    if (value) return [node.tagName, name, value];
+  }
+  return null;
+}
+
+async function keepingFocus(run) {
+  const key = focusKey(document.activeElement);
+  await run();
+  if (!key || (document.activeElement && document.activeElement !== document.body)) return;
+  const again = [...app.querySelectorAll(`${key[0]}[${key[1]}]`)].find((n) => n.getAttribute(key[1]) === key[2]);
+  if (again) again.focus();
+}
 
 // The page's refresh control: a "Refresh" button and how often to refresh on its own.
 function refreshControl(kind) {
   const choice = el("select", { id: "refresh-every", "aria-label": "refresh every",
-    onchange: () => { refresh.everyMs = refreshEvery[kind] = Number(choice.value); scheduleRefresh(); } },
+    onchange: () => { refresh.everyMs = refreshEvery[kind] = Number(choice.value); scheduleRefresh(); hint(); } },
     REFRESH_CHOICES.map((ms) => el("option", { value: ms, selected: ms === refreshEvery[kind] },
                                    ms ? `every ${ms / 1000} s` : "manually")));
+  const note = el("span", { class: "muted", id: "refresh-note" });
+  const hint = () => { note.textContent = refreshEvery[kind] ? "" : "This page refreshes only when asked (Refresh), unless you pick an interval."; };
+  hint();
   return el("div", { class: "refresh" },
+    note,
     el("button", { id: "refresh-now", onclick: () => runRefresh() }, "Refresh"),
     el("label", {}, "Refresh ", choice));
 }
@@ -114,8 +194,31 @@ function refreshWith(run, kind) {
   scheduleRefresh();
 }
 
+// ------------------------------------------------------------------ the address bar keeps a view
+// The group list's search, filters, sort and page, and the topics' search, are in the URL
+// (#/?sort=lag&order=desc&state=Empty), so a view can be bookmarked and shared.
+function setQueryInUrl(path, values, defaults) {
+  const params = new URLSearchParams();
+  for (const [key, value] of Object.entries(values)) {
+    if (value !== "" && value !== null && value !== undefined && String(value) !== String(defaults[key])) params.set(key, value);
+  }
+  const text = params.toString();
+  history.replaceState(null, "", `${path}${text ? `?${text}` : ""}`);
+}
+
+function queryFromHash(target, defaults) {
+  const hash = location.hash || "#/";
+  const at = hash.indexOf("?");
+  const params = new URLSearchParams(at < 0 ? "" : hash.slice(at + 1));
+  for (const key of Object.keys(defaults)) {
+    const value = params.get(key);
+    target[key] = value === null ? defaults[key] : (typeof defaults[key] === "number" ? Math.max(0, Number(value) || 0) : value);
+  }
+}
+
 // ------------------------------------------------------------------ groups list
-const listQuery = { search: "", state: "", type: "", health: "", sort: "group_id", order: "asc", offset: 0 };
+const LIST_DEFAULTS = { search: "", state: "", type: "", health: "", sort: "group_id", order: "asc", offset: 0 };
+const listQuery = Object.assign({}, LIST_DEFAULTS);
 const LIST_PAGE = 100;
 const lagText = (lag) => (lag === null || lag === undefined ? "–" : String(lag));
 
@@ -133,6 +236,7 @@ function sortHeader(label, key, cls) {
 }
 
 async function loadGroupsPage(seq) {
+  setQueryInUrl("#/", listQuery, LIST_DEFAULTS);
   const params = new URLSearchParams({ sort: listQuery.sort, order: listQuery.order, offset: listQuery.offset, limit: LIST_PAGE });
   for (const key of ["search", "state", "type", "health"]) if (listQuery[key]) params.set(key, listQuery[key]);
   const page = await api(`/api/groups?${params}`);
@@ -159,9 +263,11 @@ async function loadGroupsPage(seq) {
   const unreachable = page.unreachable.length
     ? el("p", { class: "error" }, `Not answering: ${page.unreachable.map((u) => `node ${u.node_id}`).join(", ")}`) : null;
   document.getElementById("group-list").replaceChildren(...[unreachable,
-    rows.length ? el("table", {}, head, el("tbody", {}, rows))
+    rows.length ? scroller(el("table", {}, head, el("tbody", {}, rows)))
       : el("p", { class: "muted" }, page.groups_known ? "No group matches." : "No groups yet."), pager].filter(Boolean));
 }
+
+const HEALTH_STATUSES = ["OK", "WARN", "ERR"];  // a group's status by Burrow's rules
 
 function filterSelect(id, label, key, options) {
   const select = el("select", { id, "aria-label": label, onchange: () => {
@@ -173,6 +279,7 @@ function filterSelect(id, label, key, options) {
 
 async function showGroups(seq) {
   crumbs();
+  queryFromHash(listQuery, LIST_DEFAULTS);
   let typing = null;
   const search = el("input", { type: "search", id: "group-search", placeholder: "Search group ids", value: listQuery.search,
     oninput: () => {
@@ -182,7 +289,7 @@ async function showGroups(seq) {
   const controls = el("div", { class: "actions" }, search,
     filterSelect("filter-state", "state", "state", ["Stable", "PreparingRebalance", "CompletingRebalance", "Empty", "Assigning", "Reconciling"]),
     filterSelect("filter-type", "type", "type", ["classic", "consumer"]),
-    filterSelect("filter-health", "health", "health", ["OK", "STALLED", "REWOUND", "STOPPED"]),
+    filterSelect("filter-health", "health", "health", HEALTH_STATUSES),
     refreshControl("groups"));
   app.replaceChildren(el("h1", {}, "Consumer groups"), el("section", {}, controls, el("div", { id: "group-list" })));
   search.value = listQuery.search;
@@ -192,9 +299,12 @@ async function showGroups(seq) {
 
 // ------------------------------------------------------------------ topics
 const topicLink = (name) => `#/topic/${encodeURIComponent(name)}`;
-let topicSearch = "";
+const TOPICS_DEFAULTS = { search: "" };
+const topicsQuery = Object.assign({}, TOPICS_DEFAULTS);
 
 async function loadTopics(seq) {
+  const topicSearch = topicsQuery.search;
+  setQueryInUrl("#/topics", topicsQuery, TOPICS_DEFAULTS);
   const params = new URLSearchParams({ limit: 500 });
   if (topicSearch) params.set("search", topicSearch);
   const page = await api(`/api/topics?${params}`);
@@ -209,9 +319,10 @@ async function loadTopics(seq) {
 
 async function showTopics(seq) {
   crumbs();
+  queryFromHash(topicsQuery, TOPICS_DEFAULTS);
   let typing = null;
-  const search = el("input", { type: "search", id: "topic-search", placeholder: "Search topics", value: topicSearch,
-    oninput: () => { clearTimeout(typing); typing = setTimeout(() => { topicSearch = search.value.trim(); runRefresh(); }, 250); } });
+  const search = el("input", { type: "search", id: "topic-search", placeholder: "Search topics", value: topicsQuery.search,
+    oninput: () => { clearTimeout(typing); typing = setTimeout(() => { topicsQuery.search = search.value.trim(); runRefresh(); }, 250); } });
   app.replaceChildren(el("h1", {}, "Topics"),
     el("section", {}, el("div", { class: "actions" }, search, refreshControl("topics")), el("div", { id: "topic-list" })));
   await loadTopics(seq);
@@ -328,9 +439,13 @@ async function section(id, title, load) {
   return el("section", { id }, el("h2", {}, title), content);
 }
 
+let shownGroup = null;  // the group page's latest answer, which its actions act on
+
 async function showGroup(groupId, seq) {
   crumbs({ text: "Groups", href: "#/" }, { text: groupId });
-  app.replaceChildren(el("h1", {}, groupId), el("div", { class: "actions" }, refreshControl("group")), el("div", { id: "group-detail" }));
+  shownGroup = null;
+  app.replaceChildren(el("h1", {}, groupId), el("div", { class: "actions" }, refreshControl("group")),
+    el("div", { id: "group-detail" }), groupActions(groupId));
   await loadGroup(groupId, seq);
   refreshWith(() => loadGroup(groupId, seq), "group");
 }
@@ -344,6 +459,7 @@ async function loadGroup(groupId, seq) {
     api(`${base}/rebalances`).catch((e) => e),
     api(`${base}/lag`).catch((e) => e)]);
   if (seq !== routeSeq) return;
+  shownGroup = group;
   const picked = new Set([...document.querySelectorAll("input.pick:checked")].map((b) => `${b.dataset.topic}:${b.dataset.partition}`));
   const coordinator = group.coordinator ? `${group.coordinator.node_id} (${group.coordinator.host}:${group.coordinator.port})` : "–";
   const members = group.members.map((m) => el("tr", {},
@@ -383,15 +499,19 @@ function unwrap(result) {
 }
 
 function healthView(health) {
-  const partitions = health.partitions.map((p) => el("tr", {},
+  const partitions = health.partitions.map((p) => el("tr", { "data-partition": `${p.topic}:${p.partition}` },
     cell(p.topic), cell(p.partition, "num"), el("td", {}, el("span", { class: `state health-${p.status}` }, p.status)),
-    cell(p.offset, "num"), cell(when(p.last_moved_ms)), cell(when(p.last_commit_ms))));
+    cell(p.offset, "num"), cell(p.lag, "num"), cell(`${p.window_commits}/${health.window_commits}`, "num"),
+    cell(when(p.last_moved_ms)), cell(when(p.last_commit_ms))));
   const members = health.members.map((m) => el("tr", {},
     cell(m.member_id), cell(m.client_id), cell(m.client_host), cell(ago(m.heartbeat_age_ms), "num"), cell(ago(m.commit_age_ms), "num")));
   return el("div", {},
     el("p", {}, "Group: ", el("span", { class: `state health-${health.status}`, id: "group-health" }, health.status),
-       el("span", { class: "muted" }, ` (stalled after ${health.stall_ms / 1000} s without progress)`)),
-    table([["Topic"], ["Partition", "num"], ["Status"], ["Offset", "num"], ["Last moved"], ["Last commit"]], partitions, "No partitions."),
+       el("span", { class: "muted" }, ` (Burrow's rules over each partition's last ${health.window_commits} commits, ` +
+          `at least ${health.min_distance_ms / 1000} s apart: WARN when the lag never goes down while the group commits; ` +
+          "STALL, STOP and REWIND partitions make the group ERR)")),
+    table([["Topic"], ["Partition", "num"], ["Status"], ["Offset", "num"], ["Lag", "num"], ["Window", "num"], ["Last moved"], ["Last commit"]],
+          partitions, "No partitions."),
     members.length ? table([["Member"], ["Client"], ["Host"], ["Since heartbeat", "num"], ["Since commit", "num"]], members, "") : null);
 }
 
@@ -418,8 +538,8 @@ function lagChart(report) {
   const y = (l) => top + (1 - l / l1) * (height - top - bottom);
   const path = points.map((p, i) => `${i ? "L" : "M"}${x(p.ms).toFixed(1)},${y(p.lag).toFixed(1)}`).join("");
   return el("div", {}, svg("svg", { viewBox: `0 0 ${width} ${height}`, width: "100%", role: "img", "aria-label": "total lag over time", id: "lag-chart" },
-    svg("line", { x1: left, y1: height - bottom, x2: width - right, y2: height - bottom, stroke: "#dde1ea" }),
-    svg("line", { x1: left, y1: top, x2: left, y2: height - bottom, stroke: "#dde1ea" }),
+    svg("line", { x1: left, y1: height - bottom, x2: width - right, y2: height - bottom, class: "axis" }),
+    svg("line", { x1: left, y1: top, x2: left, y2: height - bottom, class: "axis" }),
     svg("text", { x: left - 6, y: y(l1) + 4, "text-anchor": "end" }, l1),
     svg("text", { x: left - 6, y: y(0) + 4, "text-anchor": "end" }, 0),
     svg("text", { x: left, y: height - 8 }, when(t0)),
@@ -446,8 +566,8 @@ function historyChart(events) {
     byPartition.get(key).push(e);
   }
   const chart = svg("svg", { viewBox: `0 0 ${width} ${height}`, width: "100%", role: "img", "aria-label": "committed offsets over time" },
-    svg("line", { x1: left, y1: height - bottom, x2: width - right, y2: height - bottom, stroke: "#dde1ea" }),
-    svg("line", { x1: left, y1: top, x2: left, y2: height - bottom, stroke: "#dde1ea" }),
+    svg("line", { x1: left, y1: height - bottom, x2: width - right, y2: height - bottom, class: "axis" }),
+    svg("line", { x1: left, y1: top, x2: left, y2: height - bottom, class: "axis" }),
     svg("text", { x: left - 6, y: y(o1) + 4, "text-anchor": "end" }, o1),
     svg("text", { x: left - 6, y: y(o0) + 4, "text-anchor": "end" }, o0),
     svg("text", { x: left, y: height - 8 }, when(t0)),
@@ -509,13 +629,12 @@ function undoView(group, events) {
 
 async function previewReset(group, value) {
   const atMs = new Date(value).getTime();
-  if (!value || Number.isNaN(atMs)) { statusLine.textContent = "Pick a date and time first."; return; }
+  if (!value || Number.isNaN(atMs)) { notice("error", "Pick a date and time first."); return; }
   let plan;
   try {
     plan = await api(`${groupPath(group.group_id)}/reset-plan?at_ms=${atMs}`);
   } catch (error) {
-    if (!(error instanceof ApiError)) throw error;
-    statusLine.textContent = error.message;
+    notice("error", `Preview refused: ${error.message}`);
     return;
   }
   const rows = plan.partitions.map((p) => el("tr", { "data-partition": `${p.topic}:${p.partition}` },
@@ -525,47 +644,176 @@ async function previewReset(group, value) {
     el("div", {}, plan.warnings.map((text) => el("p", { class: "muted warning" }, text)),
        table([["Topic"], ["Partition", "num"], ["Now", "num"], ["After", "num"]], rows, "Nothing to change.")),
     "Reset offsets",
-    async () => {
-      const done = await post(`${groupPath(group.group_id)}/reset-offsets`, { at_ms: plan.at_ms, confirm: group.group_id });
-      if (!done.executed) throw new Error(done.reason);
-    });
+    () => post(`${groupPath(group.group_id)}/reset-offsets`, { at_ms: plan.at_ms, confirm: group.group_id }),
+    { refused: ["Empty", "Dead"].includes(group.state) ? null : { error: "NON_EMPTY_GROUP", message:
+        `Assignments can only be reset if the group '${group.group_id}' is inactive, but the current state is ${group.state}.` },
+      failed: (answer) => (answer.executed ? null : answer.reason),
+      done: (answer) => `Reset ${group.group_id} to its commits of ${when(answer.at_ms)}.` });
+}
+
+// ------------------------------------------------------------------ offset management
+// Reset (earliest, latest, an offset, a shift, a time, a duration ago; the selected partitions or all) and
+// delete the group: each previews old → new per partition from the same planning the CLI's
+// `reset-offsets --dry-run` does, and says up front what Kafka would refuse (an active group).
+const RESET_CHOICES = [["earliest", "to earliest"], ["latest", "to latest"], ["offset", "to offset"],
+  ["shift", "shift by"], ["datetime", "to date and time"], ["duration", "to a duration ago"]];
+
+function pickedPartitions() {
+  return [...document.querySelectorAll("input.pick:checked")].map((box) => ({
+    topic: box.dataset.topic, partition: Number(box.dataset.partition) }));
+}
+
+function groupActions(groupId) {
+  const scenario = el("select", { id: "reset-scenario", "aria-label": "reset scenario", onchange: () => shape() },
+    RESET_CHOICES.map(([value, text]) => el("option", { value }, text)));
+  const value = el("input", { id: "reset-value", "aria-label": "reset value" });
+  const valueLabel = el("label", {}, el("span", { id: "reset-value-label" }, "Offset"), value);
+  const scope = el("select", { id: "reset-scope", "aria-label": "partitions to reset" },
+    el("option", { value: "all" }, "every partition with an offset"), el("option", { value: "picked" }, "the selected partitions"));
+  const shape = () => {
+    const kind = scenario.value;
+    valueLabel.hidden = kind === "earliest" || kind === "latest";
+    document.getElementById("reset-value-label") && (document.getElementById("reset-value-label").textContent =
+      { offset: "Offset", shift: "Shift (±N)", datetime: "Date and time (local)", duration: "Duration (ISO-8601, e.g. PT1H)" }[kind] || "");
+    value.type = kind === "datetime" ? "datetime-local" : "text";
+    if (kind === "datetime") value.step = "0.001";
+  };
+  const reset = el("section", { id: "reset" }, el("h2", {}, "Reset offsets"),
+    el("p", { class: "muted" }, "As kafka-consumer-groups.sh --reset-offsets: the group must have no active members; " +
+      "new offsets are kept within each partition's earliest and latest offsets. The preview shows every change first."),
+    el("div", { class: "actions" }, el("label", {}, "Reset", scenario), valueLabel, el("label", {}, "Partitions", scope),
+      el("button", { id: "preview-offsets-reset", onclick: () => previewOffsetsReset(groupId, scenario.value, value.value, scope.value) },
+         "Preview reset…")));
+  const remove = el("section", { id: "delete-group" }, el("h2", {}, "Delete the group"),
+    el("p", { class: "muted" }, "Removes the group and every committed offset it has (Kafka's DeleteGroups): only a group without members."),
+    el("button", { id: "preview-delete-group", onclick: () => previewDeleteGroup(groupId) }, "Delete group…"));
+  setTimeout(shape);
+  return el("div", { id: "group-actions" }, reset, remove);
+}
+
+function resetValue(kind, text) {
+  if (kind === "earliest" || kind === "latest") return null;
+  if (kind === "datetime") {
+    const ms = new Date(text).getTime();
+    return text && !Number.isNaN(ms) ? ms : undefined;
+  }
+  return text.trim() === "" ? undefined : text.trim();
+}
+
+async function previewOffsetsReset(groupId, kind, text, scope) {
+  const value = resetValue(kind, text);
+  if (value === undefined) { notice("error", "Give the reset a value first."); return; }
+  const partitions = scope === "picked" ? pickedPartitions() : null;
+  if (partitions && !partitions.length) { notice("error", "Select the partitions to reset (the boxes in Committed offsets)."); return; }
+  const params = new URLSearchParams({ scenario: kind });
+  if (value !== null) params.set("value", value);
+  if (partitions) params.set("partitions", partitions.map((p) => `${p.topic}:${p.partition}`).join(","));
+  let plan;
+  try {
+    plan = await api(`${groupPath(groupId)}/reset-plan?${params}`);
+  } catch (error) {
+    notice("error", `Preview refused: ${error.message}`);
+    return;
+  }
+  const rows = plan.partitions.map((p) => el("tr", { "data-partition": `${p.topic}:${p.partition}` },
+    cell(p.topic), cell(p.partition, "num"), el("td", { class: "num current" }, p.current === null ? "–" : String(p.current)),
+    el("td", { class: "num planned" }, String(p.planned)), cell(`${p.earliest}–${p.latest}`, "num")));
+  const label = RESET_CHOICES.find(([k]) => k === kind)[1];
+  confirmDialog(`Reset ${groupId} ${label}${value === null ? "" : ` ${kind === "datetime" ? when(value) : value}`}?`,
+    el("div", {}, plan.warnings.map((t) => el("p", { class: "muted warning" }, t)),
+       table([["Topic"], ["Partition", "num"], ["Now", "num"], ["After", "num"], ["Log range", "num"]], rows, "Nothing to change.")),
+    "Reset offsets",
+    () => post(`${groupPath(groupId)}/reset-offsets`, { scenario: kind, value, partitions, confirm: groupId }),
+    { refused: plan.refused, done: (answer) => `Reset ${answer.partitions.length} partition(s) of ${groupId}: ` +
+        answer.partitions.map((p) => `${p.topic}-${p.partition} ${p.current === null ? "–" : p.current} → ${p.planned}`).join(", ") });
+}
+
+async function previewDeleteGroup(groupId) {
+  let plan;
+  try {
+    plan = await api(`${groupPath(groupId)}/delete-plan`);
+  } catch (error) {
+    notice("error", `Preview refused: ${error.message}`);
+    return;
+  }
+  const rows = plan.partitions.map((p) => el("tr", {}, cell(p.topic), cell(p.partition, "num"), cell(p.current, "num"), cell("deleted")));
+  confirmDialog(`Delete the group ${groupId}?`,
+    el("div", {}, el("p", {}, `State ${plan.state}. The group and these committed offsets are removed:`),
+       table([["Topic"], ["Partition", "num"], ["Now", "num"], ["After"]], rows, "No committed offsets.")),
+    "Delete group",
+    () => post(`${groupPath(groupId)}/delete`, { confirm: groupId }),
+    { refused: plan.refused, done: () => `Deleted the group ${groupId}.`, then: () => { location.hash = "#/"; } });
 }
 
 // ------------------------------------------------------------------ confirmation dialog
-function confirmDialog(title, body, okText, action) {
+// Every action ends with the server's answer on the page: a refusal known before the click disables the
+// button and says why; an error after it keeps the dialog open with the server's words; a success closes
+// it and leaves a notice saying what the server did.
+function notice(kind, text) {
+  const box = document.getElementById("notice");
+  box.className = kind;
+  box.replaceChildren(el("span", { id: "notice-text" }, text), " ",
+    el("button", { class: "link", "aria-label": "dismiss", onclick: () => { box.hidden = true; } }, "×"));
+  box.hidden = false;
+}
+
+function confirmDialog(title, body, okText, action, options) {
+  const { refused = null, done = () => "Done.", failed = () => null, then = null } = options || {};
   const dialog = document.getElementById("confirm");
+  const problem = document.getElementById("confirm-error");
   document.getElementById("confirm-title").textContent = title;
   document.getElementById("confirm-body").replaceChildren(body);
-  document.getElementById("confirm-error").textContent = "";
+  problem.replaceChildren();
   const ok = document.getElementById("confirm-ok");
   ok.textContent = okText;
-  ok.disabled = false;
+  ok.disabled = Boolean(refused);
+  if (refused) problem.replaceChildren(el("strong", {}, "Kafka would refuse this: "), `${refused.message} (${refused.error})`);
   ok.onclick = async (event) => {
     event.preventDefault();
     ok.disabled = true;
+    let answer;
     try {
-      await action();
-      dialog.close("done");
-      route();
+      answer = await action();
     } catch (error) {
-      document.getElementById("confirm-error").textContent = error.message;
+      problem.replaceChildren(el("strong", {}, "The server refused: "), error.code ? `${error.message} (${error.code})` : error.message);
       ok.disabled = false;
+      return;
     }
+    const why = failed(answer);
+    if (why) {  // the server answered, and some of it was refused: say so, keep the dialog open
+      problem.replaceChildren(el("strong", {}, "The server refused: "), why);
+      return;
+    }
+    dialog.close("done");
+    notice("ok", done(answer));
+    if (then) then(); else route();
   };
   dialog.showModal();
 }
 
 function confirmDeleteOffsets(group) {
-  const picked = [...document.querySelectorAll("input.pick:checked")].map((box) => ({
-    topic: box.dataset.topic, partition: Number(box.dataset.partition) }));
-  if (!picked.length) { statusLine.textContent = "Select the partitions whose offsets to delete."; return; }
+  const picked = pickedPartitions();
+  if (!picked.length) { notice("error", "Select the partitions whose offsets to delete."); return; }
   const current = new Map(group.offsets.map((o) => [`${o.topic}:${o.partition}`, o.offset]));
-  const rows = picked.map((p) => el("tr", {}, cell(p.topic), cell(p.partition, "num"), cell(current.get(`${p.topic}:${p.partition}`), "num"), cell("deleted")));
+  // Kafka refuses to delete the offsets of a topic an active group consumes (GROUP_SUBSCRIBED_TO_TOPIC)
+  const consumed = new Set(group.members.flatMap((m) => m.assignment.map((a) => a.topic)));
+  const rows = picked.map((p) => el("tr", { "data-partition": `${p.topic}:${p.partition}` }, cell(p.topic), cell(p.partition, "num"),
+    cell(current.get(`${p.topic}:${p.partition}`), "num"),
+    el("td", { class: "planned" }, consumed.has(p.topic) ? "refused: the group consumes this topic" : "deleted")));
+  const refusedTopics = [...new Set(picked.filter((p) => consumed.has(p.topic)).map((p) => p.topic))];
   confirmDialog(`Delete committed offsets of ${group.group_id}?`,
     el("div", {}, el("p", {}, "The group will start these partitions from its auto.offset.reset position."),
        table([["Topic"], ["Partition", "num"], ["Now", "num"], ["After"]], rows, "")),
     "Delete offsets",
-    () => post(`${groupPath(group.group_id)}/delete-offsets`, { partitions: picked, confirm: group.group_id }));
+    () => post(`${groupPath(group.group_id)}/delete-offsets`, { partitions: picked, confirm: group.group_id }),
+    { refused: refusedTopics.length ? { error: "GROUP_SUBSCRIBED_TO_TOPIC", message:
+        `the group has active members consuming ${refusedTopics.join(", ")}; stop them first` } : null,
+      failed: (answer) => {
+        const bad = answer.partitions.filter((p) => p.error !== "NONE");
+        return bad.length ? `${bad.length} of ${answer.partitions.length} partition(s) kept their offsets: ` +
+          bad.map((p) => `${p.topic}-${p.partition} ${p.error}`).join(", ") : null;
+      },
+      done: (answer) => `Deleted the committed offsets of ${answer.partitions.map((p) => `${p.topic}-${p.partition}`).join(", ")}.` });
 }
 
 // ------------------------------------------------------------------ routing
@@ -577,32 +825,37 @@ function decoded(text) {
 
 async function route() {
   const hash = location.hash || "#/";
+  if (!hash.startsWith("#/group/")) shownGroup = null;
   const seq = ++routeSeq;
   refresh.run = null;
   clearTimeout(refresh.timer);
   statusLine.textContent = "";
+  const path = hash.split("?")[0];
   for (const link of document.querySelectorAll("#pages a")) {
-    link.classList.toggle("active", hash.startsWith(link.getAttribute("href")) && (link.getAttribute("href") !== "#/" || !/^#\/(topic|cluster)/.test(hash)));
+    link.classList.toggle("active", path.startsWith(link.getAttribute("href")) && (link.getAttribute("href") !== "#/" || !/^#\/(topic|cluster)/.test(path)));
   }
   try {
-    if (hash.startsWith("#/group/")) {
-      const id = decoded(hash.slice("#/group/".length));
+    if (path.startsWith("#/group/")) {
+      const id = decoded(path.slice("#/group/".length));
       if (id === null) throw new ApiError(400, { message: `Not a group link: ${hash}` });
       await showGroup(id, seq);
-    } else if (hash.startsWith("#/topic/")) {
-      const name = decoded(hash.slice("#/topic/".length));
+    } else if (path.startsWith("#/topic/")) {
+      const name = decoded(path.slice("#/topic/".length));
       if (name === null) throw new ApiError(400, { message: `Not a topic link: ${hash}` });
       await showTopic(name, seq);
-    } else if (hash.startsWith("#/topics")) await showTopics(seq);
-    else if (hash.startsWith("#/cluster")) await showCluster(seq);
+    } else if (path.startsWith("#/topics")) await showTopics(seq);
+    else if (path.startsWith("#/cluster")) await showCluster(seq);
     else await showGroups(seq);
     if (seq === routeSeq) statusLine.textContent = `updated ${new Date().toLocaleTimeString()}`;
   } catch (error) {
-    if (!(error instanceof ApiError)) throw error;
-    if (seq === routeSeq) {
+    if (seq !== routeSeq) return;
+    if (error instanceof Unreachable) unreachable(error);
+    else {
+      if (!(error instanceof ApiError)) console.error(error);
       showError(error);
-      refreshWith(() => route(), hash.startsWith("#/group/") ? "group" : "groups");  // try again as the page would
     }
+    // try again as the page would (with backoff while the server is unreachable)
+    refreshWith(() => route(), path.startsWith("#/group/") ? "group" : "groups");
   }
 }
 

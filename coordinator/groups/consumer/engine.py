@@ -682,6 +682,14 @@ class ConsumerGroup:
         if self._revocations.pop(member_id, None) is not None:
             self._effects.append(CancelTimer(RevocationTimeout(member_id)))
 
+    def session_deadline_ms(self, member_id: str) -> float | None:
+        """When the member's session runs out (monotonic ms; None: no session running), for health reports."""
+        return self._sessions.get(member_id)
+
+    def session_timeout_for(self, member_id: str) -> int:
+        """The member's session timeout (a classic member's own, else the group's)."""
+        return self._session_timeout(member_id)
+
     def _session_timeout(self, member_id: str) -> int:
         member = self.members.get(member_id)
         if member is not None and member.uses_classic_protocol and member.classic_session_timeout_ms > 0:

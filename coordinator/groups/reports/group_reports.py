@@ -55,7 +55,7 @@ class GroupReports:
         self._consumer = consumer
         self._append_encoded = append_encoded
         self.journal = GroupJournal(config.group_journal_max_entries)
-        self.health = HealthMonitor(config.group_health_stall_ms)
+        self.health = HealthMonitor(config.group_health_window_commits, config.group_health_window_min_distance_ms)
         self.log_ends = LogEnds()  # where partitions end (lag): the registry's reported ends, once wired in
         self.lag_history = LagHistory()
         self._journal_writes: set[asyncio.Task] = set()
@@ -175,20 +175,36 @@ class GroupReports:
         self._check_served(group_id)
         if not self._group_exists(group_id):
             raise _group_not_found(group_id)
-        group = self._classic.get(group_id)
         offsets = self._health_offsets(group_id)
         now = self.scheduler.now_ms()
         self._sample_health(group_id, offsets, now)  # every partition: the samples are the group's, not the asker's
         if topic_visible is not None:
             offsets = [o for o in offsets if topic_visible(o[0])]
-        members = []
+        group_type, members = self._members_for_health(group_id)
+        return self.health.evaluate(group_id, offsets, members, now, self.log_ends.end_offset, group_type)
+
+    def _members_for_health(self, group_id: str) -> tuple[str, list[tuple[str, str, str, float | None]]]:
+        """The group's type and its members as (member id, client id, host, ms since its last heartbeat),
+        classic and KIP-848 consumer groups alike."""
+        monotonic = self.scheduler.monotonic_ms()
+        group = self._classic.get(group_id)
         if group is not None and group.state is not GroupState.DEAD:
-            monotonic = self.scheduler.monotonic_ms()
+            members = []
             for mem in group.members.values():
                 deadline = group.session_deadline_ms(mem.member_id)
                 age = None if deadline is None else max(0.0, mem.session_timeout_ms - (deadline - monotonic))
                 members.append((mem.member_id, mem.client_id, mem.client_host, age))
-        return self.health.evaluate(group_id, offsets, members, now, self.log_ends.end_offset)
+            return "classic", members
+        consumer_group = self._consumer.get(group_id)
+        if consumer_group is not None and consumer_group.state is not ConsumerGroupState.DEAD:
+            members = []
+            for mem in consumer_group.members.values():
+                deadline = consumer_group.session_deadline_ms(mem.member_id)
+                timeout = consumer_group.session_timeout_for(mem.member_id)
+                age = None if deadline is None else max(0.0, timeout - (deadline - monotonic))
+                members.append((mem.member_id, mem.client_id, mem.client_host, age))
+            return "consumer", members
+        return "classic", []
 
     def group_lag(self, group_id: str, since_ms: int | None = None,
                   topic_visible: Callable[[str], bool] | None = None) -> dict:
@@ -214,32 +230,28 @@ class GroupReports:
     def _sample_health(self, group_id: str, offsets: list, now: int) -> None:
         def admin_reset_since(since_ms: int) -> bool:
             return any(e.kind == "admin" and e.trigger == "reset_offsets" for e in self.journal.entries(group_id, since_ms))
-        self.health.sample(group_id, offsets, now, admin_reset_since)
+        self.health.sample(group_id, offsets, now, admin_reset_since, self.log_ends.end_offset)
 
     def start_health_sampling(self) -> None:
-        """Sample every group with members a few times per `group.health.stall.ms` (idempotent), so a
-        rewind or a stall is seen even when nobody asks in between."""
+        """Sample every group's commits every `group.health.window.min.distance.ms` (idempotent), so a
+        window fills and a stop is seen even when nobody asks in between."""
         if self._stopped or self._health_timer is not None:
             return
-        interval = min(max(self.config.group_health_stall_ms / 4, 100), 15_000)
-        self._health_timer = self.scheduler.call_later(interval, self._health_due)
+        self._health_timer = self.scheduler.call_later(self.config.group_health_window_min_distance_ms,
+                                                       self._health_due)
 
     def _health_due(self) -> None:
         self._health_timer = None
         if self._stopped:
             return
-        now = self.scheduler.now_ms()
-        for group in list(self._classic.values()):
-            if group.members and self.partition_for(group.group_id) in self._loaded \
-                    and self.offsets.group_offset_count(group.group_id) <= HEALTH_SAMPLED_MAX_OFFSETS:
-                self._sample_health(group.group_id, self._health_offsets(group.group_id), now)
         if self._lag_sampling is None:
-            self._lag_sampling = asyncio.get_running_loop().create_task(self._sample_lags(now))
+            self._lag_sampling = asyncio.get_running_loop().create_task(self._sample_groups(self.scheduler.now_ms()))
         self.start_health_sampling()
 
-    async def _sample_lags(self, now: int) -> None:
-        """Every group's total lag into its history, BACKGROUND_SLICE_S of the loop's time per turn at most
-        (a walk over every committed offset in one turn would hold up everyone's requests)."""
+    async def _sample_groups(self, now: int) -> None:
+        """Every group's commits into its health windows and its total lag into its history (classic, KIP-848
+        and groups that only commit alike), BACKGROUND_SLICE_S of the loop's time per turn at most (a walk
+        over every committed offset in one turn would hold up everyone's requests)."""
         try:
             until = time.perf_counter() + BACKGROUND_SLICE_S
             for group_id in self.offsets.groups():
@@ -248,6 +260,7 @@ class GroupReports:
                     until = time.perf_counter() + BACKGROUND_SLICE_S
                 if self.partition_for(group_id) in self._loaded \
                         and self.offsets.group_offset_count(group_id) <= HEALTH_SAMPLED_MAX_OFFSETS:
+                    self._sample_health(group_id, self._health_offsets(group_id), now)
                     self.lag_history.record(group_id, now, self.group_lag_by_topic(group_id)[0])
             self.lag_history.forget(set(self.lag_history.groups()).difference(self.offsets.groups()))
         finally:
@@ -277,7 +290,7 @@ class GroupReports:
             protocol = (group.protocol_name or "") if group.state is GroupState.STABLE else ""
         elif consumer_group is not None and consumer_group.state is not ConsumerGroupState.DEAD:
             state, kind, protocol_type = consumer_group.state.value, "consumer", "consumer"
-            members, protocol = len(consumer_group.members), ""
+            members, protocol = len(consumer_group.members), consumer_group.preferred_assignor()  # its server assignor
         elif self.offsets.has_offsets(group_id):
             state, kind, protocol_type, members, protocol = GroupState.EMPTY.value, "classic", "", 0, ""
         else:
@@ -298,7 +311,7 @@ class GroupReports:
         """Every served group's health (at most `limit` groups: the metrics' label budget; groups with more
         than HEALTH_SAMPLED_MAX_OFFSETS offsets only when asked one by one)."""
         out = []
-        for group_id in list(self._classic)[:limit]:
+        for group_id in sorted(self.served_group_ids())[:limit]:
             if self.offsets.group_offset_count(group_id) > HEALTH_SAMPLED_MAX_OFFSETS:
                 continue
             try:

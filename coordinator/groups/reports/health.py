@@ -1,42 +1,55 @@
-"""Burrow-style group health from samples of the committed offsets, judged against reported end offsets.
+"""Group health by Burrow's evaluation rules: a sliding window of commits per partition, judged with lag.
 
-A group is evaluated per partition from samples of its committed offsets, taken by `HealthMonitor.sample`
-(the coordinator samples every group with members periodically, and on every question), and from each
-partition's end offset as its source reported it (`topics.TopicRegistry.reported_end`), if any:
+For each partition a group has an offset for, the window keeps its last `window_commits` commits (Burrow's
+`intervals`), each with its offset, its commit time and the partition's lag when it was seen (the reported
+end offset then minus the offset; `topics.TopicRegistry.reported_end`). `HealthMonitor.sample` adds a
+commit it has not seen yet; one made within `min_distance_ms` of when the window's newest entry began
+replaces that entry (Burrow's `min-distance`: entries begin at least that far apart). The coordinator samples every group in the background (and on every question).
 
-* **OK**: the partition is caught up with its reported end (no new data: nothing to consume, however long
-  the offset stays put), or its offset moved within `group.health.stall.ms`; a group without members is
-  OK while it committed within that window (a standalone consumer) or has no lag anywhere.
-* **STALLED**: members alive, data waiting (committed offset below the reported end) and the offset has
-  not moved for `stall_ms` (members that commit the same offset again still count: nothing is consumed).
-  Without a reported end, data waiting cannot be told from no data: a partition whose offset has not
-  moved for `stall_ms` is STALLED, which an idle topic is too. Sources that report their end offsets
-  remove that doubt.
-* **REWOUND**: some partition's offset went backwards between two samples without an admin reset
-  journaled in between; it stays so until the offset moves forward again.
-* **STOPPED**: no members, no commit within `stall_ms`, and lag somewhere (or an unknown end).
+A partition is judged as Burrow judges it, the first rule that holds deciding:
 
-Group status is the worst of its partitions (STOPPED > REWOUND > STALLED > OK). Each partition carries its
-end offset and lag (None where the end is unknown: never 0 for "don't know"). Per member it reports how
-long ago it last heartbeated (from its session deadline) and last committed. A partition's last move is
-the commit that moved it, so it is never later than its last commit.
+* **OK** when its lag is 0 now or was 0 at any commit in the window (it caught up), or its window is empty;
+* **REWIND** when an offset in the window is lower than the one before it (an admin reset journaled in
+  between starts the group's windows over instead);
+* **STOP** when the time since its last commit is longer than the window's span (first to last commit):
+  the consumer stopped committing;
+* **STALL** when every commit in the window has the same offset: the consumer commits without moving;
+* **WARN** when the offset moves but the lag never went down from one commit to the next: it falls behind;
+* **OK** otherwise.
+
+Without a reported end the lag is unknown (None, never 0): Burrow counts an unknown end as lag 0, so such a
+partition is OK, except that a rewind (which needs no end) is still REWIND. The group's status is the
+worst of its partitions, with STOP, STALL and REWIND counted as **ERR** (Burrow's group statuses: OK,
+WARN, ERR). Gauge values are Burrow's: OK 1, WARN 2, ERR 3, STOP 4, STALL 5, REWIND 6. Per member it
+reports how long ago it last heartbeated (from its session deadline) and last committed.
 """
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 from cohort.coordinator.groups.reports.lag import partition_lag
 
-STATUSES = ("OK", "STALLED", "REWOUND", "STOPPED")  # index = the Prometheus gauge value
-_RANK = {s: i for i, s in enumerate(STATUSES)}
+PARTITION_STATUSES = ("OK", "WARN", "STOP", "STALL", "REWIND")
+GROUP_STATUSES = ("OK", "WARN", "ERR")
+# Burrow's StatusConstant numbers (its exporters' gauge values): 0 is NOTFOUND, never exported here.
+STATUS_VALUES = {"OK": 1, "WARN": 2, "ERR": 3, "STOP": 4, "STALL": 5, "REWIND": 6}
+_GROUP_OF = {"OK": "OK", "WARN": "WARN", "STOP": "ERR", "STALL": "ERR", "REWIND": "ERR"}
+
+
+@dataclass(slots=True, frozen=True)
+class WindowCommit:
+    offset: int
+    commit_ms: int
+    lag: int | None  # the lag when the commit was sampled; None: no end reported then (counted as 0)
+    slot_ms: int = -1  # when this entry's min-distance slot began (commits within it replace the entry)
 
 
 @dataclass(slots=True)
-class _PartitionSample:
-    offset: int
-    moved_ms: int      # when the offset was last seen to change
-    rewound: bool
+class _Partition:
+    window: deque
+    moved_ms: int  # when the offset was last seen to change (at the commit that changed it)
 
 
 @dataclass(slots=True, frozen=True)
@@ -49,6 +62,10 @@ class PartitionHealth:
     last_commit_ms: int
     end_offset: int | None = None  # the reported end; None: no source reported one
     lag: int | None = None         # end_offset - offset (never below 0); None: unknown
+    window_commits: int = 0        # commits in the window now
+    complete: float = 0.0          # how full the window is (Burrow's "complete"), 0 to 1
+    window_start_offset: int | None = None
+    window_end_offset: int | None = None
 
 
 @dataclass(slots=True, frozen=True)
@@ -65,23 +82,60 @@ class GroupHealth:
     group: str
     status: str
     evaluated_ms: int
-    stall_ms: int
+    window_commits: int            # the window's size (group.health.window.commits)
+    min_distance_ms: int           # group.health.window.min.distance.ms
     partitions: tuple[PartitionHealth, ...]
     members: tuple[MemberHealth, ...]
     total_lag: int | None = None        # over partitions with a reported end; None when none has one
     partitions_without_end: int = 0     # partitions whose lag is unknown
+    complete: float = 1.0               # the share of partitions whose window is full
+    group_type: str = "classic"
+    counts: dict = field(default_factory=dict)  # partitions per status
 
     def to_json(self) -> dict:
         """The JSON shape GroupReport, the CLI and the console share (field names as declared here)."""
         return asdict(self)
 
 
-class HealthMonitor:
-    """The samples health is judged from, per group, and the last commit time of each member."""
+def partition_status(window: Iterable[WindowCommit], current_lag: int | None, now_ms: int) -> str:
+    """Burrow's rules over one partition's window (oldest first) and its lag now (None: unknown)."""
+    commits = list(window)
+    if not commits:
+        return "OK"
+    offsets = [c.offset for c in commits]
+    rewound = any(b < a for a, b in zip(offsets, offsets[1:]))
+    if not current_lag or any(not c.lag for c in commits):  # 0 or unknown now, or caught up within the window
+        return "REWIND" if rewound and current_lag is None else "OK"
+    if rewound:
+        return "REWIND"
+    first, last = commits[0].commit_ms, commits[-1].commit_ms
+    if now_ms - last > last - first:
+        return "STOP"
+    if all(o == offsets[0] for o in offsets):
+        return "STALL"
+    lags = [c.lag for c in commits]
+    if all(b >= a for a, b in zip(lags, lags[1:])):
+        return "WARN"
+    return "OK"
 
-    def __init__(self, stall_ms: int) -> None:
-        self.stall_ms = stall_ms
-        self._samples: dict[str, dict[tuple[str, int], _PartitionSample]] = {}
+
+def group_status(partition_statuses: Iterable[str]) -> str:
+    """The worst of the partitions, STOP, STALL and REWIND counting as ERR (Burrow's group status)."""
+    worst = "OK"
+    for status in partition_statuses:
+        status = _GROUP_OF[status]
+        if GROUP_STATUSES.index(status) > GROUP_STATUSES.index(worst):
+            worst = status
+    return worst
+
+
+class HealthMonitor:
+    """The commit windows health is judged from, per group and partition, and each member's last commit."""
+
+    def __init__(self, window_commits: int = 10, min_distance_ms: int = 1000) -> None:
+        self.window_commits = window_commits
+        self.min_distance_ms = min_distance_ms
+        self._partitions: dict[str, dict[tuple[str, int], _Partition]] = {}
         self._member_commits: dict[str, dict[str, int]] = {}  # group -> member id -> last commit ms
         self._sampled_at: dict[str, int] = {}  # group -> when its last sample was taken
 
@@ -90,74 +144,80 @@ class HealthMonitor:
             self._member_commits.setdefault(group, {})[member_id] = now_ms
 
     def sample(self, group: str, offsets: Iterable[tuple[str, int, int, int]], now_ms: int,
-               admin_reset_since: Callable[[int], bool]) -> None:
-        """Take a sample of (topic, partition, offset, commit timestamp); `admin_reset_since(ms)` says
-        whether an admin reset of the group was journaled after that time."""
-        old = self._samples.get(group, {})
-        new: dict[tuple[str, int], _PartitionSample] = {}
+               admin_reset_since: Callable[[int], bool],
+               end_offset: Callable[[str, int], int | None] = lambda topic, partition: None) -> None:
+        """Add the commits not seen yet of (topic, partition, offset, commit timestamp) to the windows;
+        `admin_reset_since(ms)` says whether an admin reset of the group was journaled after that time (the
+        windows then start over: a reset is not a consumer going backwards)."""
         last_sample_ms = self._sampled_at.get(group)
+        old = self._partitions.get(group, {})
+        if last_sample_ms is not None and old and admin_reset_since(last_sample_ms):
+            old = {}
+        new: dict[tuple[str, int], _Partition] = {}
         for topic, partition, offset, commit_ms in offsets:
-            previous = old.get((topic, partition))
-            if previous is None:
-                # First sight (e.g. after a restart): the last commit is the latest it can have moved.
-                new[(topic, partition)] = _PartitionSample(offset, commit_ms if commit_ms >= 0 else now_ms, False)
-            elif offset == previous.offset:
-                new[(topic, partition)] = previous
-            elif offset > previous.offset:
-                new[(topic, partition)] = _PartitionSample(offset, _moved_at(commit_ms, now_ms), False)
-            else:
-                reset = last_sample_ms is not None and admin_reset_since(last_sample_ms)
-                new[(topic, partition)] = _PartitionSample(offset, _moved_at(commit_ms, now_ms), not reset)
-        self._samples[group] = new
+            key = (topic, partition)
+            seen = old.get(key)
+            commit_ms = commit_ms if 0 <= commit_ms <= now_ms else now_ms
+            commit = WindowCommit(offset, commit_ms, partition_lag(offset, end_offset(topic, partition)), commit_ms)
+            if seen is None or not seen.window:
+                new[key] = _Partition(deque((commit,), maxlen=self.window_commits), commit_ms)
+                continue
+            newest = seen.window[-1]
+            if commit_ms < newest.commit_ms or (commit_ms == newest.commit_ms and offset != newest.offset):
+                # an older commit than the window knows (the offset was deleted and set again): start over
+                new[key] = _Partition(deque((commit,), maxlen=self.window_commits), commit_ms)
+                continue
+            if commit_ms > newest.commit_ms:
+                if offset != newest.offset:
+                    seen.moved_ms = commit_ms
+                if commit_ms - newest.slot_ms < self.min_distance_ms:
+                    seen.window[-1] = WindowCommit(offset, commit_ms, commit.lag, newest.slot_ms)
+                else:
+                    seen.window.append(commit)
+            new[key] = seen
+        self._partitions[group] = new
         self._sampled_at[group] = now_ms
 
     def evaluate(self, group: str, offsets: Iterable[tuple[str, int, int, int]],
                  members: Iterable[tuple[str, str, str, float | None]], now_ms: int,
-                 end_offset: Callable[[str, int], int | None] = lambda topic, partition: None) -> GroupHealth:
-        """Health from the latest sample; `offsets` as for `sample` (for the last commit times), `members`
-        as (member id, client id, host, heartbeat age ms or None), `end_offset(topic, partition)` the
-        reported end (None: unknown)."""
-        samples = self._samples.get(group, {})
+                 end_offset: Callable[[str, int], int | None] = lambda topic, partition: None,
+                 group_type: str = "classic") -> GroupHealth:
+        """Health from the windows; `offsets` as for `sample` (the partitions judged, with their last commit
+        times), `members` as (member id, client id, host, heartbeat age ms or None), `end_offset(topic,
+        partition)` the reported end now (None: unknown)."""
+        windows = self._partitions.get(group, {})
         commits = self._member_commits.get(group, {})
-        members = list(members)
         partitions = []
-        last_commit = -1
         for topic, partition, offset, commit_ms in offsets:
-            last_commit = max(last_commit, commit_ms)
-            s = samples.get((topic, partition))
-            moved = s.moved_ms if s is not None else commit_ms
+            kept = windows.get((topic, partition))
+            window = tuple(kept.window) if kept is not None else ()
             end = end_offset(topic, partition)
             lag = partition_lag(offset, end)
-            if s is not None and s.rewound:
-                status = "REWOUND"
-            elif members and lag != 0 and now_ms - moved >= self.stall_ms:
-                status = "STALLED"  # data waiting (or an unknown end) and the group not moving
-            else:
-                status = "OK"
-            partitions.append(PartitionHealth(topic, partition, status, offset, moved, commit_ms, end, lag))
-        all_caught_up = bool(partitions) and all(p.lag == 0 for p in partitions)
-        if not members and not all_caught_up and (last_commit < 0 or now_ms - last_commit >= self.stall_ms):
-            status = "STOPPED"
-        else:
-            status = max((p.status for p in partitions), key=_RANK.__getitem__, default="OK")
+            status = partition_status(window, lag, now_ms)
+            partitions.append(PartitionHealth(
+                topic, partition, status, offset, kept.moved_ms if kept is not None else commit_ms, commit_ms,
+                end, lag, len(window), len(window) / self.window_commits,
+                window[0].offset if window else None, window[-1].offset if window else None))
+        partitions.sort(key=lambda p: (p.topic, p.partition))
+        counts = dict.fromkeys(PARTITION_STATUSES, 0)
+        for p in partitions:
+            counts[p.status] += 1
         known = [p.lag for p in partitions if p.lag is not None]
         return GroupHealth(
-            group, status, now_ms, self.stall_ms, tuple(sorted(partitions, key=lambda p: (p.topic, p.partition))),
+            group, group_status(p.status for p in partitions), now_ms, self.window_commits, self.min_distance_ms,
+            tuple(partitions),
             tuple(MemberHealth(m, client, host, None if age is None else int(age),
                                now_ms - commits[m] if m in commits else None)
                   for m, client, host, age in members),
-            sum(known) if known else None, sum(1 for p in partitions if p.lag is None))
+            sum(known) if known else None, sum(1 for p in partitions if p.lag is None),
+            sum(1 for p in partitions if p.complete >= 1) / len(partitions) if partitions else 1.0,
+            group_type, counts)
 
     def groups(self) -> list[str]:
-        return list(self._samples.keys() | self._member_commits.keys())
+        return list(self._partitions.keys() | self._member_commits.keys())
 
     def forget(self, groups: Iterable[str]) -> None:
         for group in groups:
-            self._samples.pop(group, None)
+            self._partitions.pop(group, None)
             self._member_commits.pop(group, None)
             self._sampled_at.pop(group, None)
-
-
-def _moved_at(commit_ms: int, now_ms: int) -> int:
-    """When an offset seen to change moved: at the commit that changed it (a sample only notices later)."""
-    return commit_ms if 0 <= commit_ms <= now_ms else now_ms

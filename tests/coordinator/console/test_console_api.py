@@ -207,7 +207,7 @@ def test_history_timeline_and_health_come_from_the_coordinators_journal(served):
     assert body["entries"][-1]["state_after"] == "Empty"
 
     status, body, _ = served.api("/api/groups/auditors/health")
-    assert status == 200 and body["status"] in ("OK", "STOPPED")
+    assert status == 200 and body["status"] in ("OK", "ERR")
     assert [(p["topic"], p["partition"], p["offset"]) for p in body["partitions"]] == [("audit", 0, 30)]
     status, listing, _ = served.api("/api/groups")
     assert next(g for g in listing["groups"] if g["group_id"] == "auditors")["health"] == body["status"]

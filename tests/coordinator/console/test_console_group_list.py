@@ -111,8 +111,8 @@ def test_group_overview_pages_cover_every_group_once_and_each_is_bounded(tmp_pat
 
 
 def test_a_groups_lag_over_time_is_sampled_by_its_coordinator(tmp_path):
-    # health (and with it lag) is sampled every stall_ms / 4: every 500 ms here
-    server = ConsoleServer(tmp_path / "data", "--group.health.stall.ms", "2000").start()
+    # health (and with it lag) is sampled every group.health.window.min.distance.ms: every 500 ms here
+    server = ConsoleServer(tmp_path / "data", "--group.health.window.min.distance.ms", "500").start()
     try:
         create_topic(server.bootstrap, "orders", 1)
         tp = TopicPartition("orders", 0)
