@@ -255,19 +255,38 @@ SUITE = [
 ]
 
 
+# Apache Kafka 4.x (bench/kafka_broker.py), every workload; each row names both sides' durability.
+# "kafka" acknowledges a commit once it is in the page cache (Kafka's defaults), as Cohort's flush policy
+# `never`; "kafka-flush" (log.flush.interval.messages=1) fsyncs every append first, as Cohort's `always`.
+KAFKA_SUITE = [
+    ("durable commits, fsync before the answer on both", "commit", "cohort", "kafka-flush", {"variants": ("simple-1p",)}),
+    ("commits answered from the page cache on both", "commit", "cohort-never", "kafka", {"variants": ("simple-1p",)}),
+    ("OffsetFetch", "fetch", "cohort", "kafka", {"variants": ("fetch-1p", "fetch-10p")}),
+    ("heartbeats: a 5 000-member fleet and max rate", "heartbeat", "cohort", "kafka", {}),
+    ("join storms, fsync before the answer on both", "join-storm", "cohort", "kafka-flush", {}),
+    ("mixed fleet, fsync before the answer on both", "mixed", "cohort", "kafka-flush", {}),
+    ("restart with 300 000 committed offsets", "restart", "cohort", "kafka",
+     {"restart_records": (300_000,), "restart_offsets": 300_000, "restart_repeats": 1}),
+]
+
+
 async def cmd_suite(args) -> int:
     """Every deliverable measurement, side by side, into one report with the targets checked."""
     base = _profile(args)
     rounds = args.rounds or base.rounds
     only = {x.strip() for x in args.only.split(",")} if args.only else None
-    meta = _meta(args, base, ["cohort", "tansu", "zookeeper", "cohort-never"], rounds=rounds)
+    kafka = args.peer == "kafka"
+    meta = _meta(args, base, ["cohort", "cohort-never", "kafka", "kafka-flush"] if kafka else
+                 ["cohort", "tansu", "zookeeper", "cohort-never"], rounds=rounds)
     results: list[Result] = []
     comparisons: list[dict] = []
     failures = 0
-    for label, workload, a, b, overrides in SUITE:
+    for label, workload, a, b, overrides in KAFKA_SUITE if kafka else SUITE:
         if only and workload not in only:
             continue
         overrides = dict(overrides)
+        if args.quick:  # a smoke run keeps the quick profile's sizes
+            overrides = {k: v for k, v in overrides.items() if not k.startswith("restart_")}
         n = min(overrides.pop("rounds", rounds), rounds)
         profile = base.with_overrides(**overrides) if not args.variants else base
         print(f"== {label}", flush=True)
@@ -279,7 +298,7 @@ async def cmd_suite(args) -> int:
             continue
         results += batch
         comparisons += comps
-    if not only or "restart" in only:
+    if not kafka and (not only or "restart" in only):
         print("== restart (Cohort only; one fill, `rounds` restarts of it)", flush=True)
         try:
             batch = await run_workload("cohort", "restart", base.with_overrides(restart_repeats=rounds))
@@ -325,6 +344,9 @@ def build_parser() -> argparse.ArgumentParser:
     suite = sub.add_parser("suite", help="every deliverable comparison (A B rounds) into one report, targets checked")
     suite.add_argument("--rounds", type=int, help="rounds per comparison (default 3, 1 with --quick)")
     suite.add_argument("--only", help="comma-separated workloads to include (default: all)")
+    suite.add_argument("--peer", choices=("tansu", "kafka"), default="tansu",
+                       help="tansu: against Tansu, ZooKeeper and fsync never (default); kafka: every workload "
+                       "against Apache Kafka 4.x, durability matched per row")
     common(suite)
     rep = sub.add_parser("report", help="re-render report.md and charts from a results.json")
     rep.add_argument("results", type=Path, nargs="+")

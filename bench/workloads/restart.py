@@ -28,7 +28,7 @@ from cohort.protocol.errors import ErrorCode
 from cohort.protocol.messages import OffsetCommitRequest, OffsetFetchRequest
 
 from bench.closed_loop import run_closed_loop
-from bench.stats import Result, read_rss_bytes
+from bench.stats import Result, read_cpu_seconds, read_rss_bytes
 from bench.targets import CohortServer, Target, TargetError
 from bench.wire import SEQUENCE_SENTINEL, KafkaSession, RequestTemplate
 from bench.workloads.offsets import _usage
@@ -164,19 +164,21 @@ def fill_policy(servers) -> str:
 
 
 async def _restart(data_dir: Path, servers, group_ids: list[str], topics: int) -> tuple:
-    """Start a server on the filled log; (listening s, serving s, RSS, its load log lines, command, info)."""
+    """Start a server on the filled log; (listening s, serving s, CPU s until then, RSS, its load log lines,
+    command, info)."""
     spawned = time.perf_counter()
     with await asyncio.to_thread(servers.restarted, data_dir) as restarted:
         listening_s = time.perf_counter() - spawned
         await _verify_all_groups(restarted, group_ids, topics)
         serving_s = time.perf_counter() - spawned
+        cpu_s = read_cpu_seconds(restarted.pid)  # start-up and load, until every group served
         await asyncio.sleep(SETTLE_S)
         rss = read_rss_bytes(restarted.pid)
         load_log = _load_lines(restarted.log_path)
-        return listening_s, serving_s, rss, load_log, " ".join(restarted.command), restarted.describe()
+        return listening_s, serving_s, cpu_s, rss, load_log, " ".join(restarted.command), restarted.describe()
 
 
-def _result(listening_s: float, serving_s: float, rss: int, load_log: list[str], command: str, info: dict,
+def _result(listening_s: float, serving_s: float, cpu_s: float, rss: int, load_log: list[str], command: str, info: dict,
             repeat: int, *, target: str, fill_policy: str, records: int, distinct: int, groups: int, topics: int,
             baseline_rss: int, fill_s: float, log_bytes: int) -> Result:
     per_offset = (rss - baseline_rss) / distinct
@@ -185,7 +187,7 @@ def _result(listening_s: float, serving_s: float, rss: int, load_log: list[str],
         "records": records, "distinct_offsets": distinct, "groups": groups, "topics_per_group": topics,
         "partitions_per_topic": PARTITIONS_PER_TOPIC, "fill_flush_policy": fill_policy},
         operations=records, duration_s=round(serving_s, 3), throughput_per_s=round(records / serving_s, 1),
-        server={"rss_end_bytes": rss, "rss_baseline_bytes": baseline_rss},
+        server={"rss_end_bytes": rss, "rss_baseline_bytes": baseline_rss, "cpu_seconds": round(cpu_s, 3)},
         extra={"time_to_listen_s": round(listening_s, 3), "time_to_serve_all_groups_s": round(serving_s, 3),
                "load_records_per_s": round(records / serving_s, 1), "rss_bytes_per_offset": round(per_offset, 1),
                "log_bytes": log_bytes, "fill_s": round(fill_s, 2), "server_load_log": load_log,

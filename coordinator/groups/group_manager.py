@@ -58,8 +58,9 @@ from cohort.protocol.errors import ErrorCode
 log = logging.getLogger("cohort.coordinator")
 E = ErrorCode
 INT32_MIN = -2147483648
-# With no authorizer Kafka reports every operation a group supports: READ(3), DELETE(6), DESCRIBE(8).
-GROUP_AUTHORIZED_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
+# With no authorizer Kafka 4 reports every operation a group supports: READ(3), DELETE(6), DESCRIBE(8),
+# DESCRIBE_CONFIGS(10), ALTER_CONFIGS(11) (groups have configs since KIP-848): 3400.
+GROUP_AUTHORIZED_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8) | (1 << 10) | (1 << 11)
 CLASSIC_MEMBER_TYPE, CONSUMER_MEMBER_TYPE = 0, 1  # ConsumerGroupDescribe v1 MemberType
 
 
@@ -535,13 +536,15 @@ class GroupManager:
             member_id=member.member_id, instance_id=member.instance_id, rack_id=member.rack_id,
             member_epoch=member.member_epoch, client_id=member.client_id, client_host=member.client_host,
             subscribed_topic_names=list(member.subscribed_topic_names),
-            subscribed_topic_regex=member.subscribed_topic_regex,
+            subscribed_topic_regex=member.subscribed_topic_regex or "",  # Kafka: "" for a member without one
             assignment=self._described_assignment(member.assigned),
             target_assignment=self._described_assignment(group.target_assignment.get(member.member_id, {})),
             member_type=CLASSIC_MEMBER_TYPE if member.uses_classic_protocol else CONSUMER_MEMBER_TYPE)
             for member in group.members.values()]
+        # An empty group's (empty) target assignment is current at every epoch, as Kafka reports it.
+        assignment_epoch = group.target_assignment_epoch if group.members else group.group_epoch
         return Described(error_code=E.NONE, group_id=group_id, group_state=group.state.value,
-                         group_epoch=group.group_epoch, assignment_epoch=group.target_assignment_epoch,
+                         group_epoch=group.group_epoch, assignment_epoch=assignment_epoch,
                          assignor_name=group.preferred_assignor(), members=members,
                          authorized_operations=operations)
 

@@ -332,7 +332,7 @@ class RequestHandlers:
                 else:
                     entries.append(FindCoordinatorResponse.Coordinator(
                         key=key, node_id=owner.node_id, host=owner.host, port=owner.port, error_code=0,
-                        error_message=None))
+                        error_message=""))  # Kafka's: an empty message, not null
             return FindCoordinatorResponse(coordinators=entries)
         code, message = self._coordinator_key_error(request.key_type, version)
         owner = None if code else self._as_seen(self._coordinator_of(request.key), ctx)
