@@ -61,6 +61,8 @@ _PRIVATE_TOPIC_API_RETRIABLE = frozenset({ErrorCode.NOT_CONTROLLER, ErrorCode.RE
                                           ErrorCode.KAFKA_STORAGE_ERROR, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS})
 GROUP_STATES = ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead", "Assigning", "Reconciling")
 
+CONSUMER_MEMBER_TYPE = 1  # ConsumerGroupDescribe v1 MemberType (0: a classic member)
+
 
 @dataclass(slots=True, frozen=True)
 class GroupListing:
@@ -81,6 +83,8 @@ class MemberDescription:
     # KIP-848 consumer groups only (None for classic members)
     member_epoch: int | None = None
     target_assignment: tuple[TopicPartition, ...] | None = None
+    # in a consumer group: whether the member speaks the consumer protocol (False: a classic member)
+    upgraded: bool | None = None
 
 
 @dataclass(slots=True, frozen=True)
@@ -284,7 +288,8 @@ class Admin:
 
         members = tuple(MemberDescription(
             m.member_id, m.instance_id, m.client_id, m.client_host, partitions(m.assignment),
-            tuple(m.subscribed_topic_names), m.member_epoch, partitions(m.target_assignment))
+            tuple(m.subscribed_topic_names), m.member_epoch, partitions(m.target_assignment),
+            None if m.member_type < 0 else m.member_type == CONSUMER_MEMBER_TYPE)
             for m in entry.members)
         return GroupDescription(group_id, entry.group_state, "consumer", entry.assignor_name, members,
                                 await self.cluster.find_coordinator(group_id), "consumer", entry.group_epoch,

@@ -24,6 +24,7 @@ from cohort.client.cli.offset_reset import (
     plan_reset,
 )
 from cohort.client.cli.group_reports import describe_health, local_time, register_reports
+from cohort.client.cli import kafka_tables
 from cohort.client.cli.output import DRY_RUN_WARNING, MISSING, error, print_json, print_table, warn
 from cohort.client.cli.zookeeper_import import register_import
 from cohort.client.cli.runner import (
@@ -49,7 +50,6 @@ CONSUMER_STATE_COLUMNS = ["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "S
 CONSUMER_MEMBERS_VERBOSE_COLUMNS = ["GROUP", "CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID", "#PARTITIONS",
                                     "CURRENT-EPOCH", "CURRENT-ASSIGNMENT", "TARGET-EPOCH", "TARGET-ASSIGNMENT"]
 GROUP_TYPES = ("classic", "consumer")
-RESET_COLUMNS = ["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"]
 
 
 
@@ -78,7 +78,8 @@ def register(subparsers) -> None:
     mode.add_argument("--state", action="store_true", help="coordinator, assignment strategy, state, #members")
     mode.add_argument("--health", action="store_true",
                       help="Cohort only: OK/STALLED/REWOUND/STOPPED per partition, member heartbeat and commit ages")
-    p.add_argument("--verbose", action="store_true", help="with --members: instance ids and assignments")
+    p.add_argument("--verbose", action="store_true",
+                   help="with --offsets: leader epochs; --members: epochs and assignments; --state: epochs")
     p.set_defaults(func=lambda args: run_admin_command(args, describe_groups))
 
     p = commands.add_parser("reset-offsets", help="plan (dry run) or execute an offset reset of inactive groups")
@@ -187,11 +188,11 @@ async def list_groups(args, admin: Admin) -> int:
     if args.output == "json":
         print_json([{"group": g.group_id, "type": type_of[g.group_id], "state": state_of[g.group_id],
                      "protocol_type": g.protocol_type} for g in listings])
-    elif args.state is not None:
-        print_table(["GROUP", "TYPE", "STATE"], [(g.group_id, type_of[g.group_id], state_of[g.group_id])
-                                                 for g in listings])
-    elif args.type is not None:
-        print_table(["GROUP", "TYPE"], [(g.group_id, type_of[g.group_id]) for g in listings])
+    elif args.state is not None or args.type is not None:
+        with_type, with_state = args.type is not None, args.state is not None
+        rows = [(g.group_id, *([type_of[g.group_id].capitalize()] if with_type else []),
+                 *([state_of[g.group_id]] if with_state else [])) for g in listings]
+        sys.stdout.write(kafka_tables.group_list_table(rows, with_type, with_state))
     else:
         for g in listings:
             print(g.group_id)
@@ -254,32 +255,46 @@ async def describe_groups(args, admin: Admin) -> int:
             error(f"Consumer group '{group}' does not exist.")
             exit_code = EXIT_FAILED
             continue
-        if d.state in ("PreparingRebalance", "CompletingRebalance") and args.output == "table":
-            warn(f"Consumer group '{group}' is rebalancing.")
-        consumer = d.group_type == "consumer"
+        if args.output == "json":
+            results.extend(await _json_rows(admin, d, args))
+            continue
+        # What Kafka's tool says on stderr before the table (a blank line first, as it prints it).
+        if d.state == "Empty":
+            print(f"\nConsumer group '{group}' has no active members.", file=sys.stderr)
+        elif d.state in ("PreparingRebalance", "CompletingRebalance", "Assigning", "Reconciling"):
+            print(f"\nWarning: Consumer group '{group}' is rebalancing.", file=sys.stderr)
         if args.members:
-            rows = _member_rows(d, args.verbose)
-            columns = MEMBERS_COLUMNS if not args.verbose else (
-                CONSUMER_MEMBERS_VERBOSE_COLUMNS if consumer else MEMBERS_VERBOSE_COLUMNS)
+            text = kafka_tables.members_table(group, d.members, args.verbose, d.assignment_epoch)
         elif args.state:
-            rows = [_state_row(d)]
-            columns = CONSUMER_STATE_COLUMNS if consumer else STATE_COLUMNS
+            c = d.coordinator
+            coordinator = kafka_tables.coordinator_text(c.host, c.port, c.node_id) if c else MISSING
+            text = kafka_tables.state_table(group, coordinator, d.protocol, d.state, len(d.members), args.verbose,
+                                            d.group_epoch, d.assignment_epoch)
         else:
             rows = await _offset_rows(admin, d)
-            columns = OFFSETS_COLUMNS
-        if args.output == "json":
-            results.extend(dict(zip(_json_keys(columns), row), type=d.group_type) for row in rows)
-            continue
-        print()
-        if not d.members and not args.state:
-            print(f"Consumer group '{group}' has no active members.")
-            if not rows:
-                continue
-            print()
-        print_table(columns, rows)
+            text = kafka_tables.offsets_table(rows, args.verbose) if rows else ""
+        sys.stdout.write(text)
     if args.output == "json":
         print_json(results)
     return exit_code
+
+
+async def _json_rows(admin: Admin, d: GroupDescription, args) -> list[dict]:
+    consumer = d.group_type == "consumer"
+    if args.members:
+        rows = _member_rows(d, args.verbose)
+        columns = MEMBERS_COLUMNS if not args.verbose else (
+            CONSUMER_MEMBERS_VERBOSE_COLUMNS if consumer else MEMBERS_VERBOSE_COLUMNS)
+    elif args.state:
+        rows = [_state_row(d)]
+        columns = CONSUMER_STATE_COLUMNS if consumer else STATE_COLUMNS
+    else:
+        rows = [[r.group, r.topic, r.partition, r.current, r.end, r.lag, r.consumer_id, r.host, r.client_id]
+                for r in await _offset_rows(admin, d)]
+        rows += [[d.group_id, None, None, None, None, None, m.member_id, m.host, m.client_id]
+                 for m in d.members if not m.assignment]  # members without partitions, for scripts
+        columns = OFFSETS_COLUMNS
+    return [dict(zip(_json_keys(columns), row), type=d.group_type) for row in rows]
 
 
 def _json_keys(columns: list[str]) -> list[str]:
@@ -287,23 +302,19 @@ def _json_keys(columns: list[str]) -> list[str]:
     return [names.get(c, c.lower().replace("-", "_")) for c in columns]
 
 
-async def _offset_rows(admin: Admin, d: GroupDescription) -> list[list]:
+async def _offset_rows(admin: Admin, d: GroupDescription) -> list[kafka_tables.OffsetRow]:
+    """One row per owned or committed partition, in the order Kafka's tool prints them."""
     committed = await admin.fetch_offsets(d.group_id)
-    owner = {tp: m for m in d.members for tp in m.assignment}
-    partitions = sorted(set(committed) | set(owner))
-    ends = await log_end_offsets(admin, partitions)
+    order = kafka_tables.offset_row_order(d.members, committed)
+    ends = await log_end_offsets(admin, [tp for _, tp in order])
     rows = []
-    for tp in partitions:
+    for m, tp in order:
         current = committed[tp].offset if tp in committed else None
+        epoch = committed[tp].leader_epoch if tp in committed else -1
         end = ends.get(tp)
-        lag = lag_of(current, end)
-        m = owner.get(tp)
-        rows.append([d.group_id, tp.topic, tp.partition, current, end, lag,
-                     m.member_id if m else None, m.host if m else None, m.client_id if m else None])
-    # Members without partitions still show up, as in Kafka's tool.
-    for m in d.members:
-        if not m.assignment:
-            rows.append([d.group_id, None, None, None, None, None, m.member_id, m.host, m.client_id])
+        rows.append(kafka_tables.OffsetRow(
+            d.group_id, tp.topic, tp.partition, epoch if epoch >= 0 else None, current, end, lag_of(current, end),
+            m.member_id if m else None, m.host if m else None, m.client_id if m else None))
     return rows
 
 
@@ -469,17 +480,15 @@ async def reset_offsets(args, admin: Admin) -> int:
         plans[group] = plan
 
     if args.export:
-        sys.stdout.write(format_plan_csv(plans))
+        print(format_plan_csv(plans))  # the CSV, then an empty line, as Kafka's tool prints it
     elif args.output == "json":
         print_json([
             {"group": g, "topic": tp.topic, "partition": tp.partition, "new_offset": o}
             for g, plan in plans.items() for tp, o in sorted(plan.items())
         ])
     else:
-        rows = [[g, tp.topic, tp.partition, o] for g, plan in plans.items() for tp, o in sorted(plan.items())]
-        if rows:
-            print()
-            print_table(RESET_COLUMNS, rows)
+        rows = [(g, tp, o) for g, plan in plans.items() for tp, o in sorted(plan.items())]
+        sys.stdout.write(kafka_tables.reset_plan_table(rows))
 
     if args.execute:
         for group, plan in plans.items():
@@ -549,11 +558,10 @@ async def delete_offsets(args, admin: Admin) -> int:
             for tp, code in sorted(results.items())
         ])
     else:
-        print_table(
-            ["TOPIC", "PARTITION", "STATUS"],
-            [[tp.topic, tp.partition, "Successful" if code == 0 else f"Error: {_code_name(code)}"]
-             for tp, code in sorted(results.items())],
-        )
+        if not failed:
+            print(f"Request succeeded for deleting offsets from group {group}.")
+        sys.stdout.write(kafka_tables.delete_offsets_table(
+            [(tp, "Successful" if code == 0 else f"Error: {_code_name(code)}") for tp, code in results.items()]))
     if failed:
         tp, code = next(iter(sorted(failed.items())))
         reason = "the group is subscribed to the topic" if code == ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC else _code_name(code)

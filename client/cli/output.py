@@ -10,10 +10,9 @@ MISSING = "-"
 
 # What kafka-consumer-groups.sh prints when a change runs without --execute (a dry run).
 DRY_RUN_WARNING = (
-    "No action will be performed as the --execute option is missing. In a future major release, the default "
-    "behavior of this command will be to prompt the user before executing the reset rather than doing a dry run. "
-    "You should add the --dry-run option explicitly if you are scripting this command and want to keep the current "
-    "default behavior without prompting."
+    "No action will be performed as the --execute option is missing. In version 5.0, this command will require "
+    "either --dry-run or --execute to be specified. You should add the --dry-run option explicitly if you are "
+    "scripting this command and want to keep the current default behavior without prompting."
 )
 
 

@@ -15,7 +15,11 @@ _names = itertools.count(1)
 def cohort(tmp_path_factory):
     data = tmp_path_factory.mktemp("cohort") / "data"
     data.mkdir()
-    server = CohortServer(data).start()
+    # KIP-848 members heartbeat every 300 ms (Kafka's default and floor: 5 s), so a new target assignment
+    # is taken up within a fraction of a second; the rules are the same.
+    server = CohortServer(data, "--group.consumer.heartbeat.interval.ms", "300",
+                          "--group.consumer.min.heartbeat.interval.ms", "100",
+                          "--group.consumer.assignment.interval.ms", "0").start()
     try:
         yield server
     finally:

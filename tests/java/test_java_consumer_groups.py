@@ -4,27 +4,11 @@ SubscriptionPattern), and the online migration of a classic group with members, 
 from __future__ import annotations
 
 import pytest
-from cohort_process import CohortServer
 from java_groups import consumer_props, create_topics, partitions, rebalance_events, settled
 
 from bounded_wait import wait_until
 
 pytestmark = pytest.mark.timeout(180)
-
-
-@pytest.fixture(scope="module")
-def cohort(tmp_path_factory):
-    """Heartbeats every 300 ms, so a member hears of a new target assignment within a fraction of a second
-    (Kafka's defaults: 5 s, with a 5 s floor; the rules are the same)."""
-    data = tmp_path_factory.mktemp("cohort") / "data"
-    data.mkdir()
-    server = CohortServer(data, "--group.consumer.heartbeat.interval.ms", "300",
-                          "--group.consumer.min.heartbeat.interval.ms", "100",
-                          "--group.consumer.assignment.interval.ms", "0").start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def kip848_props(bootstrap: str, group: str, client_id: str, **extra) -> dict:

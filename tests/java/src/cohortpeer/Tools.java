@@ -45,8 +45,15 @@ final class Tools {
         PrintStream savedOut = System.out;
         PrintStream savedErr = System.err;
         InputStream savedIn = System.in;
-        int exit = 0;
+        // A real JVM ends at the first exit: keep its code and what was printed until then (a tool that
+        // catches Throwable around an inner exit would otherwise print and exit again).
+        int[] firstExit = {-1, 0, 0};  // code, stdout length, stderr length
         Exit.setExitProcedure((code, message) -> {
+            if (firstExit[0] < 0) {
+                firstExit[0] = code;
+                firstExit[1] = out.size();
+                firstExit[2] = err.size();
+            }
             throw new Exited(code);
         });
         try (PrintStream toOut = new PrintStream(out, true, StandardCharsets.UTF_8);
@@ -57,8 +64,7 @@ final class Tools {
             try {
                 main.invoke(null, (Object) args);
             } catch (InvocationTargetException e) {
-                if (e.getCause() instanceof Exited) exit = ((Exited) e.getCause()).code;
-                else throw e;
+                if (!(e.getCause() instanceof Exited)) throw e;
             }
         } finally {
             System.setOut(savedOut);
@@ -66,10 +72,13 @@ final class Tools {
             System.setIn(savedIn);
             Exit.resetExitProcedure();
         }
+        byte[] printed = out.toByteArray();
+        byte[] complained = err.toByteArray();
+        boolean exited = firstExit[0] >= 0;
         Map<String, Object> result = new LinkedHashMap<>();
-        result.put("exit", exit);
-        result.put("out", out.toString(StandardCharsets.UTF_8));
-        result.put("err", err.toString(StandardCharsets.UTF_8));
+        result.put("exit", exited ? firstExit[0] : 0);
+        result.put("out", new String(printed, 0, exited ? firstExit[1] : printed.length, StandardCharsets.UTF_8));
+        result.put("err", new String(complained, 0, exited ? firstExit[2] : complained.length, StandardCharsets.UTF_8));
         return result;
     }
 }
