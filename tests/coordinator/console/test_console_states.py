@@ -162,11 +162,14 @@ def test_offsets_are_reset_every_way_kafka_ui_does_with_a_preview_and_an_audit_e
         expect(committed).to_have_text(["0", "0"])
         reset("offset", "42", ["42"], picked=["orders-0"])
         expect(committed).to_have_text(["42", "0"])
+        # an hour ago: the first end the source reported since then (docs/lag.md, offsets by time)
+        reset("duration", "PT1H", ["600"], picked=["orders-1"])
+        expect(committed).to_have_text(["42", "600"])
         page.screenshot(path=str(IMAGES / "console-reset.png"), full_page=True)
         # each reset is an admin entry in the group's journal, with the console as its client
         _, journal, _ = server.api("/api/groups/shipping/rebalances")
         resets = [e for e in journal["entries"] if e["trigger"] == "reset_offsets"]
-        assert len(resets) == 5, journal
+        assert len(resets) == 6, journal
         assert all("cohort-console/anonymous@" in json.dumps(e) for e in resets), resets
 
         page.click("#preview-delete-group")
