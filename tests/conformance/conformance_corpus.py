@@ -1,7 +1,7 @@
 """The conformance corpus: group-protocol exchanges as real clients send them, and their error paths.
 
 Each scenario drives one group (`w.group`) through a server with raw frames and records every
-exchange (tests/conformance/wire.py). The classic scenarios run once per client profile, at the
+exchange (tests/conformance/conformance_wire.py). The classic scenarios run once per client profile, at the
 versions that client sends (/work/shared/reference/clients.md: kafka-python 3.0, librdkafka 2.16,
 aiokafka 0.14; the Java client 4.x sends the newest versions both servers share). The servers run
 with `group.initial.rebalance.delay.ms=0` and `group.max.size=3` (SERVER_SETTINGS), everything
