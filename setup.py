@@ -5,24 +5,61 @@ it beside the extension module. A module that fails to compile (no C compiler, n
 left out with a warning and runs from its `.py`; `tests/test_compiled_path.py` fails where a
 compiler exists and a module is missing, so that fallback is never silent in CI.
 """
+import hashlib
 import os
 import runpy
+import shutil
 import sys
+import sysconfig
 from pathlib import Path
 
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
 
+# Compiled extension modules kept per checkout, by what they were compiled from: an install whose
+# sources did not change (an editable reinstall, another extra) copies them instead of compiling again.
+EXT_CACHE = os.path.join("build", "ext-cache")
+
+
+def compiled_key(ext) -> str:
+    """What decides an extension module's bytes: its C sources (Cython's output, which carries the .py,
+    the .pxd and Cython's version), the compiler flags and this Python's ABI."""
+    digest = hashlib.sha256()
+    for name in [*ext.sources, *ext.depends]:
+        with open(name, "rb") as f:
+            digest.update(hashlib.sha256(f.read()).digest())
+    digest.update(repr((ext.name, ext.extra_compile_args, sysconfig.get_config_var("EXT_SUFFIX"),
+                        sys.version)).encode())
+    return digest.hexdigest()[:32]
+
+
 class BuildExtOrWarn(build_ext):
-    """build_ext that leaves out a module it cannot compile (setuptools' `optional` does not hold in a
-    parallel build: one compiler failure failed the whole install)."""
+    """build_ext that reuses a module compiled before from the same sources (`EXT_CACHE`), and leaves out
+    a module it cannot compile (setuptools' `optional` does not hold in a parallel build: one compiler
+    failure failed the whole install)."""
 
     def build_extension(self, ext) -> None:
+        target = self.get_ext_fullpath(ext.name)
+        try:
+            cached = os.path.join(EXT_CACHE, compiled_key(ext), os.path.basename(target))
+        except OSError:
+            cached = None
+        if cached is not None and os.path.isfile(cached):
+            os.makedirs(os.path.dirname(target) or ".", exist_ok=True)
+            shutil.copy2(cached, target)
+            print(f"{ext.name}: reusing the module compiled before from the same sources", file=sys.stderr)
+            return
         try:
             super().build_extension(ext)
         except Exception as exc:  # noqa: BLE001 - any compiler failure: the module runs from its .py
             print(f"warning: {ext.name} not compiled ({exc}); it runs from its .py", file=sys.stderr)
+            return
+        if cached is not None and os.path.isfile(target):
+            os.makedirs(os.path.dirname(cached), exist_ok=True)
+            partial = f"{cached}.{os.getpid()}.part"
+            shutil.copy2(target, partial)
+            os.replace(partial, cached)  # whole or absent, even with parallel builds
 
 # Installed package -> folder in this repository ([tool.setuptools.package-dir] in pyproject.toml).
 SOURCE_FOLDERS = {"cohort.protocol": "protocol", "cohort.coordinator": "coordinator"}

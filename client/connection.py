@@ -307,12 +307,19 @@ class BrokerConnection:
     async def _read_loop(self, reader: asyncio.StreamReader) -> None:
         frames = FrameReader(self.max_frame_bytes)
         error: Exception = KafkaConnectionError(f"{self.address} closed the connection")
+        answered = False  # a Kafka frame came back on this connection
         try:
             while True:
                 data = await reader.read(65536)
                 if not data:
                     break
+                if not answered:
+                    foreign = _not_kafka(data, self.max_frame_bytes)
+                    if foreign is not None:
+                        error = KafkaConnectionError(f"{self.address} is not a Kafka server: {foreign}")
+                        break
                 for frame in frames.feed(data):
+                    answered = True
                     if not self._in_flight:
                         raise ProtocolError("response without a request")
                     entry = self._in_flight.popleft()
@@ -341,6 +348,19 @@ class BrokerConnection:
         if self._reader is reader:  # not already replaced by a reconnect
             self._next_attempt = time.monotonic() + self._backoff.next_delay()
             self._teardown(error)
+
+
+def _not_kafka(first: bytes, max_frame_bytes: int) -> str | None:
+    """Why the first bytes a server sent cannot start a Kafka response (None: they can): an HTTP server
+    (a metrics or console port given as --bootstrap-server) answers a Kafka request with text."""
+    if first.startswith(b"HTTP/") or first[:1] == b"<":
+        line = first.split(b"\n", 1)[0].strip()[:60].decode("ascii", "replace")
+        return f"it answered like a web server ({line!r}); give the Kafka listener's address (e.g. port 9092)"
+    if len(first) >= 4:
+        size = int.from_bytes(first[:4], "big", signed=True)
+        if size < 4 or size > max_frame_bytes:
+            return f"its answer does not start with a Kafka frame (size field {size}); give the Kafka listener's address"
+    return None
 
 
 def _describe(exc: BaseException) -> str:

@@ -770,8 +770,16 @@ class MetricsHttpServer:
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), _READ_TIMEOUT_S)
-            status, content_type, body = await self._respond(head)
+            first = await asyncio.wait_for(reader.readexactly(1), _READ_TIMEOUT_S)
+            if not first.isalpha():
+                # Not an HTTP request (a Kafka client given this port starts with a size field): say what
+                # this port is at once, instead of waiting for a request head that never comes.
+                head = b""
+                status, content_type, body = ("400 Bad Request", "text/plain; charset=utf-8",
+                                              b"this is Cohort's metrics port (HTTP); Kafka clients use its listener\n")
+            else:
+                head = first + await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), _READ_TIMEOUT_S)
+                status, content_type, body = await self._respond(head)
         except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, asyncio.TimeoutError, ConnectionError):
             writer.close()
             return

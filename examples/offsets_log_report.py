@@ -72,6 +72,7 @@ def main(argv: list[str] | None = None) -> int:
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # a local session binds to this machine (docs/spark.md)
     spark = (
         SparkSession.builder.master("local[2]").appName("cohort-offsets-log-report")
         .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")

@@ -66,6 +66,18 @@ def run(spark, bootstrap: str, group: str, out: Path, end_offset: int, topics: s
     return [results, progress]
 
 
+def local_spark_environment() -> None:
+    """What a local session needs before it starts (docs/spark.md): Spark's Python workers run this
+    interpreter and import the example source by name, and Spark binds to 127.0.0.1 (without
+    SPARK_LOCAL_IP it binds to the address the host name resolves to, and warns, or fails where that
+    address is not this machine's)."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")]))
+    sys.path.insert(0, str(HERE))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--bootstrap", default="127.0.0.1:9092", help="the Cohort server (host:port)")
@@ -74,11 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--end-offset", type=int, default=200, help="rows per partition to process in total")
     args = parser.parse_args(argv)
 
-    # Spark's Python workers must run this interpreter and import the example source by name.
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")]))
-    sys.path.insert(0, str(HERE))
+    local_spark_environment()
 
     from pyspark.sql import SparkSession
 

@@ -275,9 +275,14 @@ class GroupManager:
                              protocol_data="", members=[], authorized_operations=operations)
         group = self._groups.get(group_id)
         if group is None or group.state is GroupState.DEAD:
-            return Described(error_code=E.GROUP_ID_NOT_FOUND if version >= 6 else E.NONE, group_id=group_id,
-                             group_state=GroupState.DEAD.value, protocol_type="", protocol_data="", members=[],
-                             authorized_operations=operations)
+            # Before v6 an unknown (or KIP-848) group is described as Dead; v6 says it is not found, and why.
+            message = None
+            if version >= 6:
+                message = (f"Group {group_id} is not a classic group." if group_id in self._consumer_groups
+                           else f"Group {group_id} not found.")
+            return Described(error_code=E.GROUP_ID_NOT_FOUND if version >= 6 else E.NONE, error_message=message,
+                             group_id=group_id, group_state=GroupState.DEAD.value, protocol_type="",
+                             protocol_data="", members=[], authorized_operations=operations)
         stable = group.state is GroupState.STABLE
         return Described(
             error_code=E.NONE,

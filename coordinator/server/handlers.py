@@ -725,11 +725,9 @@ class RequestHandlers:
 
     def _offset_for_timestamp(self, timestamp: int, topic: str, partition: int,
                               high_watermark: Callable[[str, int], int]) -> tuple[int, int]:
-        """(offset, timestamp) ListOffsets answers for a partition with no records (-1 = not found).
-
-        A time T is answered from when the partition's ends were reported: the earliest end reported at or
-        after T, with that report's time (every record below that offset existed by then); none reported
-        since T is "not found", as Kafka answers a time after its last record."""
+        """(offset, timestamp) ListOffsets answers for a partition with no records (-1 = not found); a time T:
+        the earliest end reported at or after T, with that report's time, else "not found" (as Kafka answers a
+        time after its last record)."""
         if timestamp == LATEST_TIMESTAMP:
             return high_watermark(topic, partition), -1
         if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
@@ -737,8 +735,7 @@ class RequestHandlers:
         if timestamp >= 0:
             found = self.topics.end_offset_at(topic, partition, timestamp)
             return (-1, -1) if found is None else found
-        # the max-timestamp query or the latest tiered offset: no record matches in a log without records.
-        return -1, -1
+        return -1, -1  # the max-timestamp query or the latest tiered offset: no record in a log without records
 
     # ------------------------------------------------------------------ Fetch
     async def fetch(self, request, version: int, ctx: RequestContext) -> FetchResponse:

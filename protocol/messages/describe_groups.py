@@ -1,15 +1,17 @@
 """DescribeGroups (key 15): state, protocol and members of classic groups."""
 from cohort.protocol.schema import F, Array, Struct, message, INT16, INT32, BOOL, STRING, BYTES
 
-DescribeGroupsRequest = message("DescribeGroupsRequest", 15, "0-5", "5+", [
+# v6 (KIP-1043): an unknown group is GROUP_ID_NOT_FOUND with a message, no longer a Dead group.
+DescribeGroupsRequest = message("DescribeGroupsRequest", 15, "0-6", "5+", [
     F("groups", Array(STRING)),
     F("include_authorized_operations", BOOL, "3+"),
 ])
 
-DescribeGroupsResponse = message("DescribeGroupsResponse", 15, "0-5", "5+", [
+DescribeGroupsResponse = message("DescribeGroupsResponse", 15, "0-6", "5+", [
     F("throttle_time_ms", INT32, "1+"),
     F("groups", Array(Struct("DescribedGroup", [
         F("error_code", INT16),
+        F("error_message", STRING, "6+", nullable="6+", default=None),
         F("group_id", STRING),
         F("group_state", STRING),
         F("protocol_type", STRING),

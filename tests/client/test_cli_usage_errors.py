@@ -58,3 +58,23 @@ def test_a_kafka_error_with_the_servers_message_does_not_double_its_punctuation(
     error = KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, "Topic 'orders' already exists.")
     assert str(error) == "TOPIC_ALREADY_EXISTS: Topic 'orders' already exists."
     assert str(KafkaError(ErrorCode.GROUP_ID_NOT_FOUND)) == "GROUP_ID_NOT_FOUND"
+
+
+def test_a_bootstrap_server_that_is_a_web_port_is_one_line_saying_it_is_not_a_kafka_server(tmp_path):
+    import time
+
+    from client_harness import CohortServe, assert_one_line_error, run_cli
+
+    from cohort_process import free_port
+
+    console = free_port()
+    server = CohortServe(tmp_path / "data", "--console.listen", f"127.0.0.1:{console}").start()
+    try:
+        for port in (server.metrics_port, console):  # /metrics and /health, and the web console
+            started = time.monotonic()
+            done = run_cli("groups", "list", "--bootstrap-server", f"127.0.0.1:{port}", "--timeout", "20000")
+            line = assert_one_line_error(done, 3, f"127.0.0.1:{port} is not a Kafka server", "web server")
+            assert "frame" not in line and not done.stderr.replace(line, "").strip(), done.stderr
+            assert time.monotonic() - started < 15  # said at once, not after the timeout
+    finally:
+        server.stop()

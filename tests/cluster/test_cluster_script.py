@@ -1,4 +1,5 @@
-"""`scripts/cluster --base-port B`: the local demo cluster on ports of the operator's choosing."""
+"""`scripts/cluster --base-port B`: the local demo cluster on ports of the operator's choosing, its consoles,
+and the README's walk-through: kill a group's coordinator node, watch the group carry on, restart the node."""
 from __future__ import annotations
 
 import json
@@ -42,7 +43,7 @@ def healthy(port: int) -> bool:
 
 
 def test_the_cluster_script_runs_on_a_base_port_and_stops_on_ctrl_c(tmp_path):
-    base = free_block(33)
+    base = free_block(43)
     script = subprocess.Popen([str(REPO / "scripts" / "cluster"), "--base-port", str(base)],
                               env=clean_env(CLUSTER_STATE_DIR=str(tmp_path / "state")), stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True, start_new_session=True)
@@ -62,6 +63,87 @@ def test_the_cluster_script_runs_on_a_base_port_and_stops_on_ctrl_c(tmp_path):
         if script.poll() is None:
             os.killpg(script.pid, signal.SIGKILL)
             script.wait(timeout=30)
+
+
+def start_demo(tmp_path, base: int, *args: str) -> subprocess.Popen:
+    return subprocess.Popen([str(REPO / "scripts" / "cluster"), "--base-port", str(base), *args],
+                            env=clean_env(CLUSTER_STATE_DIR=str(tmp_path / "state")), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+
+def demo(tmp_path, *args: str) -> subprocess.CompletedProcess:
+    """`scripts/cluster kill|restart|status …` against the running demo, as a second terminal would."""
+    return subprocess.run([str(REPO / "scripts" / "cluster"), *args], capture_output=True, text=True, timeout=90,
+                          env=clean_env(CLUSTER_STATE_DIR=str(tmp_path / "state")))
+
+
+def test_a_killed_node_leaves_the_demo_running_its_group_carries_on_and_a_restart_brings_it_back(tmp_path):
+    from kafka import KafkaAdminClient, KafkaConsumer
+    from kafka.admin import NewTopic
+    from kafka.structs import OffsetAndMetadata, TopicPartition
+
+    base = free_block(43)
+    script = start_demo(tmp_path, base, "--cluster.lease.ttl.ms", "2000")
+    bootstrap = ",".join(f"127.0.0.1:{base + i}" for i in range(3))
+    member = None
+    try:
+        wait_until(lambda: all(healthy(base + 10 + i) for i in range(3)) or script.poll() is not None, 120,
+                   "three nodes healthy")
+        assert script.poll() is None, script.stderr.read()
+        for i in range(3):  # every node serves a console
+            assert http_get(f"http://127.0.0.1:{base + 40 + i}/api/cluster", timeout=10)[0] == 200
+        admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10000)
+        admin.create_topics([NewTopic("orders", 3, 1)])
+        member = KafkaConsumer(bootstrap_servers=bootstrap, group_id="shipping", enable_auto_commit=False,
+                               session_timeout_ms=10000, heartbeat_interval_ms=500, client_id="shipping-1")
+        member.subscribe(["orders"])
+        wait_until(lambda: member.poll(timeout_ms=100) is not None and len(member.assignment()) == 3, 60,
+                   "the member owns the 3 partitions")
+        offset = 0
+
+        def commits() -> bool:
+            nonlocal offset
+            offset += 1
+            try:
+                member.commit({TopicPartition("orders", p): OffsetAndMetadata(offset, "", -1) for p in range(3)})
+                return True
+            except Exception:  # noqa: BLE001 - the coordinator moving: kafka-python finds the new one
+                member.poll(timeout_ms=100)
+                return False
+        assert commits()
+        from cohort.client.blocking import BlockingAdmin
+        with BlockingAdmin(bootstrap) as cohort_admin:
+            coordinator = cohort_admin.describe_group("shipping").coordinator.node_id
+        generation_before = member._coordinator._generation.generation_id
+
+        killed = demo(tmp_path, "kill", str(coordinator))
+        assert killed.returncode == 0, killed.stderr
+        wait_until(lambda: f"node {coordinator} exited" in (line := script.stderr.readline()) and line, 30,
+                   "the demo to say the node exited")
+        assert script.poll() is None  # the rest carries on: etcd and the two other nodes
+        wait_until(lambda: commits(), 30, "a commit answered by the node that took the group over")
+        for _ in range(5):
+            assert commits()
+        assert member._coordinator._generation.generation_id == generation_before  # no rebalance
+        status = json.loads(demo(tmp_path, "status", "--output", "json").stdout)
+        assert {n["node_id"] for n in status["nodes"] if n["state"] == "live"} == {1, 2, 3} - {coordinator}
+
+        restarted = demo(tmp_path, "restart", str(coordinator))
+        assert restarted.returncode == 0 and "back and ready" in restarted.stderr, restarted.stderr
+        status = json.loads(demo(tmp_path, "status", "--output", "json").stdout)
+        assert {n["node_id"] for n in status["nodes"] if n["state"] == "live"} == {1, 2, 3}
+        assert commits() or wait_until(lambda: commits(), 30, "commits after the restart")
+        admin.close()
+    finally:
+        if member is not None:
+            member.close()
+        if script.poll() is None:
+            os.killpg(script.pid, signal.SIGINT)
+            try:
+                script.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(script.pid, signal.SIGKILL)
+                script.wait(timeout=30)
 
 
 def test_a_bad_base_port_is_one_line_and_exit_2(tmp_path):

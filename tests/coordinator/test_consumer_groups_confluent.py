@@ -346,6 +346,9 @@ def test_classic_apis_meet_a_consumer_group_with_kafkas_answers(consumer_server,
         assert join.error_code == ErrorCode.INCONSISTENT_GROUP_PROTOCOL  # not the consumer protocol type
         [described] = client.request(DescribeGroupsRequest(groups=["cg-mixed"]), 5).groups
         assert (described.error_code, described.group_state, described.members) == (0, "Dead", [])
+        [described] = client.request(DescribeGroupsRequest(groups=["cg-mixed"]), 6).groups  # KIP-1043
+        assert (described.error_code, described.error_message) == (
+            ErrorCode.GROUP_ID_NOT_FOUND, "Group cg-mixed is not a classic group.")
         admin_client = admin(consumer_server)
         listed = admin_client.list_consumer_groups().result(10).valid
         mine = [g for g in listed if g.group_id == "cg-mixed"]

@@ -24,7 +24,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from bounded_wait import wait_until
 from cohort.client.blocking import BlockingAdmin
-from cohort_process import CohortServer, run_cohort
+from cohort_process import CohortServer, free_port, http_get, run_cohort
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -141,7 +141,10 @@ def _group_labels(text: str) -> list[str]:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     assert shutil.which("promtool"), "promtool evaluates the alert rules (apt-get install prometheus)"
-    served = CohortServer(tmp_path_factory.mktemp("health") / "data", *SETTINGS).start()
+    console = free_port()
+    served = CohortServer(tmp_path_factory.mktemp("health") / "data", *SETTINGS,
+                          "--console.listen", f"127.0.0.1:{console}").start()
+    served.console_port = console
     yield served
     assert served.stop() == 0, served.stderr()
 
@@ -159,6 +162,10 @@ def test_a_real_group_goes_ok_warn_stall_rewind_and_stop_and_the_alert_rules_fir
         assert report["group_type"] == protocol and report["members"]
         assert report["members"][0]["client_id"] == f"{group}-member"  # KIP-848 members are reported too
         assert report["members"][0]["heartbeat_age_ms"] is not None
+        # the console's list names the group's assignor (a KIP-848 group's is the server-side one)
+        status, body = http_get(f"http://127.0.0.1:{server.console_port}/api/groups?search={group}", timeout=10)
+        (row,) = json.loads(body)["groups"]
+        assert status == 200 and row["type"] == protocol and row["protocol"] == ("uniform" if protocol == "consumer" else "range")
 
         # WARN: it commits, but the source grows faster: the lag never goes down
         growing = iter(range(310, 10_000, 10))

@@ -174,6 +174,19 @@ async def test_given_stable_group_then_describe_has_full_member_data(h):
     assert r.groups[0].authorized_operations == GROUP_AUTHORIZED_OPERATIONS
 
 
+async def test_describe_groups_v6_says_an_unknown_group_is_not_found(h):
+    """KIP-1043: from v6 an unknown group is GROUP_ID_NOT_FOUND with a message (Kafka 4's Admin then raises
+    GroupIdNotFoundException); v5 and below still describe it as Dead."""
+    await h.stable_group("g", 1)
+    r = await h.coordinator.describe_groups(m.DescribeGroupsRequest(groups=["g", "nope"]), 6, CTX)
+    g, nope = r.groups
+    assert (g.error_code, g.error_message, g.group_state) == (0, None, "Stable")
+    assert (nope.error_code, nope.error_message, nope.group_state) == (
+        E.GROUP_ID_NOT_FOUND, "Group nope not found.", "Dead")
+    encoded = r.encode(6)
+    assert m.DescribeGroupsResponse.decode(encoded, 6).groups[1].error_message == "Group nope not found."
+
+
 async def test_given_rebalancing_group_then_describe_has_no_protocol_or_metadata(h):
     ids = await h.stable_group("g", 2)
     h.join("g", ids[0])

@@ -121,7 +121,7 @@ def test_unsupported_version_of_another_api_and_unknown_keys_are_refused_with_th
 def test_supported_versions_cover_every_declared_api():
     assert SUPPORTED_VERSIONS == {
         1: (0, 16), 2: (0, 9), 3: (0, 12), 8: (0, 9), 9: (0, 9), 10: (0, 6), 11: (0, 9), 12: (0, 4), 13: (0, 5),
-        14: (0, 5), 15: (0, 5), 16: (0, 5), 17: (0, 1), 18: (0, 4), 19: (0, 7), 20: (0, 6), 29: (1, 3), 30: (1, 3),
+        14: (0, 5), 15: (0, 6), 16: (0, 5), 17: (0, 1), 18: (0, 4), 19: (0, 7), 20: (0, 6), 29: (1, 3), 30: (1, 3),
         31: (1, 3), 36: (0, 2), 37: (0, 3), 42: (0, 2), 47: (0, 0), 50: (0, 0), 51: (0, 0),
         68: (0, 1), 69: (0, 1),
         10000: (0, 0),  # GroupReport: Cohort's own, never advertised
