@@ -350,7 +350,11 @@ class KafkaSession:
         return future
 
     async def request(self, message, version: int, timeout: float = 30.0):
-        return await asyncio.wait_for(self.send(message, version), timeout)
+        try:
+            return await asyncio.wait_for(self.send(message, version), timeout)
+        except asyncio.TimeoutError:
+            raise TimeoutError(f"no answer to {API_SCHEMAS[message.API_KEY].name} v{version} "
+                               f"within {timeout:g} s") from None
 
     async def close(self) -> None:
         self._reader_task.cancel()

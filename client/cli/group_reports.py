@@ -20,7 +20,7 @@ HEALTH_COLUMNS = ["GROUP", "TOPIC", "PARTITION", "STATUS", "CURRENT-OFFSET", "LO
                   "LAST-COMMIT"]
 # Said under a health table when some partition has no reported end offset (its LAG is '-').
 UNKNOWN_END_NOTE = ("LAG is unknown ('-') for {count} partition(s): no source reported their end offset "
-                    "(cohort topics end-offsets set); without it an idle partition and a stuck group both look STALLED.")
+                    "(cohort topics end-offsets set); without it a partition is judged OK unless it goes backwards (REWIND).")
 HEALTH_MEMBER_COLUMNS = ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "HEARTBEAT-AGE-MS", "COMMIT-AGE-MS"]
 
 

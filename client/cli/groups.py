@@ -77,7 +77,7 @@ def register(subparsers) -> None:
     mode.add_argument("--members", action="store_true", help="the members and their partition counts")
     mode.add_argument("--state", action="store_true", help="coordinator, assignment strategy, state, #members")
     mode.add_argument("--health", action="store_true",
-                      help="Cohort only: OK/STALLED/REWOUND/STOPPED per partition, member heartbeat and commit ages")
+                      help="Cohort only: Burrow's OK/WARN/STALL/STOP/REWIND per partition (group OK/WARN/ERR), member heartbeat and commit ages")
     p.add_argument("--verbose", action="store_true",
                    help="with --offsets: leader epochs; --members: epochs and assignments; --state: epochs")
     p.set_defaults(func=lambda args: run_admin_command(args, describe_groups))

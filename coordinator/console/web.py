@@ -47,6 +47,8 @@ REALM = "cohort console"
 # The share of one CPU the console's thread may use (see CpuBudget).
 CONSOLE_CPU_SHARE = 0.1
 KEPT_PAGES = 256
+# The most partitions one preview or action names (each costs ListOffsets work on the coordinator).
+MAX_PARTITIONS_PER_ACTION = 10_000
 STATIC_FILES = {"index.html": "text/html", "console.js": "text/javascript", "console.css": "text/css"}
 _FORBIDDEN = frozenset({ErrorCode.GROUP_AUTHORIZATION_FAILED, ErrorCode.TOPIC_AUTHORIZATION_FAILED,
                         ErrorCode.CLUSTER_AUTHORIZATION_FAILED})
@@ -457,6 +459,8 @@ def _partitions_of(partitions) -> list[TopicPartition]:
     """A body's `"partitions": [{"topic": T, "partition": P}, ...]` (not empty), checked before any Kafka request."""
     if not isinstance(partitions, list) or not partitions:
         raise BadRequest('"partitions" must be a non-empty list of {"topic": T, "partition": P}')
+    if len(partitions) > MAX_PARTITIONS_PER_ACTION:
+        raise BadRequest(f"at most {MAX_PARTITIONS_PER_ACTION} partitions per action")
     wanted = []
     for item in partitions:
         if not (isinstance(item, dict) and isinstance(item.get("topic"), str)

@@ -1,7 +1,7 @@
-"""The differential conformance suite: the corpus's group-protocol exchanges (corpus.py), sent as raw
+"""The differential conformance suite: the corpus's group-protocol exchanges (conformance_corpus.py), sent as raw
 frames to Cohort and compared field by field with Apache Kafka's answers.
 
-* Against the fixture (Kafka 4.4's answers, recorded by record.py): every run, no Kafka needed.
+* Against the fixture (Kafka 4.4's answers, recorded by record_kafka_answers.py): every run, no Kafka needed.
 * Against a live Kafka broker (bench/kafka_broker.py, Maven Central's jars): the live broker answers
   exactly as recorded, and Cohort as the live broker. A missing jar, Maven or Java fails, never skips.
 
@@ -13,18 +13,24 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import sys
 from pathlib import Path
 
 import pytest
-from corpus import SCENARIOS, SERVER_SETTINGS
-from known_differences import KNOWN, unexplained, unused
-from record import FIXTURE, load_fixture
-from wire import differences, exchange_count, run_corpus
 
-from bench.kafka_broker import KAFKA_VERSION, KafkaBroker
-from bench.targets import CohortServer
+REPO = Path(__file__).resolve().parents[2]
+if str(REPO) not in sys.path:  # bench/ runs from the repository root, as `python -m bench` has it
+    sys.path.insert(0, str(REPO))
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "conformance.md"
+from conformance_corpus import SCENARIOS, SERVER_SETTINGS  # noqa: E402
+from conformance_wire import differences, exchange_count, run_corpus  # noqa: E402
+from known_differences import KNOWN, unexplained, unused  # noqa: E402
+from record_kafka_answers import FIXTURE, load_fixture  # noqa: E402
+
+from bench.kafka_broker import KAFKA_VERSION, KafkaBroker  # noqa: E402
+from bench.targets import CohortServer  # noqa: E402
+
+DOC = REPO / "docs" / "conformance.md"
 APIS = {"FindCoordinator", "JoinGroup", "SyncGroup", "Heartbeat", "LeaveGroup", "OffsetCommit", "OffsetFetch",
         "DescribeGroups", "ListGroups", "DeleteGroups", "OffsetDelete", "ConsumerGroupHeartbeat",
         "ConsumerGroupDescribe"}
@@ -50,7 +56,7 @@ def test_the_fixture_holds_every_api_at_the_versions_clients_send_and_their_erro
     recorded = json.loads(FIXTURE.read_text())
     assert recorded["kafka"] == KAFKA_VERSION and recorded["server_settings"] == SERVER_SETTINGS
     scenarios = recorded["scenarios"]
-    assert [s["scenario"] for s in scenarios] == [name for name, _ in SCENARIOS], "re-record: record.py"
+    assert [s["scenario"] for s in scenarios] == [name for name, _ in SCENARIOS], "re-record: record_kafka_answers.py"
     assert exchange_count(scenarios) >= 150
     exchanges = [e for s in scenarios for e in s["exchanges"]]
     assert {e["api"] for e in exchanges} == APIS

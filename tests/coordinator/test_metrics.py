@@ -216,3 +216,27 @@ def test_histogram_agrees_with_counting_by_hand(values):
         assert sum(child.counts[: i + 1]) == sum(1 for v in values if v <= bound)
     assert sum(child.counts) == len(values)
     assert child.sum == pytest.approx(sum(values))
+
+
+async def test_per_partition_series_are_capped_and_what_is_left_out_is_counted():
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from cohort.coordinator.groups.reports.health import GroupHealth, PartitionHealth
+
+    def report(group: str, partitions: int) -> GroupHealth:
+        return GroupHealth(group, "OK", 0, 10, 1000, tuple(PartitionHealth("t", p, "OK", 10 * p, 0, 0, 100, 100 - 10 * p)
+                                                             for p in range(partitions)), ())
+
+    metrics = CoordinatorMetrics(process_metrics=False, group_offsets_enabled=True, partition_series_max=3)
+    metrics.watch_group_health(lambda: [report("a", 2), report("b", 2)])
+    for scrape in (1, 2):
+        samples = [s for f in text_string_to_metric_families((await metrics.scrape()).decode()) for s in f.samples]
+        lags = [(s.labels["consumergroup"], s.labels["partition"], s.value) for s in samples
+                if s.name == "cohort_consumergroup_lag"]
+        assert lags == [("a", "0", 100.0), ("a", "1", 90.0), ("b", "0", 100.0)]  # 3 of the 4 partitions
+        assert [s.value for s in samples if s.name == "cohort_consumergroup_lag_sum"] == [190.0, 190.0]
+        dropped = [s.value for s in samples if s.name == "cohort_consumergroup_partition_series_dropped_total"]
+        assert dropped == [float(scrape)]  # one more left out at every scrape
+    off = CoordinatorMetrics(process_metrics=False)  # off by default: no per-partition series at all
+    off.watch_group_health(lambda: [report("a", 2)])
+    assert b"cohort_consumergroup_lag{" not in await off.scrape()

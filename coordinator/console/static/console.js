@@ -667,14 +667,15 @@ function groupActions(groupId) {
   const scenario = el("select", { id: "reset-scenario", "aria-label": "reset scenario", onchange: () => shape() },
     RESET_CHOICES.map(([value, text]) => el("option", { value }, text)));
   const value = el("input", { id: "reset-value", "aria-label": "reset value" });
-  const valueLabel = el("label", {}, el("span", { id: "reset-value-label" }, "Offset"), value);
+  const valueName = el("span", { id: "reset-value-label" }, "Offset");
+  const valueLabel = el("label", {}, valueName, value);
   const scope = el("select", { id: "reset-scope", "aria-label": "partitions to reset" },
     el("option", { value: "all" }, "every partition with an offset"), el("option", { value: "picked" }, "the selected partitions"));
   const shape = () => {
     const kind = scenario.value;
     valueLabel.hidden = kind === "earliest" || kind === "latest";
-    document.getElementById("reset-value-label") && (document.getElementById("reset-value-label").textContent =
-      { offset: "Offset", shift: "Shift (±N)", datetime: "Date and time (local)", duration: "Duration (ISO-8601, e.g. PT1H)" }[kind] || "");
+    valueName.textContent = { offset: "Offset", shift: "Shift (±N)", datetime: "Date and time (local)",
+                              duration: "Duration (ISO-8601, e.g. PT1H)" }[kind] || "";
     value.type = kind === "datetime" ? "datetime-local" : "text";
     if (kind === "datetime") value.step = "0.001";
   };
@@ -687,7 +688,7 @@ function groupActions(groupId) {
   const remove = el("section", { id: "delete-group" }, el("h2", {}, "Delete the group"),
     el("p", { class: "muted" }, "Removes the group and every committed offset it has (Kafka's DeleteGroups): only a group without members."),
     el("button", { id: "preview-delete-group", onclick: () => previewDeleteGroup(groupId) }, "Delete group…"));
-  setTimeout(shape);
+  shape();
   return el("div", { id: "group-actions" }, reset, remove);
 }
 

@@ -19,7 +19,7 @@ from cohort.coordinator.groups.classic.engine import ClassicGroup, GroupState
 from cohort.coordinator.groups.consumer.engine import ConsumerGroup, ConsumerGroupState
 from cohort.coordinator.groups.effects import RebalanceJournaled
 from cohort.coordinator.groups.reports.health import GroupHealth, HealthMonitor
-from cohort.coordinator.groups.reports.lag import LagHistory, LogEnds, group_lag, topic_lags, total_lag
+from cohort.coordinator.groups.reports.lag import LAG_HISTORY_INTERVAL_MS, LagHistory, LogEnds, group_lag, topic_lags, total_lag
 from cohort.coordinator.groups.reports.history import CommitEvent, commit_events, group_key_prefixes, offsets_at
 from cohort.coordinator.groups.offsets.table import OffsetsTable
 from cohort.coordinator.groups.reports.journal import GroupJournal, JournalEntry, entry_from_record, rebalance_record_of
@@ -62,6 +62,7 @@ class GroupReports:
         self._journal_tails: dict[str, asyncio.Task] = {}  # each group's last journal write
         self._health_timer = None
         self._lag_sampling: asyncio.Task | None = None
+        self._lag_recorded_ms = -LAG_HISTORY_INTERVAL_MS  # when the lag history last took a sample
         self._stopped = False
 
     def forget(self, group_ids: Iterable[str]) -> None:
@@ -252,6 +253,11 @@ class GroupReports:
         """Every group's commits into its health windows and its total lag into its history (classic, KIP-848
         and groups that only commit alike), BACKGROUND_SLICE_S of the loop's time per turn at most (a walk
         over every committed offset in one turn would hold up everyone's requests)."""
+        # the lag history: every 15 s (an hour in its 240 samples), or every third health sample when closer
+        record_lag = now - self._lag_recorded_ms >= min(LAG_HISTORY_INTERVAL_MS,
+                                                        3 * self.config.group_health_window_min_distance_ms)
+        if record_lag:
+            self._lag_recorded_ms = now
         try:
             until = time.perf_counter() + BACKGROUND_SLICE_S
             for group_id in self.offsets.groups():
@@ -261,7 +267,8 @@ class GroupReports:
                 if self.partition_for(group_id) in self._loaded \
                         and self.offsets.group_offset_count(group_id) <= HEALTH_SAMPLED_MAX_OFFSETS:
                     self._sample_health(group_id, self._health_offsets(group_id), now)
-                    self.lag_history.record(group_id, now, self.group_lag_by_topic(group_id)[0])
+                    if record_lag:
+                        self.lag_history.record(group_id, now, self.group_lag_by_topic(group_id)[0])
             self.lag_history.forget(set(self.lag_history.groups()).difference(self.offsets.groups()))
         finally:
             self._lag_sampling = None

@@ -17,8 +17,10 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from cohort.coordinator.server.topics import ReportedEnd
 
-# Samples kept per group: an hour at the health sampler's usual 15 s.
+# Samples kept per group: an hour at one every LAG_HISTORY_INTERVAL_MS.
 LAG_HISTORY_SAMPLES = 240
+# ... taken at most this often (health may be sampled more often).
+LAG_HISTORY_INTERVAL_MS = 15_000
 
 
 class LogEnds:

@@ -118,6 +118,23 @@ def test_a_refused_action_shows_the_servers_answer_and_a_refusal_known_before_is
         expect(dialog.locator("td.planned")).to_have_text(["0", "0"])  # old -> new is still shown
         expect(page.locator("#confirm-ok")).to_be_disabled()
         page.click("#confirm-cancel")
+
+        # the API the page uses says the same to a script, and refuses bad input before any Kafka request
+        refused = {"scenario": "earliest", "partitions": None, "confirm": "ledger"}
+        status, body, _ = server.api("/api/groups/ledger/reset-offsets", method="POST", body=refused)
+        assert (status, body["error"]) == (409, "NON_EMPTY_GROUP"), body
+        status, body, _ = server.api("/api/groups/ledger/delete", method="POST", body={"confirm": "ledger"})
+        assert (status, body["error"]) == (409, "NON_EMPTY_GROUP"), body
+        for query in ("scenario=sideways", "scenario=offset&value=ten", "scenario=duration&value=1h",
+                      "scenario=earliest&partitions=payments", "scenario=offset&value=-1"):
+            status, body, _ = server.api(f"/api/groups/ledger/reset-plan?{query}")
+            assert (status, body["error"]) == (400, "BAD_REQUEST"), (query, body)
+        status, body, _ = server.api("/api/groups/ledger/delete", method="POST", body={"confirm": "other"})
+        assert status == 400 and "confirm" in body["message"]
+        many = [{"topic": "payments", "partition": p} for p in range(10_001)]
+        status, body, _ = server.api("/api/groups/ledger/delete-offsets", method="POST",
+                                     body={"partitions": many, "confirm": "ledger"})
+        assert status == 400 and "at most 10000" in body["message"], body
     finally:
         for c in consumers:
             c.close()
@@ -162,11 +179,14 @@ def test_offsets_are_reset_every_way_kafka_ui_does_with_a_preview_and_an_audit_e
         expect(committed).to_have_text(["0", "0"])
         reset("offset", "42", ["42"], picked=["orders-0"])
         expect(committed).to_have_text(["42", "0"])
+        # an hour ago: the first end the source reported since then (docs/lag.md, offsets by time)
+        reset("duration", "PT1H", ["600"], picked=["orders-1"])
+        expect(committed).to_have_text(["42", "600"])
         page.screenshot(path=str(IMAGES / "console-reset.png"), full_page=True)
         # each reset is an admin entry in the group's journal, with the console as its client
         _, journal, _ = server.api("/api/groups/shipping/rebalances")
         resets = [e for e in journal["entries"] if e["trigger"] == "reset_offsets"]
-        assert len(resets) == 5, journal
+        assert len(resets) == 6, journal
         assert all("cohort-console/anonymous@" in json.dumps(e) for e in resets), resets
 
         page.click("#preview-delete-group")

@@ -1,10 +1,10 @@
 """Record Apache Kafka's answers to the conformance corpus as the fixture CI checks Cohort against.
 
-    .venv/bin/python tests/conformance/record.py          # writes tests/conformance/fixtures/kafka-<version>.json
-    .venv/bin/python tests/conformance/record.py --cohort # Cohort's answers and their differences, printed
+    .venv/bin/python tests/conformance/record_kafka_answers.py          # writes tests/conformance/fixtures/kafka-<version>.json
+    .venv/bin/python tests/conformance/record_kafka_answers.py --cohort # Cohort's answers and their differences, printed
 
 Starts a fresh Kafka broker (bench/kafka_broker.py, Maven Central's jars) with the corpus's server
-settings, runs every scenario of corpus.py against it with raw frames, and writes the normalised
+settings, runs every scenario of conformance_corpus.py against it with raw frames, and writes the normalised
 exchanges. Re-record after changing the corpus or moving to another Kafka version.
 """
 from __future__ import annotations
@@ -20,8 +20,8 @@ for path in (HERE.parents[1], HERE):
         sys.path.insert(0, str(path))
 
 from bench.kafka_broker import KAFKA_VERSION, KafkaBroker  # noqa: E402
-from corpus import SCENARIOS, SERVER_SETTINGS  # noqa: E402
-from wire import differences, exchange_count, run_corpus  # noqa: E402
+from conformance_corpus import SCENARIOS, SERVER_SETTINGS  # noqa: E402
+from conformance_wire import differences, exchange_count, run_corpus  # noqa: E402
 
 FIXTURE = HERE / "fixtures" / f"kafka-{KAFKA_VERSION}.json"
 

@@ -1,9 +1,10 @@
 """The conformance corpus: group-protocol exchanges as real clients send them, and their error paths.
 
 Each scenario drives one group (`w.group`) through a server with raw frames and records every
-exchange (tests/conformance/wire.py). The classic scenarios run once per client profile, at the
+exchange (tests/conformance/conformance_wire.py). The classic scenarios run once per client profile, at the
 versions that client sends (/work/shared/reference/clients.md: kafka-python 3.0, librdkafka 2.16,
-aiokafka 0.14; the Java client 4.x sends the newest versions both servers share). The servers run
+aiokafka 0.14; the Java client 4.x sends the newest versions both servers share; "older" is the lower
+versions other clients are seen sending). The servers run
 with `group.initial.rebalance.delay.ms=0` and `group.max.size=3` (SERVER_SETTINGS), everything
 else at its default.
 
@@ -42,6 +43,8 @@ CLIENTS = {
     "librdkafka": dict(find=2, join=5, sync=3, heartbeat=3, leave=1, commit=9, fetch=9, describe=5, list=5, delete=2),
     "aiokafka": dict(find=1, join=5, sync=3, heartbeat=1, leave=1, commit=3, fetch=3, describe=3, list=1, delete=2),
     "java": dict(find=6, join=9, sync=5, heartbeat=4, leave=5, commit=9, fetch=9, describe=5, list=5, delete=2),
+    # older clients seen in the wild (clients.md): the first flexible JoinGroup and SyncGroup, pre-batch offsets
+    "older": dict(find=2, join=6, sync=4, heartbeat=2, leave=3, commit=7, fetch=7, describe=2, list=2, delete=1),
 }
 
 SESSION_MS = 10000
