@@ -25,7 +25,7 @@ from cohort.client.cli.offset_reset import (
 )
 from cohort.client.cli.group_reports import describe_health, local_time, register_reports
 from cohort.client.cli import kafka_tables
-from cohort.client.cli.output import DRY_RUN_WARNING, MISSING, error, print_json, print_table, warn
+from cohort.client.cli.output import DRY_RUN_WARNING, MISSING, error, print_json, warn
 from cohort.client.cli.zookeeper_import import register_import
 from cohort.client.cli.runner import (
     EXIT_FAILED,
