@@ -37,6 +37,10 @@ GROUP = "orders-to-files"
 
 
 def kafka_source_jars() -> str:
+    import pyspark
+
+    # Spark's Kafka source must be the installed PySpark's own version (pyproject.toml pins both).
+    assert f"<version>{pyspark.__version__}</version>" in POM.read_text(), (pyspark.__version__, POM)
     jars = [j for j in maven_jars(POM) if j.name.startswith(KAFKA_SOURCE_JARS)]
     assert len(jars) == len(KAFKA_SOURCE_JARS), jars
     return ",".join(map(str, jars))
