@@ -249,7 +249,7 @@ async def describe_groups(args, admin: Admin) -> int:
     descriptions = await admin.describe_groups(groups)
     exit_code = EXIT_OK
     results = []
-    for group in groups:
+    for group in sorted(groups):  # by group id, as Kafka's tool prints them
         d = descriptions[group]
         if not d.exists:
             error(f"Consumer group '{group}' does not exist.")
