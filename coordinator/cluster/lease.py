@@ -78,6 +78,13 @@ class NodeLease:
         lease_id, ttl = await self.etcd.grant(self.ttl_s)
         return SpareLease(lease_id, sent + ttl, self.etcd.raft_term)
 
+    async def refresh_spare(self, spare: "SpareLease") -> "SpareLease | None":
+        """`spare` refreshed once (None: etcd has it expired). A spare is kept alive rather than given up
+        for a new one: a move transaction held up on a stalled link may still put keys under it."""
+        sent = time.monotonic()
+        ttl = await self.etcd.keepalive_anywhere(spare.lease_id, max(0.2, min(1.0, self.ttl_ms / 1000 / 6)))
+        return spare._replace(deadline=sent + ttl) if ttl > 0 else None
+
     def use(self, spare: "SpareLease") -> None:
         """Refresh `spare` from now on instead of the current lease (which is left to expire)."""
         self.lease_id, self.term = spare.lease_id, spare.term
