@@ -15,6 +15,7 @@ import time
 from collections import deque
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from cohort_process import CohortServer, clean_env, free_port, http_get, metric_value, run_cohort
 from cohort.protocol.framing import FrameReader, decode_response, encode_request
@@ -182,7 +183,10 @@ async def test_per_group_offset_series_only_when_enabled(tmp_path):
         assert server.stop() == 0, server.stderr()
     plain = CohortServer(tmp_path / "data").start()
     try:
-        assert "cohort_group_committed_offset" not in plain.scrape()
+        families = {family.name: family for family in text_string_to_metric_families(plain.scrape())}
+        assert "cohort_group_committed_offset" not in families
+        assert not any(name.startswith("cohort_consumergroup_") and name != "cohort_consumergroup_partition_series_dropped"
+                       for name in families), sorted(families)
     finally:
         assert plain.stop() == 0, plain.stderr()
 
