@@ -599,6 +599,7 @@ class CoordinatorConfig:
     cluster_etcd_request_timeout_ms: int = _setting(1000, IntKind(100, 60000), "Cluster mode: deadline of one etcd request; a write past it is not answered as failed: its outcome is checked through another etcd member first (or the partition given up), so a short deadline moves past a stalled member quickly.")
     cluster_etcd_max_txn_ops: int = _setting(128, IntKind(16, 1_000_000), "Cluster mode: most operations (and compares) one etcd transaction may carry: set it to the etcd members' --max-txn-ops (etcd's default 128); higher lets a node write its queued commits in fewer transactions.")
     cluster_etcd_max_request_bytes: int = _setting(1536 * 1024, IntKind(256 * 1024, 2**31 - 1), "Cluster mode: largest etcd request a node sends: set it to the etcd members' --max-request-bytes (etcd's default 1.5 MiB).")
+    cluster_etcd_load_page_keys: int = _setting(1000, IntKind(1, 100000), "Cluster mode: keys one etcd read of a partition's load fetches; smaller pages make each read lighter for etcd and the load longer.")
     # -- groups ---------------------------------------------------------------
     group_min_session_timeout_ms: int = _setting(6000, _MS, "Smallest session timeout a member may ask for.")
     group_max_session_timeout_ms: int = _setting(1800000, _MS, "Largest session timeout a member may ask for.")
