@@ -159,7 +159,8 @@ class CoordinatorServer:
                                     lambda peer, slot, security=security: Connection(self, peer, security, slot),
                                     backlog=1024, ssl_context=security.ssl_context, admit=self._admit_socket,
                                     handshake_timeout_s=config.connections_authentication_timeout_ms / 1000,
-                                    handshake_failed=self._handshake_failed)
+                                    handshake_failed=self._handshake_failed,
+                                    log_interval_s=config.log_aggregation_interval_ms / 1000)
                 if self._listen_sockets is not None:
                     listener.adopt([self._listen_sockets[index]])  # a worker: the supervisor bound its ports
                 else:
