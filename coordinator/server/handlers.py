@@ -28,7 +28,8 @@ response message. Group APIs (JoinGroup … OffsetDelete) are forwarded to the
   resets over a good commit. ListOffsets: earliest → 0, latest → the high
   watermark, by timestamp T → the earliest end reported at or after T (with
   that report's time), else not found. Fetch waits up to its max wait (capped
-  by ``fetch.max.wait.cap.ms``) and returns no records; it never answers
+  by ``fetch.max.wait.cap.ms``), or until another request comes in on its
+  connection, and returns no records; it never answers
   OFFSET_OUT_OF_RANGE. Fetch sessions (KIP-227) are declined the way Kafka
   declines them when its session cache is full: session id 0, full responses.
 
@@ -162,24 +163,43 @@ def answering(handler: Callable[..., Awaitable]) -> Handler:
 
 
 class FetchWaits:
-    """The Fetch requests parked for their max wait; released early when the server stops."""
+    """The Fetch requests parked for their max wait; released early when the server stops, and when
+    another request comes in on the same connection: answers leave in request order, so a parked Fetch
+    would hold that request's answer back (a FindCoordinator while a group's coordinator moves, say)."""
 
     def __init__(self) -> None:
         self._waiting: set[asyncio.Future] = set()
+        self._by_connection: dict[int, set[asyncio.Future]] = {}  # id of the connection's RequestContext
         self.closed = False
 
-    async def wait(self, seconds: float) -> None:
+    async def wait(self, seconds: float, ctx: RequestContext | None = None) -> None:
         if self.closed or seconds <= 0:
             return
         loop = asyncio.get_running_loop()
         fut = loop.create_future()
         timer = loop.call_later(seconds, _release, fut)
         self._waiting.add(fut)
+        if ctx is not None:
+            self._by_connection.setdefault(id(ctx), set()).add(fut)
         try:
             await fut
         finally:
             timer.cancel()
             self._waiting.discard(fut)
+            if ctx is not None:
+                parked = self._by_connection.get(id(ctx))
+                if parked is not None:
+                    parked.discard(fut)
+                    if not parked:
+                        del self._by_connection[id(ctx)]
+
+    def cut_short(self, ctx: RequestContext) -> None:
+        """A request came in behind the Fetch requests parked with `ctx`: answer them now (empty, as at
+        the end of their wait)."""
+        parked = self._by_connection.get(id(ctx))
+        if parked:
+            for fut in list(parked):
+                _release(fut)
 
     @property
     def parked(self) -> int:
@@ -756,7 +776,7 @@ class RequestHandlers(EndOffsetsApis):
         if request.min_bytes > 0 and request.max_wait_ms > 0 and has_partitions:
             # No records will ever arrive, so the wait always runs to its end.
             wait_ms = min(request.max_wait_ms, self.config.fetch_max_wait_cap_ms)
-            await self.fetch_waits.wait(wait_ms / 1000)
+            await self.fetch_waits.wait(wait_ms / 1000, ctx)
         high_watermark = self.groups.high_watermark
         if self.peers:
             self.peers.refresh_soon((t.topic, p.partition) for t in request.topics for p in t.partitions
