@@ -2,10 +2,11 @@
 
 A confluent-kafka (librdkafka) member of a classic group and of a KIP-848 consumer group commits what the
 test tells it while a source reports the topic's end offsets; the group goes OK → WARN (it commits but
-its lag never goes down) → STALL (it commits without moving) → REWIND (it commits an older offset) →
-STOP (it stops committing). Each state is read where an operator meets it: `cohort groups describe
---health`, `/metrics` (Burrow's numbers, per-partition series in kafka-exporter's shape), and the alert
-rules of deploy/monitoring, which promtool evaluates over the series scraped in that state.
+its lag never goes down, then grows) → STALL (it commits without moving) → REWIND (it commits an older
+offset) → STOP (it stops committing), and then falls far behind. Each state is read where an operator
+meets it: `cohort groups describe --health`, `/metrics` (Burrow's numbers, per-partition series in
+kafka-exporter's shape), and the alert rules of deploy/monitoring, which promtool evaluates over the
+series scraped in that state.
 """
 from __future__ import annotations
 
@@ -221,5 +222,13 @@ def test_a_real_group_goes_ok_warn_stall_rewind_and_stop_and_the_alert_rules_fir
         s.wait_for("ERR", "STOP")
         fired = firing(server.scrape(), tmp_path)
         assert {a for a, g in fired if g == group} == {"CohortGroupError", "CohortPartitionStopped"}, fired
+
+        # far behind: the source reports 200 000 records more than the stopped group committed
+        s.admin.report_end_offsets({(s.topic, 0): 200_230})
+        scrape = wait_until(lambda: (lambda text: text if series(text, "cohort_group_lag", group=group)[0][1] > 100_000
+                                     else None)(server.scrape()), 20, "the lag of 200 000 scraped")
+        fired = firing(scrape, tmp_path)
+        assert {a for a, g in fired if g == group} == {"CohortGroupError", "CohortPartitionStopped",
+                                                        "CohortGroupLagHigh"}, fired
     finally:
         s.close()

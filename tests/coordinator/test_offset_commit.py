@@ -214,7 +214,7 @@ async def test_given_groups_in_states_then_list_groups_filters_case_insensitivel
 async def test_given_groups_when_deleting_then_non_empty_and_not_found_refused_empty_deleted(h):
     await h.stable_group("busy", 1)
     await h.commit("idle", {("t", 0): 1})
-    r = await h.coordinator.delete_groups(m.DeleteGroupsRequest(groups_names=["busy", "idle", "idle", "nope"]), 2, CTX)
+    r = await answered(h.coordinator.delete_groups(m.DeleteGroupsRequest(groups_names=["busy", "idle", "idle", "nope"]), 2, CTX))
     assert [(x.group_id, x.error_code) for x in r.results] == [
         ("busy", E.NON_EMPTY_GROUP), ("idle", E.NONE), ("nope", E.GROUP_ID_NOT_FOUND)]
     assert h.group("idle") is None
@@ -228,7 +228,7 @@ async def test_given_consumer_group_when_deleting_offsets_then_subscribed_topics
         m.OffsetDeleteRequest.OffsetDeleteRequestTopic(name=n, partitions=[
             m.OffsetDeleteRequest.OffsetDeleteRequestTopic.OffsetDeleteRequestPartition(partition_index=0)])
         for n in ("t", "u")])
-    r = await h.coordinator.offset_delete(req, 0, CTX)
+    r = await answered(h.coordinator.offset_delete(req, 0, CTX))
     assert r.error_code == 0
     assert [(t.name, [(p.partition_index, p.error_code) for p in t.partitions]) for t in r.topics] == [
         ("t", [(0, E.GROUP_SUBSCRIBED_TO_TOPIC)]), ("u", [(0, E.NONE)])]
@@ -239,9 +239,9 @@ async def test_given_consumer_group_when_deleting_offsets_then_subscribed_topics
 async def test_given_non_consumer_group_with_members_then_offset_delete_refused(h):
     await h.stable_group("c", 1, protocol_type="connect", protocols=(("range", b""),))
     req = m.OffsetDeleteRequest(group_id="c", topics=[])
-    assert (await h.coordinator.offset_delete(req, 0, CTX)).error_code == E.NON_EMPTY_GROUP
+    assert (await answered(h.coordinator.offset_delete(req, 0, CTX))).error_code == E.NON_EMPTY_GROUP
     req = m.OffsetDeleteRequest(group_id="nope", topics=[])
-    assert (await h.coordinator.offset_delete(req, 0, CTX)).error_code == E.GROUP_ID_NOT_FOUND
+    assert (await answered(h.coordinator.offset_delete(req, 0, CTX))).error_code == E.GROUP_ID_NOT_FOUND
 
 
 async def test_given_unparseable_subscriptions_then_every_topic_counts_as_subscribed(h):
@@ -250,7 +250,7 @@ async def test_given_unparseable_subscriptions_then_every_topic_counts_as_subscr
     req = m.OffsetDeleteRequest(group_id="g", topics=[m.OffsetDeleteRequest.OffsetDeleteRequestTopic(
         name="u", partitions=[m.OffsetDeleteRequest.OffsetDeleteRequestTopic.OffsetDeleteRequestPartition(
             partition_index=0)])])
-    r = await h.coordinator.offset_delete(req, 0, CTX)
+    r = await answered(h.coordinator.offset_delete(req, 0, CTX))
     assert r.topics[0].partitions[0].error_code == E.GROUP_SUBSCRIBED_TO_TOPIC
 
 
@@ -273,7 +273,7 @@ async def test_given_loading_partition_then_describe_and_list_report_load_in_pro
         assert (g.group_id, g.error_code) == ("g", E.COORDINATOR_LOAD_IN_PROGRESS)
         r = await h.coordinator.list_groups(m.ListGroupsRequest(), 4, CTX)
         assert (r.error_code, r.groups) == (E.COORDINATOR_LOAD_IN_PROGRESS, [])
-        r = await h.coordinator.delete_groups(m.DeleteGroupsRequest(groups_names=["g"]), 2, CTX)
+        r = await answered(h.coordinator.delete_groups(m.DeleteGroupsRequest(groups_names=["g"]), 2, CTX))
         assert r.results[0].error_code == E.COORDINATOR_LOAD_IN_PROGRESS
     finally:
         h.coordinator.shutdown()

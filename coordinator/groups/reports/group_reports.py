@@ -22,6 +22,7 @@ from cohort.coordinator.groups.reports.health import GroupHealth, HealthMonitor
 from cohort.coordinator.groups.reports.lag import LAG_HISTORY_INTERVAL_MS, LagHistory, LogEnds, group_lag, topic_lags, total_lag
 from cohort.coordinator.groups.reports.history import CommitEvent, commit_events, group_key_prefixes, offsets_at
 from cohort.coordinator.groups.offsets.table import OffsetsTable
+from cohort.coordinator.groups.runtime.result import CoordinatorResult
 from cohort.coordinator.groups.reports.journal import GroupJournal, JournalEntry, entry_from_record, rebalance_record_of
 from cohort.coordinator.groups.slices import BACKGROUND_SLICE_S, JOURNAL_BUILD_OFF_LOOP, next_turn
 from cohort.coordinator.records.types import GroupJournalRecord, encode_record
@@ -41,9 +42,9 @@ class GroupReports:
 
     def __init__(self, config, scheduler, store, offsets: OffsetsTable, partition_for: Callable[[str], int],
                  partition_error: Callable[[int], int], loaded: set[int], classic: dict[str, ClassicGroup],
-                 consumer: dict[str, ConsumerGroup], append_encoded) -> None:
+                 consumer: dict[str, ConsumerGroup], write) -> None:
         """`loaded`, `classic` and `consumer` are the coordinator's own (read, never changed here);
-        `append_encoded(partition, encoded)` writes a journal record."""
+        `write(partition, CoordinatorResult)` is the write gate the journal's records go through."""
         self.config = config
         self.scheduler = scheduler
         self._store = store
@@ -53,7 +54,7 @@ class GroupReports:
         self._loaded = loaded
         self._classic = classic
         self._consumer = consumer
-        self._append_encoded = append_encoded
+        self._write = write
         self.journal = GroupJournal(config.group_journal_max_entries)
         self.health = HealthMonitor(config.group_health_window_commits, config.group_health_window_min_distance_ms)
         self.log_ends = LogEnds()  # where partitions end (lag): the registry's reported ends, once wired in
@@ -112,13 +113,17 @@ class GroupReports:
             record, encoded, entry = built
             if previous is not None and not previous.done():
                 await asyncio.wait([previous])
-            if await self._append_encoded(partition, [encoded]) == E.NONE and partition in self._loaded:
-                self.journal.apply(record, entry)  # (not when the partition was lost meanwhile)
+            self._write(partition, CoordinatorResult([encoded], self._journaled, (partition, record, entry), encoded=True))
 
         task = loop.create_task(write())
         self._journal_writes.add(task)
         self._journal_tails[group_id] = task
         task.add_done_callback(functools.partial(self._journal_write_done, group_id))
+
+    def _journaled(self, written: tuple, error: int) -> None:
+        partition, record, entry = written
+        if error == E.NONE and partition in self._loaded:  # (not when the partition was lost meanwhile)
+            self.journal.apply(record, entry)
 
     def _journal_write_done(self, group_id: str, task: asyncio.Task) -> None:
         self._journal_writes.discard(task)
@@ -286,8 +291,27 @@ class GroupReports:
         ids.update(self.offsets.groups())
         return [g for g in ids if self.partition_for(g) in self._loaded]
 
-    def group_summary(self, group_id: str) -> dict | None:
-        """One row of the console's group list, from memory (None: not a group here now)."""
+    def watch_new_groups(self, listener: Callable[[str], None]) -> None:
+        """Call `listener(group_id)` whenever a group is stored or gets its first offset."""
+        for groups in (self._classic, self._consumer):
+            if hasattr(groups, "listener"):
+                groups.listener = listener
+        self.offsets.watch_new_groups(listener)
+
+    def known_group_ids(self) -> set[str]:
+        """Every group id held in memory (loaded or not, DEAD included): what the overview's index covers."""
+        return {*self._classic, *self._consumer, *self.offsets.groups()}
+
+    def known_group_count(self) -> int:
+        """At least the number of `known_group_ids` (an id may be counted twice), in O(1)."""
+        return len(self._classic) + len(self._consumer) + self.offsets.group_count()
+
+    def is_known_group(self, group_id: str) -> bool:
+        return group_id in self._classic or group_id in self._consumer or self.offsets.has_offsets(group_id)
+
+    def group_summary(self, group_id: str, topic_visible: Callable[[str], bool] | None = None) -> dict | None:
+        """One row of the console's group list, from memory (None: not a group here now); its offsets, health
+        and lag over the topics `topic_visible` admits (None: all), as the group's reports narrow them."""
         if self.partition_for(group_id) not in self._loaded:
             return None
         group = self._classic.get(group_id)
@@ -306,10 +330,14 @@ class GroupReports:
         health = None
         if offset_count <= HEALTH_SAMPLED_MAX_OFFSETS:  # as the group's health report says (bigger: when asked)
             try:
-                health = self.group_health(group_id).status
+                health = self.group_health(group_id, topic_visible).status
             except GroupReportError:
                 health = None
         lag, by_topic = self.group_lag_by_topic(group_id)
+        if topic_visible is not None:
+            by_topic = {t: entry for t, entry in by_topic.items() if topic_visible(t)}
+            lag = total_lag(topic_lag for _, topic_lag in by_topic.values())
+            offset_count = sum(n for n, _ in by_topic.values())
         return {"group_id": group_id, "state": state, "type": kind, "protocol_type": protocol_type,
                 "protocol": protocol, "members": members, "health": health, "lag": lag, "offsets": offset_count,
                 "topics": [{"topic": t, "partitions": n, "lag": topic_lag} for t, (n, topic_lag) in sorted(by_topic.items())]}
@@ -339,7 +367,7 @@ class GroupReports:
                 entries = self.journal.entries(group_id, req.since_ms if req.since_ms >= 0 else None)
                 if not entries and not self._group_exists(group_id) and not self.journal.entries(group_id):
                     raise _group_not_found(group_id)
-                document: object = [e.to_json() for e in entries]
+                document: object = [e.to_json(visible) for e in entries]
             elif req.report == "history":
                 events = await self.offset_history(group_id, req.topic, req.partition if req.partition >= 0 else None,
                                                    req.since_ms if req.since_ms >= 0 else None)
