@@ -20,7 +20,7 @@ from cohort.protocol.partitioning import partition_for
 pytestmark = pytest.mark.timeout(240)
 GROUP, TOPIC = "load-failures", "big"
 TTL_MS = 6000  # the default lease TTL
-COMMITS = 6000  # offsets of the group's partition: with 2 keys a page, its load is ~3 000 etcd reads
+COMMITS = 4000  # offsets of the group's partition: with 2 keys a page, its load is ~2 000 etcd reads
 PAGE_KEYS = 2
 
 
