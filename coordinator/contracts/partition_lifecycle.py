@@ -18,7 +18,7 @@ passed, the node was fenced): nothing waits for a release then. An illegal move 
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 
 class PartitionLifecycle(enum.Enum):
@@ -60,10 +60,11 @@ class PartitionStates:
     `p in states.loaded` at the cost of one set lookup.
     """
 
-    __slots__ = ("_state", "in_state", "loaded")
+    __slots__ = ("_state", "in_state", "loaded", "_watchers")
 
     def __init__(self, partitions: Iterable[int] = ()) -> None:
         self._state: dict[int, PartitionLifecycle] = {}
+        self._watchers: list[Callable[[int, PartitionLifecycle, PartitionLifecycle], None]] = []
         self.in_state: dict[PartitionLifecycle, set[int]] = {s: set() for s in PartitionLifecycle}
         self.loaded = self.in_state[L.LOADED]
         for p in partitions:
@@ -82,7 +83,13 @@ class PartitionStates:
         self.in_state[old].discard(partition)
         self.in_state[new].add(partition)
         self._state[partition] = new
+        for watcher in self._watchers:
+            watcher(partition, old, new)
         return old
+
+    def watch(self, watcher: Callable[[int, PartitionLifecycle, PartitionLifecycle], None]) -> None:
+        """Call `watcher(partition, old, new)` after every move (e.g. the ownership follows the loads)."""
+        self._watchers.append(watcher)
 
     def partitions(self, *states: PartitionLifecycle) -> list[int]:
         """The partitions in any of `states`, in order."""

@@ -20,16 +20,22 @@ ALLOWED = {
 
 
 @given(st.lists(st.sampled_from(list(L)), max_size=40))
-def test_moves_follow_the_rules_and_the_sets_follow_the_moves(targets):
+def test_moves_follow_the_rules_and_the_sets_follow_the_moves_and_watchers_see_each_one(targets):
     states = PartitionStates([7])
+    seen: list[tuple[int, L, L]] = []
+    states.watch(lambda partition, old, new: seen.append((partition, old, new)))
     current = L.UNOWNED
     for new in targets:
         if new is current or (current, new) in ALLOWED:
             assert states.move(7, new) is current
+            if new is not current:
+                assert seen.pop() == (7, current, new)
+            assert not seen  # one call per move, none for staying put
             current = new
         else:
             with pytest.raises(IllegalPartitionTransition):
                 states.move(7, new)
+            assert not seen  # a refused move is not reported
         assert states[7] is current
         assert [s for s in L if 7 in states.in_state[s]] == [current]
         assert (7 in states.loaded) == (current is L.LOADED)

@@ -109,12 +109,17 @@ class PartitionRuntime:
 
     __slots__ = ("_store", "_shard", "metrics", "_num_partitions", "states", "loaded", "_why_failed", "_told",
                  "serving_deadline", "_closed", "_tasks", "_load_turn", "loaded_records", "_writes_started",
-                 "_writes_finished", "_write_waiters", "_group_writes")
+                 "_writes_finished", "_write_waiters", "_group_writes", "load_retry_delays", "_load_attempts")
 
     def __init__(self, store: Store, num_partitions: int, shard, metrics=None) -> None:
         """`shard` replays and forgets what partitions hold: `replay_chunk(records, loaded_groups)`,
         `partition_replayed(partition, loaded_groups)` and `partition_lost(partition)`."""
         self._store = store
+        # Seconds before each new attempt of a failed load; once they are spent the partition is let go
+        # (RELEASING, then UNOWNED) so that its ownership gives it up. Empty: a failed partition stays
+        # FAILED (a node that owns a fixed share: nobody else could load it).
+        self.load_retry_delays: tuple[float, ...] = ()
+        self._load_attempts: dict[int, int] = {}  # failed loads of each partition since it was acquired
         self._shard = shard
         self.metrics = metrics
         self._num_partitions = num_partitions
@@ -174,8 +179,12 @@ class PartitionRuntime:
         return {p: s.value for p, s in self.states.items() if s in OWNED_STATES}
 
     def failed_partitions(self) -> dict[int, str]:
-        """Owned partitions that could not be loaded, with why (their groups answer NOT_COORDINATOR)."""
-        return {p: self._why_failed.get(p, "") for p in self.states.partitions(L.FAILED)}
+        """Owned partitions that could not be loaded, with why (their groups answer NOT_COORDINATOR), and
+        those whose load failed and is being tried again."""
+        failed = {p: self._why_failed.get(p, "") for p in self.states.partitions(L.FAILED)}
+        failed.update((p, f"{why} (loading it again)") for p, why in self._why_failed.items()
+                      if self.states[p] is L.LOADING)
+        return failed
 
     # -- the Ownership listener ---------------------------------------------------------------
     def acquired(self, partition: int, epoch: int) -> None:
@@ -184,6 +193,9 @@ class PartitionRuntime:
         state = self.states[partition]
         if state is L.LOADED or state is L.LOADING:
             return
+        self._load_attempts.pop(partition, None)
+        if state is L.FAILED and (retry := self._tasks.get(partition)) is not None:
+            retry.cancel()  # acquired again: load now
         releasing = self._tasks.get(partition) if state is L.RELEASING else None
         if releasing is None:
             self.states.move(partition, L.LOADING)
@@ -201,8 +213,12 @@ class PartitionRuntime:
         loading = self._tasks.get(partition)
         if loading is not None:
             loading.cancel()
+        self._let_go(partition, loading)
+
+    def _let_go(self, partition: int, loading: asyncio.Task | None) -> None:
         self.states.move(partition, L.RELEASING)
         self._why_failed.pop(partition, None)
+        self._load_attempts.pop(partition, None)
         self._shard.partition_lost(partition)
         release = asyncio.get_running_loop().create_task(self._release(partition, loading),
                                                          name=f"release-offsets-partition-{partition}")
@@ -253,10 +269,40 @@ class PartitionRuntime:
             raise
         except Exception as exc:  # noqa: BLE001 - damage, lost ownership, a record that cannot be replayed
             why = exc.errors.get(partition, exc) if isinstance(exc, LogLoadError) else exc
-            self.failed(partition, str(why))
-            log.error("offsets partition %d failed to load: %s", partition, why)
+            self._load_failed(partition, epoch, str(why))
             return
+        self._load_attempts.pop(partition, None)
+        self._why_failed.pop(partition, None)
         self.replayed(partition, loaded_groups, count, started)
+
+    def _load_failed(self, partition: int, epoch: int, why: str) -> None:
+        """FAILED; loaded again after the next delay of `load_retry_delays`, let go once they are spent."""
+        if self.states[partition] is not L.LOADING:
+            return  # released meanwhile
+        self.failed(partition, why)
+        attempts = self._load_attempts[partition] = self._load_attempts.get(partition, 0) + 1
+        if attempts <= len(self.load_retry_delays):
+            self._shard.partition_lost(partition)  # what the failed load replayed: the next one starts afresh
+            delay = self.load_retry_delays[attempts - 1]
+            log.error("offsets partition %d failed to load (attempt %d): %s; loading it again in %gs",
+                      partition, attempts, why, delay)
+            retry = asyncio.get_running_loop().create_task(self._load_again(partition, epoch, delay),
+                                                           name=f"reload-offsets-partition-{partition}")
+            self._track(partition, retry)
+        elif self.load_retry_delays:
+            log.error("offsets partition %d failed to load %d times (last: %s); letting it go so that another "
+                      "node may load it", partition, attempts, why)
+            self._let_go(partition, None)
+        else:
+            log.error("offsets partition %d failed to load: %s", partition, why)
+
+    async def _load_again(self, partition: int, epoch: int, delay: float) -> None:
+        await asyncio.sleep(delay)
+        if self.states[partition] is not L.FAILED:
+            return
+        self.states.move(partition, L.LOADING)  # (still reported failed, with why, until it loads)
+        async with self._load_turn:
+            await self._load_partition_now(partition, epoch)
 
     def failed(self, partition: int, why: str) -> None:
         """`partition` could not be loaded: its groups answer NOT_COORDINATOR until it is acquired again."""
