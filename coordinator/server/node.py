@@ -210,6 +210,8 @@ class CoordinatorServer:
         self.groups = GroupCoordinator(config, self.store, other_records=self._replay_other_record,
                                        metrics=self.metrics)
         self.groups.watch_topics(self.topics)
+        if self.cluster is not None:  # another node may load a partition this one cannot
+            self.groups.partitions.load_retry_delays = self.cluster.load_retry_delays
         await self.store.open()
         if self.cluster is not None:
             await self.cluster.watch_topics(self.topics)
