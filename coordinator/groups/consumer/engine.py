@@ -80,6 +80,7 @@ from cohort.coordinator.groups.consumer.events import (
     TopicsChanged,
 )
 from cohort.coordinator.groups.consumer.heartbeat import (
+    CREATED_GROUP_EPOCH,
     JOIN_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
@@ -249,8 +250,10 @@ class ConsumerGroup:
             raise ValueError(f"group.consumer.assignors: unknown assignor(s) {unknown}; known: {sorted(ASSIGNORS)}")
         self.new_member_id = new_member_id or random_member_id
         self.state = ConsumerGroupState.EMPTY
-        self.group_epoch = 0
-        self.target_assignment_epoch = 0
+        # Kafka creates a consumer group at group epoch 1 with a target assignment of epoch 1, so the
+        # first member that subscribes to something gets epoch 2 (its records then carry the real epochs).
+        self.group_epoch = CREATED_GROUP_EPOCH
+        self.target_assignment_epoch = CREATED_GROUP_EPOCH
         self.metadata_hash = 0
         self.members: dict[str, ConsumerGroupMember] = {}
         self.target_assignment: dict[str, Assignment] = {}
@@ -423,10 +426,10 @@ class ConsumerGroup:
             self._start_session(updated.member_id, now)
         else:
             self._refresh_session(updated.member_id, now)
-        if is_new:
+        if is_new and (updated.subscribed_topic_names or updated.subscribed_topic_regex):
             self._bump_epoch(records, EpochCause("member_joined", f"member {updated.member_id} joined", updated,
                                                  "joined"))
-        elif subscription_changed:
+        elif subscription_changed and not is_new:
             self._bump_epoch(records, EpochCause("metadata_changed", f"member {updated.member_id} changed its "
                                                  "subscription or assignor", updated))
         elif self._topics.metadata_hash(bool(self.members)) != self.metadata_hash:
