@@ -206,6 +206,11 @@ TRANSITIONS: dict[tuple[ConsumerGroupState, Step], frozenset[ConsumerGroupState]
     (_S.STABLE, Step.MEMBER_RECONCILED): frozenset({_S.RECONCILING, _S.STABLE}),
     # a static member leaving with -2 while the target is not yet computed
     (_S.ASSIGNING, Step.MEMBER_RECONCILED): frozenset({_S.ASSIGNING}),
+    # a member subscribing to nothing joins an empty group and bumps no epoch: it reconciles to the target
+    # at once; when the group epoch is ahead (the last member left) the target is computed for it first,
+    # or, within the assignment interval, it waits in Assigning
+    (_S.EMPTY, Step.MEMBER_RECONCILED): frozenset({_S.STABLE, _S.ASSIGNING}),
+    (_S.EMPTY, Step.TARGET_COMPUTED): frozenset({_S.RECONCILING, _S.STABLE}),
     **{(s, Step.MEMBER_REMOVED): frozenset({_S.ASSIGNING, _S.EMPTY}) for s in _LIVE - {_S.EMPTY}},
     **{(s, Step.LOADED): _LIVE for s in _LIVE},
     **{(s, Step.CONVERTED): frozenset({_S.DEAD}) for s in _LIVE},
