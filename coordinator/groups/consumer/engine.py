@@ -8,8 +8,10 @@ partitions until its session expires or a new member id takes its instance id ov
 sends the member epoch it was last told. The coordinator assigns, not a leader: three epochs drive it.
 
 - The **group epoch** is bumped (ConsumerGroupMetadata record) whenever what an assignment depends on
-  changes: a member joins or leaves or changes its subscription or assignor, or the metadata of a
-  subscribed topic changes (a topic created or deleted, partitions added, a regex matching more).
+  changes: a member joins with a subscription (one joining with no topic names and no regex bumps
+  nothing), leaves, or changes its subscription or assignor, or the metadata of a subscribed topic
+  changes (a topic created or deleted, partitions added, a regex matching more). As Kafka's, a group is
+  created at group epoch 1 with a target assignment of epoch 1, so its first subscribing member gets 2.
 - The **target assignment epoch**: when it is behind the group epoch the group is **Assigning**; the
   next heartbeat runs the server-side assignor (`TargetAssignmentBuilder`, sticky) and stores every
   member's target (ConsumerGroupTargetAssignmentMember/Metadata records).
