@@ -126,6 +126,12 @@ class BrokerConnection:
         return f"{self.host}:{self.port}"
 
     @property
+    def local_address(self) -> str | None:
+        """``host:port`` of this end of the socket (as the server names its peer), None when not connected."""
+        sockname = self._writer.get_extra_info("sockname") if self._writer is not None else None
+        return f"{sockname[0]}:{sockname[1]}" if isinstance(sockname, tuple) and len(sockname) >= 2 else None
+
+    @property
     def connected(self) -> bool:
         return self._writer is not None and not self._writer.is_closing()
 

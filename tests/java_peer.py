@@ -169,10 +169,12 @@ class JavaPeer:
     # -- what tests use ------------------------------------------------------------------------------
     def consumer(self, name: str, props: dict[str, Any], *, topics: list[str] | None = None,
                  pattern: str | None = None, subscription_pattern: str | None = None,
-                 poll_ms: int = 100) -> "JavaConsumer":
+                 assign: list[str] | None = None, poll_ms: int = 100) -> "JavaConsumer":
         subscribe: dict[str, Any] = {}
         if topics is not None:
             subscribe["topics"] = topics
+        if assign is not None:
+            subscribe["assign"] = assign
         if pattern is not None:
             subscribe["pattern"] = pattern
         if subscription_pattern is not None:

@@ -18,7 +18,6 @@ import sysconfig
 import zipfile
 from pathlib import Path
 
-import pytest
 
 from cohort_process import CohortServer, clean_env
 from cohort.protocol.compiled import (
@@ -36,21 +35,15 @@ def _pure_env() -> dict:
     return {**os.environ, PURE_PYTHON_ENV: "1"}
 
 
-@pytest.mark.skipif(pure_python_requested(), reason="the pure run checks the opposite")
-def test_every_named_module_runs_compiled_where_a_compiler_exists():
-    if _c_compiler() is None:
-        pytest.skip("no C compiler: the build compiles nothing and the pure path runs")
-    for name in COMPILED_MODULES:
-        importlib.import_module(name)
+def test_every_named_module_runs_on_the_path_the_run_asked_for():
+    """Compiled where a C compiler exists; from its source in the pure run (COHORT_PURE_PYTHON=1)."""
+    modules = [importlib.import_module(name) for name in COMPILED_MODULES]
+    if pure_python_requested() or _c_compiler() is None:
+        assert [m.__name__ for m in modules if is_extension(m.__file__)] == []
+        return
     assert missing_compiled_modules() == [], (
         "compiled modules are missing although a C compiler exists: reinstall (pip install -e .) "
         "and read the build's warnings")
-
-
-@pytest.mark.skipif(not pure_python_requested(), reason=f"only with {PURE_PYTHON_ENV}=1")
-def test_every_named_module_runs_from_its_source_in_the_pure_run():
-    for name in COMPILED_MODULES:
-        assert not is_extension(importlib.import_module(name).__file__), name
 
 
 def test_the_switch_loads_the_sources_even_beside_extension_modules():

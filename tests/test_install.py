@@ -36,3 +36,26 @@ def test_scripts_install_does_nothing_when_nothing_changed():
     again = subprocess.run([str(REPO / "scripts" / "install")], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert again.returncode == 0 and "step" not in again.stderr, again.stderr
     assert again.stderr.strip().splitlines()[-1].startswith("scripts/install: Cohort is installed in ./.venv (cohort ")
+
+
+def test_a_finished_build_does_not_look_changed_to_the_next_install(tmp_path):
+    """The build writes protocol/_generated_codecs.py; the next install must not take it for a change of the
+    sources (it ran step 2 again, for every extra added later), while a changed source is one."""
+    tree = tmp_path / "tree"
+    archive = subprocess.run(["git", "archive", "HEAD", "pyproject.toml", "setup.py", "protocol", "coordinator"],
+                             cwd=REPO, capture_output=True, timeout=60, check=True).stdout
+    tree.mkdir()
+    subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, timeout=60, check=True)
+
+    def fingerprint(what: str) -> str:
+        done = subprocess.run([sys.executable, str(REPO / "scripts" / "install_fingerprint.py"), what], cwd=tree,
+                              capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip()
+
+    before = fingerprint("build"), fingerprint("deps")
+    (tree / "protocol" / "_generated_codecs.py").write_text("# what the build generates\n")
+    assert (fingerprint("build"), fingerprint("deps")) == before
+    framing = tree / "protocol" / "framing.py"
+    framing.write_text(framing.read_text() + "\n# changed\n")
+    assert fingerprint("build") != before[0] and fingerprint("deps") == before[1]

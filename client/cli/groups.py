@@ -480,7 +480,8 @@ async def reset_offsets(args, admin: Admin) -> int:
         plans[group] = plan
 
     if args.export:
-        print(format_plan_csv(plans))  # the CSV, then an empty line, as Kafka's tool prints it
+        # The CSV, then an empty line, as Kafka's tool prints it; the group column unless one --group was given.
+        print(format_plan_csv(plans, with_group=len(groups) != 1 or args.all_groups))
     elif args.output == "json":
         print_json([
             {"group": g, "topic": tp.topic, "partition": tp.partition, "new_offset": o}

@@ -102,11 +102,12 @@ def plan_reset(
 
 # ---------------------------------------------------------------- CSV plans
 
-def format_plan_csv(plans: Mapping[str, Mapping[TopicPartition, int]]) -> str:
-    """Kafka's export: without a group column for one group, with it for several."""
+def format_plan_csv(plans: Mapping[str, Mapping[TopicPartition, int]], *, with_group: bool | None = None) -> str:
+    """Kafka's export: without a group column when one group was asked for, with it otherwise
+    (several groups, or --all-groups: `with_group`; by default, when the plan has several groups)."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    several = len(plans) > 1
+    several = len(plans) > 1 if with_group is None else with_group
     for group, plan in plans.items():
         for tp, offset in sorted(plan.items()):
             writer.writerow(([group] if several else []) + [tp.topic, tp.partition, offset])

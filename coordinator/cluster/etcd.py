@@ -427,6 +427,11 @@ def compare_mod_revision(key: bytes, revision: int) -> Compare:
     return Compare(result=Compare.EQUAL, target=Compare.MOD, key=key, mod_revision=revision)
 
 
+def compare_lease(key: bytes, lease_id: int) -> Compare:
+    """`key` is held by lease `lease_id` (0: by none, or the key does not exist)."""
+    return Compare(result=Compare.EQUAL, target=Compare.LEASE, key=key, lease=lease_id)
+
+
 def op_put_bytes(key: bytes, value: bytes) -> RequestOp:
     """`op_put` for a key and value that are bytes already, without its conversions (one per commit)."""
     return RequestOp(request_put=PutRequest(key=key, value=value))

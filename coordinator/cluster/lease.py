@@ -29,6 +29,12 @@ from cohort.coordinator.cluster.etcd import EtcdClient, EtcdUnavailable
 
 log = logging.getLogger("cohort.cluster")
 
+# Refreshes per TTL. A paused process (SIGSTOP, a stalled VM, a long GC-like stall) keeps its lease when
+# its first refresh after the pause is answered within the TTL of the last one sent before it: any pause
+# up to TTL - TTL/REFRESHES_PER_TTL - one round trip (0.95 x TTL less a round trip). A refresh is one small
+# request to the etcd leader, no raft write: 20 per TTL cost etcd little.
+REFRESHES_PER_TTL = 20
+
 
 class SpareLease(NamedTuple):
     lease_id: int
@@ -78,6 +84,13 @@ class NodeLease:
         lease_id, ttl = await self.etcd.grant(self.ttl_s)
         return SpareLease(lease_id, sent + ttl, self.etcd.raft_term)
 
+    async def refresh_spare(self, spare: "SpareLease") -> "SpareLease | None":
+        """`spare` refreshed once (None: etcd has it expired). A spare is kept alive rather than given up
+        for a new one: a move transaction held up on a stalled link may still put keys under it."""
+        sent = time.monotonic()
+        ttl = await self.etcd.keepalive_anywhere(spare.lease_id, max(0.2, min(1.0, self.ttl_ms / 1000 / 6)))
+        return spare._replace(deadline=sent + ttl) if ttl > 0 else None
+
     def use(self, spare: "SpareLease") -> None:
         """Refresh `spare` from now on instead of the current lease (which is left to expire)."""
         self.lease_id, self.term = spare.lease_id, spare.term
@@ -106,10 +119,10 @@ class NodeLease:
                 await self.etcd.revoke(lease_id)
 
     async def _keepalive(self) -> None:
-        """Refresh every TTL/3; a refresh not answered within a short attempt is sent again at once,
-        to every member, so one stalled etcd member costs one attempt."""
-        interval = self.ttl_ms / 1000 / 3
-        attempt_s = max(0.2, min(1.0, interval / 2))
+        """Refresh every TTL/REFRESHES_PER_TTL; a refresh not answered within a short attempt is sent again
+        at once, to every member, so one stalled etcd member costs one attempt."""
+        interval = self.ttl_ms / 1000 / REFRESHES_PER_TTL
+        attempt_s = max(0.2, min(1.0, self.ttl_ms / 1000 / 6))
         while True:
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._refresh_now.wait(), interval)

@@ -56,6 +56,7 @@ class ClusterNode:
     def __init__(self, config: CoordinatorConfig, local: Node, metrics=None) -> None:
         self.etcd = EtcdClient(parse_cluster_url(config.cluster), timeout_s=config.cluster_etcd_request_timeout_ms / 1000)
         self.store = EtcdStore(self.etcd, config.offsets_topic_num_partitions,
+                               page_size=config.cluster_etcd_load_page_keys,
                                max_txn_ops=config.cluster_etcd_max_txn_ops,
                                max_request_bytes=config.cluster_etcd_max_request_bytes)
         self.ownership = EtcdOwnership(self.etcd, local, store=self.store,

@@ -45,6 +45,8 @@ from cohort.coordinator.cluster.etcd import (
     EtcdUnavailable,
     KeyValue,
     compare_create_revision,
+    compare_lease,
+    compare_mod_revision,
     op_delete,
     op_put,
     op_range,
@@ -200,6 +202,7 @@ class EtcdOwnership:
         log.info("node %d: %d partitions handed over (shutdown)", self.local.node_id, len(held))
         # Revoking the lease deletes nodes/<id> and every owner/<p> under it in one step.
         await self.lease.revoke()
+        await self._revoke_spare()
         # Left behind (etcd unreachable: not worth more of the shutdown), status shows this node as gone.
         with contextlib.suppress(EtcdUnavailable, asyncio.TimeoutError, TimeoutError):
             await asyncio.wait_for(self.etcd.txn([], [op_delete(keys.seen_key(self.local.node_id))]), 1.0)
@@ -329,24 +332,34 @@ class EtcdOwnership:
     async def _move_to_fresh_lease(self) -> None:
         """Put `nodes/<id>` and the served partitions' keys under a lease of the current raft term (the
         module docstring says why). Runs inside the reconcile, so no claim or handoff uses the lease
-        meanwhile; a partition lost meanwhile fails its guard and is left to the reconcile."""
+        meanwhile; a partition lost meanwhile fails its guard and is left to the reconcile.
+
+        Every move compares the key's lease with the lease in force, so a move transaction of an earlier
+        attempt that was held up on a stalled link and lands late moves nothing back under a lease this
+        node no longer refreshes; a key found under the spare already was moved by such a transaction."""
         self._lease_move_wanted = False
         old = self.lease.lease_id
-        spare = self._spare
-        if spare is None or spare.deadline - time.monotonic() < self.lease.ttl_ms / 1000 / 2:
-            spare = self._spare = await self.lease.grant_spare()
+        spare = await self._spare_for_move()
         served = [(p, self._epochs[p]) for p in self._states.partitions(*SERVED)]
         load_states = {p: self._load_state(p, epoch) for p, epoch in served}
         me = str(self.local.node_id).encode()
 
-        def move(batch: list[tuple[int, int]]) -> tuple[list, list]:
-            return ([compare_create_revision(keys.owner_key(p), epoch) for p, epoch in batch],
+        def move(batch: list[tuple[int, int]]) -> tuple[list, list, list]:
+            return ([guard for p, epoch in batch for guard in (compare_create_revision(keys.owner_key(p), epoch),
+                                                               compare_lease(keys.owner_key(p), old))],
                     [op for p, epoch in batch for op in (
                         op_put(keys.owner_key(p), me, lease=spare.lease_id),
-                        op_put(keys.load_key(p), load_states[p][1], lease=spare.lease_id))])
+                        op_put(keys.load_key(p), load_states[p][1], lease=spare.lease_id))],
+                    [op_range(keys.owner_key(p)) for p, _ in batch])
+
+        def moved_already(responses: list, epoch: int) -> bool:
+            kvs = responses[0].response_range.kvs
+            return bool(kvs) and kvs[0].create_revision == epoch and kvs[0].lease == spare.lease_id
         moved = []
         try:
-            await self.etcd.txn([], [self._node_entry(spare.lease_id)])
+            if not await self._move_node_entry(old, spare):
+                self._lease_move_wanted = True
+                return
             per_txn = ETCD_MAX_TXN_OPS // 2
             for i in range(0, len(served), per_txn):
                 batch = served[i:i + per_txn]
@@ -355,8 +368,8 @@ class EtcdOwnership:
                     moved += batch
                     continue
                 for one in batch:  # some partition moved meanwhile: the others one by one
-                    held, _, _ = await self.etcd.txn(*move([one]))
-                    if held:
+                    held, _, responses = await self.etcd.txn(*move([one]))
+                    if held or moved_already(responses, one[1]):
                         moved.append(one)
         except EtcdUnavailable:
             self._lease_move_wanted = True  # again at the next reconcile, with the same spare lease
@@ -370,6 +383,40 @@ class EtcdOwnership:
         self.stats.lease_moves += 1
         log.info("node %d: etcd raft term %d: %d partitions moved from lease %x to lease %x", self.local.node_id,
                  spare.term, len(moved), old, spare.lease_id)
+
+    async def _spare_for_move(self) -> SpareLease:
+        """The lease a move puts keys under: the spare of an unfinished move, refreshed when half its TTL
+        is gone (never given up while it lives: a held move transaction may still land under it), else
+        a new one."""
+        spare = self._spare
+        if spare is not None and spare.deadline - time.monotonic() < self.lease.ttl_ms / 1000 / 2:
+            spare = await self.lease.refresh_spare(spare)
+        if spare is None:
+            spare = await self.lease.grant_spare()
+        self._spare = spare
+        return spare
+
+    async def _move_node_entry(self, old: int, spare: SpareLease) -> bool:
+        """Put `nodes/<id>` under `spare` if it is under the lease in force; False when it changed under us."""
+        key = keys.node_key(self.local.node_id)
+        held, _, responses = await self.etcd.txn([compare_lease(key, old)], [self._node_entry(spare.lease_id)],
+                                                 [op_range(key)])
+        if held:
+            return True
+        kvs = responses[0].response_range.kvs
+        if kvs and kvs[0].lease == spare.lease_id:
+            return True  # an earlier attempt's transaction landed
+        # gone (the lease in force was revoked under us) or under another lease: put it, unless it changes
+        held, _, _ = await self.etcd.txn([compare_mod_revision(key, kvs[0].mod_revision if kvs else 0)],
+                                         [self._node_entry(spare.lease_id)])
+        return held
+
+    async def _revoke_spare(self) -> None:
+        """Give a spare lease this node no longer needs back to etcd (with whatever a late move put under it)."""
+        spare, self._spare = self._spare, None
+        if spare is not None:
+            with contextlib.suppress(EtcdUnavailable):
+                await self.etcd.revoke(spare.lease_id)
 
     def _load_state(self, partition: int, epoch: int) -> tuple[int, bytes]:
         """The `load/<p>` value to keep under a moved lease: the one published, else the one wanted."""
@@ -537,7 +584,8 @@ class EtcdOwnership:
             await self._let_go(partition, "lease lapsed")
         if self.lease.lease_id:
             return  # unknown yet: etcd unreachable; keepalive tells when the lease is confirmed alive
-        self._spare, self._lease_move_wanted = None, False  # a move's keys lapse with what they held
+        self._lease_move_wanted = False
+        await self._revoke_spare()  # a move's keys go with what they held
         await self.lease.grant()
         await self._register()
         log.info("node %d registered again with a new lease", self.local.node_id)

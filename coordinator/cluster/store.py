@@ -67,6 +67,7 @@ from cohort.coordinator.cluster.etcd import (
     EtcdNoSpace,
     EtcdRequestTooLarge,
     EtcdUnavailable,
+    KeyValue,
     compare_create_revision,
     compare_mod_revision,
     op_delete,
@@ -87,6 +88,10 @@ Record = tuple[bytes, bytes | None]
 _REQUEST_MARGIN_BYTES = 64 * 1024
 _OP_OVERHEAD_BYTES = 16
 WRITE_ATTEMPTS = 3  # sends of one write whose deadlines passed unapplied, before its appends fail
+
+
+class EtcdCompacted(Exception):
+    """etcd compacted its history past the revision a load reads at."""
 
 
 @dataclass(slots=True)
@@ -193,8 +198,11 @@ class EtcdStore:
             for prefix in keys.partition_prefixes(partition):
                 start, end = prefix, prefix_end(prefix)
                 while True:
-                    page, more, _ = await self._retrying(partition, state, lambda: self.etcd.range(
-                        start, end, limit=self.page_size, revision=revision))
+                    try:
+                        page, more, _ = await self._retrying(partition, state, lambda: self.etcd.range(
+                            start, end, limit=self.page_size, revision=revision))
+                    except EtcdCompacted:
+                        page, more, revision = await self._read_on(partition, state, start, end)
                     if page:
                         yield [(keys.record_key(kv.key), values.from_etcd(kv.value)) for kv in page]
                     if not more or not page:
@@ -209,6 +217,25 @@ class EtcdStore:
                 _move(partition, state, PartitionLifecycle.UNOWNED)
             raise
 
+    async def _read_on(self, partition: int, state: _Partition, start: bytes, end: bytes):
+        """The load's next page after etcd compacted past the load's revision: read at the current revision,
+        guarded by the epoch and this load's write fence. While both hold, nothing wrote p's keys since the
+        fence (every writer of them compares it), so the newer snapshot holds what the older one did and the
+        pages read so far stay valid. (page, more, the revision the rest is read at)."""
+        read = op_range(start, range_end=end)
+        read.request_range.limit = self.page_size
+        held, revision, responses = await self._retrying(partition, state, lambda: self.etcd.txn(
+            [_guard(partition, state.epoch), compare_mod_revision(keys.write_fence_key(partition), state.fence)],
+            [read]))
+        if not held:
+            raise StorageError(f"partition {partition}: epoch {state.epoch} or its write fence moved while loading",
+                               ErrorCode.NOT_COORDINATOR)
+        log.info("partition %d: etcd compacted past the load's revision; the load reads on at revision %d",
+                 partition, revision)
+        found = responses[0].response_range
+        page = [KeyValue(kv.key, kv.value, kv.create_revision, kv.mod_revision, kv.lease) for kv in found.kvs]
+        return page, found.more, revision
+
     async def _retrying(self, partition: int, state: _Partition, read):
         """A read of the load, tried again while etcd is unreachable and the partition is still ours."""
         while True:
@@ -217,7 +244,7 @@ class EtcdStore:
             except EtcdUnavailable as exc:
                 self.stats.etcd_errors += 1
                 if "compacted" in str(exc):
-                    raise StorageError(f"partition {partition}: {exc}", ErrorCode.COORDINATOR_NOT_AVAILABLE) from exc
+                    raise EtcdCompacted(str(exc)) from exc
                 if state.releasing or self._partitions.get(partition) is not state:
                     raise StorageError(f"partition {partition}: released while loading",
                                        ErrorCode.NOT_COORDINATOR) from exc

@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from cohort.client.admin import Admin
 from cohort.client.errors import KafkaError
 from cohort.client.security import ClientSecurity
+from cohort.coordinator.console.sign_in_budget import SignInBudget
+from cohort.coordinator.security.own_connections import OWN_CONNECTIONS
 from cohort.protocol.errors import ErrorCode
 
 # The cheapest exchange first: PLAIN checks the password against the same SCRAM credentials.
@@ -37,6 +39,16 @@ REQUEST_TIMEOUT_MS = 10000
 
 class SignInRequired(Exception):
     """The request has no (usable) HTTP Basic credentials, or the server refused them."""
+
+
+@dataclass(frozen=True)
+class ConsoleSecurity(ClientSecurity):
+    """The console's SASL exchanges name their socket as this process's own while they run, so the node
+    counts their password checks against the console's budget, not against this machine's address."""
+
+    async def authenticate(self, conn, timeout_ms: int) -> int:
+        with OWN_CONNECTIONS.signing_in(conn.local_address):
+            return await super().authenticate(conn, timeout_ms)
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,7 +92,7 @@ class CoordinatorAccess:
             context = ssl.create_default_context()
             context.check_hostname = False
             context.verify_mode = ssl.CERT_NONE
-        return ClientSecurity(self.protocol, mechanism or "PLAIN", username, password, context)
+        return ConsoleSecurity(self.protocol, mechanism or "PLAIN", username, password, context)
 
     def sign_in_mechanisms(self) -> list[str]:
         return [m for m in SIGN_IN_ORDER if m in self.mechanisms]
@@ -99,9 +111,11 @@ def _reachable(host: str) -> str:
 class Sessions:
     """One signed-in `Admin` per user (one shared one when the listener needs no sign-in)."""
 
-    def __init__(self, access: CoordinatorAccess, max_age_s: float = SESSION_MAX_AGE_S) -> None:
+    def __init__(self, access: CoordinatorAccess, max_age_s: float = SESSION_MAX_AGE_S,
+                 budget: SignInBudget | None = None) -> None:
         self.access = access
         self.max_age_s = max_age_s
+        self.budget = budget or SignInBudget()
         self._admins: dict[tuple[str, str], tuple[Admin, float]] = {}  # signed-in client, when it signed in
         self._locks: dict[tuple[str, str], asyncio.Lock] = {}
         self._anonymous: Admin | None = None
@@ -112,8 +126,9 @@ class Sessions:
                      request_timeout_ms=REQUEST_TIMEOUT_MS, api_timeout_ms=REQUEST_TIMEOUT_MS,
                      connect_timeout_ms=REQUEST_TIMEOUT_MS, security=security)
 
-    async def admin_for(self, credentials: tuple[str, str] | None) -> Admin:
-        """The client acting for these HTTP Basic credentials; SignInRequired when they do not sign in."""
+    async def admin_for(self, credentials: tuple[str, str] | None, browser: str = "unknown") -> Admin:
+        """The client acting for these HTTP Basic credentials; SignInRequired when they do not sign in,
+        SignInThrottled when `browser` (its address) or the user has no budget left for a password check."""
         if not self.access.requires_sign_in:
             if self._anonymous is None:
                 self._anonymous = self._new_admin(self.access.security(), "anonymous")
@@ -128,10 +143,20 @@ class Sessions:
             if known is not None:
                 return known[0]
             try:
-                admin = await self._sign_in(username, password)
+                self.budget.take(browser, username)
             except BaseException:
-                self._locks.pop(key, None)  # nothing kept for credentials that did not sign in
+                self._locks.pop(key, None)
                 raise
+            try:
+                admin = await self._sign_in(username, password)
+            except SignInRequired:
+                self._locks.pop(key, None)  # nothing kept for credentials that did not sign in; the token is spent
+                raise
+            except BaseException:
+                self._locks.pop(key, None)
+                self.budget.give_back(browser, username)  # no answer about the password: nothing spent
+                raise
+            self.budget.give_back(browser, username)
             self._admins[key] = (admin, time.monotonic())
             return admin
 

@@ -139,5 +139,5 @@ class AccessLog(AbstractAccessLogger):
 
     def log(self, request: web.BaseRequest, response: web.StreamResponse, time: float) -> None:
         self.logger.info("console request", extra={
-            "remote": request.remote, "principal": request.get("principal", "-"), "method": request.method,
+            "remote": request.get("browser", request.remote), "principal": request.get("principal", "-"), "method": request.method,
             "path": request.path_qs, "status": response.status, "ms": round(time * 1000, 1)})

@@ -37,6 +37,10 @@ from cohort.client.topic_partition import TopicPartition
 from cohort.coordinator.config import INT32_MAX, INT64_MAX, HostPort
 from cohort.coordinator.console import guards, views
 from cohort.coordinator.console.access import CoordinatorAccess, Sessions, SignInRequired
+from cohort.coordinator.console.connections import (BODY_REFUSED, ConsoleLimits, ConsoleListener, RequestTimer,
+                                                    timing_middleware)
+from cohort.coordinator.console.sign_in_budget import (SignInBudget, SignInThrottled, browser_address,
+                                                      retry_after)
 from cohort.coordinator.console.snapshot import Snapshots
 from cohort.coordinator.server.topics import TOPIC_NAME_MAX_LENGTH
 from cohort.protocol.errors import ErrorCode
@@ -80,12 +84,14 @@ class ConsoleServer:
     """Binds ``console.listen`` early (a taken port stops the start), serves once the coordinator is up."""
 
     def __init__(self, address: HostPort, ssl_context: ssl.SSLContext | None = None,
-                 allowed_hosts: tuple[str, ...] = ()) -> None:
+                 allowed_hosts: tuple[str, ...] = (), limits: ConsoleLimits = ConsoleLimits()) -> None:
         self.address = address
         self.ssl_context = ssl_context
         self.host_names = guards.own_host_names(address.host, allowed_hosts)
+        self.limits = limits
         self._socket: socket.socket | None = None
         self._runner: web.AppRunner | None = None
+        self._listener: ConsoleListener | None = None
         self._sessions: Sessions | None = None
         self._loop: asyncio.AbstractEventLoop | None = None  # the console's own, on `_thread`
         self._thread: threading.Thread | None = None
@@ -137,11 +143,19 @@ class ConsoleServer:
                         "console.listen to 127.0.0.1)", extra={"address": url})
 
     async def _serve(self, access: CoordinatorAccess) -> None:
-        self._sessions = Sessions(access)
-        self._runner = web.AppRunner(console_app(self._sessions, access, self.host_names), handle_signals=False,
-                                     access_log=guards.access_log, access_log_class=guards.AccessLog)
+        limits = self.limits
+        self._sessions = Sessions(access, budget=SignInBudget(
+            limits.sign_in_failures_per_ip, limits.sign_in_failures_per_user, limits.sign_in_failure_interval_s))
+        timers: dict[asyncio.BaseTransport, RequestTimer] = {}
+        self._runner = web.AppRunner(console_app(self._sessions, access, self.host_names, timers,
+                                                 limits.trusted_proxies),
+                                     handle_signals=False, access_log=guards.access_log,
+                                     access_log_class=guards.AccessLog, shutdown_timeout=1.0,
+                                     keepalive_timeout=self.limits.idle_timeout_s)
         await self._runner.setup()
-        await web.SockSite(self._runner, self._socket, ssl_context=self.ssl_context, shutdown_timeout=1.0).start()
+        # (aiohttp's own accept loop has no bounds: ours admits, times and hands each socket to its server)
+        self._listener = ConsoleListener(self._socket, self._runner.server, self.ssl_context, self.limits, timers)
+        self._listener.start()
 
     async def stop(self) -> None:
         if self._loop is not None:
@@ -158,6 +172,9 @@ class ConsoleServer:
             self._socket = None
 
     async def _stop_serving(self) -> None:
+        if self._listener is not None:
+            self._listener.stop()
+            self._listener = None
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
@@ -210,6 +227,8 @@ def _guarded(host_names: frozenset[str]):
 async def _api_errors_as_json(request: web.Request, handler) -> web.StreamResponse:
     """Unknown API paths, wrong methods and oversized bodies answer in the API's JSON error shape too."""
     try:
+        if (refused := request.get(BODY_REFUSED)) is not None:
+            raise refused
         return await handler(request)
     except web.HTTPException as exc:
         if exc.status < 400 or not request.path.startswith("/api/"):
@@ -219,12 +238,16 @@ async def _api_errors_as_json(request: web.Request, handler) -> web.StreamRespon
 
 
 def console_app(sessions: Sessions, access: CoordinatorAccess | None = None,
-                host_names: frozenset[str] = frozenset({"localhost"})) -> web.Application:
-    # The guard first: a foreign host name or a cross-site change is refused before it waits for the budget.
+                host_names: frozenset[str] = frozenset({"localhost"}),
+                timers: dict[asyncio.BaseTransport, RequestTimer] | None = None,
+                trusted_proxies: frozenset[str] = frozenset()) -> web.Application:
+    # The request's body is read on its clock first; then the guard: a foreign host name or a cross-site
+    # change is refused before it waits for the budget.
     app = web.Application(client_max_size=1024 * 1024,
-                          middlewares=[_guarded(host_names), CpuBudget().middleware, _api_errors_as_json])
+                          middlewares=[timing_middleware(timers if timers is not None else {}), _guarded(host_names),
+                                       CpuBudget().middleware, _api_errors_as_json])
     app.on_response_prepare.append(guards.add_security_headers)
-    api = _Api(sessions, access.cluster if access is not None else None)
+    api = _Api(sessions, access.cluster if access is not None else None, trusted_proxies)
     app.router.add_get("/", api.signed_in(_static("index.html")))
     for name in STATIC_FILES:
         app.router.add_get(f"/static/{name}", _static(name))
@@ -277,26 +300,42 @@ def _error(status: int, error: str, message: str, **headers: str) -> web.Respons
     return web.json_response({"error": error, "message": message}, status=status, headers=headers)
 
 
+def _throttled(exc: SignInThrottled) -> web.Response:
+    return _error(429, "TOO_MANY_SIGN_IN_ATTEMPTS", str(exc), **{"Retry-After": retry_after(exc.retry_after_s)})
+
+
 def _sign_in_required(exc: SignInRequired) -> web.Response:
     return _error(401, "SIGN_IN_REQUIRED", str(exc), **{"WWW-Authenticate": f'Basic realm="{REALM}", charset="UTF-8"'})
 
 
 class _Api:
-    def __init__(self, sessions: Sessions, etcd_url: str | None = None) -> None:
+    def __init__(self, sessions: Sessions, etcd_url: str | None = None,
+                 trusted_proxies: frozenset[str] = frozenset()) -> None:
         self.sessions = sessions
+        self.trusted_proxies = trusted_proxies
         self.snapshots = Snapshots()
         self._pages: dict[tuple, tuple[object, bytes]] = {}  # a list page's last answer, by user and query
         self.etcd_url = etcd_url
+
+    def browser(self, request: web.Request) -> str:
+        """The browser's address (X-Forwarded-For only from console.trusted.proxies), also for the access log."""
+        address = request.get("browser")
+        if address is None:
+            address = request["browser"] = browser_address(request.remote, request.headers.get("X-Forwarded-For"),
+                                                           self.trusted_proxies)
+        return address
 
     def signed_in(self, page):
         """The page itself asks for sign-in first, so the browser sends the credentials with each API call."""
         async def serve(request: web.Request) -> web.Response:
             try:
                 credentials = _credentials(request)
-                await self.sessions.admin_for(credentials)
+                await self.sessions.admin_for(credentials, self.browser(request))
                 request["principal"] = _principal(credentials, self.sessions)
             except SignInRequired as exc:
                 return _sign_in_required(exc)
+            except SignInThrottled as exc:
+                return _throttled(exc)
             except ClientError as exc:
                 return _error(503, "COORDINATOR_UNREACHABLE", str(exc))
             return await page(request)
@@ -307,15 +346,17 @@ class _Api:
         async def serve(request: web.Request) -> web.Response:
             try:
                 credentials = _credentials(request)
-                admin = await self.sessions.admin_for(credentials)
+                admin = await self.sessions.admin_for(credentials, self.browser(request))
                 request["principal"] = _principal(credentials, self.sessions)
                 # The coordinator journals an admin action with its request's client id: it names the browser
                 user = credentials[0] if self.sessions.access.requires_sign_in else "anonymous"
-                with _acting_for(f"cohort-console/{user}@{request.remote}"):
+                with _acting_for(f"cohort-console/{user}@{self.browser(request)}"):
                     answer = await handler(request, admin)
                 return answer if isinstance(answer, web.Response) else web.json_response(answer)
             except SignInRequired as exc:
                 return _sign_in_required(exc)
+            except SignInThrottled as exc:
+                return _throttled(exc)
             except (BadRequest, ResetInputError) as exc:
                 return _error(400, "BAD_REQUEST", str(exc))
             except KafkaError as exc:

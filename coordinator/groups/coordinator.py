@@ -52,14 +52,17 @@ E = ErrorCode
 CONSUMER_GROUP_RECORDS = frozenset(cls for key in (3, 5, 6, 7, 8) if key in RECORD_TYPES
                                    for cls in (RECORD_TYPES[key].record, RECORD_TYPES[key].tombstone))
 # Records that only the log's history reads (never live state).
-_HISTORY_ONLY = (GroupJournalTombstone, OffsetCommitSourceRecord, OffsetCommitSourceTombstone)
+_HISTORY_ONLY = (OffsetCommitSourceRecord, OffsetCommitSourceTombstone)
+# A group record's type, the first part of its key in `durable_groups` (the member id is the second).
+_RECORD_KEY_TYPE = {cls: key for key, rt in RECORD_TYPES.items() if key in (2, 3, 5, 6, 7, 8)
+                    for cls in (rt.record, rt.tombstone)}
 
 
 class GroupCoordinator:
     """Every group and the committed offsets of one coordinator node: the parts, and the replay into them."""
 
     __slots__ = ("config", "metrics", "scheduler", "offsets", "partition_for", "partitions", "reports",
-                 "group_manager", "offsets_manager", "_groups", "_consumer_groups", "_other_records")
+                 "group_manager", "offsets_manager", "_groups", "_consumer_groups", "_other_records", "durable_groups")
 
     def __init__(
         self,
@@ -80,13 +83,17 @@ class GroupCoordinator:
         self._other_records = other_records
         self._groups: dict[str, ClassicGroup] = {}
         self._consumer_groups: dict[str, ConsumerGroup] = {}
+        # group id -> its group records as durable (record key -> record): what a group whose write failed
+        # is rebuilt from (the last durable point).
+        self.durable_groups: dict[str, dict[tuple, Record]] = {}
         self.partition_for = functools.lru_cache(maxsize=65536)(self._partition_for)
         self.partitions = PartitionRuntime(store, config.offsets_topic_num_partitions, self, metrics)
         self.reports = GroupReports(config, self.scheduler, store, self.offsets, self.partition_for,
                                     self.partitions.error, self.partitions.loaded, self._groups, self._consumer_groups,
-                                    self.partitions.append_encoded)
+                                    self.partitions.write)
         self.group_manager = GroupManager(config, self.scheduler, metrics, self.partitions, self.partition_for,
-                                          self.offsets, self.reports, self._groups, self._consumer_groups)
+                                          self.offsets, self.reports, self._groups, self._consumer_groups,
+                                          self.durable_groups, self.replay)
         self.offsets_manager = OffsetsManager(config, self.scheduler, metrics, store, self.partitions,
                                               self.partition_for, self.offsets, self.reports, self.group_manager,
                                               self._groups, self._consumer_groups)
@@ -198,6 +205,35 @@ class GroupCoordinator:
                 if group_id is not None:
                     loaded_groups.add(group_id)
 
+    def replay_durable(self, records: list[Record]) -> None:
+        """Records a write made durable: the same replay as the load's, except that a group's own records
+        (made by its engine, which holds them already) only become its last durable point."""
+        for record in records:
+            kind = type(record)
+            if kind is GroupMetadataRecord or kind in CONSUMER_GROUP_RECORDS:
+                self._remember(record)
+            else:
+                self.replay(record)
+
+    def _remember(self, record: Record) -> None:
+        """Keep a group record as the group's last durable point (a tombstone forgets its key)."""
+        group_id = record.group
+        kind = type(record)
+        key = (_RECORD_KEY_TYPE[kind], getattr(record, "member_id", None))
+        if kind.__name__.endswith("Tombstone"):
+            kept = self.durable_groups.get(group_id)
+            if kept is not None:
+                kept.pop(key, None)
+                if kind is GroupMetadataTombstone:
+                    kept.pop((_RECORD_KEY_TYPE[GroupMetadataRecord], None), None)
+                if not kept:
+                    del self.durable_groups[group_id]
+        else:
+            kept = self.durable_groups.get(group_id)
+            if kept is None:
+                kept = self.durable_groups[group_id] = {}
+            kept[key] = record
+
     def replay(self, record: Record) -> None:
         """Apply one record read back from the log (no writes, no timers)."""
         if type(record) is OffsetCommitRecord:
@@ -207,18 +243,23 @@ class GroupCoordinator:
         elif type(record) is OffsetCommitTombstone:
             self.offsets.delete(record.group, record.topic, record.partition)
         elif type(record) is GroupMetadataRecord:
+            self._remember(record)
             group = self._groups.get(record.group)
             if group is None:
                 group = self._groups[record.group] = self.group_manager.new_group(record.group)
             self.group_manager.runtime.load(group, record)
         elif type(record) is GroupMetadataTombstone:
-            group = self._groups.pop(record.group, None)
+            self._remember(record)
+            group = self._groups.get(record.group)
             if group is not None:
-                self.group_manager.runtime.unload(group)
+                self.group_manager.drop_group(group)
         elif type(record) in CONSUMER_GROUP_RECORDS:
+            self._remember(record)
             self.group_manager.replay_consumer_group_record(record)
         elif type(record) is GroupJournalRecord:
             self.reports.journal.apply(record)
+        elif type(record) is GroupJournalTombstone:
+            self.reports.journal.forget([record.group])
         elif type(record) in _HISTORY_ONLY:
             pass  # read back by the offset history, not kept in memory
         elif self._other_records is not None:
@@ -240,5 +281,7 @@ class GroupCoordinator:
             runtime.unload(self._groups.pop(group_id), E.NOT_COORDINATOR)
         for group_id in [g for g in self._consumer_groups if self.partition_for(g) == partition]:
             runtime.unload(self._consumer_groups.pop(group_id), E.NOT_COORDINATOR)
+        for group_id in [g for g in self.durable_groups if self.partition_for(g) == partition]:
+            del self.durable_groups[group_id]
         self.offsets_manager.forget_partition(partition)
         self.reports.forget_partition(partition)

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 
-from cohort.coordinator.contracts.answers import answer_when_done, encode_off_loop
+from cohort.coordinator.contracts.answers import PendingAnswer, answer_when_done, encode_off_loop
 from cohort.coordinator.contracts.partition_lifecycle import PartitionLifecycle
 from cohort.coordinator.contracts.requests import RequestContext
 from cohort.coordinator.groups.classic.engine import ClassicGroup, GroupState, JoinRequest, JoinResult, SyncResult
@@ -43,10 +44,10 @@ from cohort.coordinator.groups.responses import (
     sync_response,
 )
 from cohort.coordinator.groups.runtime.group_runtime import GroupRuntime
+from cohort.coordinator.groups.runtime.result import CoordinatorResult
 from cohort.coordinator.groups.slices import LARGE_REQUEST_PARTITIONS, MEMBERS_ENCODED_ON_LOOP, next_turn
 from cohort.coordinator.metrics import GROUP_TYPES
 from cohort.coordinator.records.types import (
-    GroupJournalRecord,
     GroupMetadataRecord,
     GroupMetadataTombstone,
     OffsetCommitTombstone,
@@ -68,12 +69,14 @@ class GroupManager:
     """Every classic and consumer group of one coordinator node, and the group APIs."""
 
     __slots__ = ("config", "scheduler", "partitions", "partition_for", "offsets", "reports", "runtime", "_groups",
-                 "_consumer_groups", "_loaded", "_heartbeats", "_topics", "_topics_announce")
+                 "_consumer_groups", "_loaded", "_heartbeats", "_topics", "_topics_announce", "_durable", "_replay")
 
     def __init__(self, config, scheduler, metrics, partitions: PartitionRuntime, partition_for, offsets: OffsetsTable,
-                 reports: GroupReports, classic: dict[str, ClassicGroup], consumer: dict[str, ConsumerGroup]) -> None:
+                 reports: GroupReports, classic: dict[str, ClassicGroup], consumer: dict[str, ConsumerGroup],
+                 durable: dict[str, dict], replay: Callable[[Record], None]) -> None:
         """`classic` and `consumer`: the coordinator's group maps (a group id is in at most one of them,
-        Kafka's shared group id space)."""
+        Kafka's shared group id space); `durable`: each group's records as durable, and `replay` the load's
+        replay, to rebuild a group whose write failed."""
         self.config = config
         self.scheduler = scheduler
         self.partitions = partitions
@@ -84,7 +87,10 @@ class GroupManager:
         self._consumer_groups = consumer
         self._loaded = partitions.loaded
         self._heartbeats = {t: metrics.group_heartbeats(t) for t in GROUP_TYPES} if metrics is not None else None
-        self.runtime = GroupRuntime(scheduler, partitions.append_group_record, metrics, journal=reports.journal_rebalance)
+        self._durable = durable
+        self._replay = replay
+        self.runtime = GroupRuntime(scheduler, self._write_group, metrics, journal=reports.journal_rebalance,
+                                    write_failed=self._engine_write_failed)
         self.runtime.converted_to_classic = self._converted_to_classic
         self._topics = None  # the TopicRegistry consumer groups resolve subscriptions against (watch_topics)
         self._topics_announce = None  # a pending TopicsChanged for every consumer group (once per loop turn)
@@ -116,11 +122,46 @@ class GroupManager:
         if group.state is not GroupState.DEAD:
             self.runtime.delete(group)
 
+    # -- writes of a group's records ---------------------------------------------------------
+    def _write_group(self, group_id: str, result: CoordinatorResult) -> PendingAnswer:
+        """The write gate for a group's records: its partition, in the order its records were made."""
+        return self.partitions.write(self.partition_for(group_id), result, order_key=group_id)
+
+    def _group_written(self, group_id: str, error: int) -> int:
+        """A group record written by the manager (a new group, a conversion's tombstones) is durable, or
+        failed: then the group goes back to its last durable point."""
+        if error:
+            self.roll_back(group_id, error)
+        return error
+
+    def _engine_write_failed(self, group, error: int) -> None:
+        """A consumer group's engine applies its records as it makes them: when they could not be
+        written, the group is rebuilt from its durable records. (A classic group applies what it wrote
+        only once durable and follows Kafka's rules on a failed write itself.)"""
+        if isinstance(group, ConsumerGroup):
+            self.roll_back(group.group_id, error)
+
+    def roll_back(self, group_id: str, error: int) -> None:
+        """Rebuild `group_id` from its last durable records, through the load's replay (our form of Kafka's
+        timeline snapshot revert): what memory held beyond them is gone, requests parked on it hear `error`."""
+        for groups in (self._consumer_groups, self._groups):
+            group = groups.pop(group_id, None)
+            if group is not None:
+                self.runtime.unload(group, error)
+        kept = self._durable.get(group_id)
+        for record in list(kept.values()) if kept else ():
+            self._replay(record)
+        group = self._groups.get(group_id) or self._consumer_groups.get(group_id)
+        if group is not None:
+            self.runtime.load_completed(group)
+        elif self.offsets.has_offsets(group_id):
+            self.simple_group(group_id)
+        log.warning("group %s: a write failed (%s): back to its last durable state", group_id, E(error).name)
+
     def _delete_consumer_group(self, group: ConsumerGroup) -> None:
         """An empty consumer group goes: its tombstones are written (in order, before what follows)
-        and it is Dead at once; its committed offsets stay."""
-        for record in group.tombstones():
-            self.partitions.append_group_record(record)
+        and it is Dead at once (back again if they cannot be written); its committed offsets stay."""
+        self._write_group(group.group_id, CoordinatorResult(group.tombstones(), self._group_written, group.group_id))
         self._drop_consumer_group(group)
 
     def _drop_consumer_group(self, group: ConsumerGroup) -> None:
@@ -149,25 +190,24 @@ class GroupManager:
             # An empty consumer group gives way to the classic group (Kafka's maybeDeleteEmptyConsumerGroup).
             self._delete_consumer_group(consumer_group)
         group = self._groups.get(group_id)
-        new_group_write = None
+        new_group_record = None
         if group is None:
             if member_id:
                 return join_response(version, JoinResult(error=E.UNKNOWN_MEMBER_ID, member_id=member_id))
             group = self._groups[group_id] = self.new_group(group_id)
             log.info("group %s: created by a JoinGroup from client %s", group_id, ctx.client_id)
-            # Commit the new group to the log (Kafka's "empty" GroupMetadata record, generation 0).
-            new_group_write = self.partitions.append_group_record(group.metadata_record({}))
+            new_group_record = group.metadata_record({})
         join = self._join_request(req, version, ctx)
         if join.reason:
             log.info("group %s: JoinGroup from %r (client %s), reason: %s", group_id, member_id,
                      ctx.client_id, join.reason)
         future = self.runtime.join(group, join)
-        if new_group_write is not None:
-            error = await new_group_write
+        if new_group_record is not None:
+            # The new group is committed to the log (Kafka's "empty" GroupMetadata record, generation 0)
+            # before the join is answered; if it cannot be, the group is gone and the join hears why.
+            error = await self._write_group(group_id, CoordinatorResult([new_group_record], self._group_written,
+                                                                        group_id))
             if error:
-                log.warning("group %s: could not write the new group's metadata: %s", group_id, E(error).name)
-                if self._groups.get(group_id) is group and group.state is not GroupState.DEAD:
-                    self.drop_group(group)
                 if not future.done():
                     future.cancel()
                 return join_response(version, JoinResult(error=error))
@@ -357,27 +397,24 @@ class GroupManager:
             records.append(self.reports.admin_record(group_id, "delete_group", ctx, [f"{deleted} offsets deleted"]))
             by_partition.setdefault(partition, []).append((group, records))
 
-        async def delete_in(partition: int, entries) -> None:
-            error = await self.partitions.append(partition, [r for _, recs in entries for r in recs])
-            for group, recs in entries:
-                results[group.group_id] = error
-                if error:
-                    continue
-                for r in recs:
-                    if type(r) is OffsetCommitTombstone:
-                        self.offsets.delete(r.group, r.topic, r.partition)
-                    elif type(r) is GroupJournalRecord:
-                        self.reports.journal.apply(r)
-                if isinstance(group, ConsumerGroup):
-                    self._drop_consumer_group(group)
-                else:
-                    self.drop_group(group)
-                log.info("group %s: deleted", group.group_id)
-
-        await asyncio.gather(*(delete_in(p, entries) for p, entries in by_partition.items()))
+        # One write per partition; once durable its tombstones are replayed (offsets, the group, the journal).
+        for answer in [self.partitions.write(partition, CoordinatorResult([r for _, recs in entries for r in recs],
+                                                                          self._groups_deleted, (entries, results)))
+                       for partition, entries in by_partition.items()]:
+            await answer
         return m.DeleteGroupsResponse(throttle_time_ms=0, results=[
             m.DeleteGroupsResponse.DeletableGroupResult(group_id=g if g is not None else "", error_code=int(results[g]))
             for g in names])
+
+    def _groups_deleted(self, written: tuple, error: int) -> None:
+        entries, results = written
+        for group, _ in entries:
+            results[group.group_id] = error
+            if error:
+                continue
+            if isinstance(group, ConsumerGroup):  # (a classic group went with its tombstone's replay)
+                self._drop_consumer_group(group)
+            log.info("group %s: deleted", group.group_id)
 
     def consumer_group(self, group_id: str) -> ConsumerGroup | None:
         """Read-only access for tests and tools; mutate only through the request methods."""
@@ -489,7 +526,8 @@ class GroupManager:
             elif classic is not None and classic.state is not GroupState.DEAD:
                 # An empty classic group (or a simple one, offsets only) becomes a consumer group; its
                 # offsets stay. The tombstone goes first, so a reload sees the consumer group only.
-                self.partitions.append_group_record(GroupMetadataTombstone(group_id))
+                self._write_group(group_id, CoordinatorResult([GroupMetadataTombstone(group_id)],
+                                                              self._group_written, group_id))
                 self.drop_group(classic)
                 log.info("group %s: empty classic group converted to a consumer group", group_id)
         if group is None or group.state is ConsumerGroupState.DEAD:

@@ -142,7 +142,10 @@ def open_console(config: CoordinatorConfig) -> Any:
             context = server_context(config, "SASL_SSL")  # HTTPS with the listeners' key; no client certificate
         except ConfigError as exc:
             raise StartupError(str(exc)) from None
-    console = ConsoleServer(address, context, tuple(h for h in config.console_allowed_hosts.split(",") if h))
+    from cohort.coordinator.console.connections import ConsoleLimits
+
+    console = ConsoleServer(address, context, tuple(h for h in config.console_allowed_hosts.split(",") if h),
+                            ConsoleLimits.from_config(config))
     try:
         console.bind()
     except OSError as exc:

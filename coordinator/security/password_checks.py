@@ -14,7 +14,9 @@ at once, refilled at `FAILURE_RATE` a second; a check takes a token and a
 success gives it back). An address guessing faster than that waits its turn,
 first come first served, on top of ``connection.failed.authentication.delay.ms``
 (which only holds each failed connection open); a check whose connection
-closed meanwhile is never run. Addresses that guess nothing cost nothing.
+closed meanwhile is never run. Addresses that guess nothing cost nothing. The console's own
+sign-ins (`own_connections`) are outside these budgets: the console keeps its own, per browser
+address and per user name.
 """
 from __future__ import annotations
 
@@ -82,10 +84,14 @@ class PasswordChecks:
         self.throttled = 0  # checks that had to wait for their address's budget
 
     def submit(self, host: str, check: PasswordCheck, done: Callable[[bool], None],
-               wanted: Callable[[], bool]) -> None:
-        """Run `check` for a client at `host`; `done(matches)` on the loop (not if `wanted()` turned False)."""
-        address = self._address(host)
+               wanted: Callable[[], bool], budgeted: bool = True) -> None:
+        """Run `check` for a client at `host`; `done(matches)` on the loop (not if `wanted()` turned False).
+        `budgeted=False`: a check the console already budgeted, run at once and counted against no address."""
         job = _Waiting(check, done, wanted)
+        if not budgeted:
+            self._run(None, job)
+            return
+        address = self._address(host)
         if not address.waiting and address.tokens >= 1:
             address.tokens -= 1
             self._run(address, job)
@@ -113,7 +119,7 @@ class PasswordChecks:
             address.updated = now
         return address
 
-    def _run(self, address: _Address, job: _Waiting) -> None:
+    def _run(self, address: _Address | None, job: _Waiting) -> None:
         self._started += 1
         if self._started % _PRUNE_EVERY == 0:
             self._prune()
@@ -127,7 +133,7 @@ class PasswordChecks:
             if future.cancelled():
                 return
             matches = future.exception() is None and future.result()
-            if matches:
+            if matches and address is not None:
                 address.tokens = min(self._burst, address.tokens + 1)
             if job.wanted():
                 job.done(bool(matches))

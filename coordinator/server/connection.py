@@ -52,6 +52,7 @@ from typing import Any
 from cohort.coordinator.contracts.answers import PendingAnswer
 from cohort.coordinator.contracts.requests import RequestContext
 from cohort.coordinator.server.listener import peer_name
+from cohort.coordinator.security.own_connections import OWN_CONNECTIONS
 from cohort.coordinator.security.sasl import SaslAuthenticator, SaslStep
 from cohort.coordinator.security.tls import ANONYMOUS, certificate_principal
 from cohort.protocol.errors import ProtocolError
@@ -528,8 +529,9 @@ class Connection(asyncio.Protocol):
             self._sasl_step(self.sasl.verified(matches), header)
             self._dispatch_held(held)
 
+        # (the console's own sign-ins: it budgets them per browser address and user, not per this machine)
         self.server.password_checks.submit(self.peer.rpartition(":")[0], step.verify, checked,
-                                           lambda: not self.closed)
+                                           lambda: not self.closed, budgeted=self.peer not in OWN_CONNECTIONS)
 
     def _sasl_step(self, step: SaslStep, header: RequestHeader | None) -> None:
         """Carry out what the SASL state machine decided: answer, check a password, note the principal, close."""

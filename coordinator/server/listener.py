@@ -19,14 +19,56 @@ import functools
 import logging
 import socket
 import ssl
+import time
 from collections.abc import Callable
 from typing import Any
+
+from cohort.coordinator.server.peer_events import iso_time
 
 log = logging.getLogger("cohort.coordinator.server.listener")
 
 _ACCEPTS_PER_WAKEUP = 64
 _ACCEPT_RETRY_S = 0.1  # after EMFILE/ENFILE/ENOBUFS: try again shortly, don't spin
 _TLS_HANDSHAKE_TIMEOUT_S = 10.0  # a client that opens TCP and never completes TLS is dropped
+
+
+class AcceptErrors:
+    """Accepts refused for want of descriptors or memory (EMFILE, ENFILE, ENOBUFS, ENOMEM): the first is one
+    log line, the rest of ``log.aggregation.interval.ms`` are counted into one more line at its end."""
+
+    retry_s = _ACCEPT_RETRY_S  # accepting pauses this long after each, so the loop does not spin
+
+    def __init__(self, logger: logging.Logger, listener: str, interval_s: float) -> None:
+        self._log = logger
+        self.listener = listener
+        self.interval_s = interval_s
+        self.count = 0  # since the logged one
+        self._first = self._last = 0.0
+        self._reason = ""
+        self._timer: asyncio.TimerHandle | None = None
+
+    def note(self, exc: OSError) -> None:
+        if self._timer is not None:
+            if not self.count:
+                self._first = time.time()
+            self.count += 1
+            self._last = time.time()
+            self._reason = exc.strerror or str(exc)
+            return
+        self._log.warning("cannot accept connections for now", extra={
+            "listener": self.listener, "reason": exc.strerror or str(exc)})
+        self._timer = asyncio.get_running_loop().call_later(self.interval_s, self.flush)
+
+    def flush(self) -> None:
+        """The count of the interval's other refused accepts, if any (also when the listener stops)."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self.count:
+            self._log.warning("cannot accept connections for now (repeated)", extra={
+                "listener": self.listener, "reason": self._reason, "count": self.count,
+                "interval_ms": round(self.interval_s * 1000), "first": iso_time(self._first), "last": iso_time(self._last)})
+            self.count = 0
 
 
 def peer_name(address) -> str:
@@ -42,7 +84,8 @@ class Listener:
     def __init__(self, host: str, port: int, protocol_factory: Callable[[str, Any], asyncio.Protocol],
                  backlog: int = 1024, ssl_context: ssl.SSLContext | None = None,
                  admit: Callable[[str], Any] | None = None, handshake_timeout_s: float = _TLS_HANDSHAKE_TIMEOUT_S,
-                 handshake_failed: Callable[[str, BaseException], None] | None = None) -> None:
+                 handshake_failed: Callable[[str, BaseException], None] | None = None,
+                 log_interval_s: float = 60.0) -> None:
         """`protocol_factory(peer, slot)`; `admit(peer)`: a slot (with `release()`) or None to refuse the socket;
         `handshake_failed(peer, exc)`: a TLS handshake that failed or timed out (default: one log line)."""
         self.admit = admit
@@ -57,6 +100,7 @@ class Listener:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._serving = False
         self._tasks: set[asyncio.Task] = set()
+        self._accept_errors = AcceptErrors(log, f"{host}:{port}", log_interval_s)
 
     @property
     def port(self) -> int:
@@ -112,9 +156,9 @@ class Listener:
                 return
             except OSError as exc:
                 if exc.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
-                    log.warning("cannot accept connections for now: %s", exc.strerror)
+                    self._accept_errors.note(exc)
                     loop.remove_reader(sock.fileno())
-                    loop.call_later(_ACCEPT_RETRY_S, self._resume_accepting, sock)
+                    loop.call_later(self._accept_errors.retry_s, self._resume_accepting, sock)
                     return
                 raise
             peer = peer_name(address)
@@ -160,6 +204,7 @@ class Listener:
 
     def close(self) -> None:
         """Stop accepting and release the port (open connections are the server's to close)."""
+        self._accept_errors.flush()
         for sock in self.sockets:
             if self._serving and self._loop is not None and sock.fileno() >= 0:
                 self._loop.remove_reader(sock.fileno())

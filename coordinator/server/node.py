@@ -50,7 +50,7 @@ from cohort.coordinator.metrics import LogPartitionStats
 from cohort.coordinator.groups.reports.history import HISTORY_KEY_PREFIXES
 from cohort.coordinator.contracts.ownership import Node, Ownership
 from cohort.coordinator.records.types import (EndOffsetRecord, EndOffsetTombstone, Record, TopicRecord, TopicTombstone,
-                                              decode_record, encode_record)
+                                              decode_record)
 from cohort.coordinator.security import admin_apis
 from cohort.coordinator.security.authorization import RequestAuthorization
 from cohort.coordinator.security.authorizer import Authorizer
@@ -159,7 +159,8 @@ class CoordinatorServer:
                                     lambda peer, slot, security=security: Connection(self, peer, security, slot),
                                     backlog=1024, ssl_context=security.ssl_context, admit=self._admit_socket,
                                     handshake_timeout_s=config.connections_authentication_timeout_ms / 1000,
-                                    handshake_failed=self._handshake_failed)
+                                    handshake_failed=self._handshake_failed,
+                                    log_interval_s=config.log_aggregation_interval_ms / 1000)
                 if self._listen_sockets is not None:
                     listener.adopt([self._listen_sockets[index]])  # a worker: the supervisor bound its ports
                 else:
@@ -394,12 +395,12 @@ class CoordinatorServer:
                                     learn_topics=lambda names: self.handlers.learn_topics(names)).guard
 
     async def _persist_security_records(self, records: list[Record]) -> None:
-        assert self.store is not None
-        await self.store.append(SECURITY_PARTITION, [encode_record(r) for r in records])
+        assert self.groups is not None
+        await self.groups.partitions.persist(SECURITY_PARTITION, records)
 
     async def _persist_topic_records(self, records: list[RegistryRecord]) -> None:
-        assert self.store is not None
-        await self.store.append(TOPIC_REGISTRY_PARTITION, [encode_record(r) for r in records])
+        assert self.groups is not None
+        await self.groups.partitions.persist(TOPIC_REGISTRY_PARTITION, records)
 
     async def _index_reported_ends(self, failed: dict[int, str]) -> None:
         """When each end offset was reported (ListOffsets by timestamp), from every report the log still

@@ -24,7 +24,7 @@ MAX_VALUES_PER_FIELD = 5  # distinct values listed per field in an aggregated li
 OTHER = "other"
 
 
-def _iso(timestamp: float) -> str:
+def iso_time(timestamp: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(timestamp)) + f".{int(timestamp * 1000) % 1000:03d}Z"
 
 
@@ -83,8 +83,8 @@ class PeerEvents:
             return
         fields = {name: ",".join(values) for name, values in aggregate.values.items()}
         aggregate.logger.log(aggregate.level, aggregate.message + " (repeated)", extra={
-            "peer_host": key[2], "count": aggregate.count, "first": _iso(aggregate.first),
-            "last": _iso(aggregate.last), "interval_ms": round(self.interval_s * 1000), **fields})
+            "peer_host": key[2], "count": aggregate.count, "first": iso_time(aggregate.first),
+            "last": iso_time(aggregate.last), "interval_ms": round(self.interval_s * 1000), **fields})
 
     def flush(self) -> None:
         """Write every open aggregate now (the node is stopping)."""

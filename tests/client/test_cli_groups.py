@@ -232,6 +232,15 @@ async def test_export_then_from_file_round_trip(shared_cohort_server, tmp_path):
     assert list((await committed(shared_cohort_server, "cli-exp-b")).values()) == [19, 20]
 
 
+async def test_export_has_the_group_column_unless_one_group_was_asked_for(shared_cohort_server, active_member):
+    await seed(shared_cohort_server, "cli-exp-c", "cli-exp-ct", 1, {0: 7})
+    # two groups asked for, one refused (it is active): Kafka's tool still writes the group column
+    done = await asyncio.to_thread(cli, shared_cohort_server, "groups", "reset-offsets", "--group", "cli-exp-c",
+                                   "--group", "cli-active", "--all-topics", "--to-earliest", "--export")
+    assert "can only be reset if the group 'cli-active' is inactive" in done.stderr
+    assert done.stdout == "cli-exp-c,cli-exp-ct,0,0\n\n"
+
+
 async def test_malformed_csv_is_one_clear_line(shared_cohort_server, tmp_path):
     cases = [
         ("cli-bad-t,0\n", "CSV line 1"),

@@ -5,19 +5,24 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import re
 import signal
 import time
 import urllib.error
+from pathlib import Path
 
 import pytest
 from cohort_process import CohortServer, metric_value, run_cohort
 from etcd_cluster import EtcdCluster
+
+from cohort.protocol.errors import ErrorCode
 
 from test_cluster_failures import RETRIABLE, commit, commit_accepted, coordinator, fetched, owned, until
 
 pytestmark = pytest.mark.timeout(300)
 QUOTA_BYTES = 8 * 1024 * 1024
 BALLAST = b"ballast/"
+OPERATIONS_DOC = Path(__file__).resolve().parents[2] / "docs" / "cluster-operations.md"
 
 
 @pytest.fixture
@@ -83,6 +88,10 @@ async def test_nospace_is_reported_and_unowned_partitions_are_claimed_once_an_op
         # ... and by the node whose write etcd refused: a retriable error, one log line, a metric.
         error = await commit(owner, 6)
         assert error in RETRIABLE, error
+        # Kafka's group coordinator answers a refused log append so; the operators' page says what it is.
+        assert error == ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode(error).name
+        documented = re.search(r"commits answer ([A-Z_]+)", OPERATIONS_DOC.read_text())
+        assert documented and documented.group(1) == ErrorCode(error).name, documented
         await until(lambda: metric_value(owner.scrape(), "cohort_cluster_etcd_nospace") == 1, 10, "nospace metric")
         assert owner.stderr().count("etcd refuses writes: NOSPACE alarm") == 1, owner.output()
 

@@ -150,3 +150,10 @@ def test_a_bad_base_port_is_one_line_and_exit_2(tmp_path):
     done = subprocess.run([str(REPO / "scripts" / "cluster"), "--base-port", "80"], capture_output=True, text=True,
                           env=clean_env(CLUSTER_STATE_DIR=str(tmp_path / "state")), timeout=30)
     assert done.returncode == 2 and done.stderr.strip().count("\n") == 0 and "base port '80'" in done.stderr
+
+
+def test_the_demos_state_and_the_servers_data_stay_out_of_git_status():
+    """What `./scripts/cluster` and `./scripts/serve` write into the checkout is ignored by git."""
+    for path in ("cluster-data/etcd0/member/snap/db", "cluster-data/node1.log", "data/offsets-0/00000000.log"):
+        done = subprocess.run(["git", "check-ignore", "--no-index", "-q", path], cwd=REPO, timeout=30)
+        assert done.returncode == 0, f"{path} would show in git status"

@@ -15,6 +15,7 @@ import time
 from collections import deque
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from cohort_process import CohortServer, clean_env, free_port, http_get, metric_value, run_cohort
 from cohort.protocol.framing import FrameReader, decode_response, encode_request
@@ -182,9 +183,35 @@ async def test_per_group_offset_series_only_when_enabled(tmp_path):
         assert server.stop() == 0, server.stderr()
     plain = CohortServer(tmp_path / "data").start()
     try:
-        assert "cohort_group_committed_offset" not in plain.scrape()
+        families = {family.name: family for family in text_string_to_metric_families(plain.scrape())}
+        assert "cohort_group_committed_offset" not in families
+        assert not any(name.startswith("cohort_consumergroup_") and name != "cohort_consumergroup_partition_series_dropped"
+                       for name in families), sorted(families)
     finally:
         assert plain.stop() == 0, plain.stderr()
+
+
+async def test_per_partition_series_stop_at_their_cap_and_count_what_was_left_out(tmp_path):
+    server = CohortServer(tmp_path / "data", "--metrics.group.offsets.enable", "true",
+                          "--metrics.group.offsets.max.partitions", "2").start()
+    try:
+        for partition in range(3):
+            response = await roundtrip(server.port, simple_commit("wide", "orders", partition, 10 + partition), 2)
+            assert response.topics[0].partitions[0].error_code == 0
+
+        def scraped() -> tuple[list, float]:
+            samples = [s for f in text_string_to_metric_families(server.scrape()) for s in f.samples]
+            kept = [s for s in samples if s.name == "cohort_group_committed_offset"]
+            dropped = [s.value for s in samples if s.name == "cohort_consumergroup_partition_series_dropped_total"]
+            return kept, dropped[0]
+
+        kept, dropped = scraped()
+        assert len(kept) == 2 and {s.labels["group"] for s in kept} == {"wide"}, kept
+        assert dropped >= 1
+        kept, again = scraped()
+        assert len(kept) == 2 and again > dropped  # counted at every scrape
+    finally:
+        assert server.stop() == 0, server.stderr()
 
 
 async def commit_load(port: int, group: str, stop: asyncio.Event, acked: dict, sent: dict, window: int = 8) -> None:

@@ -2,10 +2,11 @@
 
 A confluent-kafka (librdkafka) member of a classic group and of a KIP-848 consumer group commits what the
 test tells it while a source reports the topic's end offsets; the group goes OK → WARN (it commits but
-its lag never goes down) → STALL (it commits without moving) → REWIND (it commits an older offset) →
-STOP (it stops committing). Each state is read where an operator meets it: `cohort groups describe
---health`, `/metrics` (Burrow's numbers, per-partition series in kafka-exporter's shape), and the alert
-rules of deploy/monitoring, which promtool evaluates over the series scraped in that state.
+its lag never goes down, then grows) → STALL (it commits without moving) → REWIND (it commits an older
+offset) → STOP (it stops committing), and then falls far behind. Each state is read where an operator
+meets it: `cohort groups describe --health`, `/metrics` (Burrow's numbers, per-partition series in
+kafka-exporter's shape), and the alert rules of deploy/monitoring, which promtool evaluates over the
+series scraped in that state.
 """
 from __future__ import annotations
 
@@ -98,17 +99,24 @@ def series(text: str, name: str, **labels: str) -> list[tuple[dict, float]]:
             if s.name == name and all(s.labels.get(k) == v for k, v in labels.items())]
 
 
-def firing(scrape: str, tmp_path: Path) -> set[tuple[str, str]]:
-    """(alert, group) pairs that deploy/monitoring's rules fire after `scrape`'s values held for 40 minutes,
-    evaluated by promtool (Prometheus' own rule engine) over those series."""
+def firing(scrape: str, tmp_path: Path, earlier: str | None = None) -> set[tuple[str, str]]:
+    """(alert, group) pairs that deploy/monitoring's rules fire after 40 minutes of `scrape`'s values,
+    evaluated by promtool (Prometheus' own rule engine) over those series: each value held for the 40
+    minutes or, given an `earlier` scrape, going from that scrape's value to this one's in 40 one-minute steps."""
     rules = yaml.safe_load(ALERTS.read_text())
     names = sorted({n for g in rules["groups"] for r in g["rules"] for n in _metrics_in(r["expr"])})
+    before = {} if earlier is None else {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(earlier) for s in family.samples}
     inputs = []
     for family in text_string_to_metric_families(scrape):
         for s in family.samples:
             if s.name in names:
                 labels = ",".join(f'{k}="{v}"' for k, v in sorted({**s.labels, "instance": "cohort"}.items()))
-                inputs.append({"series": f"{s.name}{{{labels}}}", "values": f"{s.value:g}x40"})
+                start = before.get((s.name, tuple(sorted(s.labels.items()))), s.value)
+                step = (s.value - start) / 40
+                values = f"{start:g}+{step:g}x40" if step > 0 else f"{start:g}{step:g}x40" if step < 0 else f"{s.value:g}x40"
+                inputs.append({"series": f"{s.name}{{{labels}}}", "values": values})
     alerts = sorted({r["alert"] for g in rules["groups"] for r in g["rules"]})
     found: set[tuple[str, str]] = set()
     for alert in alerts:  # one promtool run per alert: an empty expectation that fails names what fired
@@ -169,10 +177,11 @@ def test_a_real_group_goes_ok_warn_stall_rewind_and_stop_and_the_alert_rules_fir
 
         # WARN: it commits, but the source grows faster: the lag never goes down
         growing = iter(range(310, 10_000, 10))
+        last_commit = [300]
 
         def fall_behind():
-            offset = next(growing)
-            s.step(offset, end=offset * 2)
+            last_commit[0] = next(growing)
+            s.step(last_commit[0], end=last_commit[0] * 2)
         report = s.wait_for("WARN", "WARN", keep=fall_behind)
         offset = report["partitions"][0]["offset"]
         assert report["partitions"][0]["lag"] == offset
@@ -187,6 +196,14 @@ def test_a_real_group_goes_ok_warn_stall_rewind_and_stop_and_the_alert_rules_fir
         fired = firing(scrape, tmp_path)
         assert ("CohortGroupWarn", group) in fired and ("CohortGroupLagGrowing", group) not in fired, fired
         assert not {a for a, g in fired if g == group} - {"CohortGroupWarn"}, fired
+        # it goes on falling behind: its lag grows while it is WARN, and the lag-growing alert fires too
+        wait_until(lambda: (fall_behind(), s.health())[1]["partitions"][0]["lag"] > offset + 50, 20, "more lag")
+        later = server.scrape()
+        assert series(later, "cohort_group_lag", group=group)[0][1] > series(scrape, "cohort_group_lag", group=group)[0][1]
+        assert series(later, "cohort_group_health", group=group)[0][1] == 2.0
+        fired = firing(later, tmp_path, earlier=scrape)
+        assert {a for a, g in fired if g == group} == {"CohortGroupWarn", "CohortGroupLagGrowing"}, fired
+        offset = last_commit[0]
 
         # STALL: it commits the same offset while data waits
         s.wait_for("ERR", "STALL", keep=lambda: s.step(offset))
@@ -205,5 +222,13 @@ def test_a_real_group_goes_ok_warn_stall_rewind_and_stop_and_the_alert_rules_fir
         s.wait_for("ERR", "STOP")
         fired = firing(server.scrape(), tmp_path)
         assert {a for a, g in fired if g == group} == {"CohortGroupError", "CohortPartitionStopped"}, fired
+
+        # far behind: the source reports 200 000 records more than the stopped group committed
+        s.admin.report_end_offsets({(s.topic, 0): 200_230})
+        scrape = wait_until(lambda: (lambda text: text if series(text, "cohort_group_lag", group=group)[0][1] > 100_000
+                                     else None)(server.scrape()), 20, "the lag of 200 000 scraped")
+        fired = firing(scrape, tmp_path)
+        assert {a for a, g in fired if g == group} == {"CohortGroupError", "CohortPartitionStopped",
+                                                        "CohortGroupLagHigh"}, fired
     finally:
         s.close()

@@ -228,7 +228,7 @@ async def test_given_consumer_group_when_deleting_offsets_then_subscribed_topics
         m.OffsetDeleteRequest.OffsetDeleteRequestTopic(name=n, partitions=[
             m.OffsetDeleteRequest.OffsetDeleteRequestTopic.OffsetDeleteRequestPartition(partition_index=0)])
         for n in ("t", "u")])
-    r = await h.coordinator.offset_delete(req, 0, CTX)
+    r = await answered(h.coordinator.offset_delete(req, 0, CTX))
     assert r.error_code == 0
     assert [(t.name, [(p.partition_index, p.error_code) for p in t.partitions]) for t in r.topics] == [
         ("t", [(0, E.GROUP_SUBSCRIBED_TO_TOPIC)]), ("u", [(0, E.NONE)])]
@@ -239,9 +239,9 @@ async def test_given_consumer_group_when_deleting_offsets_then_subscribed_topics
 async def test_given_non_consumer_group_with_members_then_offset_delete_refused(h):
     await h.stable_group("c", 1, protocol_type="connect", protocols=(("range", b""),))
     req = m.OffsetDeleteRequest(group_id="c", topics=[])
-    assert (await h.coordinator.offset_delete(req, 0, CTX)).error_code == E.NON_EMPTY_GROUP
+    assert (await answered(h.coordinator.offset_delete(req, 0, CTX))).error_code == E.NON_EMPTY_GROUP
     req = m.OffsetDeleteRequest(group_id="nope", topics=[])
-    assert (await h.coordinator.offset_delete(req, 0, CTX)).error_code == E.GROUP_ID_NOT_FOUND
+    assert (await answered(h.coordinator.offset_delete(req, 0, CTX))).error_code == E.GROUP_ID_NOT_FOUND
 
 
 async def test_given_unparseable_subscriptions_then_every_topic_counts_as_subscribed(h):
@@ -250,7 +250,7 @@ async def test_given_unparseable_subscriptions_then_every_topic_counts_as_subscr
     req = m.OffsetDeleteRequest(group_id="g", topics=[m.OffsetDeleteRequest.OffsetDeleteRequestTopic(
         name="u", partitions=[m.OffsetDeleteRequest.OffsetDeleteRequestTopic.OffsetDeleteRequestPartition(
             partition_index=0)])])
-    r = await h.coordinator.offset_delete(req, 0, CTX)
+    r = await answered(h.coordinator.offset_delete(req, 0, CTX))
     assert r.topics[0].partitions[0].error_code == E.GROUP_SUBSCRIBED_TO_TOPIC
 
 

@@ -82,6 +82,19 @@ def test_cohort_groups_list_prints_what_kafka_consumer_groups_prints(java, cohor
     assert "idle-k" in kafka.out and "billing" not in kafka.out  # --state Empty filtered
 
 
+def test_an_export_for_two_groups_one_active_has_the_group_column_as_kafka_consumer_groups(java, cohort, groups):
+    args = ("--group", "idle-k", "--group", "billing", "--all-topics", "--to-earliest", "--export")
+    kafka = kafka_tool(java, cohort, "--reset-offsets", *args)
+    ours = cohort_cli(cohort, "reset-offsets", *args)
+    refusal = "Assignments can only be reset if the group 'billing' is inactive, but the current state is Stable."
+    assert f"Error: {refusal}" in kafka.out.splitlines(), kafka.out  # Kafka's tool says it on stdout
+    assert refusal in ours.stderr, ours.stderr  # Cohort's on stderr, its stdout stays the CSV alone
+    kafka_rows = sorted(line for line in kafka.out.splitlines() if line and line != f"Error: {refusal}")
+    assert sorted(line for line in ours.stdout.splitlines() if line) == kafka_rows, (kafka.out, ours.stdout)
+    assert kafka_rows and all(row.startswith("idle-k,") for row in kafka_rows)
+    assert ours.stdout.endswith("\n\n") and kafka.out.endswith("\n\n")  # the empty line after the CSV
+
+
 def test_reset_offsets_plans_and_executes_as_kafka_consumer_groups(java, java_admin, cohort, groups):
     plans = [("--all-topics", "--to-earliest"), ("--all-topics", "--shift-by", "-5", "--dry-run"),
              ("--topic", "orders:0,2", "--to-offset", "25", "--dry-run"), ("--all-topics", "--to-latest", "--export")]

@@ -20,6 +20,7 @@ from cohort.coordinator.groups.classic.engine import ClassicGroup, GroupState
 from cohort.coordinator.groups.consumer.engine import ConsumerGroup
 from cohort.coordinator.groups.offsets.table import OffsetsTable
 from cohort.coordinator.groups.runtime.partition import PartitionRuntime
+from cohort.coordinator.groups.runtime.result import CoordinatorResult
 from cohort.coordinator.groups.reports.group_reports import GroupReports
 from cohort.coordinator.groups.responses import (
     METADATA_TOO_LARGE,
@@ -35,7 +36,6 @@ from cohort.coordinator.groups.responses import (
 )
 from cohort.coordinator.groups.slices import LARGE_REQUEST_PARTITIONS, PARTITIONS_PER_SLICE, next_turn
 from cohort.coordinator.records.types import (
-    GroupJournalTombstone,
     GroupMetadataTombstone,
     OffsetCommitRecord,
     OffsetCommitRun,
@@ -296,7 +296,8 @@ class OffsetsManager:
                 self._commit_sources[commit.group_id] = source
                 commit.encoded.insert(0, encode_record(OffsetCommitSourceRecord(
                     commit.group_id, *source, commit.now)))
-        return self.partitions.write(commit.partition, commit.encoded, self._commit_answer, commit)
+        return self.partitions.write(commit.partition, CoordinatorResult(commit.encoded, self._commit_answer, commit,
+                                                                         encoded=True))
 
     def _commit_answer(self, commit: "_Commit", write_error: int):
         """Apply a durable commit and answer it, or answer why it failed (`write_error`: its append's)."""
@@ -306,7 +307,7 @@ class OffsetsManager:
             self._commit_sources.pop(group_id, None)  # its source record may not be in the log
             error = write_error
         if not error and commit.journaled is not None:
-            self.reports.journal.apply(commit.journaled)
+            self.reports.journal.apply(commit.journaled)  # (the commit's records are encoded: this one replays here)
         if error:
             created = commit.created
             if created is not None and self._groups.get(group_id) is created and created.state is GroupState.EMPTY \
@@ -467,7 +468,7 @@ class OffsetsManager:
             answers.append(topic_cls(t.name, partitions))  # name, partitions
         return answers
 
-    async def offset_delete(self, req, version: int, ctx: RequestContext):
+    def offset_delete(self, req, version: int, ctx: RequestContext):
         group_id = req.group_id
         error = E.INVALID_GROUP_ID if not group_id else self.partitions.error(self.partition_for(group_id))
         group = None
@@ -489,19 +490,12 @@ class OffsetsManager:
                 if self.offsets.get(group_id, topic.name, p.partition_index) is not None:
                     records.append(OffsetCommitTombstone(group_id, topic.name, p.partition_index))
             answers.append((topic.name, [(p.partition_index, E.NONE) for p in topic.partitions]))
-        if records:
-            entry = self.reports.admin_record(group_id, "delete_offsets", ctx, [f"{r.topic}:{r.partition}" for r in records])
-            error = await self.partitions.append(self.partition_for(group_id), [*records, entry])
-            if error:
-                return m.OffsetDeleteResponse(error_code=int(error), throttle_time_ms=0, topics=[])
-            for r in records:
-                self.offsets.delete(r.group, r.topic, r.partition)
-            self.reports.journal.apply(entry)
-        return m.OffsetDeleteResponse(error_code=0, throttle_time_ms=0, topics=[
-            m.OffsetDeleteResponse.OffsetDeleteResponseTopic(name=name, partitions=[
-                m.OffsetDeleteResponse.OffsetDeleteResponseTopic.OffsetDeleteResponsePartition(partition_index=p, error_code=int(e))
-                for p, e in parts])
-            for name, parts in answers])
+        if not records:
+            return _offsets_deleted(answers, E.NONE)
+        # Once durable, the tombstones and the journal entry are replayed (the load's replay).
+        entry = self.reports.admin_record(group_id, "delete_offsets", ctx, [f"{r.topic}:{r.partition}" for r in records])
+        return self.partitions.write(self.partition_for(group_id), CoordinatorResult([*records, entry],
+                                                                                     _offsets_deleted, answers))
 
     def start_retention(self) -> None:
         """Run offset expiry every `offsets.retention.check.interval.ms` until shutdown (idempotent);
@@ -567,32 +561,24 @@ class OffsetsManager:
                 by_partition.setdefault(partition, []).append((group_id, self.reports.journal.tombstones(group_id)))
         total = 0
 
-        async def write(partition: int, entries) -> int:
-            error = await self.partitions.append(partition, [r for _, recs in entries for r in recs])
-            if error:
-                log.warning("offset expiry: could not write tombstones to partition %d: %s", partition, E(error).name)
-                return 0
-            for group_id, recs in entries:
-                for r in recs:
-                    if type(r) is OffsetCommitTombstone:
-                        self.offsets.delete(r.group, r.topic, r.partition)
-                    elif type(r) is GroupJournalTombstone:
-                        self.reports.journal.forget([r.group])
-                    elif type(r) is GroupMetadataTombstone:
-                        group = self._groups.get(group_id)
-                        if group is not None and group.state is GroupState.EMPTY \
-                                and not self.offsets.has_offsets(group_id):
-                            self._group_manager.drop_group(group)
-                            log.info("group %s: removed, its offsets expired", group_id)
-            return len([r for _, recs in entries for r in recs])
-
-        for n in await asyncio.gather(*(write(p, e) for p, e in by_partition.items())):
-            total += n
+        # Once durable, the tombstones are replayed (the load's replay): offsets, journals and emptied groups go.
+        answers = [self.partitions.write(partition, CoordinatorResult(records, self._expired, (partition, len(records))))
+                   for partition, records in ((p, [r for _, recs in e for r in recs]) for p, e in by_partition.items())]
+        for answer in answers:
+            total += await answer
         if total:
             log.info("offset expiry: wrote %d tombstones", total)
             if self.metrics is not None:
                 self.metrics.offsets_expired(total)
         return total
+
+    @staticmethod
+    def _expired(written: tuple[int, int], error: int) -> int:
+        partition, count = written
+        if error:
+            log.warning("offset expiry: could not write tombstones to partition %d: %s", partition, E(error).name)
+            return 0
+        return count
 
     def _expired_records(self, group: ClassicGroup | ConsumerGroup, now: int,
                          retention_ms: int) -> tuple[list[Record], bool]:
@@ -632,6 +618,20 @@ class OffsetsManager:
         request = m.OffsetCommitRequest(group_id=group_id, generation_id_or_member_epoch=-1, member_id="",
                                         topics=[Topic(name=t, partitions=ps) for t, ps in by_topic.items()])
         answer = self.offset_commit(request, _ADMIN_COMMIT_VERSION, ctx)
-        response = await answer if type(answer) is PendingAnswer else answer
-        response = response.response if type(response) is PendingAnswer else response
+        if type(answer) is PendingAnswer:
+            await answer
+            response = answer.response
+        else:
+            response = answer
         return {(t.name, p.partition_index): p.error_code for t in response.topics for p in t.partitions}
+
+
+def _offsets_deleted(answers: list[tuple[str, list[tuple[int, int]]]], error: int):
+    """OffsetDelete's answer: each partition's outcome, or the write's error."""
+    if error:
+        return m.OffsetDeleteResponse(error_code=int(error), throttle_time_ms=0, topics=[])
+    Topic = m.OffsetDeleteResponse.OffsetDeleteResponseTopic
+    return m.OffsetDeleteResponse(error_code=0, throttle_time_ms=0, topics=[
+        Topic(name=name, partitions=[Topic.OffsetDeleteResponsePartition(partition_index=p, error_code=int(e))
+                                     for p, e in parts])
+        for name, parts in answers])

@@ -22,6 +22,7 @@ from cohort.coordinator.groups.reports.health import GroupHealth, HealthMonitor
 from cohort.coordinator.groups.reports.lag import LAG_HISTORY_INTERVAL_MS, LagHistory, LogEnds, group_lag, topic_lags, total_lag
 from cohort.coordinator.groups.reports.history import CommitEvent, commit_events, group_key_prefixes, offsets_at
 from cohort.coordinator.groups.offsets.table import OffsetsTable
+from cohort.coordinator.groups.runtime.result import CoordinatorResult
 from cohort.coordinator.groups.reports.journal import GroupJournal, JournalEntry, entry_from_record, rebalance_record_of
 from cohort.coordinator.groups.slices import BACKGROUND_SLICE_S, JOURNAL_BUILD_OFF_LOOP, next_turn
 from cohort.coordinator.records.types import GroupJournalRecord, encode_record
@@ -41,9 +42,9 @@ class GroupReports:
 
     def __init__(self, config, scheduler, store, offsets: OffsetsTable, partition_for: Callable[[str], int],
                  partition_error: Callable[[int], int], loaded: set[int], classic: dict[str, ClassicGroup],
-                 consumer: dict[str, ConsumerGroup], append_encoded) -> None:
+                 consumer: dict[str, ConsumerGroup], write) -> None:
         """`loaded`, `classic` and `consumer` are the coordinator's own (read, never changed here);
-        `append_encoded(partition, encoded)` writes a journal record."""
+        `write(partition, CoordinatorResult)` is the write gate the journal's records go through."""
         self.config = config
         self.scheduler = scheduler
         self._store = store
@@ -53,7 +54,7 @@ class GroupReports:
         self._loaded = loaded
         self._classic = classic
         self._consumer = consumer
-        self._append_encoded = append_encoded
+        self._write = write
         self.journal = GroupJournal(config.group_journal_max_entries)
         self.health = HealthMonitor(config.group_health_window_commits, config.group_health_window_min_distance_ms)
         self.log_ends = LogEnds()  # where partitions end (lag): the registry's reported ends, once wired in
@@ -112,13 +113,17 @@ class GroupReports:
             record, encoded, entry = built
             if previous is not None and not previous.done():
                 await asyncio.wait([previous])
-            if await self._append_encoded(partition, [encoded]) == E.NONE and partition in self._loaded:
-                self.journal.apply(record, entry)  # (not when the partition was lost meanwhile)
+            self._write(partition, CoordinatorResult([encoded], self._journaled, (partition, record, entry), encoded=True))
 
         task = loop.create_task(write())
         self._journal_writes.add(task)
         self._journal_tails[group_id] = task
         task.add_done_callback(functools.partial(self._journal_write_done, group_id))
+
+    def _journaled(self, written: tuple, error: int) -> None:
+        partition, record, entry = written
+        if error == E.NONE and partition in self._loaded:  # (not when the partition was lost meanwhile)
+            self.journal.apply(record, entry)
 
     def _journal_write_done(self, group_id: str, task: asyncio.Task) -> None:
         self._journal_writes.discard(task)

@@ -6,7 +6,7 @@ into an event (parking JoinGroup/SyncGroup as a future keyed by a request id), c
 once go out at most ANSWERS_PER_TURN, and at most ANSWER_SLICE_S, per loop turn so other
 connections are served in between), timers are
 set through a `Scheduler` and fire back as `TimerFired`, appends go through the coordinator's write
-path and come back as `RecordsAppended`, metric entries reach `CoordinatorMetrics` and journal entries the coordinator's journal.
+gate as a `CoordinatorResult` and come back as `RecordsAppended`, metric entries reach `CoordinatorMetrics` and journal entries the coordinator's journal.
 Every event of a group is handled on the loop thread, one at a time: the group has one owner.
 """
 from __future__ import annotations
@@ -15,7 +15,7 @@ import asyncio
 import itertools
 import logging
 import time
-from collections.abc import Awaitable, Callable, Hashable
+from collections.abc import Callable, Hashable
 from functools import partial
 
 from cohort.coordinator.groups.classic.engine import (
@@ -33,6 +33,8 @@ from cohort.coordinator.groups.classic.engine import (
     Unloaded,
 )
 from cohort.coordinator.groups.consumer.engine import ConsumerGroupState, ConvertedToClassic, Step as ConsumerStep
+from cohort.coordinator.contracts.answers import PendingAnswer
+from cohort.coordinator.groups.runtime.result import CoordinatorResult
 from cohort.coordinator.groups.runtime.scheduler import Scheduler, TimerHandle
 from cohort.coordinator.groups.effects import (
     Answer,
@@ -66,10 +68,9 @@ _ANSWERS_PER_CHECK = 16
 # ---------------------------------------------------------------------------------------------
 # The runtime
 # ---------------------------------------------------------------------------------------------
-WriteRecord = Callable[[GroupMetadataRecord], Awaitable[int]]
-"""The coordinator's write path: start appending one record now (so appends keep the order they
-were asked in) and resolve to a Kafka error code, NONE once durable (a future or task, so it runs
-whether or not anyone awaits it)."""
+WriteResult = Callable[[str, CoordinatorResult], PendingAnswer]
+"""The coordinator's write gate for a group's records (`PartitionRuntime.write` on the group's offsets
+partition): started now, so a group's appends keep the order they were asked in."""
 
 
 class _Host:
@@ -79,17 +80,20 @@ class _Host:
 
     def __init__(self) -> None:
         self.timers: dict[Hashable, TimerHandle] = {}
-        self.writes: set[asyncio.Task] = set()
+        self.writes = 0
 
 
 class GroupRuntime:
     """Hosts every group of one coordinator: feeds them events, executes their effects."""
 
-    def __init__(self, scheduler: Scheduler, write: WriteRecord, metrics=None,
-                 journal: Callable[[RebalanceJournaled], None] | None = None) -> None:
-        """`journal` receives each finished rebalance's entry (the coordinator persists it)."""
+    def __init__(self, scheduler: Scheduler, write: WriteResult, metrics=None,
+                 journal: Callable[[RebalanceJournaled], None] | None = None,
+                 write_failed: Callable[[object, int], None] | None = None) -> None:
+        """`journal` receives each finished rebalance's entry (the coordinator persists it); `write_failed(group,
+        error)` hears of a group's failed append after the group has (it rolls the group back)."""
         self.scheduler = scheduler
         self._write = write
+        self._write_failed = write_failed
         self._journal = journal
         self._metrics = metrics  # cohort.coordinator.metrics.CoordinatorMetrics, or None
         self._parked: dict[int, asyncio.Future] = {}
@@ -158,15 +162,11 @@ class GroupRuntime:
 
     async def settle(self) -> None:
         """Wait until no group has an append in flight (tests, shutdown)."""
-        while True:
-            writes = [t for host in self._hosts.values() for t in host.writes]
-            if not writes:
-                return
-            await asyncio.gather(*writes, return_exceptions=True)
-            await asyncio.sleep(0)  # let their done callbacks forget them (gather may not yield)
+        while self.writes_in_flight():
+            await asyncio.sleep(0.001)
 
     def writes_in_flight(self) -> int:
-        return sum(len(host.writes) for host in self._hosts.values())
+        return sum(host.writes for host in self._hosts.values())
 
     def answers_in_flight(self) -> int:
         """Batches of answers still going out a slice per loop turn (tests wait for them)."""
@@ -248,8 +248,6 @@ class GroupRuntime:
         if host is not None:
             for handle in host.timers.values():
                 handle.cancel()
-            for task in host.writes:
-                task.cancel()
 
     def _park(self, group: ClassicGroup, event_for: Callable[[int], object]) -> asyncio.Future:
         future = asyncio.get_running_loop().create_future()
@@ -306,20 +304,29 @@ class GroupRuntime:
         self.submit(group, TimerFired(key))
 
     def _append(self, group: ClassicGroup, effect: AppendRecords) -> None:
+        """An engine's records through the write gate; `RecordsAppended` comes back once they are durable
+        (or failed), in the loop turn after (the engine's next effects may append again)."""
         host = self._host(group)
-        writes = [self._write(record) for record in effect.records]  # started now: appends keep their order
+        host.writes += 1
+        self._write(group.group_id, CoordinatorResult(effect.records)).subscribe(self._appended, (group, host, effect))
 
-        async def then_feed_back() -> None:
-            # An unloaded group stops waiting; its appends go on (shielded).
-            errors = await asyncio.shield(asyncio.gather(*writes))
-            if self._hosts.get(group) is host:
-                self.submit(group, RecordsAppended(effect.purpose, next((e for e in errors if e), ErrorCode.NONE)))
+    def _appended(self, written: tuple, answer: PendingAnswer) -> None:
+        error = answer.response if answer.error is None else ErrorCode.COORDINATOR_NOT_AVAILABLE
+        asyncio.get_running_loop().call_soon(self._feed_back, written, error)
 
-        task = asyncio.get_running_loop().create_task(then_feed_back())
-        host.writes.add(task)
-        task.add_done_callback(partial(self._write_done, group, host))
-
-    def _write_done(self, group: ClassicGroup, host: _Host, task: asyncio.Task) -> None:
-        host.writes.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("group %s: handling a finished write failed", group.group_id, exc_info=task.exception())
+    def _feed_back(self, written: tuple, error: int) -> None:
+        group, host, effect = written
+        host.writes -= 1
+        if self._hosts.get(group) is not host:
+            # Unloaded, deleted or rolled back meanwhile: a request waiting for these records hears so.
+            purpose = effect.purpose
+            request_id = getattr(purpose, "request_id", None)
+            if request_id is not None and hasattr(purpose, "result"):
+                self._answer(request_id, type(purpose.result)(error or ErrorCode.NOT_COORDINATOR))
+            return
+        try:
+            self.submit(group, RecordsAppended(effect.purpose, error))
+            if error and self._write_failed is not None:
+                self._write_failed(group, error)
+        except Exception:
+            log.exception("group %s: handling a finished write failed", group.group_id)

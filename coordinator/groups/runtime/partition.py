@@ -9,11 +9,13 @@ after another, in the order they were acquired (replay is CPU-bound). `error(p)`
 a group of p answers: NONE only while p is LOADED, the serving deadline has not passed and the runtime
 is open.
 
-The write path: `append(p, records)` / `append_encoded(p, encoded)` return NONE or the error Kafka's
-group coordinator maps a failed write to (`map_write_error`); `write(p, encoded, then, state)` is the
-request path's: it returns the `PendingAnswer` that `then(state, error)` makes once the records are
-durable (for the local log's `DurableFuture`, in the very loop turn the append settles). Appends of one
-partition finish in order; `wait_for_writes` waits for those already started (OffsetFetch's RequireStable).
+The write gate: every write of the node is a `CoordinatorResult` (records + how to answer) handed to
+`write(p, result)`, the only caller of `Store.append`. It returns the `PendingAnswer` that the result's
+`then(state, error)` makes once the records are durable and replayed into the shard (`replay_durable`, the
+load's replay), or with the error Kafka's group coordinator maps a failed append to (`map_write_error`),
+nothing replayed. For the local log's `DurableFuture` that happens in the very loop turn the append
+settles. Appends of one partition finish in order; `wait_for_writes` waits for those already started
+(OffsetFetch's RequireStable).
 """
 from __future__ import annotations
 
@@ -22,12 +24,12 @@ import functools
 import logging
 import math
 import time
-from collections.abc import Callable
 
 from cohort.coordinator.contracts.answers import PendingAnswer
 from cohort.coordinator.contracts.partition_lifecycle import OWNED_STATES, PartitionLifecycle, PartitionStates
 from cohort.coordinator.contracts.store import LogLoadError, StorageError, Store
 from cohort.coordinator.log.durable_future import DurableFuture
+from cohort.coordinator.groups.runtime.result import CoordinatorResult
 from cohort.coordinator.groups.slices import (
     LARGE_REQUEST_PARTITIONS,
     MEMBERS_ENCODED_ON_LOOP,
@@ -64,6 +66,42 @@ _WRITE_ERROR_MAP = {
 def map_write_error(code: int) -> int:
     """Kafka's mapping of a storage error to what the client is told."""
     return _WRITE_ERROR_MAP.get(code, code)
+
+
+def _raise_write_error(partition: int, error: int) -> None:
+    if error:
+        raise StorageError(f"append to offsets partition {partition} failed", ErrorCode(error))
+
+
+def _needs_slices(result: CoordinatorResult) -> bool:
+    """Too much to encode in one loop turn: a big group's GroupMetadata record, or a huge group's tombstones."""
+    records = result.records
+    if result.encoded:
+        return False
+    if len(records) > LARGE_REQUEST_PARTITIONS:
+        return True
+    for record in records:
+        if type(record) is GroupMetadataRecord and len(record.members) > MEMBERS_ENCODED_ON_LOOP:
+            return True
+    return False
+
+
+async def _encode_in_slices(records: list[Record]) -> list[tuple[bytes, bytes | None]]:
+    encoded = []
+    for start in range(0, len(records), PARTITIONS_PER_SLICE):
+        for record in records[start:start + PARTITIONS_PER_SLICE]:
+            if type(record) is GroupMetadataRecord and len(record.members) > MEMBERS_ENCODED_ON_LOOP:
+                slices = encode_group_metadata_in_slices(record, MEMBERS_ENCODED_ON_LOOP)
+                try:
+                    while True:
+                        next(slices)
+                        await next_turn()
+                except StopIteration as done:
+                    encoded.append(done.value)
+            else:
+                encoded.append(encode_record(record))
+        await next_turn()
+    return encoded
 
 
 class PartitionRuntime:
@@ -261,88 +299,76 @@ class PartitionRuntime:
         if failed:
             raise LogLoadError({p: RuntimeError(why) for p, why in failed.items()})
 
-    # -- the write path -------------------------------------------------------------------------
-    def append_group_record(self, record: Record) -> asyncio.Future:
-        """Append one GroupMetadata (or consumer-group) record; the future resolves to an error code.
+    # -- the write gate ------------------------------------------------------------------------
+    def write(self, partition: int, result: CoordinatorResult, order_key: str | None = None) -> PendingAnswer:
+        """The one write path (Kafka's `CoordinatorRuntime.scheduleWriteOperation`): append `result`'s
+        records to `partition`, and once they are durable replay them into the shard (the load's `replay`,
+        when `result.replay`) and answer `result.then(state, error)` (`error`: NONE, or the mapped write
+        error; nothing is replayed then). The local log's `DurableFuture` runs it in the very loop turn
+        the append settles (a done-callback would answer a turn later).
 
-        Called synchronously, so records of a group reach the log in the order they were made
-        (the last one is what a reload sees). The record of a big group (10 000 members: ~40 ms)
-        is encoded a slice of members per loop turn so the loop keeps serving others; the group's
-        later writes wait for it.
+        Records too many to encode in one loop turn (a big group's GroupMetadata, a huge group's
+        tombstones) are encoded a slice per turn; later writes with the same `order_key` (a group id)
+        wait for them, so a group's records reach the log in the order they were made.
         """
-        partition = self._shard.partition_for(record.group)
-        group_id = record.group
-        if type(record) is not GroupMetadataRecord:  # a consumer group's records are small
-            return asyncio.ensure_future(self.append(partition, [record]))
-        previous = self._group_writes.get(group_id)
-        if previous is None and len(record.members) <= MEMBERS_ENCODED_ON_LOOP:
-            return asyncio.ensure_future(self.append(partition, [record]))
-        write = asyncio.ensure_future(self._append_group_record_in_order(partition, record, previous))
-        self._group_writes[group_id] = write
+        previous = self._group_writes.get(order_key) if order_key is not None else None
+        if previous is None and not _needs_slices(result):
+            records = result.records
+            if not result.encoded:
+                try:
+                    records = [encode_record(r) for r in records]
+                except (ValueError, TypeError) as exc:
+                    log.error("cannot encode records for offsets partition %d: %s", partition, exc)
+                    return self._refused(result, E.UNKNOWN_SERVER_ERROR)
+            return self._append(partition, records, result)
+        answer = PendingAnswer()
+        task = asyncio.ensure_future(self._write_in_slices(partition, result, previous, answer))
+        answer.source = task
+        if order_key is not None:
+            self._group_writes[order_key] = task
 
-        def forget(done: asyncio.Future) -> None:
-            if self._group_writes.get(group_id) is done:
-                del self._group_writes[group_id]
+            def forget(done: asyncio.Future) -> None:
+                if self._group_writes.get(order_key) is done:
+                    del self._group_writes[order_key]
 
-        write.add_done_callback(forget)
-        return write
+            task.add_done_callback(forget)
+        return answer
 
-    async def _append_group_record_in_order(self, partition: int, record: GroupMetadataRecord,
-                                            previous: asyncio.Future | None) -> int:
+    async def persist(self, partition: int, records: list[Record]) -> None:
+        """`write` for a registry that applies its own records once durable (credentials and ACLs, the topic
+        registry): returns once durable, raises `StorageError` (the mapped error) when the append failed."""
+        answer = self.write(partition, CoordinatorResult(records, _raise_write_error, partition, replay=False))
+        await answer
+
+    def _refused(self, result: CoordinatorResult, error: int) -> PendingAnswer:
+        answer = PendingAnswer()
+        self._answer(answer, result, error)
+        return answer
+
+    async def _write_in_slices(self, partition: int, result: CoordinatorResult, previous: asyncio.Future | None,
+                               answer: PendingAnswer) -> None:
         if previous is not None:
             await asyncio.wait([previous])
         try:
-            slices = encode_group_metadata_in_slices(record, MEMBERS_ENCODED_ON_LOOP)
-            try:
-                while True:
-                    next(slices)
-                    await next_turn()
-            except StopIteration as done:
-                encoded = done.value
+            encoded = result.records if result.encoded else await _encode_in_slices(result.records)
         except (ValueError, TypeError) as exc:
             log.error("cannot encode records for offsets partition %d: %s", partition, exc)
-            return E.UNKNOWN_SERVER_ERROR
-        return await self.append_encoded(partition, [encoded])
-
-    async def append(self, partition: int, records: list[Record]) -> int:
-        """Append typed records durably; returns NONE or the client-facing (mapped) error."""
+            self._answer(answer, result, E.UNKNOWN_SERVER_ERROR)
+            return
         try:
-            if len(records) <= LARGE_REQUEST_PARTITIONS:
-                encoded = [encode_record(r) for r in records]
-            else:  # a big group's tombstones: a slice at a time
-                encoded = []
-                for start in range(0, len(records), PARTITIONS_PER_SLICE):
-                    encoded += [encode_record(r) for r in records[start:start + PARTITIONS_PER_SLICE]]
-                    await next_turn()
-        except (ValueError, TypeError) as exc:
-            log.error("cannot encode records for offsets partition %d: %s", partition, exc)
-            return E.UNKNOWN_SERVER_ERROR
-        return await self.append_encoded(partition, encoded)
+            answer.settle_with(await self._append(partition, encoded, result))
+        except BaseException as exc:  # noqa: BLE001 - reported by the subscriber; CancelledError: never answered
+            answer.fail(exc)
+            if isinstance(exc, asyncio.CancelledError):
+                raise
 
-    async def append_encoded(self, partition: int, encoded: list[tuple[bytes, bytes | None]]) -> int:
-        """`append` of records already encoded as (key, value)."""
-        self._writes_started[partition] = self._writes_started.get(partition, 0) + 1
-        durable = self._store.append(partition, encoded)
-        try:
-            await durable
-        except StorageError as exc:
-            log.warning("offsets partition %d: append failed: %s", partition, exc)
-            return map_write_error(exc.error_code)
-        finally:
-            self.write_finished(partition)
-        return E.NONE
-
-    def write(self, partition: int, encoded: list[tuple[bytes, bytes | None]],
-              then: Callable[[object, int], object], state) -> PendingAnswer:
-        """Kafka's `CoordinatorResult`: append the records, and answer `then(state, error)` once they are
-        durable (`error`: NONE, or the mapped write error; `then` applies what became durable and makes
-        the response). The local log's `DurableFuture` runs it in the very loop turn the append settles
-        (a done-callback would answer a turn later); `state` rather than a closure: one object less per write.
-        """
+    def _append(self, partition: int, encoded: list[tuple[bytes, bytes | None]],
+                result: CoordinatorResult) -> PendingAnswer:
+        """The only call of `Store.append`: the answer follows the append's future."""
         self._writes_started[partition] = self._writes_started.get(partition, 0) + 1
         durable = self._store.append(partition, encoded)
         answer = PendingAnswer(durable)
-        written = functools.partial(self._written, answer, then, state, partition)
+        written = functools.partial(self._written, answer, result, partition)
         if durable.done():
             written(durable)
         elif type(durable) is DurableFuture:
@@ -351,7 +377,8 @@ class PartitionRuntime:
             durable.add_done_callback(written)
         return answer
 
-    def _written(self, answer: PendingAnswer, then, state, partition: int, durable: asyncio.Future) -> None:
+    def _written(self, answer: PendingAnswer, result: CoordinatorResult, partition: int,
+                 durable: asyncio.Future) -> None:
         self.write_finished(partition)
         if durable.cancelled():
             answer.fail(asyncio.CancelledError())  # shutdown: never answered
@@ -364,8 +391,23 @@ class PartitionRuntime:
                 return
             log.warning("offsets partition %d: append failed: %s", partition, exc)
             error = map_write_error(exc.error_code)
+        elif result.replay:
+            try:
+                self._shard.replay_durable(result.records)
+            except Exception as exc:  # noqa: BLE001 - reported by the subscriber (the connection logs it)
+                log.exception("offsets partition %d: replaying durable records failed", partition)
+                answer.fail(exc)
+                return
+        self._answer(answer, result, error)
+
+    @staticmethod
+    def _answer(answer: PendingAnswer, result: CoordinatorResult, error: int) -> None:
+        then = result.then
+        if then is None:
+            answer.settle(error)
+            return
         try:
-            response = then(state, error)
+            response = then(result.state, error)
         except Exception as exc:  # noqa: BLE001 - reported by the subscriber (the connection logs it)
             answer.fail(exc)
             return

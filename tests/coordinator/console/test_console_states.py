@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 
 import pytest
 from kafka import TopicPartition
@@ -13,7 +14,7 @@ from kafka.structs import OffsetAndMetadata
 from playwright.sync_api import expect
 
 from console_http import ConsoleServer, commit, create_topic, report_ends, stable_consumers
-from test_console_browser import IMAGES, commit_as_admin
+from test_console_browser import IMAGES, commit_as_admin, local_time_input
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -182,11 +183,19 @@ def test_offsets_are_reset_every_way_kafka_ui_does_with_a_preview_and_an_audit_e
         # an hour ago: the first end the source reported since then (docs/lag.md, offsets by time)
         reset("duration", "PT1H", ["600"], picked=["orders-1"])
         expect(committed).to_have_text(["42", "600"])
+        # a date and time: the first end reported at or after it
+        moment = int(time.time() * 1000)
+        while int(time.time() * 1000) <= moment:  # the next report is stamped after that moment
+            pass
+        report_ends(server.bootstrap, {("orders", 0): 700})
+        report_ends(server.bootstrap, {("orders", 0): 800})  # the latest now, not the answer
+        reset("datetime", local_time_input(moment), ["700"], picked=["orders-0"])
+        expect(committed).to_have_text(["700", "600"])
         page.screenshot(path=str(IMAGES / "console-reset.png"), full_page=True)
         # each reset is an admin entry in the group's journal, with the console as its client
         _, journal, _ = server.api("/api/groups/shipping/rebalances")
         resets = [e for e in journal["entries"] if e["trigger"] == "reset_offsets"]
-        assert len(resets) == 6, journal
+        assert len(resets) == 7, journal
         assert all("cohort-console/anonymous@" in json.dumps(e) for e in resets), resets
 
         page.click("#preview-delete-group")
@@ -221,10 +230,10 @@ def test_the_list_keeps_focus_and_its_view_in_the_url_fits_a_phone_and_follows_d
         # the keyboard stays where it was while the list refreshes itself
         page.select_option("#refresh-every", "2000")
         page.focus('a.sort[data-sort="members"]')
-        refreshed = page.locator("#status").inner_text()
-        expect(page.locator("#status")).not_to_have_text(refreshed, timeout=10_000)
-        page.wait_for_timeout(2500)  # (one more refresh: the one after the focus moved)
-        assert page.evaluate("() => document.activeElement.getAttribute('data-sort')") == "members"
+        for _ in range(2):  # two refreshes after the focus moved, each redrawing the list
+            refreshed = page.locator("#status").inner_text()
+            expect(page.locator("#status")).not_to_have_text(refreshed, timeout=10_000)
+            assert page.evaluate("() => document.activeElement.getAttribute('data-sort')") == "members"
 
         # the shared URL opens the same view
         other = browser.new_page(viewport={"width": 1200, "height": 700})

@@ -19,6 +19,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Properties;
+import java.util.TreeMap;
 import java.util.concurrent.BlockingQueue;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.LinkedBlockingQueue;
@@ -230,6 +231,16 @@ final class Member implements Runnable {
                 return c -> CompletableFuture.completedFuture(c.position(Props.partition(args.path("partition").asText()), timeout));
             case "assignment":
                 return c -> CompletableFuture.completedFuture(Props.names(c.assignment()));
+            case "offsetsForTimes":
+                // {"topic:p": timestamp ms} -> {"topic:p": {"offset", "timestamp"} or null (none at or after it)}
+                return c -> {
+                    Map<TopicPartition, Long> times = new LinkedHashMap<>();
+                    args.get("times").fields().forEachRemaining(e -> times.put(Props.partition(e.getKey()), e.getValue().asLong()));
+                    Map<String, Object> answer = new TreeMap<>();
+                    c.offsetsForTimes(times, timeout).forEach((tp, found) -> answer.put(Props.name(tp), found == null ? null
+                        : Map.of("offset", found.offset(), "timestamp", found.timestamp())));
+                    return CompletableFuture.completedFuture(answer);
+                };
             case "hold":
                 // Slow processing: no poll() for this long (the heartbeat thread carries on).
                 return c -> {

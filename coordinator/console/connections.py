@@ -1,0 +1,259 @@
+"""The console's sockets: accepted within bounds, every request timed, accept errors logged once per interval.
+
+The console shares the process's file descriptors with the Kafka listeners. Left to aiohttp, sockets
+that dribble header bytes stayed open as long as their sender liked and, under a descriptor limit,
+took every descriptor the Kafka listeners needed. So here:
+
+- a connection takes a slot at accept (``console.max.connections`` in all, at most a quarter of the
+  process's descriptor limit, and ``console.max.connections.per.ip``); one beyond is closed at once,
+  before a byte is read;
+- a request's header and body must arrive within ``console.request.timeout.ms`` of its first byte (a
+  connection's first request: of its accept), and a connection with no request under way is closed
+  after ``console.connections.max.idle.ms``; a TLS handshake has the request's time;
+- an accept that fails for want of descriptors pauses accepting briefly and is one log line per
+  interval (with the count of the rest), not one per attempt.
+
+`RequestTimer` wraps aiohttp's protocol: it sees the bytes arrive and closes the transport at the
+deadline; the console's middleware tells it when a request has arrived whole (`arrived`) and when
+its answer is written (`answered`).
+"""
+from __future__ import annotations
+
+import asyncio
+import errno
+import functools
+import logging
+import resource
+import socket
+import ssl
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from cohort.coordinator.server.connection_quotas import ConnectionQuotas, ConnectionSlot, address_key
+from cohort.coordinator.server.listener import AcceptErrors, peer_name
+
+log = logging.getLogger("cohort.coordinator.console")
+
+_ACCEPTS_PER_WAKEUP = 64
+DESCRIPTOR_SHARE = 4  # the console holds at most 1/4 of the process's descriptors
+
+
+@dataclass(frozen=True, slots=True)
+class ConsoleLimits:
+    """The console's bounds (its settings; the defaults are theirs), connections' and sign-ins'."""
+
+    max_connections: int = 64
+    max_connections_per_ip: int = 16
+    request_timeout_s: float = 5.0
+    idle_timeout_s: float = 30.0
+    log_interval_s: float = 60.0
+    sign_in_failures_per_ip: int = 10
+    sign_in_failures_per_user: int = 20
+    sign_in_failure_interval_s: float = 1.0
+    trusted_proxies: frozenset[str] = frozenset()
+
+    @classmethod
+    def from_config(cls, config) -> "ConsoleLimits":
+        return cls(config.console_max_connections, config.console_max_connections_per_ip,
+                   config.console_request_timeout_ms / 1000, config.console_connections_max_idle_ms / 1000,
+                   config.log_aggregation_interval_ms / 1000, config.console_sign_in_failures_per_ip,
+                   config.console_sign_in_failures_per_user, config.console_sign_in_failure_interval_ms / 1000,
+                   frozenset(address_key(h) for h in config.console_trusted_proxies.split(",") if h.strip()))
+
+
+def descriptor_bound(wanted: int) -> int:
+    """`wanted`, or a quarter of RLIMIT_NOFILE when that is less: the Kafka listeners keep the rest."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or soft <= 0:
+        return wanted
+    return max(1, min(wanted, soft // DESCRIPTOR_SHARE))
+
+
+class RequestTimer(asyncio.Protocol):
+    """aiohttp's protocol for one connection, with its deadlines (one timer: the request's or the idle one)."""
+
+    __slots__ = ("_inner", "_slot", "_timers", "_request_s", "_idle_s", "_loop", "_timer", "_state", "transport")
+
+    RECEIVING, HANDLING, IDLE = "receiving", "handling", "idle"
+
+    def __init__(self, inner: asyncio.Protocol, slot: ConnectionSlot | None, timers: dict,
+                 request_s: float, idle_s: float) -> None:
+        self._inner = inner
+        self._slot = slot
+        self._timers = timers  # transport -> RequestTimer, for the middleware
+        self._request_s = request_s
+        self._idle_s = idle_s
+        self._loop = asyncio.get_running_loop()
+        self._timer: asyncio.TimerHandle | None = None
+        self._state = self.RECEIVING  # the first request's clock runs from the accept
+        self.transport: asyncio.BaseTransport | None = None
+
+    def _arm(self, seconds: float) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer = self._loop.call_later(seconds, self._expired)
+
+    def _disarm(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _expired(self) -> None:
+        self._timer = None
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.abort()
+
+    def start_clock(self) -> None:
+        """(at accept) The first request's time starts now: a TLS handshake and the header share it."""
+        self._arm(self._request_s)
+
+    # -- told by the console's middleware --------------------------------------------------------
+    def arrived(self) -> None:
+        """The request's header and body are in: its handling has no deadline here."""
+        self._state = self.HANDLING
+        self._disarm()
+
+    def answered(self) -> None:
+        """The answer is done: the connection may wait idle for the next request."""
+        if self._state == self.HANDLING:
+            self._state = self.IDLE
+            self._arm(self._idle_s)
+
+    # -- asyncio.Protocol, passed on to aiohttp ------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport
+        self._timers[transport] = self
+        if self._timer is None:
+            self._arm(self._request_s)
+        self._inner.connection_made(transport)
+
+    def data_received(self, data: bytes) -> None:
+        if self._state == self.IDLE:
+            self._state = self.RECEIVING
+            self._arm(self._request_s)
+        self._inner.data_received(data)
+
+    def eof_received(self):
+        return self._inner.eof_received()
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        self._disarm()
+        if self.transport is not None:
+            self._timers.pop(self.transport, None)
+        if self._slot is not None:
+            self._slot.release()
+        self._inner.connection_lost(exc)
+
+    def pause_writing(self) -> None:
+        self._inner.pause_writing()
+
+    def resume_writing(self) -> None:
+        self._inner.resume_writing()
+
+    def close_abandoned(self) -> None:
+        """(a TLS handshake that failed) Nothing was made: give the slot back."""
+        self._disarm()
+        if self._slot is not None:
+            self._slot.release()
+
+
+def timing_middleware(timers: dict[asyncio.BaseTransport, RequestTimer]):
+    """Reads a request's body while its clock runs, then tells its `RequestTimer` it arrived and, after the
+    handler, that it was answered. A body aiohttp refuses (too large) is kept for the API's JSON answer."""
+    from aiohttp import web
+
+    @web.middleware
+    async def timed(request: web.Request, handler) -> web.StreamResponse:
+        timer = timers.get(request.transport) if request.transport is not None else None
+        try:
+            if request.body_exists:
+                try:
+                    await request.read()
+                except web.HTTPException as refused:
+                    request[BODY_REFUSED] = refused
+            if timer is not None:
+                timer.arrived()
+            return await handler(request)
+        finally:
+            if timer is not None:
+                timer.answered()
+
+    return timed
+
+
+BODY_REFUSED = "cohort.body_refused"
+
+
+class ConsoleListener:
+    """Accepts the console's connections on its own loop and hands each, timed, to aiohttp's server."""
+
+    def __init__(self, sock: socket.socket, protocol_factory: Callable[[], asyncio.Protocol],
+                 ssl_context: ssl.SSLContext | None, limits: ConsoleLimits,
+                 timers: dict[asyncio.BaseTransport, RequestTimer]) -> None:
+        self._sock = sock
+        self._factory = protocol_factory
+        self._ssl = ssl_context
+        self.quotas = ConnectionQuotas(descriptor_bound(limits.max_connections), limits.max_connections_per_ip)
+        self.request_timeout_s = limits.request_timeout_s
+        self.idle_timeout_s = limits.idle_timeout_s
+        self.timers = timers
+        self.refused = 0
+        self._errors = AcceptErrors(log, "console", limits.log_interval_s)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._serving = False
+        self._tasks: set[asyncio.Task] = set()
+
+    def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._serving = True
+        self._loop.add_reader(self._sock.fileno(), self._accept)
+
+    def stop(self) -> None:
+        if self._serving and self._loop is not None and self._sock.fileno() >= 0:
+            self._loop.remove_reader(self._sock.fileno())
+        self._serving = False
+        for task in list(self._tasks):
+            task.cancel()
+        self._errors.flush()
+
+    def _accept(self) -> None:
+        loop = self._loop
+        for _ in range(_ACCEPTS_PER_WAKEUP):
+            try:
+                conn, address = self._sock.accept()
+            except (BlockingIOError, InterruptedError, ConnectionAbortedError):
+                return
+            except OSError as exc:
+                if exc.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
+                    self._errors.note(exc)
+                    loop.remove_reader(self._sock.fileno())
+                    loop.call_later(self._errors.retry_s, self._resume)
+                    return
+                raise
+            peer = peer_name(address)
+            slot = self.quotas.acquire(peer.rpartition(":")[0])
+            if isinstance(slot, str):
+                self.refused += 1
+                conn.close()  # beyond console.max.connections(.per.ip): closed before a byte is read
+                continue
+            conn.setblocking(False)
+            timer = RequestTimer(self._factory(), slot, self.timers, self.request_timeout_s, self.idle_timeout_s)
+            timer.start_clock()
+            if self._ssl is None:
+                setup = loop.connect_accepted_socket(lambda timer=timer: timer, conn)
+            else:
+                setup = loop.connect_accepted_socket(lambda timer=timer: timer, conn, ssl=self._ssl,
+                                                     ssl_handshake_timeout=self.request_timeout_s)
+            task = loop.create_task(setup)
+            self._tasks.add(task)
+            task.add_done_callback(functools.partial(self._set_up, timer, conn))
+
+    def _set_up(self, timer: RequestTimer, conn: socket.socket, task: asyncio.Task) -> None:
+        self._tasks.discard(task)
+        if task.cancelled() or task.exception() is not None:
+            timer.close_abandoned()  # a TLS handshake that failed or timed out
+            conn.close()
+
+    def _resume(self) -> None:
+        if self._serving and self._sock.fileno() >= 0:
+            self._loop.add_reader(self._sock.fileno(), self._accept)

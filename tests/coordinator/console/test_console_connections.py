@@ -1,0 +1,189 @@
+"""The console's HTTP connections are bounded (in all, per address, in time) and never starve the Kafka
+listener of descriptors: a real ``cohort serve`` under a 400-descriptor limit, real sockets."""
+from __future__ import annotations
+
+import os
+import resource
+import select
+import socket
+import subprocess
+import time
+
+import pytest
+from kafka import KafkaConsumer, TopicPartition
+from kafka.structs import OffsetAndMetadata
+
+from bounded_wait import wait_until
+from cohort_process import cohort_command
+from console_http import ConsoleServer, call
+
+pytestmark = pytest.mark.timeout(180)
+
+DESCRIPTOR_LIMIT = 400
+PARTIAL_HEADER = b"GET /api/groups HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+
+
+class LimitedServer(ConsoleServer):
+    """``cohort serve`` with the console, started under RLIMIT_NOFILE = `DESCRIPTOR_LIMIT`."""
+
+    def launch(self):
+        def lower_limit() -> None:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (DESCRIPTOR_LIMIT, DESCRIPTOR_LIMIT))
+
+        self._stderr = open(self.stderr_path, "w")
+        self.process = subprocess.Popen(cohort_command(*self.args), env=self.env, stdout=subprocess.DEVNULL,
+                                        stderr=self._stderr, preexec_fn=lower_limit)
+        return self
+
+    def descriptors(self) -> int:
+        return len(os.listdir(f"/proc/{self.process.pid}/fd"))
+
+
+@pytest.fixture
+def limited(tmp_path):
+    server = LimitedServer(tmp_path / "data").start()
+    yield server
+    server.stop()
+
+
+def dribblers(port: int, count: int, sources: int) -> list[socket.socket]:
+    """`count` connections from `sources` loopback addresses, each having sent part of a request's header."""
+    opened = []
+    for index in range(count):
+        sock = socket.socket()
+        sock.bind((f"127.0.0.{2 + index % sources}", 0))
+        sock.settimeout(5)
+        try:
+            sock.connect(("127.0.0.1", port))
+            sock.sendall(PARTIAL_HEADER)
+        except OSError:
+            pass  # closed at once (refused beyond the bound): counted as closed below
+        opened.append(sock)
+    return opened
+
+
+def closed(sock: socket.socket) -> bool:
+    """True once the server closed it (EOF or reset); reads whatever it got."""
+    readable, _, _ = select.select([sock], [], [], 0)
+    if not readable:
+        return False
+    try:
+        return sock.recv(65536) == b""
+    except OSError:
+        return True
+
+
+def still_open(socks: list[socket.socket]) -> list[socket.socket]:
+    return [s for s in socks if s.fileno() >= 0 and not closed(s)]
+
+
+def close_all(socks: list[socket.socket]) -> None:
+    for sock in socks:
+        sock.close()
+
+
+def commit_and_read_back(bootstrap: str, group: str, offset: int) -> int:
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
+                             request_timeout_ms=20000)
+    try:
+        partition = TopicPartition("events", 0)
+        consumer.commit({partition: OffsetAndMetadata(offset, "", -1)})
+        return consumer.committed(partition)
+    finally:
+        consumer.close()
+
+
+def test_dribbling_console_connections_are_bounded_and_closed_while_kafka_clients_commit(limited):
+    baseline = limited.descriptors()
+    socks = dribblers(limited.console_port, 380, sources=38)  # 10 per address: only the bound in all applies
+    try:
+        time.sleep(1.0)  # the scenario: what the server keeps a second after they came
+        held = still_open(socks)
+        assert len(held) <= 64, f"{len(held)} console connections held beyond console.max.connections"
+        assert limited.descriptors() <= baseline + 64 + 16
+        # Kafka clients still connect and commit while the console's connections are held
+        assert commit_and_read_back(limited.bootstrap, "under-dribble", 42) == 42
+        # a header that dribbles on is cut at console.request.timeout.ms (5 s) of its accept
+        started = time.monotonic()
+        while still_open(held) and time.monotonic() - started < 20:
+            for sock in still_open(held):
+                try:
+                    sock.send(b"X")
+                except OSError:
+                    pass
+            time.sleep(0.5)
+        assert not still_open(held), "dribbling console connections were not closed"
+        assert time.monotonic() - started < 12
+    finally:
+        close_all(socks)
+    # the console answers again once they are gone
+    wait_until(lambda: call(f"http://127.0.0.1:{limited.console_port}/api/groups")[0] == 200, 15,
+               "the console to answer")
+    assert len(limited.stderr()) < 100_000
+
+
+def test_one_address_holds_at_most_its_share_of_console_connections(limited):
+    socks = dribblers(limited.console_port, 40, sources=1)
+    try:
+        time.sleep(1.0)
+        assert len(still_open(socks)) == 16  # console.max.connections.per.ip
+        # another address is still served at once
+        other = socket.create_connection(("127.0.0.1", limited.console_port), timeout=10)
+        try:
+            other.sendall(b"GET /api/groups HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+            assert other.recv(64).startswith(b"HTTP/1.1 200")
+        finally:
+            other.close()
+    finally:
+        close_all(socks)
+
+
+def test_an_idle_console_connection_is_closed_after_its_idle_time(tmp_path):
+    server = ConsoleServer(tmp_path / "data", "--console.connections.max.idle.ms", "1000").start()
+    try:
+        sock = socket.create_connection(("127.0.0.1", server.console_port), timeout=10)
+        try:
+            sock.sendall(b"GET /api/groups HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            assert sock.recv(64).startswith(b"HTTP/1.1 200")
+            sock.settimeout(0.2)
+            wait_until(lambda: closed_blocking(sock), 10, "the idle connection to be closed")
+        finally:
+            sock.close()
+    finally:
+        assert server.stop() == 0
+
+
+def closed_blocking(sock: socket.socket) -> bool:
+    try:
+        while data := sock.recv(65536):
+            pass  # the rest of the answer
+        return True
+    except socket.timeout:
+        return False
+    except OSError:
+        return True
+
+
+def test_refused_accepts_are_logged_once_per_interval_on_both_listeners(limited):
+    """Kafka connections fill the descriptor limit: both listeners' accepts fail; each says so once."""
+    held = []
+    try:
+        for _ in range(DESCRIPTOR_LIMIT + 50):
+            try:
+                held.append(socket.create_connection(("127.0.0.1", limited.port), timeout=5))
+            except OSError:
+                break
+        for _ in range(20):
+            try:
+                held.append(socket.create_connection(("127.0.0.1", limited.console_port), timeout=5))
+            except OSError:
+                break
+        wait_until(lambda: "listener=console" in limited.stderr() and f":{limited.port}" in limited.stderr(),
+                   15, "both listeners to report refused accepts")
+        time.sleep(2.0)  # the scenario: accepts keep failing for a while
+        lines = [line for line in limited.stderr().splitlines() if "cannot accept connections" in line]
+        assert len(lines) <= 4, lines[:10]
+        assert "Traceback" not in limited.stderr()
+    finally:
+        close_all(held)
+    assert commit_and_read_back(limited.bootstrap, "after-the-flood", 7) == 7

@@ -1,0 +1,143 @@
+"""The console keeps its own budget of password checks per browser address and per user: a browser guessing
+passwords slows nobody else's sign-in and spends nothing of the Kafka listener's budget. A real ``cohort
+serve`` with a SASL_PLAINTEXT listener offering PLAIN, real HTTP from distinct loopback addresses."""
+from __future__ import annotations
+
+import base64
+import http.client
+import threading
+import time
+
+import pytest
+from kafka import KafkaConsumer, TopicPartition
+from kafka.structs import OffsetAndMetadata
+
+from cohort_process import free_ports, run_cohort
+from console_http import ConsoleServer
+
+pytestmark = pytest.mark.timeout(180)
+
+USERS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret", "carol": "carol-secret",
+         "dave": "dave-secret"}
+
+
+@pytest.fixture
+def plain_console(tmp_path):
+    data = tmp_path / "data"
+    for user, password in USERS.items():
+        secret = tmp_path / f"{user}.password"
+        secret.write_text(password + "\n")
+        done = run_cohort("users", "add", user, "--mechanism", "SCRAM-SHA-256", "--password-file", str(secret),
+                          "--data-dir", str(data))
+        assert done.returncode == 0, done.stderr
+    server = ConsoleServer(data, "--listeners", "PLACEHOLDER")
+    server.sasl_port = free_ports(1, taken=server.given_ports)[0]
+    server.args[server.args.index("PLACEHOLDER")] = (
+        f"PLAINTEXT://127.0.0.1:{server.port},SASL_PLAINTEXT://127.0.0.1:{server.sasl_port}")
+    server.args += ["--sasl.enabled.mechanisms", "PLAIN,SCRAM-SHA-256",
+                    "--connection.failed.authentication.delay.ms", "20",
+                    "--console.allow.insecure.sign.in", "true"]
+    server.start()
+    yield server
+    assert server.stop() == 0
+
+
+def sign_in(server, source: str, user: str, password: str, headers: dict[str, str] | None = None
+            ) -> tuple[int, float]:
+    """(status, seconds) of one GET /api/groups from `source` (a loopback address) on a new connection."""
+    connection = http.client.HTTPConnection("127.0.0.1", server.console_port, timeout=30, source_address=(source, 0))
+    token = base64.b64encode(f"{user}:{password}".encode()).decode()
+    started = time.monotonic()
+    try:
+        connection.request("GET", "/api/groups", headers={"Authorization": f"Basic {token}", **(headers or {})})
+        response = connection.getresponse()
+        response.read()
+        return response.status, time.monotonic() - started
+    finally:
+        connection.close()
+
+
+class Guesser(threading.Thread):
+    """Wrong passwords for `user` from `source`, `per_second` a second whatever the answers take (each on a
+    thread of its own), each claiming another X-Forwarded-For."""
+
+    def __init__(self, server, source: str, user: str, per_second: float) -> None:
+        super().__init__(daemon=True)
+        self.server, self.source, self.user, self.per_second = server, source, user, per_second
+        self.statuses: list[int] = []
+        self.stopping = threading.Event()
+        self._attempts: list[threading.Thread] = []
+
+    def _attempt(self, count: int) -> None:
+        try:
+            status, _ = sign_in(self.server, self.source, self.user, f"guess-{count}",
+                                {"X-Forwarded-For": f"10.0.{count // 250}.{count % 250}"})
+        except OSError:
+            status = 0
+        self.statuses.append(status)
+
+    def run(self) -> None:
+        count = 0
+        started = time.monotonic()
+        while not self.stopping.is_set():
+            count += 1
+            attempt = threading.Thread(target=self._attempt, args=(count,), daemon=True)
+            attempt.start()
+            self._attempts.append(attempt)
+            self.stopping.wait(max(0.0, started + count / self.per_second - time.monotonic()))
+
+    def finish(self) -> None:
+        self.stopping.set()
+        self.join(30)
+        for attempt in self._attempts:
+            attempt.join(60)
+
+
+def test_correct_sign_ins_succeed_within_a_second_while_another_address_guesses_ten_a_second(plain_console):
+    guesser = Guesser(plain_console, "127.0.0.3", "admin", 10)
+    guesser.start()
+    try:
+        time.sleep(3.0)  # the scenario: the guessing has gone on past every budget's burst
+        timings = []
+        for user, source in (("alice", "127.0.0.2"), ("bob", "127.0.0.4"), ("carol", "127.0.0.2"),
+                             ("admin", "127.0.0.5")):  # admin: the user being guessed at
+            status, seconds = sign_in(plain_console, source, user, USERS[user])
+            assert status == 200, (user, status)
+            timings.append(seconds)
+            time.sleep(2.0)
+        assert max(timings) < 1.0, timings
+        # a Kafka PLAIN client on the same host as the console signs in and commits at once
+        started = time.monotonic()
+        consumer = KafkaConsumer(bootstrap_servers=f"127.0.0.1:{plain_console.sasl_port}", group_id="plain-client",
+                                 security_protocol="SASL_PLAINTEXT", sasl_mechanism="PLAIN",
+                                 sasl_plain_username="dave", sasl_plain_password=USERS["dave"],
+                                 enable_auto_commit=False, request_timeout_ms=20000)
+        try:
+            consumer.commit({TopicPartition("events", 0): OffsetAndMetadata(5, "", -1)})
+        finally:
+            consumer.close()
+        assert time.monotonic() - started < 5.0
+    finally:
+        guesser.finish()
+    # the guesser got its burst of checks and one a second (401), else 429 at once; X-Forwarded-For bought
+    # it nothing
+    assert guesser.statuses.count(401) <= 10 + 20
+    assert guesser.statuses.count(429) >= len(guesser.statuses) - 10 - 20
+    assert set(guesser.statuses) <= {401, 429}
+
+
+def test_a_throttled_address_is_told_when_to_try_again(plain_console):
+    statuses = [sign_in(plain_console, "127.0.0.6", "alice", "wrong")[0] for _ in range(11)]
+    assert statuses == [401] * 10 + [429]  # console.sign.in.failures.per.ip (10) at once
+    connection = http.client.HTTPConnection("127.0.0.1", plain_console.console_port, timeout=30,
+                                            source_address=("127.0.0.6", 0))
+    try:
+        token = base64.b64encode(b"alice:alice-secret").decode()
+        connection.request("GET", "/api/groups", headers={"Authorization": f"Basic {token}"})
+        response = connection.getresponse()
+        response.read()
+        assert response.status == 429 and int(response.headers["Retry-After"]) >= 1
+    finally:
+        connection.close()
+    # another address signs the same user in at once
+    assert sign_in(plain_console, "127.0.0.7", "alice", USERS["alice"])[0] == 200
