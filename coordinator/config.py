@@ -617,6 +617,7 @@ class CoordinatorConfig:
     group_consumer_max_size: int = _setting(INT32_MAX, IntKind(1), "Consumer groups: most members one group may have (GROUP_MAX_SIZE_REACHED beyond).")
     group_consumer_assignors: str = _setting("uniform,range", NameListKind(",", CONSUMER_GROUP_ASSIGNORS), "Consumer groups: server-side assignors members may name; the first is the default.")
     group_consumer_migration_policy: str = _setting("bidirectional", ChoiceKind(CONSUMER_GROUP_MIGRATION_POLICIES), "Consumer groups: online conversion between classic and consumer groups (disabled, upgrade, downgrade, bidirectional).")
+    group_overview_max_pages_per_second: int = _setting(50, IntKind(1, 100000), "GroupOverview (the console's group list) pages one principal may ask of a node per second; faster pages wait (up to a second) or answer THROTTLING_QUOTA_EXCEEDED.")
     group_journal_max_entries: int = _setting(100, IntKind(1, 100000), "Journal entries (rebalances, admin actions) kept per group (`cohort groups rebalances`).")
     group_health_window_commits: int = _setting(10, IntKind(2, 1000), "Group health (Burrow's rules): commits kept per partition in the sliding window it is judged over (Burrow's intervals).")
     group_health_window_min_distance_ms: int = _setting(5000, IntKind(100, 3600000), "Group health: the least time between two commits of a partition's window (Burrow's min-distance; a closer commit replaces the newest); groups are sampled this often.")

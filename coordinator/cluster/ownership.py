@@ -153,12 +153,20 @@ class EtcdOwnership:
     # --- the Ownership interface ---------------------------------------------------------------
 
     def owner(self, partition: int) -> Node | None:
+        """The node to send the partition's groups to. While nobody serves it (a handoff, a failover),
+        the node that claims it next, its preferred live node, so clients wait there (for the claim and the
+        load) instead of looking for a coordinator again and again."""
         if self._states[partition] in SERVED and self.lease.alive():
             return self.local
+        me = self.local.node_id
         entry = self._owners.get(partition)
-        if entry is None or entry.node_id == self.local.node_id:
-            return None  # our key, but not served (yet, or any more)
-        return self._nodes.get(entry.node_id)
+        if entry is not None and entry.node_id != me:
+            return self._nodes.get(entry.node_id)
+        live = (set(self._nodes) - {me}) | ({me} if self.lease.alive() else set())
+        preferred = preferred_owner(partition, live)
+        if preferred != me:
+            return self._nodes.get(preferred)  # (a handoff from here: our key until its delete lands)
+        return self.local if entry is None else None  # about to claim it; or our key, not served yet
 
     def nodes(self) -> list[Node]:
         return sorted(self._nodes.values(), key=lambda n: n.node_id)

@@ -40,9 +40,12 @@ class PendingAnswer:
         self._settled()
 
     def settle_with(self, result) -> None:
-        """Settle from what a maker returned: a response, or a settled `PendingAnswer` (its response, its flag)."""
+        """Settle from what a maker returned: a response, or a `PendingAnswer` (its response and flag, once
+        it is settled)."""
         if type(result) is PendingAnswer:
-            if result.error is not None:
+            if not result.done:
+                result.subscribe(PendingAnswer.settle_with, self)
+            elif result.error is not None:
                 self.fail(result.error)
             else:
                 self.settle(result.response, result.off_loop)
@@ -120,6 +123,47 @@ def answer_when_done(future: asyncio.Future, make: Callable[[object], object]) -
                 answer.fail(exc)
 
     future.add_done_callback(done)
+    return answer
+
+
+def answer_after(first: PendingAnswer, make: Callable[[object], object]) -> PendingAnswer:
+    """The answer `make(response)` makes once `first` (a write's answer) is settled; `make` may return a
+    `PendingAnswer` of its own."""
+    answer = PendingAnswer(first.source)
+    first.subscribe(_made_after, (answer, make))
+    return answer
+
+
+def _made_after(pending: tuple, first: PendingAnswer) -> None:
+    answer, make = pending
+    if first.error is not None:
+        answer.fail(first.error)
+        return
+    try:
+        answer.settle_with(make(first.response))
+    except Exception as exc:  # noqa: BLE001 - reported by whoever subscribed (the connection logs it)
+        answer.fail(exc)
+
+
+def answer_when_all(answers: list[PendingAnswer], make: Callable[[], object]) -> PendingAnswer:
+    """The answer `make()` makes once every one of `answers` (writes' answers) is settled."""
+    answer = PendingAnswer()
+    left = [len(answers)]
+
+    def one_settled(_, settled: PendingAnswer) -> None:
+        left[0] -= 1
+        if settled.error is not None:
+            answer.fail(settled.error)
+        elif left[0] == 0:
+            try:
+                answer.settle_with(make())
+            except Exception as exc:  # noqa: BLE001 - reported by whoever subscribed (the connection logs it)
+                answer.fail(exc)
+
+    if not answers:
+        answer.settle_with(make())
+    for each in answers:
+        each.subscribe(one_settled, None)
     return answer
 
 

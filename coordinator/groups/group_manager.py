@@ -13,7 +13,13 @@ import asyncio
 import logging
 from collections.abc import Callable
 
-from cohort.coordinator.contracts.answers import PendingAnswer, answer_when_done, encode_off_loop
+from cohort.coordinator.contracts.answers import (
+    PendingAnswer,
+    answer_after,
+    answer_when_all,
+    answer_when_done,
+    encode_off_loop,
+)
 from cohort.coordinator.contracts.partition_lifecycle import PartitionLifecycle
 from cohort.coordinator.contracts.requests import RequestContext
 from cohort.coordinator.groups.classic.engine import ClassicGroup, GroupState, JoinRequest, JoinResult, SyncResult
@@ -202,16 +208,22 @@ class GroupManager:
             log.info("group %s: JoinGroup from %r (client %s), reason: %s", group_id, member_id,
                      ctx.client_id, join.reason)
         future = self.runtime.join(group, join)
-        if new_group_record is not None:
-            # The new group is committed to the log (Kafka's "empty" GroupMetadata record, generation 0)
-            # before the join is answered; if it cannot be, the group is gone and the join hears why.
-            error = await self._write_group(group_id, CoordinatorResult([new_group_record], self._group_written,
-                                                                        group_id))
-            if error:
-                if not future.done():
-                    future.cancel()
-                return join_response(version, JoinResult(error=error))
-        result: JoinResult = await future
+        if new_group_record is None:
+            return self._join_answer(version, await future)
+        # The new group is committed to the log (Kafka's "empty" GroupMetadata record, generation 0)
+        # before the join is answered; if it cannot be, the group is gone and the join hears why.
+        written = self._write_group(group_id, CoordinatorResult([new_group_record], self._group_written, group_id))
+        return answer_after(written, lambda error: self._new_group_join_answer(version, future, error))
+
+    def _new_group_join_answer(self, version: int, future: asyncio.Future, error: int):
+        if error:
+            if not future.done():
+                future.cancel()
+            return join_response(version, JoinResult(error=error))
+        return answer_when_done(future, lambda result: self._join_answer(version, result))
+
+    @staticmethod
+    def _join_answer(version: int, result: JoinResult):
         response = join_response(version, result)
         # The leader of a big group gets every member's metadata: encode that off the loop.
         return encode_off_loop(response) if len(result.members) > MEMBERS_ENCODED_ON_LOOP else response
@@ -398,13 +410,12 @@ class GroupManager:
             by_partition.setdefault(partition, []).append((group, records))
 
         # One write per partition; once durable its tombstones are replayed (offsets, the group, the journal).
-        for answer in [self.partitions.write(partition, CoordinatorResult([r for _, recs in entries for r in recs],
-                                                                          self._groups_deleted, (entries, results)))
-                       for partition, entries in by_partition.items()]:
-            await answer
-        return m.DeleteGroupsResponse(throttle_time_ms=0, results=[
-            m.DeleteGroupsResponse.DeletableGroupResult(group_id=g if g is not None else "", error_code=int(results[g]))
-            for g in names])
+        return answer_when_all([self.partitions.write(partition, CoordinatorResult(
+            [r for _, recs in entries for r in recs], self._groups_deleted, (entries, results)))
+            for partition, entries in by_partition.items()], lambda: m.DeleteGroupsResponse(throttle_time_ms=0, results=[
+                m.DeleteGroupsResponse.DeletableGroupResult(group_id=g if g is not None else "",
+                                                            error_code=int(results[g]))
+                for g in names]))
 
     def _groups_deleted(self, written: tuple, error: int) -> None:
         entries, results = written

@@ -28,7 +28,8 @@ Kafka does:
   CreatePartitions: topic ALTER; ListOffsets: topic DESCRIBE; Fetch: topic READ (CreateTopics,
   CreatePartitions, ListOffsets and Fetch are rows of `TOPIC_RULES`: the operation, where the topics
   are, how a refusal looks);
-* ReportEndOffsets (Cohort's own): topic WRITE or ALTER, like a producer (its partitions
+* ReportEndOffsets (Cohort's own): topic WRITE or ALTER, like a producer; a forced one (v1) topic or
+  CLUSTER ALTER (its partitions
   TOPIC_AUTHORIZATION_FAILED); DescribeEndOffsets: topic DESCRIBE;
 * DescribeAcls, DescribeUserScramCredentials: CLUSTER DESCRIBE; CreateAcls,
   DeleteAcls, AlterUserScramCredentials: CLUSTER ALTER (CLUSTER_AUTHORIZATION_FAILED).
@@ -43,7 +44,6 @@ import copy
 import dataclasses
 import functools
 import inspect
-import json
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -52,13 +52,12 @@ from typing import Any
 from cohort.coordinator.contracts.answers import PendingAnswer
 from cohort.coordinator.contracts.requests import RequestContext
 from cohort.coordinator.config import WORKER_LINK_LISTENER
-from cohort.coordinator.groups.reports.lag import total_lag
 from cohort.coordinator.security.authorizer import CLUSTER_NAME, AclOperation, Authorizer, ResourceType
 from cohort.protocol.errors import ErrorCode
 from cohort.protocol.messages import (
     ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse, ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatResponse,
-    GroupOverviewRequest, GroupOverviewResponse, GroupReportRequest, GroupReportResponse,
+    GroupOverviewRequest, GroupReportRequest, GroupReportResponse,
     DescribeEndOffsetsRequest, DescribeEndOffsetsResponse, ReportEndOffsetsRequest, ReportEndOffsetsResponse,
     AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse, CreateAclsRequest, CreateAclsResponse,
     CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest, CreateTopicsResponse,
@@ -369,19 +368,13 @@ class RequestAuthorization:
         return response
 
     async def _group_overview(self, handler, request, version, ctx):
-        # Cohort's own list page: the groups ListGroups would list, each without the topics OffsetFetch hides.
-        response = await handler(request, version, ctx)
-        if response.error_code:
-            return response
-        document = json.loads(response.overview)
-        rows = document["groups"]
-        if not self._cluster(ctx, DESCRIBE, audit_denial=False):
-            rows = [row for row in rows if self.allowed(ctx, DESCRIBE, GROUP, row["group_id"], False)]
-        for row in rows:
-            row["topics"] = [t for t in row["topics"] if self.allowed(ctx, DESCRIBE, TOPIC, t["topic"], False)]
-            row["lag"] = total_lag(t["lag"] for t in row["topics"])
-        document["groups"] = rows
-        return GroupOverviewResponse(error_code=0, error_message=None, overview=json.dumps(document).encode())
+        # Cohort's own list page: the groups ListGroups would list, each summarized over the topics OffsetFetch
+        # shows. The page itself skips the rest, so its cursor, counts and health never reflect them.
+        def group_visible(group_id: str) -> bool:
+            return self.allowed(ctx, DESCRIBE, GROUP, group_id, False)
+        return await handler(request, version, dataclasses.replace(
+            ctx, topic_visible=self.topic_visibility(ctx),
+            group_visible=None if self._cluster(ctx, DESCRIBE, audit_denial=False) else group_visible))
 
     async def _delete_groups(self, handler, request, version, ctx):
         allowed = [g for g in request.groups_names if self.allowed(ctx, DELETE, GROUP, g)]
@@ -505,10 +498,17 @@ class RequestAuthorization:
         return response
 
     async def _report_end_offsets(self, handler, request, version, ctx):
-        """A source reporting end offsets needs WRITE (it produces the data) or ALTER on each topic."""
-        def may_report(t) -> bool:
-            return (self.allowed(ctx, WRITE, TOPIC, t.name, audit_denial=False)
-                    or self.allowed(ctx, ALTER, TOPIC, t.name))
+        """A source reporting end offsets needs WRITE (it produces the data) or ALTER on each topic; a forced
+        report (an operator moving an end back or removing it) needs ALTER on the topic or the cluster."""
+        if version >= 1 and request.force:
+            cluster = self._cluster(ctx, ALTER, audit_denial=False)
+
+            def may_report(t) -> bool:
+                return cluster or self.allowed(ctx, ALTER, TOPIC, t.name)
+        else:
+            def may_report(t) -> bool:
+                return (self.allowed(ctx, WRITE, TOPIC, t.name, audit_denial=False)
+                        or self.allowed(ctx, ALTER, TOPIC, t.name))
         allowed, denied = [], []
         for t in request.topics:
             (allowed if may_report(t) else denied).append(t)

@@ -487,6 +487,8 @@ class Connection(asyncio.Protocol):
             ctx = self._ctx = RequestContext(header.client_id, ctx.client_host, ctx.principal, ctx.listener)
         req = _Request(header, request, ctx, handler, encode, started, key in OVERLAPPING_APIS,
                        key in PACED_APIS)
+        if self._running and key != _FETCH_KEY:
+            self.handlers.fetch_waits.cut_short(ctx)  # its answer would wait for a parked Fetch's
         self.pending.append(req)
         if self._queued or req.paced or self._must_wait(req):
             self._queued.append(req)

@@ -30,7 +30,10 @@ def subscription(*topics: str) -> bytes:
 
 
 async def answered(result):
-    """A handler's response: given at once, or by the `PendingAnswer` it handed back because it had to wait."""
+    """A handler's response: given at once, or by the `PendingAnswer` it handed back because it had to wait
+    (a coroutine handler's, once it returns)."""
+    if asyncio.iscoroutine(result):
+        result = await result
     if type(result) is PendingAnswer:
         result = await result
     return result.response if type(result) is PendingAnswer else result  # (one to encode off the loop)
@@ -97,6 +100,13 @@ class Harness:
                         return
         await asyncio.wait_for(drain(), timeout=10)
 
+    async def expire_offsets(self) -> int:
+        """One expiry pass, its writes finished (durable and replayed, or failed) when it returns; how many
+        tombstones it handed to the write gate."""
+        written = await self.coordinator.expire_offsets()
+        await self.settle()
+        return written
+
     async def advance(self, ms: int) -> None:
         await self.settle()
         self.clock.advance(ms)
@@ -121,7 +131,7 @@ class Harness:
             member_id=member_id, group_instance_id=instance_id, protocol_type=protocol_type,
             protocols=[m.JoinGroupRequest.JoinGroupRequestProtocol(name=n, metadata=md) for n, md in protocols],
             reason=reason)
-        return asyncio.ensure_future(self.coordinator.join_group(req, version, ctx))
+        return asyncio.ensure_future(answered(self.coordinator.join_group(req, version, ctx)))
 
     async def join_now(self, *args, **kwargs):
         task = self.join(*args, **kwargs)
@@ -143,7 +153,7 @@ class Harness:
             protocol_type=protocol_type, protocol_name=protocol_name,
             assignments=[m.SyncGroupRequest.SyncGroupRequestAssignment(member_id=k, assignment=v)
                          for k, v in (assignments or {}).items()])
-        return asyncio.ensure_future(self.coordinator.sync_group(req, version, CTX))
+        return asyncio.ensure_future(answered(self.coordinator.sync_group(req, version, CTX)))
 
     async def sync_now(self, *args, **kwargs):
         task = self.sync(*args, **kwargs)

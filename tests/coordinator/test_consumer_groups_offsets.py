@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from group_harness import CTX, E, Harness
+from group_harness import CTX, E, Harness, answered
 from cohort.protocol import messages as m
 
 RETENTION_MS = 60_000
@@ -42,7 +42,7 @@ async def test_retention_keeps_subscribed_topics_of_a_consumer_group_and_no_clas
         await h.advance(RETENTION_MS // 2)
         assert (await heartbeat(h, m.ConsumerGroupHeartbeatRequest(
             group_id="cg", member_id="member-1", member_epoch=epoch))).error_code == E.NONE
-    assert await h.coordinator.expire_offsets() == 1  # "u": not subscribed; "t" is kept
+    assert await h.expire_offsets() == 1  # "u": not subscribed; "t" is kept
     assert h.group("cg") is None and h.coordinator.consumer_group("cg") is not None
     _, offsets = await h.fetch("cg")
     assert {k: v[0] for k, v in offsets.items()} == {("t", 0): 5}
@@ -56,11 +56,11 @@ async def test_a_reload_keeps_the_consumer_group_with_its_offsets_and_delete_rem
     group = h.coordinator.consumer_group("cg2")
     assert group is not None and h.group("cg2") is None  # the offsets' replay made no simple classic group
     assert group.members["member-1"].member_epoch == epoch
-    deleted = await h.coordinator.delete_groups(m.DeleteGroupsRequest(groups_names=["cg2"]), 2, CTX)
+    deleted = await answered(h.coordinator.delete_groups(m.DeleteGroupsRequest(groups_names=["cg2"]), 2, CTX))
     assert deleted.results[0].error_code == E.NON_EMPTY_GROUP
     left = await heartbeat(h, m.ConsumerGroupHeartbeatRequest(group_id="cg2", member_id="member-1", member_epoch=-1))
     assert left.error_code == E.NONE
-    deleted = await h.coordinator.delete_groups(m.DeleteGroupsRequest(groups_names=["cg2"]), 2, CTX)
+    deleted = await answered(h.coordinator.delete_groups(m.DeleteGroupsRequest(groups_names=["cg2"]), 2, CTX))
     assert deleted.results[0].error_code == E.NONE
     await h.settle()
     await h.restart()

@@ -5,7 +5,7 @@ import pytest
 
 from cohort.coordinator.groups.classic.engine import GroupState
 from cohort.coordinator.records.types import GroupMemberRecord, GroupMetadataRecord, GroupMetadataTombstone, OffsetCommitRecord
-from group_harness import E, Harness
+from group_harness import E, Harness, answered
 
 
 @pytest.fixture
@@ -48,7 +48,7 @@ async def test_given_empty_and_deleted_groups_when_restarted_then_states_are_kep
     await h.commit("d", {("t", 0): 1})
     from cohort.protocol import messages as m
     from group_harness import CTX
-    await h.coordinator.delete_groups(m.DeleteGroupsRequest(groups_names=["d"]), 2, CTX)
+    await answered(h.coordinator.delete_groups(m.DeleteGroupsRequest(groups_names=["d"]), 2, CTX))
     await h.restart()
     group = h.group("e")
     assert group.state is GroupState.EMPTY and group.generation_id == 2 and group.protocol_type == "consumer"

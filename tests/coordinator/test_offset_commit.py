@@ -214,7 +214,7 @@ async def test_given_groups_in_states_then_list_groups_filters_case_insensitivel
 async def test_given_groups_when_deleting_then_non_empty_and_not_found_refused_empty_deleted(h):
     await h.stable_group("busy", 1)
     await h.commit("idle", {("t", 0): 1})
-    r = await h.coordinator.delete_groups(m.DeleteGroupsRequest(groups_names=["busy", "idle", "idle", "nope"]), 2, CTX)
+    r = await answered(h.coordinator.delete_groups(m.DeleteGroupsRequest(groups_names=["busy", "idle", "idle", "nope"]), 2, CTX))
     assert [(x.group_id, x.error_code) for x in r.results] == [
         ("busy", E.NON_EMPTY_GROUP), ("idle", E.NONE), ("nope", E.GROUP_ID_NOT_FOUND)]
     assert h.group("idle") is None
@@ -273,7 +273,7 @@ async def test_given_loading_partition_then_describe_and_list_report_load_in_pro
         assert (g.group_id, g.error_code) == ("g", E.COORDINATOR_LOAD_IN_PROGRESS)
         r = await h.coordinator.list_groups(m.ListGroupsRequest(), 4, CTX)
         assert (r.error_code, r.groups) == (E.COORDINATOR_LOAD_IN_PROGRESS, [])
-        r = await h.coordinator.delete_groups(m.DeleteGroupsRequest(groups_names=["g"]), 2, CTX)
+        r = await answered(h.coordinator.delete_groups(m.DeleteGroupsRequest(groups_names=["g"]), 2, CTX))
         assert r.results[0].error_code == E.COORDINATOR_LOAD_IN_PROGRESS
     finally:
         h.coordinator.shutdown()

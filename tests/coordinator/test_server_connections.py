@@ -35,6 +35,24 @@ def commit(group: str, offset: int) -> OffsetCommitRequest:
         OffsetCommitRequest.OffsetCommitRequestTopic(name="pipelined", partitions=[partition])])
 
 
+def test_a_request_behind_a_parked_fetch_ends_its_wait_so_its_answer_is_not_held(server_factory, raw_client):
+    """Answers leave in request order: a FindCoordinator (a client looking for a group's moved coordinator)
+    sent behind a Fetch parked for its max wait would wait out that Fetch; it ends the wait instead."""
+    server = server_factory(fetch_max_wait_cap_ms=5000)
+    client = raw_client(server.port)
+    client.request(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name="pipelined")]), 9)
+    client.send_bytes(encode_request(parked_fetch(5000), 11, correlation_id=1, client_id="pipe"))
+    time.sleep(0.2)  # the Fetch is parked by now
+    sent = time.monotonic()
+    client.send_bytes(encode_request(FindCoordinatorRequest(key="p"), 3, correlation_id=2, client_id="pipe"))
+    fetch = decode_response(FetchRequest.API_KEY, 11, client.receive_frame())
+    found = decode_response(FindCoordinatorRequest.API_KEY, 3, client.receive_frame())
+    waited = time.monotonic() - sent
+    assert [fetch[0], found[0]] == [1, 2] and fetch[1].error_code == 0 and found[1].error_code == 0
+    assert fetch[1].responses[0].partitions[0].records in (b"", None)  # answered as at the end of its wait
+    assert waited < 2.5, waited  # not the Fetch's 5 s max wait
+
+
 def test_pipelined_requests_are_answered_in_request_order(server, raw_client):
     client = raw_client(server.port)
     client.request(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name="pipelined")]), 9)
@@ -71,17 +89,19 @@ def test_a_pipelined_offset_fetch_sees_the_commit_sent_before_it(server, raw_cli
 
 
 def test_a_commit_pipelined_behind_a_parked_fetch_is_not_held_up(server_factory, raw_client):
-    """Commits, heartbeats and fetches commute, so they run side by side on one connection."""
+    """Commits, heartbeats and fetches commute, so they run side by side on one connection; and the
+    commit ends the Fetch's wait, whose answer would otherwise hold the commit's back."""
     server = server_factory(fetch_max_wait_cap_ms=10000)
     client, observer = raw_client(server.port), raw_client(server.port)
     client.request(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name="pipelined")]), 9)
+    sent = time.monotonic()
     client.send_bytes(encode_request(parked_fetch(10000), 11, correlation_id=1, client_id="c")
                       + encode_request(commit("side-by-side", 7), 8, correlation_id=2, client_id="c"))
-    # Visible while the Fetch is still parked:
     wait_until(lambda: committed(observer, "side-by-side") == 7, 8, "the commit (it waited for the parked Fetch?)")
-    client.sock.settimeout(0.05)
-    with pytest.raises(socket.timeout):  # ... and its answer still waits its turn behind the Fetch
-        client.sock.recv(1)
+    fetch = decode_response(FetchRequest.API_KEY, 11, client.receive_frame())
+    answer = decode_response(OffsetCommitRequest.API_KEY, 8, client.receive_frame())
+    assert (fetch[0], answer[0]) == (1, 2) and answer[1].topics[0].partitions[0].error_code == 0
+    assert time.monotonic() - sent < 5, "the commit's answer waited out the Fetch's 10 s"
 
 
 def test_connections_beyond_max_connections_are_refused(server_factory, raw_client):

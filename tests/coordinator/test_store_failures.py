@@ -26,17 +26,31 @@ E = ErrorCode
 
 
 class FullDiskLog(OffsetsLog):
-    """The real offsets log, whose appends fail while `full` is set, as a full disk's do (the append's
-    future fails a moment later with KAFKA_STORAGE_ERROR)."""
+    """The real offsets log, whose appends fail while `full` is set, as a full disk's do: the append's
+    future fails with KAFKA_STORAGE_ERROR after the partition's earlier appends finished (a log finishes
+    a partition's appends in order)."""
 
     full = False
 
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._last: dict[int, asyncio.Future] = {}
+
     def append(self, partition, records):
         if not self.full:
-            return super().append(partition, records)
-        failed = asyncio.get_running_loop().create_future()
-        failed.get_loop().call_soon(failed.set_exception, StorageError(
-            "No space left on device", E.KAFKA_STORAGE_ERROR, errno.ENOSPC))
+            appended = self._last[partition] = super().append(partition, records)
+            return appended
+        earlier = self._last.get(partition)
+        failed = self._last[partition] = asyncio.get_running_loop().create_future()
+
+        def fail(_=None) -> None:
+            if not failed.done():
+                failed.set_exception(StorageError("No space left on device", E.KAFKA_STORAGE_ERROR, errno.ENOSPC))
+
+        if earlier is None or earlier.done():
+            failed.get_loop().call_soon(fail)
+        else:
+            earlier.add_done_callback(fail)
         return failed
 
 

@@ -243,8 +243,7 @@ class OffsetsManager:
                     await next_turn()
         except (ValueError, TypeError) as exc:
             self._unencodable(commit, exc)
-        answer = self._append_commit(commit)
-        return await answer if type(answer) is PendingAnswer else answer
+        return self._append_commit(commit)  # (a `PendingAnswer` settles this request's once settled itself)
 
     def _build_partitions(self, commit: "_Commit", name: str, partitions, parts: list | None = None) -> list:
         """Add the log records of `partitions` (of topic `name`) to `commit`, what to apply once they are
@@ -522,7 +521,8 @@ class OffsetsManager:
         self._retention_task = asyncio.get_running_loop().create_task(run())
 
     async def expire_offsets(self) -> int:
-        """One expiry pass: expired offsets and emptied Empty groups get tombstones. Returns how many."""
+        """One expiry pass: expired offsets and emptied Empty groups get tombstones, handed to the write gate
+        (they are replayed, and so take effect, once durable). Returns how many."""
         now = self.scheduler.now_ms()
         retention_ms = self.config.offsets_retention_minutes * 60_000
         by_partition: dict[int, list[tuple[str, list[Record]]]] = {}
@@ -562,23 +562,20 @@ class OffsetsManager:
         total = 0
 
         # Once durable, the tombstones are replayed (the load's replay): offsets, journals and emptied groups go.
-        answers = [self.partitions.write(partition, CoordinatorResult(records, self._expired, (partition, len(records))))
-                   for partition, records in ((p, [r for _, recs in e for r in recs]) for p, e in by_partition.items())]
-        for answer in answers:
-            total += await answer
-        if total:
-            log.info("offset expiry: wrote %d tombstones", total)
-            if self.metrics is not None:
-                self.metrics.offsets_expired(total)
+        for partition, entries in by_partition.items():
+            records = [r for _, recs in entries for r in recs]
+            self.partitions.write(partition, CoordinatorResult(records, self._expired, (partition, len(records))))
+            total += len(records)
         return total
 
-    @staticmethod
-    def _expired(written: tuple[int, int], error: int) -> int:
+    def _expired(self, written: tuple[int, int], error: int) -> None:
         partition, count = written
         if error:
             log.warning("offset expiry: could not write tombstones to partition %d: %s", partition, E(error).name)
-            return 0
-        return count
+            return
+        log.info("offset expiry: wrote %d tombstones to partition %d", count, partition)
+        if self.metrics is not None:
+            self.metrics.offsets_expired(count)
 
     def _expired_records(self, group: ClassicGroup | ConsumerGroup, now: int,
                          retention_ms: int) -> tuple[list[Record], bool]:
