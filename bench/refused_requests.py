@@ -10,7 +10,7 @@ each request kind -- ReportEndOffsets (one topic, ~`--mb` MB of partitions), Lis
 the same size -- a separate process signed in as `nobody` sends one such request (encoded before the window
 opens) while the probe sends Metadata every 5 ms, one at a time. The figures per kind: the probe's max and
 p99 round trip in the window (the loop's stall shows as the max), the refused request's own answer time and
-answer size. Builds and kinds run in an order that rotates from round to round; the report gives medians
+answer size (0: the server closed the connection instead). Builds and kinds run in an order that rotates from round to round; the report gives medians
 over the rounds.
 """
 from __future__ import annotations
@@ -71,13 +71,20 @@ def _attacker(port: int, kind: str, megabytes: float, ready, go, results) -> Non
         ready.set()
         await asyncio.get_running_loop().run_in_executor(None, go.wait)
         began = time.perf_counter()
-        writer.write(frame)
-        size = int.from_bytes(await reader.readexactly(4), "big")
-        await reader.readexactly(size)
+        try:
+            writer.write(frame)
+            size = int.from_bytes(await reader.readexactly(4), "big")
+            await reader.readexactly(size)
+        except (ConnectionError, asyncio.IncompleteReadError):
+            size = 0  # the server closed the connection instead of answering
         results.put({"request_bytes": len(frame), "answer_bytes": size,
                      "answer_ms": round((time.perf_counter() - began) * 1000, 1)})
         writer.close()
-    asyncio.run(run())
+    try:
+        asyncio.run(run())
+    except BaseException as exc:  # noqa: BLE001 - reported to the measuring process, which must not wait in vain
+        results.put({"error": repr(exc)})
+        raise
 
 
 async def _probe_until(session: KafkaSession, done) -> dict:
@@ -146,7 +153,7 @@ async def measure(args) -> dict:
             await session.close()
     finally:
         for server in servers.values():
-            server.stop()
+            server.close()
         shutil.rmtree(work, ignore_errors=True)
     medians = {name: {kind: {key: statistics.median(e[key] for e in entries)
                              for key in ("max", "p99", "answer_ms", "answer_bytes") if all(key in e for e in entries)}

@@ -639,6 +639,7 @@ class CoordinatorConfig:
     fetch_max_wait_cap_ms: int = _setting(500, _MS, "Cap on how long an (always empty) Fetch is held.")
     # -- limits that protect the server ----------------------------------------
     socket_request_max_bytes: int = _setting(104857600, IntKind(1), "Largest request frame accepted; bigger ones close the connection.")
+    small_request_max_bytes: int = _setting(2097152, IntKind(262144), "Largest request of an API whose requests are small by nature (every API but OffsetCommit, OffsetFetch, OffsetDelete, JoinGroup, SyncGroup, Fetch, ConsumerGroupHeartbeat and ConsumerGroupDescribe, which only socket.request.max.bytes bounds); a bigger one closes the connection before it is decoded.")
     max_connections: int = _setting(10000, IntKind(1), "Most client connections open at once, counted from accept (a TLS handshake holds a slot); more are refused.")
     max_connections_per_ip: int = _setting(INT32_MAX, IntKind(0), "Most connections open at once from one client address; more are closed at accept (Kafka's setting; 0 needs max.connections.per.ip.overrides).")
     max_connections_per_ip_overrides: str = _setting("", ConnectionOverridesKind(), "Per-address exceptions to max.connections.per.ip, host:count comma-separated (a host name or IP address).")

@@ -13,7 +13,8 @@ part of the life it sees, all against this one table:
   etcd.
 
 A partition leaves any owned state straight for UNOWNED when it must stop at once (a lease deadline
-passed, the node was fenced): nothing waits for a release then. An illegal move raises loudly.
+passed, the node was fenced): nothing waits for a release then. At shutdown the group coordinator moves
+every partition to CLOSED, which it never leaves. An illegal move raises loudly.
 """
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ class PartitionLifecycle(enum.Enum):
     LOADED = "loaded"  # owned and served
     FAILED = "failed"  # owned, but its load failed: answers NOT_COORDINATOR until loaded again
     RELEASING = "releasing"  # being let go: parked requests answered, the store's release under way
+    CLOSED = "closed"  # the node shuts down: answers COORDINATOR_NOT_AVAILABLE; its release still runs (terminal)
 
 
 L = PartitionLifecycle
@@ -39,6 +41,7 @@ ENTERED_FROM: dict[PartitionLifecycle, frozenset[PartitionLifecycle]] = {
     L.FAILED: frozenset({L.LOADING, L.LOADED}),
     L.RELEASING: frozenset({L.LOADING, L.LOADED, L.FAILED}),
     L.UNOWNED: frozenset({L.CLAIMING, L.LOADING, L.LOADED, L.FAILED, L.RELEASING}),
+    L.CLOSED: frozenset(s for s in PartitionLifecycle if s is not PartitionLifecycle.CLOSED),
 }
 # Where the partition is this node's to serve or to load.
 OWNED_STATES = frozenset({L.LOADING, L.LOADED, L.FAILED})

@@ -49,7 +49,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from cohort.coordinator.contracts.answers import PendingAnswer
+from cohort.coordinator.contracts.answers import PendingAnswer, encode_off_loop
+from cohort.coordinator.contracts.collector import COLLECTOR_HOLD
 from cohort.coordinator.contracts.requests import RequestContext
 from cohort.coordinator.config import WORKER_LINK_LISTENER
 from cohort.coordinator.security.authorizer import CLUSTER_NAME, AclOperation, Authorizer, ResourceType
@@ -216,10 +217,14 @@ class RequestAuthorization:
                                                    for p in t.partitions]) for t in topics]
 
         if not self.allowed(ctx, READ, GROUP, request.group_id):
-            return OffsetCommitResponse(topics=refused(request.topics, ErrorCode.GROUP_AUTHORIZATION_FAILED))
+            return await _refusal(lambda: OffsetCommitResponse(
+                topics=refused(request.topics, ErrorCode.GROUP_AUTHORIZATION_FAILED)), _partitions(request.topics))
         allowed, denied = self._split_topics(ctx, READ, request.topics, lambda t: t.name)
         if not denied:
             return await handler(request, version, ctx)
+        if not allowed:
+            return await _refusal(lambda: OffsetCommitResponse(
+                topics=refused(denied, ErrorCode.TOPIC_AUTHORIZATION_FAILED)), _partitions(denied))
         answer = refused(denied, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
         if allowed:
             narrowed = copy.copy(request)
@@ -493,9 +498,12 @@ class RequestAuthorization:
             response = _unwrap(await handler(narrowed, version, ctx))
         else:
             response = rule.empty_response()
-        entries = list(getattr(response, rule.response_field)) + [rule.refused(t, version) for t in denied]
-        setattr(response, rule.response_field, entries)
-        return response
+
+        def refuse():
+            entries = list(getattr(response, rule.response_field)) + [rule.refused(t, version) for t in denied]
+            setattr(response, rule.response_field, entries)
+            return response
+        return await _refusal(refuse, _partitions(denied))
 
     async def _report_end_offsets(self, handler, request, version, ctx):
         """A source reporting end offsets needs WRITE (it produces the data) or ALTER on each topic; a forced
@@ -515,15 +523,19 @@ class RequestAuthorization:
         if not denied:
             return await handler(request, version, ctx)
         Result = ReportEndOffsetsResponse.ReportedTopicResult
-        refused = [Result(name=t.name, partitions=[Result.ReportedPartitionResult(
-            partition_index=p.partition_index, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, error_message=_FAILED)
-            for p in t.partitions]) for t in denied]
+        count = _partitions(denied)
+        message = _FAILED if count < REFUSED_OFF_LOOP_ENTRIES else None  # (a big refusal: no longer than asked)
+
+        def refused():
+            return [Result(name=t.name, partitions=[Result.ReportedPartitionResult(
+                partition_index=p.partition_index, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                error_message=message) for p in t.partitions]) for t in denied]
         if not allowed:
-            return ReportEndOffsetsResponse(topics=refused)
+            return await _refusal(lambda: ReportEndOffsetsResponse(topics=refused()), count)
         narrowed = copy.copy(request)
         narrowed.topics = allowed
         response = _unwrap(await handler(narrowed, version, ctx))
-        response.topics = list(response.topics) + refused
+        response.topics = list(response.topics) + refused()
         return response
 
     # ------------------------------------------------------------------ security admin
@@ -634,6 +646,24 @@ TOPIC_RULES: dict[int, TopicRule] = {
                                                   aborted_transactions=None, records=b"")
                         for p in t.partitions])),
 }
+
+
+# A refusal naming more partitions than this is built on a worker thread and encoded there (`_refusal`).
+REFUSED_OFF_LOOP_ENTRIES = 5_000
+
+
+def _partitions(topics) -> int:
+    """How many entries refusing `topics` makes: their partitions (a topic entry without any counts one)."""
+    return sum(len(getattr(t, "partitions", None) or ()) or 1 for t in topics)
+
+
+async def _refusal(build: Callable[[], Any], entries: int):
+    """The answer `build()` makes to refused work: for a big request (`entries` partitions past
+    REFUSED_OFF_LOOP_ENTRIES) made on a worker thread and encoded off the loop, so refusing megabytes
+    holds up no other client; small ones are made here."""
+    if entries < REFUSED_OFF_LOOP_ENTRIES:
+        return build()
+    return encode_off_loop(await COLLECTOR_HOLD.run(build))
 
 
 def _unwrap(response):

@@ -11,12 +11,13 @@ from cohort.coordinator.contracts.partition_lifecycle import (
 
 # The rules as a reader of Kafka's CoordinatorState would state them, plus Cohort's claim and release:
 # a partition is claimed only from unowned, loaded only after loading, served only after loading
-# succeeded, and every state may be dropped to unowned at once except unowned itself.
+# succeeded, every state may be dropped to unowned at once except unowned itself, and a shutdown closes
+# every state for good.
 ALLOWED = {
     (L.UNOWNED, L.CLAIMING), (L.UNOWNED, L.LOADING), (L.CLAIMING, L.LOADING), (L.FAILED, L.LOADING),
     (L.LOADING, L.LOADED), (L.LOADING, L.FAILED), (L.LOADED, L.FAILED),
     (L.LOADING, L.RELEASING), (L.LOADED, L.RELEASING), (L.FAILED, L.RELEASING),
-} | {(s, L.UNOWNED) for s in L if s is not L.UNOWNED}
+} | {(s, L.UNOWNED) for s in L if s not in (L.UNOWNED, L.CLOSED)} | {(s, L.CLOSED) for s in L if s is not L.CLOSED}
 
 
 @given(st.lists(st.sampled_from(list(L)), max_size=40))

@@ -3,11 +3,12 @@
 
 A partition's life is the shared lifecycle (`cohort.coordinator.contracts.partition_lifecycle`):
 `acquired(p, epoch)` moves it UNOWNED -> LOADING, reads its live records from the `Store` and hands them
-to the shard (`replay_chunk`), then LOADED (or FAILED, with why); `lost(p)` moves it to RELEASING, has the
-shard forget its groups and offsets and releases it in the store, then UNOWNED. Partitions load one
-after another, in the order they were acquired (replay is CPU-bound). `error(p)` is what a request for
-a group of p answers: NONE only while p is LOADED, the serving deadline has not passed and the runtime
-is open.
+to the shard (`replay_chunk`), then LOADED (or FAILED, with why: loaded again after each of
+`load_retry_delays`, then let go so that the ownership gives it up); `lost(p)` moves it to RELEASING, has
+the shard forget its groups and offsets and releases it in the store, then UNOWNED; `close()` moves every
+partition to CLOSED at shutdown. Partitions load one after another, in the order they were acquired
+(replay is CPU-bound). `error(p)` is what a request for a group of p answers: NONE only while p is LOADED
+and the serving deadline has not passed.
 
 The write gate: every write of the node is a `CoordinatorResult` (records + how to answer) handed to
 `write(p, result)`, the only caller of `Store.append`. It returns the `PendingAnswer` that the result's
@@ -108,7 +109,7 @@ class PartitionRuntime:
     """Load, replay and release of this node's offsets partitions, and the appends to them."""
 
     __slots__ = ("_store", "_shard", "metrics", "_num_partitions", "states", "loaded", "_why_failed", "_told",
-                 "serving_deadline", "_closed", "_tasks", "_load_turn", "loaded_records", "_writes_started",
+                 "serving_deadline", "_tasks", "_load_turn", "loaded_records", "_writes_started",
                  "_writes_finished", "_write_waiters", "_group_writes", "load_retry_delays", "_load_attempts")
 
     def __init__(self, store: Store, num_partitions: int, shard, metrics=None) -> None:
@@ -127,9 +128,8 @@ class PartitionRuntime:
         self.loaded = self.states.loaded  # the served partitions (a live set: `p in runtime.loaded`)
         self._why_failed: dict[int, str] = {}
         self._told = False  # until the ownership first speaks, every partition counts as ours, loading
-        # Past this (monotonic) the ownership's lease may have lapsed; -inf once closed (see `serve_until`).
+        # Past this (monotonic) the ownership's lease may have lapsed (see `serve_until`).
         self.serving_deadline = math.inf
-        self._closed = False
         self._tasks: dict[int, asyncio.Task] = {}  # each partition's load or release under way
         self._load_turn: asyncio.Lock | None = None
         self.loaded_records = 0  # live records replayed from the store since start (the load summary)
@@ -143,13 +143,13 @@ class PartitionRuntime:
     # -- what a request is answered -----------------------------------------------------------
     def error(self, partition: int) -> int:
         """NONE if `partition` is served now, else what its groups' requests answer."""
-        if partition in self.loaded and time.monotonic() < self.serving_deadline:  # (-inf once closed)
+        if partition in self.loaded and time.monotonic() < self.serving_deadline:
             return E.NONE
-        if self._closed:
+        state = self.states[partition]
+        if state is L.CLOSED:
             return E.COORDINATOR_NOT_AVAILABLE
         if time.monotonic() >= self.serving_deadline:
             return E.NOT_COORDINATOR
-        state = self.states[partition]
         if state is L.LOADED:
             return E.NONE
         if state is L.LOADING or (state is L.UNOWNED and not self._told):
@@ -160,17 +160,17 @@ class PartitionRuntime:
         """Past `deadline` (monotonic) the ownership's lease may have lapsed: every group answers
         NOT_COORDINATOR, checked on each request (a request read before the ownership's own timer
         runs, e.g. by a node resumed after a pause, must not be answered as coordinator)."""
-        if not self._closed:
-            self.serving_deadline = deadline
+        self.serving_deadline = deadline
 
     def close(self) -> None:
-        """Shutdown: every request answers COORDINATOR_NOT_AVAILABLE from now on."""
-        self._closed = True
-        self.serving_deadline = -math.inf  # (the requests' one-comparison check sends them to `error`)
+        """Shutdown: every partition CLOSED, every request answers COORDINATOR_NOT_AVAILABLE from now on (the
+        ownership's `lost` still releases what this node held)."""
+        for partition in range(self._num_partitions):
+            self.states.move(partition, L.CLOSED)
 
     @property
     def closed(self) -> bool:
-        return self._closed
+        return bool(self.states.in_state[L.CLOSED])
 
     def partition_states(self) -> dict[int, str]:
         """Each offsets partition this node owns and its load state: "loaded", "loading" or "failed"."""
@@ -191,7 +191,7 @@ class PartitionRuntime:
         """This node now coordinates `partition`: load it from the store (its groups wait meanwhile)."""
         self._told = True
         state = self.states[partition]
-        if state is L.LOADED or state is L.LOADING:
+        if state is L.LOADED or state is L.LOADING or state is L.CLOSED:
             return
         self._load_attempts.pop(partition, None)
         if state is L.FAILED and (retry := self._tasks.get(partition)) is not None:
@@ -216,7 +216,8 @@ class PartitionRuntime:
         self._let_go(partition, loading)
 
     def _let_go(self, partition: int, loading: asyncio.Task | None) -> None:
-        self.states.move(partition, L.RELEASING)
+        if self.states[partition] is not L.CLOSED:  # (closed: released all the same, and stays closed)
+            self.states.move(partition, L.RELEASING)
         self._why_failed.pop(partition, None)
         self._load_attempts.pop(partition, None)
         self._shard.partition_lost(partition)
@@ -249,6 +250,8 @@ class PartitionRuntime:
     async def _load_partition(self, partition: int, epoch: int, releasing: asyncio.Task | None) -> None:
         if releasing is not None:  # acquired again while its release was still under way
             await asyncio.gather(releasing, return_exceptions=True)
+            if self.states[partition] is not L.UNOWNED:
+                return  # closed meanwhile
             self.states.move(partition, L.LOADING)
         # One at a time: replay is CPU-bound, so loading 50 partitions at once would only hold 50 of
         # them in memory together (and the topic registry's partition 0 would not come first).
@@ -271,6 +274,8 @@ class PartitionRuntime:
             why = exc.errors.get(partition, exc) if isinstance(exc, LogLoadError) else exc
             self._load_failed(partition, epoch, str(why))
             return
+        if self.states[partition] is not L.LOADING:
+            return  # the node closed meanwhile: never served
         self._load_attempts.pop(partition, None)
         self._why_failed.pop(partition, None)
         self.replayed(partition, loaded_groups, count, started)
