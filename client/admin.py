@@ -132,12 +132,12 @@ class ListedOffset:
 
 
 
-async def _private_request(conn: BrokerConnection, what: str, request):
-    """One of Cohort's private APIs (v0) on `conn`. A server that does not know it closes the connection:
-    that raises `UnsupportedApi` (a time-out stays `RequestTimedOut`)."""
+async def _private_request(conn: BrokerConnection, what: str, request, version: int = 0):
+    """One of Cohort's private APIs (v0 unless said) on `conn`. A server that does not know it closes the
+    connection: that raises `UnsupportedApi` (a time-out stays `RequestTimedOut`)."""
     await conn.connect()
     try:
-        return await conn.request(request, version=0)
+        return await conn.request(request, version=version)
     except RequestTimedOut:
         raise
     except KafkaConnectionError:
@@ -389,15 +389,19 @@ class Admin:
     async def group_overview_pages(self, node_id: int | None, *, search: str | None = None, page_size: int = 500):
         """The groups broker `node_id` coordinates (None: any broker), as Cohort summarizes them (state,
         members, health, lag per topic), one bounded GroupOverview page (Cohort's private API 10003) at a
-        time: yields each page's document.
+        time: yields each page's document (a page refused for the principal's page rate is asked again).
 
         A server that does not know the API closes the connection: that raises `UnsupportedApi`."""
         after = ""
+        deadline = self.cluster.deadline()
         while True:
             conn = await (self.cluster.broker_connection(node_id) if node_id is not None
                           else self.cluster.any_connection())
             response = await _private_request(conn, "GroupOverview",
                                               GroupOverviewRequest(after=after, limit=page_size, search=search))
+            if response.error_code == ErrorCode.THROTTLING_QUOTA_EXCEEDED and not deadline.expired:
+                await asyncio.sleep(min(1.0, deadline.remaining()))  # this principal's page rate: ask again
+                continue
             if response.error_code != ErrorCode.NONE:
                 raise kafka_error(response.error_code, response.error_message or f"GroupOverview on {conn.address}")
             page = json.loads(response.overview)
@@ -405,21 +409,26 @@ class Admin:
             if not page["more"]:
                 return
             after = page["next_after"]
+            deadline = self.cluster.deadline()
 
     # ------------------------------------------------------------ reported end offsets (Cohort's own)
 
-    async def report_end_offsets(self, ends: Mapping[TopicPartition, int]) -> dict[TopicPartition, int | KafkaError]:
+    async def report_end_offsets(self, ends: Mapping[TopicPartition, int], *,
+                                 force: bool = False) -> dict[TopicPartition, int | KafkaError]:
         """Tell Cohort how far each partition's data goes (the source's latest offsets). Per partition: the end
         now kept (ends only move forward: a lower report leaves the higher one) or the error (e.g.
         TOPIC_AUTHORIZATION_FAILED without topic WRITE or ALTER, UNKNOWN_TOPIC_OR_PARTITION).
 
-        ReportEndOffsets is Cohort's private API (key 10001, never advertised), sent as v0 to the controller;
-        a server that does not know it closes the connection: that raises `UnsupportedApi`."""
+        `force` is an operator's correction: the given end replaces the kept one even when lower (-1 removes
+        it; the answer is then -1); it needs topic or CLUSTER ALTER and is audited on the server.
+
+        ReportEndOffsets is Cohort's private API (key 10001, never advertised), sent to the controller (v0, v1
+        when forced); a server that does not know it closes the connection: that raises `UnsupportedApi`."""
         wanted = {TopicPartition(*tp): end for tp, end in ends.items()}
         Topic = ReportEndOffsetsRequest.ReportedTopic
 
         def request(pending):
-            return ReportEndOffsetsRequest(topics=[
+            return ReportEndOffsetsRequest(force=force, topics=[
                 Topic(name=t, partitions=[Topic.ReportedPartition(partition_index=p,
                                                                   end_offset=pending[TopicPartition(t, p)])
                                           for p in ps])
@@ -429,8 +438,14 @@ class Admin:
             return {TopicPartition(t.name, p.partition_index): (p.error_code, p.error_message, p.end_offset)
                     for t in response.topics for p in t.partitions}
 
-        results = await self._private_to_controller("ReportEndOffsets", wanted, request, answers)
+        results = await self._private_to_controller("ReportEndOffsets", wanted, request, answers,
+                                                    version=1 if force else 0)
         return {tp: value if isinstance(value, KafkaError) else value[2] for tp, value in results.items()}
+
+    async def delete_end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int | KafkaError]:
+        """Remove the reported ends of `partitions` (an operator's correction: their lag becomes unknown until
+        a source reports again); per partition -1 or the error. Needs topic or CLUSTER ALTER."""
+        return await self.report_end_offsets({tp: -1 for tp in partitions}, force=True)
 
     async def describe_end_offsets(self, topics: Iterable[str]) -> dict[str, dict[int, ReportedEnd | None] | KafkaError]:
         """Each topic's partitions with their reported end (None: never reported), or the topic's error."""
@@ -447,7 +462,7 @@ class Admin:
         results = await self._private_to_controller("DescribeEndOffsets", dict.fromkeys(names), request, answers)
         return {name: value if isinstance(value, KafkaError) else value[2] for name, value in results.items()}
 
-    async def _private_to_controller(self, what: str, pending: dict, request, answers) -> dict:
+    async def _private_to_controller(self, what: str, pending: dict, request, answers, version: int = 0) -> dict:
         """Send one of Cohort's private topic APIs (v0) to the controller, retrying NOT_CONTROLLER and
         lost connections until the API timeout; `answers(response)` maps each key to (code, message, value)."""
         deadline = self.cluster.deadline()
@@ -456,7 +471,8 @@ class Admin:
         while pending:
             retry: dict = {}
             try:
-                response = await _private_request(await self.cluster.controller_connection(), what, request(pending))
+                response = await _private_request(await self.cluster.controller_connection(), what, request(pending),
+                                                  version)
             except KafkaConnectionError:
                 if deadline.expired:
                     raise

@@ -154,8 +154,12 @@ class BlockingAdmin:
         return self._run(self._admin.list_partition_offsets(specs))
 
     # Cohort's own: the end offsets sources report
-    def report_end_offsets(self, ends: Mapping[tuple[str, int], int]) -> dict[TopicPartition, int | KafkaError]:
-        return self._run(self._admin.report_end_offsets(ends))
+    def report_end_offsets(self, ends: Mapping[tuple[str, int], int], *,
+                           force: bool = False) -> dict[TopicPartition, int | KafkaError]:
+        return self._run(self._admin.report_end_offsets(ends, force=force))
+
+    def delete_end_offsets(self, partitions) -> dict[TopicPartition, int | KafkaError]:
+        return self._run(self._admin.delete_end_offsets([TopicPartition(*tp) for tp in partitions]))
 
     def describe_end_offsets(self, topics: Iterable[str]) -> dict:
         return self._run(self._admin.describe_end_offsets(topics))

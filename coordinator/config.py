@@ -617,6 +617,7 @@ class CoordinatorConfig:
     group_consumer_max_size: int = _setting(INT32_MAX, IntKind(1), "Consumer groups: most members one group may have (GROUP_MAX_SIZE_REACHED beyond).")
     group_consumer_assignors: str = _setting("uniform,range", NameListKind(",", CONSUMER_GROUP_ASSIGNORS), "Consumer groups: server-side assignors members may name; the first is the default.")
     group_consumer_migration_policy: str = _setting("bidirectional", ChoiceKind(CONSUMER_GROUP_MIGRATION_POLICIES), "Consumer groups: online conversion between classic and consumer groups (disabled, upgrade, downgrade, bidirectional).")
+    group_overview_max_pages_per_second: int = _setting(50, IntKind(1, 100000), "GroupOverview (the console's group list) pages one principal may ask of a node per second; faster pages wait (up to a second) or answer THROTTLING_QUOTA_EXCEEDED.")
     group_journal_max_entries: int = _setting(100, IntKind(1, 100000), "Journal entries (rebalances, admin actions) kept per group (`cohort groups rebalances`).")
     group_health_window_commits: int = _setting(10, IntKind(2, 1000), "Group health (Burrow's rules): commits kept per partition in the sliding window it is judged over (Burrow's intervals).")
     group_health_window_min_distance_ms: int = _setting(5000, IntKind(100, 3600000), "Group health: the least time between two commits of a partition's window (Burrow's min-distance; a closer commit replaces the newest); groups are sampled this often.")
@@ -638,6 +639,7 @@ class CoordinatorConfig:
     fetch_max_wait_cap_ms: int = _setting(500, _MS, "Cap on how long an (always empty) Fetch is held.")
     # -- limits that protect the server ----------------------------------------
     socket_request_max_bytes: int = _setting(104857600, IntKind(1), "Largest request frame accepted; bigger ones close the connection.")
+    small_request_max_bytes: int = _setting(2097152, IntKind(262144), "Largest request of an API whose requests are small by nature (every API but OffsetCommit, OffsetFetch, OffsetDelete, JoinGroup, SyncGroup, Fetch, ConsumerGroupHeartbeat and ConsumerGroupDescribe, which only socket.request.max.bytes bounds); a bigger one closes the connection before it is decoded.")
     max_connections: int = _setting(10000, IntKind(1), "Most client connections open at once, counted from accept (a TLS handshake holds a slot); more are refused.")
     max_connections_per_ip: int = _setting(INT32_MAX, IntKind(0), "Most connections open at once from one client address; more are closed at accept (Kafka's setting; 0 needs max.connections.per.ip.overrides).")
     max_connections_per_ip_overrides: str = _setting("", ConnectionOverridesKind(), "Per-address exceptions to max.connections.per.ip, host:count comma-separated (a host name or IP address).")

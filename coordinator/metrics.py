@@ -49,6 +49,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.utils import floatToGoString
 
 from cohort.coordinator import __version__
+from cohort.coordinator.groups.reports.lag import LAG_MAX
 from cohort.protocol.messages import API_SCHEMAS
 
 log = logging.getLogger(__name__)
@@ -691,7 +692,7 @@ def _partition_families(reports, m: "CoordinatorMetrics"):
         sums: dict[str, int] = {}
         for p in report.partitions:
             if p.lag is not None:
-                sums[p.topic] = sums.get(p.topic, 0) + p.lag
+                sums[p.topic] = min(LAG_MAX, sums.get(p.topic, 0) + p.lag)
             if budget <= 0:
                 m._partition_series_dropped += 1
                 continue

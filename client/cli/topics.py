@@ -1,5 +1,5 @@
 """`cohort topics …`: the topic registry over the Kafka protocol (create, list, describe, delete, add-partitions),
-and `topics end-offsets set|show`: the end offsets sources report to Cohort (its own API; lag is measured
+and `topics end-offsets set|delete|show`: the end offsets sources report to Cohort (its own API; lag is measured
 against them)."""
 from __future__ import annotations
 
@@ -73,7 +73,15 @@ def register(subparsers) -> None:
     e.add_argument("--topic", required=True)
     e.add_argument("--partition", type=int, required=True)
     e.add_argument("--offset", type=int, required=True, help="the offset after the partition's last record")
+    e.add_argument("--force", action="store_true",
+                   help="an operator's correction: replace the kept end even when lower (needs topic or cluster ALTER)")
     e.set_defaults(func=lambda args: run_admin_command(args, set_end_offset))
+    e = ends.add_parser("delete", help="remove a partition's reported end: its lag is unknown until a source "
+                                       "reports again (needs topic or cluster ALTER)")
+    add_connection_options(e)
+    e.add_argument("--topic", required=True)
+    e.add_argument("--partition", type=int, required=True)
+    e.set_defaults(func=lambda args: run_admin_command(args, delete_end_offset))
     e = ends.add_parser("show", help="each partition's reported end offset ('-': none reported)")
     add_connection_options(e)
     e.add_argument("--topic", required=True)
@@ -197,7 +205,7 @@ async def set_end_offset(args, admin: Admin) -> int:
     if args.offset < 0:
         raise CommandError("--offset must be at least 0", EXIT_USAGE)
     tp = TopicPartition(args.topic, args.partition)
-    result = (await admin.report_end_offsets({tp: args.offset}))[tp]
+    result = (await admin.report_end_offsets({tp: args.offset}, force=args.force))[tp]
     if isinstance(result, KafkaError):
         raise CommandError(f"cannot set the end offset of {tp}: {result}")
     if args.output == "json":
@@ -205,7 +213,21 @@ async def set_end_offset(args, admin: Admin) -> int:
     elif result == args.offset:
         print(f"End offset of {tp} is {result}.")
     else:
-        print(f"End offset of {tp} stays {result}: reported end offsets never move back.")
+        print(f"End offset of {tp} stays {result}: reported end offsets never move back (--force corrects one).")
+    return EXIT_OK
+
+
+async def delete_end_offset(args, admin: Admin) -> int:
+    if args.partition < 0:
+        raise CommandError("--partition must be at least 0", EXIT_USAGE)
+    tp = TopicPartition(args.topic, args.partition)
+    result = (await admin.delete_end_offsets([tp]))[tp]
+    if isinstance(result, KafkaError):
+        raise CommandError(f"cannot delete the end offset of {tp}: {result}")
+    if args.output == "json":
+        print_json({"topic": tp.topic, "partition": tp.partition, "end_offset": None})
+    else:
+        print(f"End offset of {tp} removed: its lag is unknown until a source reports again.")
     return EXIT_OK
 
 

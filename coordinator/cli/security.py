@@ -440,8 +440,9 @@ def _filters(args) -> list[DeleteAclsRequest.DeleteAclsFilter]:
     pattern = _pattern(args.resource_pattern_type, allow_filters=True)
     resources = _resources(args)
     if not resources and args.acls_command == "remove":
-        raise CommandError("name the ACLs' resource: --group, --topic or --cluster (with --resource-pattern-type "
-                           "any and --topic '*' for every topic)", EXIT_USAGE)
+        raise CommandError("name the ACLs' resource: --group, --topic or --cluster (a name selects the bindings of "
+                           "that name; with --resource-pattern-type match also the '*' and prefixed ones that apply "
+                           "to it)", EXIT_USAGE)
     for hosts, principals, option in ((args.allow_host, args.allow_principal, "--allow-host"),
                                       (args.deny_host, args.deny_principal, "--deny-host")):
         if hosts and not principals:

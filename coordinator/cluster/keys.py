@@ -52,7 +52,7 @@ LOADS = b"load/"
 WRITES = b"w/"
 # What an owner publishes at load/<p>: the names of its partition lifecycle states while it holds the key.
 LOAD_STATES = tuple(state.value for state in (PartitionLifecycle.LOADING, PartitionLifecycle.LOADED,
-                                              PartitionLifecycle.RELEASING))
+                                              PartitionLifecycle.FAILED, PartitionLifecycle.RELEASING))
 DATA_PREFIXES = (b"o/", b"g/", b"t/", b"r/")
 TOPICS = b"t/0/"
 SECURITY = b"s/"

@@ -48,6 +48,9 @@ log = logging.getLogger("cohort.cluster")
 ETCD_START_WAIT_S = 10.0
 
 CLUSTER_ID_KEY = b"cluster/id"
+# Seconds before each new load of a partition whose load failed; after the last one it is given up (owner/<p>
+# deleted) so that another node may load it.
+LOAD_RETRY_DELAYS_S = (0.5, 1.0, 2.0)
 # Compare-and-set rounds an end-offset report may lose to other nodes' reports before it gives up.
 _END_OFFSET_CAS_ATTEMPTS = 8
 
@@ -63,6 +66,7 @@ class ClusterNode:
                                        num_partitions=config.offsets_topic_num_partitions,
                                        lease_ttl_ms=config.cluster_lease_ttl_ms)
         self.topics = None  # the TopicRegistry, from `watch_topics`
+        self.load_retry_delays = LOAD_RETRY_DELAYS_S  # for the partition runtime
         self._watches: list[asyncio.Task] = []
         self._closed = False
         if metrics is not None:

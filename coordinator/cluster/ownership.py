@@ -61,7 +61,8 @@ log = logging.getLogger("cohort.cluster")
 
 L = PartitionLifecycle
 SERVED = (L.LOADING, L.LOADED)  # this node answers for the partition (while its lease lives)
-HELD = (L.CLAIMING, *SERVED, L.RELEASING)  # every state but UNOWNED: what a shutdown lets go
+KEPT = (*SERVED, L.FAILED)  # owner/<p> is ours and the listener holds the partition (FAILED: its load retries)
+HELD = (L.CLAIMING, *KEPT, L.RELEASING)  # every state but UNOWNED: what a shutdown lets go
 
 
 def _published(state: PartitionLifecycle) -> bytes:
@@ -137,6 +138,11 @@ class EtcdOwnership:
         self._unowned_since: dict[int, float] = {}
         self._load_wanted: dict[int, tuple[int, bytes]] = {}  # partition -> (epoch, load state to publish)
         self._load_published: dict[int, tuple[int, bytes]] = {}
+        self._giving_up: set[int] = set()  # FAILED partitions the listener let go: owner/<p> to delete
+        self._claim_not_before: dict[int, float] = {}  # given up here: another node gets the first chance
+        # Claimed though another node is preferred (it left the partition unowned for a TTL: it may have given
+        # it up): handed to the preferred node only once loaded here.
+        self._standing_in: set[int] = set()
         self._listener: OwnershipListener | None = None
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task] = []
@@ -180,6 +186,9 @@ class EtcdOwnership:
 
     async def start(self, listener: OwnershipListener) -> None:
         self._listener = listener
+        states = getattr(listener, "states", None)  # the listener's lifecycle: its loads' outcomes
+        if states is not None:
+            states.watch(self._listener_moved)
         listener.serve_until(0.0)  # nothing is served before the first lease
         await self.etcd.connect()
         await self.lease.grant()
@@ -314,22 +323,32 @@ class EtcdOwnership:
             return
         if self._lease_move_wanted:
             await self._move_to_fresh_lease()
+        for partition in sorted(self._giving_up):
+            self._giving_up.discard(partition)
+            if self._states[partition] is L.FAILED:
+                await self._give_up(partition)
         live = set(self._nodes) | {me}
         for partition in range(self.num_partitions):
             state = self._states[partition]
             entry = self._owners.get(partition)
-            if state in SERVED:
+            if state in KEPT:
                 if entry is None or entry.epoch != self._epochs.get(partition):
                     await self._let_go(partition, "owner key gone or taken")
-                elif (preferred := preferred_owner(partition, live)) != me and preferred in self._nodes:
+                elif ((preferred := preferred_owner(partition, live)) != me and preferred in self._nodes
+                      and (state is L.LOADED or partition not in self._standing_in)):
                     await self._hand_over(partition, preferred)
             elif state is L.UNOWNED:
                 if entry is not None:
                     if entry.node_id == me and entry.lease == self.lease.lease_id:
                         await self._adopt(partition, entry)
                     continue
+                if now < self._claim_not_before.get(partition, 0.0):
+                    continue
                 since = self._unowned_since.setdefault(partition, now)
-                if preferred_owner(partition, live) == me or now - since > self.lease.ttl_ms / 1000:
+                if preferred_owner(partition, live) == me:
+                    await self._claim(partition)
+                elif now - since > self.lease.ttl_ms / 1000:
+                    self._standing_in.add(partition)
                     await self._claim(partition)
         await self._publish_load_states()
 
@@ -348,7 +367,7 @@ class EtcdOwnership:
         self._lease_move_wanted = False
         old = self.lease.lease_id
         spare = await self._spare_for_move()
-        served = [(p, self._epochs[p]) for p in self._states.partitions(*SERVED)]
+        served = [(p, self._epochs[p]) for p in self._states.partitions(*KEPT)]
         load_states = {p: self._load_state(p, epoch) for p, epoch in served}
         me = str(self.local.node_id).encode()
 
@@ -446,15 +465,19 @@ class EtcdOwnership:
                 [op_put(key, str(self.local.node_id).encode(), lease=self.lease.lease_id),
                  op_put(keys.load_key(partition), _published(L.LOADING), lease=self.lease.lease_id)])
         except EtcdUnavailable:
-            self._move(partition, L.UNOWNED)
+            self._unclaimed(partition)
             raise
         if not won or self._stopping:
-            self._move(partition, L.UNOWNED)
+            self._unclaimed(partition)
             return
         self._owners[partition] = OwnerEntry(self.local.node_id, revision, self.lease.lease_id)
         self._load_wanted[partition] = self._load_published[partition] = (revision, _published(L.LOADING))
         self._acquired(partition, revision)
         self.stats.claims += 1
+
+    def _unclaimed(self, partition: int) -> None:
+        self._move(partition, L.UNOWNED)
+        self._standing_in.discard(partition)
 
     async def _adopt(self, partition: int, entry: OwnerEntry) -> None:
         """Our key under our live lease (we dropped it while etcd was unreachable): serve it again."""
@@ -491,6 +514,44 @@ class EtcdOwnership:
         self.stats.handoffs += 1
         log.info("partition %d: handed over to node %d", partition, preferred)
 
+    def _listener_moved(self, partition: int, old: PartitionLifecycle, new: PartitionLifecycle) -> None:
+        """The listener's lifecycle moved: a load failed (FAILED, published), was tried again (LOADING), or
+        was let go after its last attempt (owner/<p> is given up by the next reconcile)."""
+        state = self._states[partition]
+        epoch = self._epochs.get(partition)
+        if new is L.FAILED and state in SERVED:
+            self._move(partition, L.FAILED)
+        elif new is L.LOADING and old is L.FAILED and state is L.FAILED:
+            self._move(partition, L.LOADING)
+        elif new is L.RELEASING and old is L.FAILED and state is L.FAILED:
+            self._giving_up.add(partition)
+        else:
+            return
+        if epoch is not None:
+            self._load_wanted[partition] = (epoch, _published(self._states[partition]))
+        self._wake.set()
+
+    async def _give_up(self, partition: int) -> None:
+        """A partition whose loads all failed: delete owner/<p> so that another node takes it; this one
+        claims it again only after the others had a lease TTL to."""
+        epoch = self._epochs[partition]
+        self._move(partition, L.RELEASING)
+        if self.store is not None:
+            await self.store.release(partition)
+        if self._states[partition] is not L.RELEASING:
+            return  # let go meanwhile (the lease's deadline passed): the key goes with the lease
+        self._forget(partition)
+        self._claim_not_before[partition] = time.monotonic() + 2 * self.lease.ttl_ms / 1000
+        key = keys.owner_key(partition)
+        try:
+            await self.etcd.txn([compare_create_revision(key, epoch)],
+                                [op_delete(key), op_delete(keys.load_key(partition))])
+        except EtcdUnavailable:
+            return  # the key stays ours: the next reconcile adopts it and loads it again
+        self._drop_entry(partition, epoch)
+        self.stats.losses += 1
+        log.warning("partition %d: given up after its loads failed; another node may take it", partition)
+
     async def _let_go(self, partition: int, why: str) -> None:
         """Stop serving `partition` (lost, or shutdown); its key, if still ours, goes with the lease."""
         state = self._states[partition]
@@ -507,6 +568,7 @@ class EtcdOwnership:
 
     def _forget(self, partition: int) -> None:
         self._move(partition, L.UNOWNED)
+        self._standing_in.discard(partition)
         self._epochs.pop(partition, None)
         self._load_wanted.pop(partition, None)
         self._load_published.pop(partition, None)
@@ -520,7 +582,7 @@ class EtcdOwnership:
 
     def _fenced(self, partition: int) -> None:
         """A write for `partition` was refused by its guard: another node owns it."""
-        if self._states[partition] in SERVED:
+        if self._states[partition] in KEPT:
             self._drop_entry(partition, self._epochs[partition])
             self._forget(partition)
             self.stats.losses += 1
@@ -537,7 +599,7 @@ class EtcdOwnership:
     async def _publish_load_states(self) -> None:
         """Write the load states that changed since last published, each fenced by its epoch."""
         changed = {p: wanted for p, wanted in self._load_wanted.items()
-                   if self._load_published.get(p) != wanted and self._states[p] in SERVED}
+                   if self._load_published.get(p) != wanted and self._states[p] in KEPT}
         guards = {p: compare_create_revision(keys.owner_key(p), epoch) for p, (epoch, _) in changed.items()}
         puts = {p: op_put(keys.load_key(p), state, lease=self.lease.lease_id) for p, (_, state) in changed.items()}
         batches = [list(changed)[i:i + ETCD_MAX_TXN_OPS // 2] for i in range(0, len(changed), ETCD_MAX_TXN_OPS // 2)]
@@ -566,9 +628,9 @@ class EtcdOwnership:
         self._deadline_timer = None
         if self.lease.alive() or self._stopping:
             return
-        held = self._states.partitions(*SERVED, L.RELEASING)
+        held = self._states.partitions(*KEPT, L.RELEASING)
         for partition in held:
-            served = self._states[partition] in SERVED  # a handoff told the listener already
+            served = self._states[partition] in KEPT  # a handoff told the listener already
             self._forget(partition)
             if served:
                 self.stats.losses += 1
@@ -581,14 +643,14 @@ class EtcdOwnership:
     def _stale(self, partition: int) -> None:
         """The store gave `partition` up (a write's outcome stayed unknown, or its write fence moved):
         stop serving it now; while `owner/<p>` is still ours the next reconcile adopts and loads it again."""
-        if self._states[partition] in SERVED:
+        if self._states[partition] in KEPT:
             self._forget(partition)
             self._listener.lost(partition)
         self._wake.set()
 
     async def _rejoin(self) -> None:
         """The lease lapsed (or may have): drop everything; with a new lease, register again."""
-        for partition in self._states.partitions(*SERVED, L.RELEASING):
+        for partition in self._states.partitions(*KEPT, L.RELEASING):
             await self._let_go(partition, "lease lapsed")
         if self.lease.lease_id:
             return  # unknown yet: etcd unreachable; keepalive tells when the lease is confirmed alive

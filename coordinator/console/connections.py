@@ -9,7 +9,8 @@ took every descriptor the Kafka listeners needed. So here:
   before a byte is read;
 - a request's header and body must arrive within ``console.request.timeout.ms`` of its first byte (a
   connection's first request: of its accept), and a connection with no request under way is closed
-  after ``console.connections.max.idle.ms``; a TLS handshake has the request's time;
+  after ``console.connections.max.idle.ms``; a TLS handshake has the request's time; handling a request
+  and writing its answer (to a client that may never read it) has `HANDLING_LIMIT_S`;
 - an accept that fails for want of descriptors pauses accepting briefly and is one log line per
   interval (with the count of the rest), not one per attempt.
 
@@ -35,6 +36,8 @@ from cohort.coordinator.server.listener import AcceptErrors, peer_name
 log = logging.getLogger("cohort.coordinator.console")
 
 _ACCEPTS_PER_WAKEUP = 64
+# A request's handling and the writing of its answer (a client that never reads would hold it for ever).
+HANDLING_LIMIT_S = 120.0
 DESCRIPTOR_SHARE = 4  # the console holds at most 1/4 of the process's descriptors
 
 
@@ -109,9 +112,9 @@ class RequestTimer(asyncio.Protocol):
 
     # -- told by the console's middleware --------------------------------------------------------
     def arrived(self) -> None:
-        """The request's header and body are in: its handling has no deadline here."""
+        """The request's header and body are in: its handling and answer have `HANDLING_LIMIT_S`."""
         self._state = self.HANDLING
-        self._disarm()
+        self._arm(HANDLING_LIMIT_S)
 
     def answered(self) -> None:
         """The answer is done: the connection may wait idle for the next request."""

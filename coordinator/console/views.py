@@ -116,7 +116,9 @@ async def group_detail(admin: Admin, group_id: str) -> dict:
     description, committed = await asyncio.gather(admin.describe_group(group_id), admin.fetch_offsets(group_id))
     if description.state == "Dead" and not committed:
         raise kafka_error(ErrorCode.GROUP_ID_NOT_FOUND, f"group {group_id!r}")
-    owners = {tp: m.member_id for m in description.members for tp in m.assignment}
+    hidden = await _hidden_topics(admin, {tp.topic for m in description.members for tp in m.assignment}
+                                  - {tp.topic for tp in committed})
+    owners = {tp: m.member_id for m in description.members for tp in m.assignment if tp.topic not in hidden}
     ends = await _log_end_offsets(admin, group_id)
     offsets = []
     for tp in sorted(set(committed) | set(owners)):
@@ -138,7 +140,8 @@ async def group_detail(admin: Admin, group_id: str) -> dict:
         "coordinator": _broker(description),
         "members": [{
             "member_id": m.member_id, "group_instance_id": m.group_instance_id, "client_id": m.client_id,
-            "host": m.host, "assignment": [{"topic": tp.topic, "partition": tp.partition} for tp in m.assignment],
+            "host": m.host, "assignment": [{"topic": tp.topic, "partition": tp.partition} for tp in m.assignment
+                                           if tp.topic not in hidden],
         } for m in description.members],
         "offsets": offsets,
         "lag": total_lag(o["lag"] for o in offsets),
@@ -151,6 +154,16 @@ async def delete_offsets(admin: Admin, group_id: str, partitions: Iterable[Topic
     return {"group_id": group_id, "partitions": [
         {"topic": tp.topic, "partition": tp.partition, "error": error_name(code)}
         for tp, code in sorted(results.items())]}
+
+
+async def _hidden_topics(admin: Admin, topics: set[str]) -> set[str]:
+    """Which of `topics` (named in members' assignments, which DescribeGroups hands over as the members sent
+    them) the signed-in user may not DESCRIBE: Metadata answers TOPIC_AUTHORIZATION_FAILED for those. The
+    page leaves them out, as OffsetFetch leaves out their offsets."""
+    if not topics:
+        return set()
+    described = await admin.describe_topics(sorted(topics))
+    return {name for name, info in described.items() if info.error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED}
 
 
 async def _log_end_offsets(admin: Admin, group_id: str) -> dict[TopicPartition, tuple[int | None, int | None]]:

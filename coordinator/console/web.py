@@ -132,7 +132,8 @@ class ConsoleServer:
             raise
         url = f"{self.scheme}://{HostPort(self.address.host, self.port)}/"
         log.info("console serving", extra={"address": url, "coordinator": ",".join(access.bootstrap),
-                                           "sign_in": "http basic over sasl" if access.requires_sign_in else "none"})
+                                           "sign_in": "http basic over sasl" if access.requires_sign_in else "none",
+                                           "max_connections": self._listener.quotas.max_connections})
         if access.requires_sign_in and self.ssl_context is None:
             log.warning("console asks for passwords over plain HTTP (console.allow.insecure.sign.in=true): anyone "
                         "who can watch the network between a browser and the console can read them",

@@ -13,12 +13,13 @@ part of the life it sees, all against this one table:
   etcd.
 
 A partition leaves any owned state straight for UNOWNED when it must stop at once (a lease deadline
-passed, the node was fenced): nothing waits for a release then. An illegal move raises loudly.
+passed, the node was fenced): nothing waits for a release then. At shutdown the group coordinator moves
+every partition to CLOSED, which it never leaves. An illegal move raises loudly.
 """
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 
 class PartitionLifecycle(enum.Enum):
@@ -28,6 +29,7 @@ class PartitionLifecycle(enum.Enum):
     LOADED = "loaded"  # owned and served
     FAILED = "failed"  # owned, but its load failed: answers NOT_COORDINATOR until loaded again
     RELEASING = "releasing"  # being let go: parked requests answered, the store's release under way
+    CLOSED = "closed"  # the node shuts down: answers COORDINATOR_NOT_AVAILABLE; its release still runs (terminal)
 
 
 L = PartitionLifecycle
@@ -39,6 +41,7 @@ ENTERED_FROM: dict[PartitionLifecycle, frozenset[PartitionLifecycle]] = {
     L.FAILED: frozenset({L.LOADING, L.LOADED}),
     L.RELEASING: frozenset({L.LOADING, L.LOADED, L.FAILED}),
     L.UNOWNED: frozenset({L.CLAIMING, L.LOADING, L.LOADED, L.FAILED, L.RELEASING}),
+    L.CLOSED: frozenset(s for s in PartitionLifecycle if s is not PartitionLifecycle.CLOSED),
 }
 # Where the partition is this node's to serve or to load.
 OWNED_STATES = frozenset({L.LOADING, L.LOADED, L.FAILED})
@@ -60,10 +63,11 @@ class PartitionStates:
     `p in states.loaded` at the cost of one set lookup.
     """
 
-    __slots__ = ("_state", "in_state", "loaded")
+    __slots__ = ("_state", "in_state", "loaded", "_watchers")
 
     def __init__(self, partitions: Iterable[int] = ()) -> None:
         self._state: dict[int, PartitionLifecycle] = {}
+        self._watchers: list[Callable[[int, PartitionLifecycle, PartitionLifecycle], None]] = []
         self.in_state: dict[PartitionLifecycle, set[int]] = {s: set() for s in PartitionLifecycle}
         self.loaded = self.in_state[L.LOADED]
         for p in partitions:
@@ -82,7 +86,13 @@ class PartitionStates:
         self.in_state[old].discard(partition)
         self.in_state[new].add(partition)
         self._state[partition] = new
+        for watcher in self._watchers:
+            watcher(partition, old, new)
         return old
+
+    def watch(self, watcher: Callable[[int, PartitionLifecycle, PartitionLifecycle], None]) -> None:
+        """Call `watcher(partition, old, new)` after every move (e.g. the ownership follows the loads)."""
+        self._watchers.append(watcher)
 
     def partitions(self, *states: PartitionLifecycle) -> list[int]:
         """The partitions in any of `states`, in order."""

@@ -25,6 +25,8 @@ class RequestContext:
     # Which topics the principal may see in a GroupReport (the authorizer's topic DESCRIBE; None: all),
     # so the reports hide what OffsetFetch hides.
     topic_visible: Callable[[str], bool] | None = None
+    # Which groups the principal may see in a listing (group DESCRIBE; None: all).
+    group_visible: Callable[[str], bool] | None = None
 
 
 class GroupReportError(Exception):

@@ -20,6 +20,7 @@ import logging
 from collections.abc import Callable
 
 from cohort.coordinator.contracts.store import Store
+from cohort.coordinator.groups.tracked_groups import TrackedGroups
 from cohort.coordinator.groups.classic.engine import ClassicGroup
 from cohort.coordinator.groups.consumer.engine import ConsumerGroup
 from cohort.coordinator.groups.group_manager import GroupManager
@@ -81,8 +82,8 @@ class GroupCoordinator:
         self.scheduler: Scheduler = scheduler or LoopScheduler()
         self.offsets = offsets if offsets is not None else OffsetsTable()
         self._other_records = other_records
-        self._groups: dict[str, ClassicGroup] = {}
-        self._consumer_groups: dict[str, ConsumerGroup] = {}
+        self._groups: dict[str, ClassicGroup] = TrackedGroups()
+        self._consumer_groups: dict[str, ConsumerGroup] = TrackedGroups()
         # group id -> its group records as durable (record key -> record): what a group whose write failed
         # is rebuilt from (the last durable point).
         self.durable_groups: dict[str, dict[tuple, Record]] = {}

@@ -28,7 +28,8 @@ Kafka does:
   CreatePartitions: topic ALTER; ListOffsets: topic DESCRIBE; Fetch: topic READ (CreateTopics,
   CreatePartitions, ListOffsets and Fetch are rows of `TOPIC_RULES`: the operation, where the topics
   are, how a refusal looks);
-* ReportEndOffsets (Cohort's own): topic WRITE or ALTER, like a producer (its partitions
+* ReportEndOffsets (Cohort's own): topic WRITE or ALTER, like a producer; a forced one (v1) topic or
+  CLUSTER ALTER (its partitions
   TOPIC_AUTHORIZATION_FAILED); DescribeEndOffsets: topic DESCRIBE;
 * DescribeAcls, DescribeUserScramCredentials: CLUSTER DESCRIBE; CreateAcls,
   DeleteAcls, AlterUserScramCredentials: CLUSTER ALTER (CLUSTER_AUTHORIZATION_FAILED).
@@ -43,22 +44,21 @@ import copy
 import dataclasses
 import functools
 import inspect
-import json
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from cohort.coordinator.contracts.answers import PendingAnswer
+from cohort.coordinator.contracts.answers import PendingAnswer, encode_off_loop
+from cohort.coordinator.contracts.collector import COLLECTOR_HOLD
 from cohort.coordinator.contracts.requests import RequestContext
 from cohort.coordinator.config import WORKER_LINK_LISTENER
-from cohort.coordinator.groups.reports.lag import total_lag
 from cohort.coordinator.security.authorizer import CLUSTER_NAME, AclOperation, Authorizer, ResourceType
 from cohort.protocol.errors import ErrorCode
 from cohort.protocol.messages import (
     ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse, ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatResponse,
-    GroupOverviewRequest, GroupOverviewResponse, GroupReportRequest, GroupReportResponse,
+    GroupOverviewRequest, GroupReportRequest, GroupReportResponse,
     DescribeEndOffsetsRequest, DescribeEndOffsetsResponse, ReportEndOffsetsRequest, ReportEndOffsetsResponse,
     AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse, CreateAclsRequest, CreateAclsResponse,
     CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest, CreateTopicsResponse,
@@ -217,10 +217,14 @@ class RequestAuthorization:
                                                    for p in t.partitions]) for t in topics]
 
         if not self.allowed(ctx, READ, GROUP, request.group_id):
-            return OffsetCommitResponse(topics=refused(request.topics, ErrorCode.GROUP_AUTHORIZATION_FAILED))
+            return await _refusal(lambda: OffsetCommitResponse(
+                topics=refused(request.topics, ErrorCode.GROUP_AUTHORIZATION_FAILED)), _partitions(request.topics))
         allowed, denied = self._split_topics(ctx, READ, request.topics, lambda t: t.name)
         if not denied:
             return await handler(request, version, ctx)
+        if not allowed:
+            return await _refusal(lambda: OffsetCommitResponse(
+                topics=refused(denied, ErrorCode.TOPIC_AUTHORIZATION_FAILED)), _partitions(denied))
         answer = refused(denied, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
         if allowed:
             narrowed = copy.copy(request)
@@ -369,19 +373,13 @@ class RequestAuthorization:
         return response
 
     async def _group_overview(self, handler, request, version, ctx):
-        # Cohort's own list page: the groups ListGroups would list, each without the topics OffsetFetch hides.
-        response = await handler(request, version, ctx)
-        if response.error_code:
-            return response
-        document = json.loads(response.overview)
-        rows = document["groups"]
-        if not self._cluster(ctx, DESCRIBE, audit_denial=False):
-            rows = [row for row in rows if self.allowed(ctx, DESCRIBE, GROUP, row["group_id"], False)]
-        for row in rows:
-            row["topics"] = [t for t in row["topics"] if self.allowed(ctx, DESCRIBE, TOPIC, t["topic"], False)]
-            row["lag"] = total_lag(t["lag"] for t in row["topics"])
-        document["groups"] = rows
-        return GroupOverviewResponse(error_code=0, error_message=None, overview=json.dumps(document).encode())
+        # Cohort's own list page: the groups ListGroups would list, each summarized over the topics OffsetFetch
+        # shows. The page itself skips the rest, so its cursor, counts and health never reflect them.
+        def group_visible(group_id: str) -> bool:
+            return self.allowed(ctx, DESCRIBE, GROUP, group_id, False)
+        return await handler(request, version, dataclasses.replace(
+            ctx, topic_visible=self.topic_visibility(ctx),
+            group_visible=None if self._cluster(ctx, DESCRIBE, audit_denial=False) else group_visible))
 
     async def _delete_groups(self, handler, request, version, ctx):
         allowed = [g for g in request.groups_names if self.allowed(ctx, DELETE, GROUP, g)]
@@ -500,30 +498,44 @@ class RequestAuthorization:
             response = _unwrap(await handler(narrowed, version, ctx))
         else:
             response = rule.empty_response()
-        entries = list(getattr(response, rule.response_field)) + [rule.refused(t, version) for t in denied]
-        setattr(response, rule.response_field, entries)
-        return response
+
+        def refuse():
+            entries = list(getattr(response, rule.response_field)) + [rule.refused(t, version) for t in denied]
+            setattr(response, rule.response_field, entries)
+            return response
+        return await _refusal(refuse, _partitions(denied))
 
     async def _report_end_offsets(self, handler, request, version, ctx):
-        """A source reporting end offsets needs WRITE (it produces the data) or ALTER on each topic."""
-        def may_report(t) -> bool:
-            return (self.allowed(ctx, WRITE, TOPIC, t.name, audit_denial=False)
-                    or self.allowed(ctx, ALTER, TOPIC, t.name))
+        """A source reporting end offsets needs WRITE (it produces the data) or ALTER on each topic; a forced
+        report (an operator moving an end back or removing it) needs ALTER on the topic or the cluster."""
+        if version >= 1 and request.force:
+            cluster = self._cluster(ctx, ALTER, audit_denial=False)
+
+            def may_report(t) -> bool:
+                return cluster or self.allowed(ctx, ALTER, TOPIC, t.name)
+        else:
+            def may_report(t) -> bool:
+                return (self.allowed(ctx, WRITE, TOPIC, t.name, audit_denial=False)
+                        or self.allowed(ctx, ALTER, TOPIC, t.name))
         allowed, denied = [], []
         for t in request.topics:
             (allowed if may_report(t) else denied).append(t)
         if not denied:
             return await handler(request, version, ctx)
         Result = ReportEndOffsetsResponse.ReportedTopicResult
-        refused = [Result(name=t.name, partitions=[Result.ReportedPartitionResult(
-            partition_index=p.partition_index, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, error_message=_FAILED)
-            for p in t.partitions]) for t in denied]
+        count = _partitions(denied)
+        message = _FAILED if count < REFUSED_OFF_LOOP_ENTRIES else None  # (a big refusal: no longer than asked)
+
+        def refused():
+            return [Result(name=t.name, partitions=[Result.ReportedPartitionResult(
+                partition_index=p.partition_index, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                error_message=message) for p in t.partitions]) for t in denied]
         if not allowed:
-            return ReportEndOffsetsResponse(topics=refused)
+            return await _refusal(lambda: ReportEndOffsetsResponse(topics=refused()), count)
         narrowed = copy.copy(request)
         narrowed.topics = allowed
         response = _unwrap(await handler(narrowed, version, ctx))
-        response.topics = list(response.topics) + refused
+        response.topics = list(response.topics) + refused()
         return response
 
     # ------------------------------------------------------------------ security admin
@@ -634,6 +646,24 @@ TOPIC_RULES: dict[int, TopicRule] = {
                                                   aborted_transactions=None, records=b"")
                         for p in t.partitions])),
 }
+
+
+# A refusal naming more partitions than this is built on a worker thread and encoded there (`_refusal`).
+REFUSED_OFF_LOOP_ENTRIES = 5_000
+
+
+def _partitions(topics) -> int:
+    """How many entries refusing `topics` makes: their partitions (a topic entry without any counts one)."""
+    return sum(len(getattr(t, "partitions", None) or ()) or 1 for t in topics)
+
+
+async def _refusal(build: Callable[[], Any], entries: int):
+    """The answer `build()` makes to refused work: for a big request (`entries` partitions past
+    REFUSED_OFF_LOOP_ENTRIES) made on a worker thread and encoded off the loop, so refusing megabytes
+    holds up no other client; small ones are made here."""
+    if entries < REFUSED_OFF_LOOP_ENTRIES:
+        return build()
+    return encode_off_loop(await COLLECTOR_HOLD.run(build))
 
 
 def _unwrap(response):

@@ -27,6 +27,9 @@ served as before. An unexpected exception in a handler is logged with its
 traceback and also closes only that connection (Kafka's clients treat a closed
 connection as retriable).
 
+A frame over ``small.request.max.bytes`` of an API whose requests are small by nature
+(all but `LARGE_REQUEST_APIS`) closes its connection before it is decoded.
+
 Per-connection limits: ``queued.max.requests.per.connection`` (reading pauses
 while that many responses are outstanding) and the client's own reading
 (reading pauses while the transport's write buffer is full). The node-wide
@@ -49,6 +52,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
+from cohort.coordinator.contracts.collector import COLLECTOR_HOLD
 from cohort.coordinator.contracts.answers import PendingAnswer
 from cohort.coordinator.contracts.requests import RequestContext
 from cohort.coordinator.server.listener import peer_name
@@ -69,11 +73,15 @@ from cohort.protocol.framing import (
     encode_response,
 )
 from cohort.protocol.messages import (
+    ConsumerGroupDescribeRequest,
+    ConsumerGroupHeartbeatRequest,
     FetchRequest,
     FetchResponse,
     HeartbeatRequest,
     JoinGroupRequest,
     OffsetCommitRequest,
+    OffsetDeleteRequest,
+    OffsetFetchRequest,
     SyncGroupRequest,
 )
 from cohort.protocol.schema import compile_struct, uvarint_bytes
@@ -98,6 +106,13 @@ REBALANCE_SLICE_S = 0.002
 # 600 KB, took 25-40 ms to decode: a stall for every other client); the connection's later requests
 # wait for it, in order.
 DECODE_OFF_LOOP_BYTES = 256 * 1024
+# The APIs whose requests are big by nature (a commit or fetch of every partition of a huge group, a
+# leader's assignments): only socket.request.max.bytes bounds them. Any other request over
+# small.request.max.bytes closes its connection before it is decoded, as an oversized frame does: decoding
+# and refusing megabytes of ListOffsets or ReportEndOffsets would hold everyone else up.
+LARGE_REQUEST_APIS = frozenset(request.API_KEY for request in (
+    OffsetCommitRequest, OffsetFetchRequest, OffsetDeleteRequest, JoinGroupRequest, SyncGroupRequest, FetchRequest,
+    ConsumerGroupHeartbeatRequest, ConsumerGroupDescribeRequest))
 _SIZE_AND_CORRELATION = struct.Struct(">ii")
 # Response class -> whether it has a top-level error code (a failed getattr costs an exception).
 _HAS_ERROR_CODE: dict[type, bool] = {}
@@ -442,6 +457,11 @@ class Connection(asyncio.Protocol):
                 return
             started = time.perf_counter()
             if len(frame) >= DECODE_OFF_LOOP_BYTES:
+                if len(frame) > self.server.config.small_request_max_bytes \
+                        and int.from_bytes(frame[:2], "big", signed=True) not in LARGE_REQUEST_APIS:
+                    self._reject("request_too_large", f"{len(frame)} bytes, over small.request.max.bytes for "
+                                 f"API key {int.from_bytes(frame[:2], 'big', signed=True)}")
+                    return
                 self._decode_off_loop(frame, started)
                 return
         try:
@@ -499,10 +519,12 @@ class Connection(asyncio.Protocol):
     def _decode_off_loop(self, frame: bytes, started: float) -> None:
         self._decoding = deque()
         self._update_reading()  # nothing more is read until it is served
+        COLLECTOR_HOLD.begin()  # (its objects must not cost the loop full collections)
         decoding = self._loop.run_in_executor(None, _decoded_or_error, frame)
         decoding.add_done_callback(functools.partial(self._decoded_off_loop, frame, started))
 
     def _decoded_off_loop(self, frame: bytes, started: float, decoding: asyncio.Future) -> None:
+        COLLECTOR_HOLD.end(self._loop)
         held, self._decoding = self._decoding, None
         if self.closed or decoding.cancelled():  # cancelled: the executor shut down with the server
             return

@@ -51,7 +51,6 @@ import inspect
 import json
 import logging
 import re
-import time
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -60,8 +59,9 @@ from cohort.coordinator.config import CoordinatorConfig, HostPort
 from cohort.coordinator.contracts.answers import PendingAnswer, answer_of, settling
 from cohort.coordinator.contracts.requests import RequestContext
 from cohort.coordinator.server.eager_tasks import start_eager_task
+from cohort.coordinator.server.end_offsets_api import EndOffsetsApis
 from cohort.coordinator.groups.coordinator import GroupCoordinator
-from cohort.coordinator.groups.reports.overview import GroupOverview
+from cohort.coordinator.groups.reports.overview import GroupOverview, PageRate
 from cohort.coordinator.contracts.store import StorageError
 from cohort.coordinator.contracts.ownership import Node, Ownership
 from cohort.coordinator.records.types import EndOffsetRecord, TopicRecord, TopicTombstone
@@ -81,7 +81,6 @@ from cohort.protocol.messages import (
     CreateTopicsResponse,
     DeleteGroupsRequest,
     DescribeEndOffsetsRequest,
-    DescribeEndOffsetsResponse,
     DeleteTopicsRequest,
     DeleteTopicsResponse,
     DescribeGroupsRequest,
@@ -105,7 +104,6 @@ from cohort.protocol.messages import (
     OffsetFetchRequest,
     PRIVATE_API_KEYS,
     ReportEndOffsetsRequest,
-    ReportEndOffsetsResponse,
     SyncGroupRequest,
 )
 
@@ -222,7 +220,7 @@ def _release(fut: asyncio.Future) -> None:
 _LEARN_TOPICS_VERSION = 9  # a Metadata version with allow_auto_topic_creation, topic ids not needed
 
 
-class RequestHandlers:
+class RequestHandlers(EndOffsetsApis):
     """The dispatch table of one server, and the handlers of the non-group APIs."""
 
     def __init__(
@@ -274,6 +272,7 @@ class RequestHandlers:
         self.fetch_waits = FetchWaits()
         self._partition_lists: dict[int, list] = {}
         self._overview = GroupOverview(groups.reports, groups.partitions.partition_states)
+        self._overview_rate = PageRate(config.group_overview_max_pages_per_second)
 
         # The one dispatch table, keyed by request message: its API key comes from the schema.
         handlers: dict[type, Handler] = {
@@ -375,9 +374,20 @@ class RequestHandlers:
     def _keeps_registry(self) -> bool:
         return self._registry_owner == self.ownership.local
 
-    def group_overview(self, request, version: int, ctx: RequestContext) -> GroupOverviewResponse:
-        """GroupOverview (Cohort's private API 10003): a page of this node's groups for the console's list."""
-        document = self._overview.page(request.after or "", request.limit, request.search)
+    async def group_overview(self, request, version: int, ctx: RequestContext) -> GroupOverviewResponse:
+        """GroupOverview (Cohort's private API 10003): a page of this node's groups for the console's list, at
+        most `group.overview.max.pages.per.second` per principal (faster ones wait, or are refused)."""
+        wait = self._overview_rate.wait_for(ctx.principal, asyncio.get_running_loop().time())
+        if wait is None:
+            return GroupOverviewResponse(error_code=ErrorCode.THROTTLING_QUOTA_EXCEEDED, overview=b"",
+                                         error_message="too many GroupOverview pages: ask again in a second")
+        if wait > 0:
+            await asyncio.sleep(wait)
+        try:
+            document = self._overview.page(request.after or "", request.limit, request.search,
+                                           ctx.group_visible, ctx.topic_visible)
+        except ValueError as exc:
+            return GroupOverviewResponse(error_code=ErrorCode.INVALID_REQUEST, error_message=str(exc), overview=b"")
         return GroupOverviewResponse(error_code=0, error_message=None, overview=json.dumps(document).encode())
 
     def _coordinator_of(self, group_id: str) -> Node | None:
@@ -811,54 +821,6 @@ class RequestHandlers:
                 partitions=partitions))
         # session_id 0: no session was created, so the client keeps sending full fetches.
         return FetchResponse(error_code=0, session_id=0, responses=responses)
-
-    # ------------------------------------------------------------------ end offsets (Cohort's own APIs)
-    async def report_end_offsets(self, request, version: int, ctx: RequestContext) -> ReportEndOffsetsResponse:
-        """A source reports how far its partitions' data goes; kept with the topic registry (controller only)."""
-        Result = ReportEndOffsetsResponse.ReportedTopicResult
-        Partition = Result.ReportedPartitionResult
-        now_ms = int(time.time() * 1000)
-        topics = []
-        for wanted in request.topics:
-            ends: dict[int, int] = {}
-            for p in wanted.partitions:  # a partition named twice: the higher end counts
-                ends[p.partition_index] = max(p.end_offset, ends.get(p.partition_index, p.end_offset))
-            if not self._keeps_registry:
-                results: dict = dict.fromkeys(ends, self._not_controller())
-            else:
-                try:
-                    results = await self.topics.report_end_offsets(wanted.name, ends, now_ms)
-                except StorageError as exc:
-                    results = dict.fromkeys(ends, TopicRefusal(exc.error_code, f"Could not persist: {exc}"))
-            partitions = []
-            for index, result in results.items():
-                if isinstance(result, TopicRefusal):
-                    partitions.append(Partition(partition_index=index, error_code=result.error_code,
-                                                error_message=result.message, end_offset=-1))
-                else:
-                    partitions.append(Partition(partition_index=index, error_code=0, end_offset=result.end_offset))
-            topics.append(Result(name=wanted.name, partitions=partitions))
-        return ReportEndOffsetsResponse(topics=topics)
-
-    def describe_end_offsets(self, request, version: int, ctx: RequestContext) -> DescribeEndOffsetsResponse:
-        """Every partition of each topic with its reported end (-1: none), from the node keeping the registry."""
-        Described = DescribeEndOffsetsResponse.DescribedTopic
-        topics = []
-        for name in request.topics:
-            topic = self.topics.get(name)
-            refusal = (self._not_controller() if not self._keeps_registry else
-                       TopicRefusal(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist.")
-                       if topic is None else None)
-            if refusal is not None:
-                topics.append(Described(name=name, error_code=refusal.error_code, error_message=refusal.message,
-                                        partitions=[]))
-                continue
-            ends = self.topics.reported_ends(name)
-            topics.append(Described(name=name, error_code=0, partitions=[
-                Described.DescribedPartition(partition_index=p, end_offset=ends[p].end_offset if p in ends else -1,
-                                             reported_ms=ends[p].reported_ms if p in ends else -1)
-                for p in range(topic.partitions)]))
-        return DescribeEndOffsetsResponse(topics=topics)
 
     # ------------------------------------------------------------------ CreateTopics
     async def create_topics(self, request, version: int, ctx: RequestContext) -> CreateTopicsResponse:

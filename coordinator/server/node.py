@@ -70,6 +70,10 @@ from cohort.protocol.messages import (
 from cohort.coordinator.log.file_modes import make_private_dir, private_opener
 
 log = logging.getLogger("cohort.coordinator.server.node")
+# The workers' link: its peers (the other workers, each with a few connections) sign in within milliseconds,
+# so anything else on it is held briefly and counted: at most this many sockets, each signed in this fast.
+LINK_MAX_CONNECTIONS = 64
+LINK_SIGN_IN_S = 2.0
 
 # The credentials and ACLs live in the topic registry's offsets-log partition.
 SECURITY_PARTITION = TOPIC_REGISTRY_PARTITION
@@ -171,10 +175,12 @@ class CoordinatorServer:
             if link is not None and link.listen_socket is not None:
                 security = ListenerSecurity(WORKER_LINK_LISTENER, "SASL_PLAINTEXT", None, ("PLAIN",), credentials=link,
                                             reauthenticates=False)
-                # (the workers' own link is not a client listener: not counted, as Kafka's inter-broker one)
+                # (the workers' own link is not a client listener: counted apart, within a bound of its own)
+                self.link_quotas = ConnectionQuotas(LINK_MAX_CONNECTIONS, LINK_MAX_CONNECTIONS)
                 listener = Listener("127.0.0.1", 0,
                                     lambda peer, slot, security=security: Connection(self, peer, security, slot),
-                                    backlog=1024)
+                                    backlog=1024, admit=self._admit_link_socket,
+                                    log_interval_s=config.log_aggregation_interval_ms / 1000)
                 listener.adopt([link.listen_socket])
                 self._listeners.append((Endpoint(WORKER_LINK_LISTENER, "127.0.0.1", listener.port), listener))
                 self.ports[WORKER_LINK_LISTENER] = listener.port
@@ -210,6 +216,8 @@ class CoordinatorServer:
         self.groups = GroupCoordinator(config, self.store, other_records=self._replay_other_record,
                                        metrics=self.metrics)
         self.groups.watch_topics(self.topics)
+        if self.cluster is not None:  # another node may load a partition this one cannot
+            self.groups.partitions.load_retry_delays = self.cluster.load_retry_delays
         await self.store.open()
         if self.cluster is not None:
             await self.cluster.watch_topics(self.topics)
@@ -465,6 +473,15 @@ class CoordinatorServer:
             self.metrics.connection_closed("limit")
         return None
 
+    def _admit_link_socket(self, peer: str) -> ConnectionSlot | None:
+        """At accept on the workers' link: a slot within LINK_MAX_CONNECTIONS, or None (the socket is closed)."""
+        slot = self.link_quotas.acquire(peer.rpartition(":")[0])
+        if type(slot) is ConnectionSlot:
+            return slot
+        self.peer_events.note(log, logging.WARNING, "refusing connections on the workers' link: limit reached", peer,
+                              limit=LINK_MAX_CONNECTIONS)
+        return None
+
     def _handshake_failed(self, peer: str, exc: BaseException) -> None:
         reason = "timed out" if isinstance(exc, (TimeoutError, asyncio.TimeoutError)) else str(exc) or type(exc).__name__
         self.peer_events.note(log, logging.INFO, "TLS handshake failed", peer, error=reason)
@@ -500,7 +517,8 @@ class CoordinatorServer:
         idle_s = self.config.connections_max_idle_ms / 1000
         read_s = self.config.socket_request_read_timeout_ms / 1000
         authentication_s = self.config.connections_authentication_timeout_ms / 1000
-        interval = min(max(min(idle_s, read_s, authentication_s) / 4, 0.05), 30.0)
+        link_s = LINK_SIGN_IN_S if WORKER_LINK_LISTENER in self.ports else float("inf")
+        interval = min(max(min(idle_s, read_s, authentication_s, link_s) / 4, 0.05), 30.0)
         loop = asyncio.get_running_loop()
         while True:
             await asyncio.sleep(interval)
@@ -508,8 +526,14 @@ class CoordinatorServer:
             deadline = now - idle_s
             read_deadline = now - read_s
             authentication_deadline = now - authentication_s
+            link_deadline = now - link_s
             for conn in list(self._connections):
-                if conn.unauthenticated and conn.accepted_at < authentication_deadline:
+                if conn.unauthenticated and conn.security.name == WORKER_LINK_LISTENER \
+                        and conn.accepted_at < link_deadline:
+                    self.peer_events.note(log, logging.INFO, "closing connection: not signed in on the workers' "
+                                          "link in time", conn.peer)
+                    conn.close("authentication_timeout")
+                elif conn.unauthenticated and conn.accepted_at < authentication_deadline:
                     self.peer_events.note(log, logging.INFO, "closing connection: not authenticated within "
                                           "connections.authentication.timeout.ms", conn.peer)
                     conn.close("authentication_timeout")

@@ -11,7 +11,9 @@ The registry also keeps each partition's **reported end offset**: how far the
 partition's data goes, as the system that owns the data (a Spark source, a
 shard scanner, `cohort topics end-offsets set`) reported it. It is what
 ListOffsets (latest), Fetch's high watermark and every lag figure use; a
-partition without a report has no known end. Reports only move forward.
+partition without a report has no known end. Reports only move forward; an
+operator corrects a wrong one (`correct_end_offsets`: a tombstone, then the new
+end if any, in one append, so a replay or a restart keeps the correction).
 
 It also keeps **when each end was reported** (`EndOffsetIndex`): ListOffsets by
 timestamp T answers the earliest end reported at or after T (every record below
@@ -375,4 +377,35 @@ class TopicRegistry:
                     results[record.partition] = self.reported_end(name, record.partition)
         if records:
             log.debug("end offsets reported", extra={"topic": name, "partitions": len(records)})
+        return results
+
+    async def correct_end_offsets(self, name: str, ends: dict[int, int | None],
+                                  now_ms: int) -> dict[int, tuple[ReportedEnd | None, ReportedEnd | None] | TopicRefusal]:
+        """An operator's correction: each partition's end set to the given one even when lower (None: removed),
+        durably; per partition (the end before, the end now) or why it was refused. Each correction is a
+        tombstone followed by the new report in one append, so replay (which never moves an end back) lands
+        on the corrected end."""
+        async with self._write_lock:
+            topic = self._by_name.get(name)
+            results: dict[int, tuple[ReportedEnd | None, ReportedEnd | None] | TopicRefusal] = {}
+            records: list[RegistryRecord] = []
+            before: dict[int, ReportedEnd | None] = {}
+            for partition, end in ends.items():
+                if topic is None or not 0 <= partition < topic.partitions:
+                    results[partition] = TopicRefusal(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                                      f"Partition {name}-{partition} does not exist.")
+                elif end is not None and end < 0:
+                    results[partition] = TopicRefusal(ErrorCode.INVALID_REQUEST,
+                                                      f"End offset {end} of {name}-{partition} is negative.")
+                else:
+                    before[partition] = self.reported_end(name, partition)
+                    records.append(EndOffsetTombstone(name, partition))
+                    if end is not None:
+                        records.append(EndOffsetRecord(name, partition, topic.topic_id, end, now_ms))
+            if records:
+                await self._persist(records)
+                for record in records:
+                    self.apply(record)
+                for partition, old in before.items():
+                    results[partition] = (old, self.reported_end(name, partition))
         return results

@@ -6,13 +6,13 @@ from __future__ import annotations
 import time
 
 import pytest
-from bounded_wait import wait_until_async
-from cohort_process import CohortServer, metric_value
+from bounded_wait import wait_until, wait_until_async
+from cohort_process import CohortServer, http_get, metric_value
 
 from cohort.client.connection import BrokerConnection
 from cohort.client.errors import KafkaConnectionError
 from cohort.coordinator.cluster import keys, values
-from cohort.coordinator.cluster.etcd import EtcdClient, op_put, prefix_end
+from cohort.coordinator.cluster.etcd import EtcdClient, op_delete, op_put, prefix_end
 from cohort.coordinator.records.types import OffsetCommitRecord, encode_record
 from cohort.protocol.messages import OffsetFetchRequest
 from cohort.protocol.partitioning import partition_for
@@ -20,7 +20,7 @@ from cohort.protocol.partitioning import partition_for
 pytestmark = pytest.mark.timeout(240)
 GROUP, TOPIC = "load-failures", "big"
 TTL_MS = 6000  # the default lease TTL
-COMMITS = 6000  # offsets of the group's partition: with 2 keys a page, its load is ~3 000 etcd reads
+COMMITS = 4000  # offsets of the group's partition: with 2 keys a page, its load is ~2 000 etcd reads
 PAGE_KEYS = 2
 
 
@@ -97,3 +97,76 @@ async def test_a_load_that_etcd_compacts_under_it_reads_on_and_its_group_is_serv
         if node is not None:
             node.stop()
         await client.close()
+
+
+async def load_state(client: EtcdClient, partition: int) -> tuple[bytes | None, int | None]:
+    """(what the owner publishes at load/<p>, the epoch of owner/<p>)."""
+    load, _, _ = await client.range(keys.load_key(partition))
+    owner, _, _ = await client.range(keys.owner_key(partition))
+    return (load[0].value if load else None), (owner[0].create_revision if owner else None)
+
+
+async def test_a_partition_that_cannot_be_loaded_is_published_failed_then_given_up_and_served_once_repaired(
+        etcd, tmp_path):
+    bad_group = "unloadable"
+    partition = partition_for(bad_group, 50)
+    record_key, _ = encode_record(OffsetCommitRecord(bad_group, TOPIC, 0, 1))
+    broken = keys.etcd_key(partition, record_key)
+    client = EtcdClient(etcd.endpoints)
+    await client.connect()
+    nodes: list[CohortServer] = []
+    try:
+        # A record no node can replay: every load of the partition fails.
+        await client.txn([], [op_put(broken, b"\x00\x07not a commit")])
+        nodes = [CohortServer(tmp_path / f"node{i}", "--cluster", etcd.url, "--node-id", str(i),
+                              "--cluster.lease.ttl.ms", str(TTL_MS)).start() for i in (1, 2)]
+
+        async def failed():
+            state, epoch = await load_state(client, partition)
+            return epoch if state == b"failed" else None
+        first_epoch = await wait_until_async(failed, 60, "the partition published as failed", interval=0.05)
+        owner = next(n for n in nodes if f"offsets partition {partition} failed to load" in n.stderr())
+
+        def health_names_it():
+            status, body = http_get(f"http://127.0.0.1:{owner.metrics_port}/health")
+            return status == 503 and f"partition {partition}:" in body
+        wait_until(health_names_it, 30, "/health naming the failed partition")
+
+        wait_until(lambda: any("given up after its loads failed" in n.stderr() for n in nodes), 60,
+                   "the partition given up after its retries")
+        _, epoch = await load_state(client, partition)
+        assert epoch != first_epoch  # owner/<p> was deleted (and maybe claimed again since)
+
+        # The operator removes the broken record: the partition loads at its next attempt, on some node.
+        await client.txn([], [op_delete(broken)])
+        repaired_at = time.monotonic()
+
+        async def served():
+            for node in nodes:
+                try:
+                    error, _ = await fetch_group(node, bad_group)
+                except (OSError, KafkaConnectionError):
+                    continue
+                if error == 0:
+                    return True
+            return False
+        await wait_until_async(served, 60, "the repaired partition served", interval=0.1)
+        print(f"served {time.monotonic() - repaired_at:.2f}s after the repair")
+        state, _ = await load_state(client, partition)
+        assert state in (b"loading", b"loaded")
+    finally:
+        for node in nodes:
+            node.stop()
+        await client.close()
+
+
+async def fetch_group(node: CohortServer, group: str) -> tuple[int, int]:
+    request = OffsetFetchRequest(group_id=group, topics=[
+        OffsetFetchRequest.OffsetFetchRequestTopic(name=TOPIC, partition_indexes=[0])])
+    conn = BrokerConnection("127.0.0.1", node.port)
+    try:
+        response = await conn.request(request, version=1)
+    finally:
+        await conn.close()
+    part = response.topics[0].partitions[0]
+    return part.error_code, part.committed_offset

@@ -125,7 +125,7 @@ def test_supported_versions_cover_every_declared_api():
         31: (1, 3), 36: (0, 2), 37: (0, 3), 42: (0, 2), 47: (0, 0), 50: (0, 0), 51: (0, 0),
         68: (0, 1), 69: (0, 1),
         10000: (0, 0),  # GroupReport: Cohort's own, never advertised
-        10001: (0, 0), 10002: (0, 0),  # ReportEndOffsets, DescribeEndOffsets: Cohort's own, never advertised
+        10001: (0, 1), 10002: (0, 0),  # ReportEndOffsets (v1: an operator's forced correction), DescribeEndOffsets: Cohort's own, never advertised
         10003: (0, 0),  # GroupOverview: Cohort's own, never advertised
     }
 

@@ -748,8 +748,9 @@ async function previewDeleteGroup(groupId) {
 
 // ------------------------------------------------------------------ confirmation dialog
 // Every action ends with the server's answer on the page: a refusal known before the click disables the
-// button and says why; an error after it keeps the dialog open with the server's words; a success closes
-// it and leaves a notice saying what the server did.
+// button and says why; an error after it keeps the dialog open with the server's words; no answer at all
+// says that the outcome is not known and marks the page unreachable; a success closes it and leaves a
+// notice saying what the server did.
 function notice(kind, text) {
   const box = document.getElementById("notice");
   box.className = kind;
@@ -776,7 +777,14 @@ function confirmDialog(title, body, okText, action, options) {
     try {
       answer = await action();
     } catch (error) {
-      problem.replaceChildren(el("strong", {}, "The server refused: "), error.code ? `${error.message} (${error.code})` : error.message);
+      if (error instanceof Unreachable) {  // no answer: what the server did is not known, and never guessed
+        problem.replaceChildren(el("strong", {}, "No answer from the server: "), `${error.message}. Whether it ` +
+          "was done is not known; the page shows what the server has once it answers again.");
+        unreachable(error);
+        scheduleRefresh();
+      } else {
+        problem.replaceChildren(el("strong", {}, "The server refused: "), error.code ? `${error.message} (${error.code})` : error.message);
+      }
       ok.disabled = false;
       return;
     }

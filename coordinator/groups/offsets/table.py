@@ -167,11 +167,20 @@ class _TopicOffsets:
 class OffsetsTable:
     """Committed offsets by (group, topic, partition)."""
 
-    __slots__ = ("_groups", "_count")
+    __slots__ = ("_groups", "_count", "_on_new_group")
 
     def __init__(self) -> None:
         self._groups: dict[str, dict[str, _TopicOffsets]] = {}
         self._count = 0
+        self._on_new_group = None
+
+    def watch_new_groups(self, listener) -> None:
+        """Call `listener(group)` whenever a group gets its first offset (the group overview's index)."""
+        self._on_new_group = listener
+
+    def group_count(self) -> int:
+        """How many groups have at least one committed offset."""
+        return len(self._groups)
 
     def __len__(self) -> int:
         return self._count
@@ -181,6 +190,8 @@ class OffsetsTable:
         topics = self._groups.get(group)
         if topics is None:
             topics = self._groups[group] = {}
+            if self._on_new_group is not None:
+                self._on_new_group(group)
         t = topics.get(topic)
         if t is None:
             t = topics[topic] = _TopicOffsets()
@@ -233,6 +244,8 @@ class OffsetsTable:
         topics = self._groups.get(run.group)
         if topics is None:
             topics = self._groups[run.group] = {}
+            if self._on_new_group is not None:
+                self._on_new_group(run.group)
         n = len(run.partitions)
         if run.topic not in topics and n:
             parts = tuple(run.partitions)

@@ -291,8 +291,27 @@ class GroupReports:
         ids.update(self.offsets.groups())
         return [g for g in ids if self.partition_for(g) in self._loaded]
 
-    def group_summary(self, group_id: str) -> dict | None:
-        """One row of the console's group list, from memory (None: not a group here now)."""
+    def watch_new_groups(self, listener: Callable[[str], None]) -> None:
+        """Call `listener(group_id)` whenever a group is stored or gets its first offset."""
+        for groups in (self._classic, self._consumer):
+            if hasattr(groups, "listener"):
+                groups.listener = listener
+        self.offsets.watch_new_groups(listener)
+
+    def known_group_ids(self) -> set[str]:
+        """Every group id held in memory (loaded or not, DEAD included): what the overview's index covers."""
+        return {*self._classic, *self._consumer, *self.offsets.groups()}
+
+    def known_group_count(self) -> int:
+        """At least the number of `known_group_ids` (an id may be counted twice), in O(1)."""
+        return len(self._classic) + len(self._consumer) + self.offsets.group_count()
+
+    def is_known_group(self, group_id: str) -> bool:
+        return group_id in self._classic or group_id in self._consumer or self.offsets.has_offsets(group_id)
+
+    def group_summary(self, group_id: str, topic_visible: Callable[[str], bool] | None = None) -> dict | None:
+        """One row of the console's group list, from memory (None: not a group here now); its offsets, health
+        and lag over the topics `topic_visible` admits (None: all), as the group's reports narrow them."""
         if self.partition_for(group_id) not in self._loaded:
             return None
         group = self._classic.get(group_id)
@@ -311,10 +330,14 @@ class GroupReports:
         health = None
         if offset_count <= HEALTH_SAMPLED_MAX_OFFSETS:  # as the group's health report says (bigger: when asked)
             try:
-                health = self.group_health(group_id).status
+                health = self.group_health(group_id, topic_visible).status
             except GroupReportError:
                 health = None
         lag, by_topic = self.group_lag_by_topic(group_id)
+        if topic_visible is not None:
+            by_topic = {t: entry for t, entry in by_topic.items() if topic_visible(t)}
+            lag = total_lag(topic_lag for _, topic_lag in by_topic.values())
+            offset_count = sum(n for n, _ in by_topic.values())
         return {"group_id": group_id, "state": state, "type": kind, "protocol_type": protocol_type,
                 "protocol": protocol, "members": members, "health": health, "lag": lag, "offsets": offset_count,
                 "topics": [{"topic": t, "partitions": n, "lag": topic_lag} for t, (n, topic_lag) in sorted(by_topic.items())]}
@@ -344,7 +367,7 @@ class GroupReports:
                 entries = self.journal.entries(group_id, req.since_ms if req.since_ms >= 0 else None)
                 if not entries and not self._group_exists(group_id) and not self.journal.entries(group_id):
                     raise _group_not_found(group_id)
-                document: object = [e.to_json() for e in entries]
+                document: object = [e.to_json(visible) for e in entries]
             elif req.report == "history":
                 events = await self.offset_history(group_id, req.topic, req.partition if req.partition >= 0 else None,
                                                    req.since_ms if req.since_ms >= 0 else None)

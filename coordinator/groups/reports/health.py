@@ -29,7 +29,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 
-from cohort.coordinator.groups.reports.lag import partition_lag
+from cohort.coordinator.groups.reports.lag import partition_lag, total_lag
 
 PARTITION_STATUSES = ("OK", "WARN", "STOP", "STALL", "REWIND")
 GROUP_STATUSES = ("OK", "WARN", "ERR")
@@ -202,14 +202,13 @@ class HealthMonitor:
         counts = dict.fromkeys(PARTITION_STATUSES, 0)
         for p in partitions:
             counts[p.status] += 1
-        known = [p.lag for p in partitions if p.lag is not None]
         return GroupHealth(
             group, group_status(p.status for p in partitions), now_ms, self.window_commits, self.min_distance_ms,
             tuple(partitions),
             tuple(MemberHealth(m, client, host, None if age is None else int(age),
                                now_ms - commits[m] if m in commits else None)
                   for m, client, host, age in members),
-            sum(known) if known else None, sum(1 for p in partitions if p.lag is None),
+            total_lag(p.lag for p in partitions), sum(1 for p in partitions if p.lag is None),
             sum(1 for p in partitions if p.complete >= 1) / len(partitions) if partitions else 1.0,
             group_type, counts)
 

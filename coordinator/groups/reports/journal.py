@@ -12,7 +12,8 @@ takes them back once durable (`apply`) or at replay. It never writes: the coordi
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable, Mapping
+import re
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from cohort.coordinator.groups.effects import RebalanceJournaled
@@ -79,21 +80,47 @@ class JournalEntry:
     def duration_ms(self) -> int:
         return max(self.ended_ms - self.started_ms, 0)
 
-    def to_json(self) -> dict:
-        """The JSON shape the private admin API, the CLI and the console share."""
+    def to_json(self, topic_visible: Callable[[str], bool] | None = None) -> dict:
+        """The JSON shape the private admin API, the CLI and the console share, naming only the topics
+        `topic_visible` admits (None: all): other partition moves and admin changes are left out, and
+        counts that would include them (`moves_total`, an admin entry's "… (N partitions)") count what is shown."""
+        moves = self.moves if topic_visible is None else tuple(mv for mv in self.moves if topic_visible(mv.topic))
+        detail, moves_total = self.detail, self.moves_total
+        if topic_visible is not None and len(moves) < len(self.moves):
+            moves_total = len(moves)
+        if topic_visible is not None and self.kind == "admin":
+            detail = _visible_detail(self.detail, topic_visible)
         return {
             "group": self.group, "sequence": self.sequence, "kind": self.kind, "group_type": self.group_type,
             "started_ms": self.started_ms, "ended_ms": self.ended_ms, "duration_ms": self.duration_ms,
             "epoch_before": self.epoch_before, "epoch_after": self.epoch_after, "trigger": self.trigger,
-            "client_reason": self.client_reason, "detail": self.detail, "state_after": self.state_after,
+            "client_reason": self.client_reason, "detail": detail, "state_after": self.state_after,
             "principal": self.principal,
             "members": [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
                          "client_id": m.client_id, "client_host": m.client_host, "role": m.role}
                         for m in self.members],
             "moves": [{"topic": mv.topic, "partition": mv.partition, "from": mv.from_member, "to": mv.to_member}
-                      for mv in self.moves],
-            "moves_total": self.moves_total,
+                      for mv in moves],
+            "moves_total": moves_total,
         }
+
+
+# An admin entry's change about a partition: "topic:partition" then what changed (topic names have no ':').
+_PARTITION_CHANGE = re.compile(r"([^:, ]+):\d+(?: .*)?")
+_MORE_PARTITIONS = re.compile(r"… \(\d+ partitions\)")
+
+
+def _visible_detail(detail: str, topic_visible: Callable[[str], bool]) -> str:
+    """An admin entry's detail without the changes of topics `topic_visible` hides (and without the count of
+    all partitions when it hid some)."""
+    kept, hidden = [], False
+    for change in detail.split(", ") if detail else []:
+        about = _PARTITION_CHANGE.fullmatch(change)
+        if about is not None and not topic_visible(about.group(1)):
+            hidden = True
+        elif not (hidden and _MORE_PARTITIONS.fullmatch(change)):
+            kept.append(change)
+    return ", ".join(kept)
 
 
 def entry_from_record(rec: GroupJournalRecord) -> JournalEntry:

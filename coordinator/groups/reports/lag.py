@@ -6,6 +6,10 @@ Every lag the server computes (health, `/metrics`, GroupReport's "lag" report, t
 console's list, topics and lag history) comes from `partition_lag` over `LogEnds.end_offset`, so what
 "the end of a partition" means is decided in one place. A partition whose source never reported an end
 has an unknown lag (None, shown as `-`), never 0.
+
+Lags are bounded by LAG_MAX (Kafka's largest offset): a partition's lag is at most its reported end, and a sum
+over partitions saturates there, so a reported end of 2^63-1 (a wrong or hostile report) never overflows the
+64-bit samples, the wire's INT64 fields or a gauge; a saturated total reads "at least this much".
 """
 from __future__ import annotations
 
@@ -21,6 +25,8 @@ if TYPE_CHECKING:
 LAG_HISTORY_SAMPLES = 240
 # ... taken at most this often (health may be sampled more often).
 LAG_HISTORY_INTERVAL_MS = 15_000
+# The largest lag any report, sample or gauge carries (Kafka's offsets are signed 64-bit).
+LAG_MAX = (1 << 63) - 1
 
 
 class LogEnds:
@@ -44,7 +50,7 @@ def partition_lag(committed: int, end_offset: int | None) -> int | None:
     all take it from here (through `HealthMonitor.evaluate` or `group_lag`)."""
     if end_offset is None or committed < 0:
         return None
-    return max(0, end_offset - committed)
+    return min(LAG_MAX, max(0, end_offset - committed))
 
 
 @dataclass(slots=True, frozen=True)
@@ -78,14 +84,14 @@ def topic_lags(offsets: Iterable[tuple[str, int, int]], log_ends: LogEnds) -> di
     for topic, partition, committed in offsets:
         count, total = out.get(topic, (0, None))
         lag = partition_lag(committed, log_ends.end_offset(topic, partition))
-        out[topic] = (count + 1, total if lag is None else (lag if total is None else total + lag))
+        out[topic] = (count + 1, total if lag is None else (lag if total is None else min(LAG_MAX, total + lag)))
     return out
 
 
 def total_lag(lags: Iterable[int | None]) -> int | None:
-    """The sum of the known lags; None when none is known."""
+    """The sum of the known lags (at most LAG_MAX); None when none is known."""
     known = [lag for lag in lags if lag is not None]
-    return sum(known) if known else None
+    return min(LAG_MAX, sum(known)) if known else None
 
 
 class LagHistory:
@@ -101,7 +107,7 @@ class LagHistory:
         samples = self._samples.get(group)
         if samples is None:
             samples = self._samples[group] = array("q")
-        samples.extend((now_ms, -1 if lag is None else lag))
+        samples.extend((now_ms, -1 if lag is None else min(max(lag, 0), LAG_MAX)))
         if len(samples) > 2 * self.capacity:
             del samples[:len(samples) - 2 * self.capacity]
 

@@ -3,11 +3,12 @@
 
 A partition's life is the shared lifecycle (`cohort.coordinator.contracts.partition_lifecycle`):
 `acquired(p, epoch)` moves it UNOWNED -> LOADING, reads its live records from the `Store` and hands them
-to the shard (`replay_chunk`), then LOADED (or FAILED, with why); `lost(p)` moves it to RELEASING, has the
-shard forget its groups and offsets and releases it in the store, then UNOWNED. Partitions load one
-after another, in the order they were acquired (replay is CPU-bound). `error(p)` is what a request for
-a group of p answers: NONE only while p is LOADED, the serving deadline has not passed and the runtime
-is open.
+to the shard (`replay_chunk`), then LOADED (or FAILED, with why: loaded again after each of
+`load_retry_delays`, then let go so that the ownership gives it up); `lost(p)` moves it to RELEASING, has
+the shard forget its groups and offsets and releases it in the store, then UNOWNED; `close()` moves every
+partition to CLOSED at shutdown. Partitions load one after another, in the order they were acquired
+(replay is CPU-bound). `error(p)` is what a request for a group of p answers: NONE only while p is LOADED
+and the serving deadline has not passed.
 
 The write gate: every write of the node is a `CoordinatorResult` (records + how to answer) handed to
 `write(p, result)`, the only caller of `Store.append`. It returns the `PendingAnswer` that the result's
@@ -108,13 +109,18 @@ class PartitionRuntime:
     """Load, replay and release of this node's offsets partitions, and the appends to them."""
 
     __slots__ = ("_store", "_shard", "metrics", "_num_partitions", "states", "loaded", "_why_failed", "_told",
-                 "serving_deadline", "_closed", "_tasks", "_load_turn", "loaded_records", "_writes_started",
-                 "_writes_finished", "_write_waiters", "_group_writes")
+                 "serving_deadline", "_tasks", "_load_turn", "loaded_records", "_writes_started",
+                 "_writes_finished", "_write_waiters", "_group_writes", "load_retry_delays", "_load_attempts")
 
     def __init__(self, store: Store, num_partitions: int, shard, metrics=None) -> None:
         """`shard` replays and forgets what partitions hold: `replay_chunk(records, loaded_groups)`,
         `partition_replayed(partition, loaded_groups)` and `partition_lost(partition)`."""
         self._store = store
+        # Seconds before each new attempt of a failed load; once they are spent the partition is let go
+        # (RELEASING, then UNOWNED) so that its ownership gives it up. Empty: a failed partition stays
+        # FAILED (a node that owns a fixed share: nobody else could load it).
+        self.load_retry_delays: tuple[float, ...] = ()
+        self._load_attempts: dict[int, int] = {}  # failed loads of each partition since it was acquired
         self._shard = shard
         self.metrics = metrics
         self._num_partitions = num_partitions
@@ -122,9 +128,8 @@ class PartitionRuntime:
         self.loaded = self.states.loaded  # the served partitions (a live set: `p in runtime.loaded`)
         self._why_failed: dict[int, str] = {}
         self._told = False  # until the ownership first speaks, every partition counts as ours, loading
-        # Past this (monotonic) the ownership's lease may have lapsed; -inf once closed (see `serve_until`).
+        # Past this (monotonic) the ownership's lease may have lapsed (see `serve_until`).
         self.serving_deadline = math.inf
-        self._closed = False
         self._tasks: dict[int, asyncio.Task] = {}  # each partition's load or release under way
         self._load_turn: asyncio.Lock | None = None
         self.loaded_records = 0  # live records replayed from the store since start (the load summary)
@@ -138,13 +143,13 @@ class PartitionRuntime:
     # -- what a request is answered -----------------------------------------------------------
     def error(self, partition: int) -> int:
         """NONE if `partition` is served now, else what its groups' requests answer."""
-        if partition in self.loaded and time.monotonic() < self.serving_deadline:  # (-inf once closed)
+        if partition in self.loaded and time.monotonic() < self.serving_deadline:
             return E.NONE
-        if self._closed:
+        state = self.states[partition]
+        if state is L.CLOSED:
             return E.COORDINATOR_NOT_AVAILABLE
         if time.monotonic() >= self.serving_deadline:
             return E.NOT_COORDINATOR
-        state = self.states[partition]
         if state is L.LOADED:
             return E.NONE
         if state is L.LOADING or (state is L.UNOWNED and not self._told):
@@ -155,17 +160,17 @@ class PartitionRuntime:
         """Past `deadline` (monotonic) the ownership's lease may have lapsed: every group answers
         NOT_COORDINATOR, checked on each request (a request read before the ownership's own timer
         runs, e.g. by a node resumed after a pause, must not be answered as coordinator)."""
-        if not self._closed:
-            self.serving_deadline = deadline
+        self.serving_deadline = deadline
 
     def close(self) -> None:
-        """Shutdown: every request answers COORDINATOR_NOT_AVAILABLE from now on."""
-        self._closed = True
-        self.serving_deadline = -math.inf  # (the requests' one-comparison check sends them to `error`)
+        """Shutdown: every partition CLOSED, every request answers COORDINATOR_NOT_AVAILABLE from now on (the
+        ownership's `lost` still releases what this node held)."""
+        for partition in range(self._num_partitions):
+            self.states.move(partition, L.CLOSED)
 
     @property
     def closed(self) -> bool:
-        return self._closed
+        return bool(self.states.in_state[L.CLOSED])
 
     def partition_states(self) -> dict[int, str]:
         """Each offsets partition this node owns and its load state: "loaded", "loading" or "failed"."""
@@ -174,16 +179,23 @@ class PartitionRuntime:
         return {p: s.value for p, s in self.states.items() if s in OWNED_STATES}
 
     def failed_partitions(self) -> dict[int, str]:
-        """Owned partitions that could not be loaded, with why (their groups answer NOT_COORDINATOR)."""
-        return {p: self._why_failed.get(p, "") for p in self.states.partitions(L.FAILED)}
+        """Owned partitions that could not be loaded, with why (their groups answer NOT_COORDINATOR), and
+        those whose load failed and is being tried again."""
+        failed = {p: self._why_failed.get(p, "") for p in self.states.partitions(L.FAILED)}
+        failed.update((p, f"{why} (loading it again)") for p, why in self._why_failed.items()
+                      if self.states[p] is L.LOADING)
+        return failed
 
     # -- the Ownership listener ---------------------------------------------------------------
     def acquired(self, partition: int, epoch: int) -> None:
         """This node now coordinates `partition`: load it from the store (its groups wait meanwhile)."""
         self._told = True
         state = self.states[partition]
-        if state is L.LOADED or state is L.LOADING:
+        if state is L.LOADED or state is L.LOADING or state is L.CLOSED:
             return
+        self._load_attempts.pop(partition, None)
+        if state is L.FAILED and (retry := self._tasks.get(partition)) is not None:
+            retry.cancel()  # acquired again: load now
         releasing = self._tasks.get(partition) if state is L.RELEASING else None
         if releasing is None:
             self.states.move(partition, L.LOADING)
@@ -201,8 +213,13 @@ class PartitionRuntime:
         loading = self._tasks.get(partition)
         if loading is not None:
             loading.cancel()
-        self.states.move(partition, L.RELEASING)
+        self._let_go(partition, loading)
+
+    def _let_go(self, partition: int, loading: asyncio.Task | None) -> None:
+        if self.states[partition] is not L.CLOSED:  # (closed: released all the same, and stays closed)
+            self.states.move(partition, L.RELEASING)
         self._why_failed.pop(partition, None)
+        self._load_attempts.pop(partition, None)
         self._shard.partition_lost(partition)
         release = asyncio.get_running_loop().create_task(self._release(partition, loading),
                                                          name=f"release-offsets-partition-{partition}")
@@ -233,6 +250,8 @@ class PartitionRuntime:
     async def _load_partition(self, partition: int, epoch: int, releasing: asyncio.Task | None) -> None:
         if releasing is not None:  # acquired again while its release was still under way
             await asyncio.gather(releasing, return_exceptions=True)
+            if self.states[partition] is not L.UNOWNED:
+                return  # closed meanwhile
             self.states.move(partition, L.LOADING)
         # One at a time: replay is CPU-bound, so loading 50 partitions at once would only hold 50 of
         # them in memory together (and the topic registry's partition 0 would not come first).
@@ -253,10 +272,42 @@ class PartitionRuntime:
             raise
         except Exception as exc:  # noqa: BLE001 - damage, lost ownership, a record that cannot be replayed
             why = exc.errors.get(partition, exc) if isinstance(exc, LogLoadError) else exc
-            self.failed(partition, str(why))
-            log.error("offsets partition %d failed to load: %s", partition, why)
+            self._load_failed(partition, epoch, str(why))
             return
+        if self.states[partition] is not L.LOADING:
+            return  # the node closed meanwhile: never served
+        self._load_attempts.pop(partition, None)
+        self._why_failed.pop(partition, None)
         self.replayed(partition, loaded_groups, count, started)
+
+    def _load_failed(self, partition: int, epoch: int, why: str) -> None:
+        """FAILED; loaded again after the next delay of `load_retry_delays`, let go once they are spent."""
+        if self.states[partition] is not L.LOADING:
+            return  # released meanwhile
+        self.failed(partition, why)
+        attempts = self._load_attempts[partition] = self._load_attempts.get(partition, 0) + 1
+        if attempts <= len(self.load_retry_delays):
+            self._shard.partition_lost(partition)  # what the failed load replayed: the next one starts afresh
+            delay = self.load_retry_delays[attempts - 1]
+            log.error("offsets partition %d failed to load (attempt %d): %s; loading it again in %gs",
+                      partition, attempts, why, delay)
+            retry = asyncio.get_running_loop().create_task(self._load_again(partition, epoch, delay),
+                                                           name=f"reload-offsets-partition-{partition}")
+            self._track(partition, retry)
+        elif self.load_retry_delays:
+            log.error("offsets partition %d failed to load %d times (last: %s); letting it go so that another "
+                      "node may load it", partition, attempts, why)
+            self._let_go(partition, None)
+        else:
+            log.error("offsets partition %d failed to load: %s", partition, why)
+
+    async def _load_again(self, partition: int, epoch: int, delay: float) -> None:
+        await asyncio.sleep(delay)
+        if self.states[partition] is not L.FAILED:
+            return
+        self.states.move(partition, L.LOADING)  # (still reported failed, with why, until it loads)
+        async with self._load_turn:
+            await self._load_partition_now(partition, epoch)
 
     def failed(self, partition: int, why: str) -> None:
         """`partition` could not be loaded: its groups answer NOT_COORDINATOR until it is acquired again."""

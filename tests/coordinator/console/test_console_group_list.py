@@ -100,7 +100,7 @@ def test_group_overview_pages_cover_every_group_once_and_each_is_bounded(tmp_pat
         assert all(len(p["groups"]) <= 100 for p in answered)
         assert len(json.dumps(answered[0])) < 100 * 1000
         ids = [g["group_id"] for p in answered for g in p["groups"]]
-        assert ids == sorted(ids) and len(ids) == len(set(ids)) == 700
+        assert len(ids) == len(set(ids)) == 700
         assert answered[-1]["more"] is False and all(p["more"] for p in answered[:-1])
         row = next(g for p in answered for g in p["groups"] if g["group_id"] == "team-0003")
         # `orders` is not in the topic registry: its end is unknown, and so is the lag (never 0)

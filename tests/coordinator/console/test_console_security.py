@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import subprocess
+import time
 
 import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
@@ -333,3 +334,52 @@ def test_with_workers_and_a_sasl_listener_the_console_signs_users_in(tmp_path):
         assert status == 401
     finally:
         assert server.stop() == 0
+
+
+def test_the_journal_and_the_group_page_name_no_topic_the_user_may_not_describe(secured):
+    """Alice may DESCRIBE the group "visible" but not its topic "events": an admin's reset of it and a member's
+    rebalance onto it are in the group's journal, and the member holds it; her journal, group page and
+    overview name it nowhere, while the admin's show it."""
+    def member() -> KafkaConsumer:
+        consumer = KafkaConsumer("events", group_id="visible", enable_auto_commit=False,
+                                 bootstrap_servers=f"127.0.0.1:{secured.sasl_port}", security_protocol="SASL_PLAINTEXT",
+                                 sasl_mechanism="SCRAM-SHA-512", sasl_plain_username=ADMIN[0],
+                                 sasl_plain_password=ADMIN[1])
+        deadline = time.monotonic() + 60
+        while not consumer.assignment():
+            assert time.monotonic() < deadline, "the member got no assignment"
+            consumer.poll(timeout_ms=200)
+        return consumer
+
+    member().close()  # the group is a consumer group now: an offset reset is an admin action on it
+    reset = run_cohort("groups", "reset-offsets", "--group", "visible", "--topic", "events", "--to-offset", "3",
+                       "--execute", "--bootstrap-server", f"127.0.0.1:{secured.sasl_port}",
+                       "--command-config", str(secured.admin_config))
+    assert reset.returncode == 0, reset.stderr
+    consumer = member()
+    try:
+        deadline = time.monotonic() + 30
+        while True:  # the rebalance's entry is written after the rebalance itself
+            status, journal, _ = secured.api("/api/groups/visible/rebalances", auth=ADMIN)
+            entries = journal if isinstance(journal, list) else journal.get("entries", [])
+            if any(e["kind"] == "rebalance" for e in entries) or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        assert any(mv["topic"] == "events" for e in entries for mv in e["moves"]), entries
+        assert any(e["kind"] == "admin" and "events:0" in e["detail"] for e in entries), entries
+        status, page, _ = secured.api("/api/groups/visible", auth=ADMIN)
+        assert [tp["topic"] for m in page["members"] for tp in m["assignment"]] == ["events"]
+
+        status, journal, _ = secured.api("/api/groups/visible/rebalances", auth=ALICE)
+        assert status == 200 and "events" not in str(journal), journal
+        mine = journal if isinstance(journal, list) else journal.get("entries", [])
+        assert {e["kind"] for e in mine} == {"admin", "rebalance"}
+        assert all(e["moves"] == [] and e["moves_total"] == 0 for e in mine)
+        status, page, _ = secured.api("/api/groups/visible", auth=ALICE)
+        assert status == 200 and "events" not in str(page)
+        assert len(page["members"]) == 1 and page["members"][0]["assignment"] == [] and page["offsets"] == []
+        status, listing, _ = secured.api("/api/groups", auth=ALICE)
+        assert status == 200 and [g["group_id"] for g in listing["groups"]] == ["visible"]
+        assert "events" not in str(listing) and listing["groups"][0]["topics"] == 0
+    finally:
+        consumer.close()

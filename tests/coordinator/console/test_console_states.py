@@ -142,6 +142,34 @@ def test_a_refused_action_shows_the_servers_answer_and_a_refusal_known_before_is
         assert server.stop() == 0
 
 
+def test_an_action_without_an_answer_says_its_outcome_is_not_known_and_the_page_goes_unreachable(tmp_path, browser):
+    server = ConsoleServer(tmp_path / "data").start()
+    try:
+        create_topic(server.bootstrap, "payments", 2)
+        commit_as_admin(server.bootstrap, {"ledger": {TopicPartition("payments", 0): 10}})
+        page = browser.new_page(viewport={"width": 1200, "height": 900})
+        page.goto(f"http://127.0.0.1:{server.console_port}/#/group/ledger")
+        expect(page.locator("#offsets td.committed")).to_have_text(["10"])
+        page.select_option("#reset-scenario", "earliest")
+        page.click("#preview-offsets-reset")
+        expect(page.locator("dialog#confirm td.planned")).to_have_text(["0"])
+
+        assert server.stop() == 0  # the click reaches no one
+        page.click("#confirm-ok")
+        expect(page.locator("#confirm-error")).to_contain_text("No answer from the server")
+        expect(page.locator("#confirm-error")).to_contain_text("Whether it was done is not known")
+        expect(page.locator("#confirm-error")).not_to_contain_text("refused")
+        expect(page.locator("#connection")).to_contain_text("Server unreachable since")
+        expect(page.locator("main#app")).to_have_class(re.compile(r"\bstale\b"))
+        page.click("#confirm-cancel")
+
+        server.start()  # what the server has is shown once it answers: the reset never happened
+        expect(page.locator("#connection")).to_be_hidden(timeout=40_000)
+        expect(page.locator("#offsets td.committed")).to_have_text(["10"])
+    finally:
+        assert server.stop() == 0
+
+
 def test_offsets_are_reset_every_way_kafka_ui_does_with_a_preview_and_an_audit_entry(tmp_path, browser):
     server = ConsoleServer(tmp_path / "data").start()
     try:

@@ -115,6 +115,25 @@ def test_acls_remove_needs_a_resource_and_a_confirmation_and_keeps_other_hosts_r
     assert hosts() == {("User:alice", "*"), ("User:mallory", "*")}
 
 
+def test_the_hint_of_acls_remove_without_a_resource_says_what_a_topic_filter_selects(acl_node, ca, tmp_path):
+    config = command_config(tmp_path, ca, *ADMIN)
+    common = ("--bootstrap-server", bootstrap(acl_node, "SASL_SSL"), "--command-config", config)
+    for topic, pattern in (("orders-eu", "literal"), ("orders", "prefixed"), ("*", "literal"), ("billing", "literal")):
+        added = run_cohort("acls", "add", "--allow-principal", "User:carol", "--operation", "Read", "--topic", topic,
+                           "--resource-pattern-type", pattern, *common)
+        assert added.returncode == 0, added.stderr
+    bare = run_cohort("acls", "remove", "--force", *common)
+    assert bare.returncode == 2 and len(bare.stderr.strip().splitlines()) == 1
+    assert "for every topic" not in bare.stderr and "match also the '*' and prefixed ones" in bare.stderr
+
+    # what the hint says: match on a name selects that name's binding and the '*' and prefixed ones applying to it
+    removed = run_cohort("acls", "remove", "--resource-pattern-type", "match", "--topic", "orders-eu", "--force",
+                         *common)
+    assert removed.returncode == 0 and removed.stdout.count("Removed ACL") == 3, removed.stdout
+    listed = run_cohort("acls", "list", "--output", "json", *common)
+    assert {r["name"] for r in json.loads(listed.stdout) if r["principal"] == "User:carol"} == {"billing"}
+
+
 def test_an_acl_host_that_is_not_an_ip_address_is_refused_by_the_cli_and_by_create_acls(acl_node, ca, tmp_path):
     from kafka import KafkaAdminClient
     from kafka.admin import ACL, ACLOperation, ACLPermissionType, ResourcePattern, ResourceType

@@ -1,0 +1,67 @@
+"""GroupOverview (Cohort's private API 10003) under ACLs, over SASL: a principal paging with the smallest
+pages learns no group it may not describe (rows, cursors, counts), and a row it may see is summarized over
+the topics it may describe only; a cursor the node did not make is refused."""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from cohort.client.admin import Admin, NewTopic, _private_request
+from cohort.client.security import ClientSecurity
+from cohort.protocol.errors import ErrorCode
+from cohort.protocol.messages import GroupOverviewRequest
+from test_end_offset_corrections import USERS, allow, bootstrap, data, start  # noqa: F401
+
+from confluent_kafka.admin import AclBinding, AclOperation, AclPermissionType, AdminClient
+from confluent_kafka.admin import ResourcePatternType, ResourceType
+
+pytestmark = pytest.mark.timeout(180)
+
+SECRET_GROUPS = [f"secret-{i}" for i in range(12)]
+
+
+def grant(node, user: str, rtype, name: str, operation) -> None:
+    client = AdminClient({"bootstrap.servers": bootstrap(node), "security.protocol": "SASL_PLAINTEXT",
+                          "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "admin",
+                          "sasl.password": USERS["admin"]})
+    binding = AclBinding(rtype, name, ResourcePatternType.LITERAL, f"User:{user}", "*", operation,
+                         AclPermissionType.ALLOW)
+    for future in client.create_acls([binding]).values():
+        future.result(10)
+
+
+def as_user(node, user: str) -> Admin:
+    return Admin(bootstrap(node), security=ClientSecurity("SASL_PLAINTEXT", "SCRAM-SHA-512", user, USERS[user]))
+
+
+async def test_pages_name_no_group_and_count_no_partition_the_principal_may_not_describe(server_factory, data):
+    node = start(server_factory, data)
+    grant(node, "ops", ResourceType.GROUP, "visible", AclOperation.DESCRIBE)
+    grant(node, "ops", ResourceType.TOPIC, "shared", AclOperation.DESCRIBE)
+    async with as_user(node, "admin") as admin:
+        await admin.create_topics([NewTopic("shared", 2), NewTopic("hidden", 3)])
+        await admin.report_end_offsets({("shared", 0): 10, ("shared", 1): 10,
+                                        ("hidden", 0): 500, ("hidden", 1): 500, ("hidden", 2): 500})
+        offsets = {**{("shared", p): (4, "") for p in range(2)}, **{("hidden", p): (1, "") for p in range(3)}}
+        for group in ["visible", *SECRET_GROUPS]:
+            await admin.alter_offsets(group, offsets)
+        everything = [g["group_id"] for page in [p async for p in admin.group_overview_pages(None, page_size=1)]
+                      for g in page["groups"]]
+        assert sorted(everything) == sorted(["visible", *SECRET_GROUPS])  # the super user sees every group
+
+    async with as_user(node, "ops") as ops:
+        pages = [p async for p in ops.group_overview_pages(None, page_size=1)]
+        rows = [g for page in pages for g in page["groups"]]
+        assert [g["group_id"] for g in rows] == ["visible"]
+        cursors = [page["next_after"] for page in pages]
+        assert all(re.fullmatch("[0-9a-f]{16}", c) for c in cursors), cursors
+        assert not any(secret in repr(page) for page in pages for secret in SECRET_GROUPS)
+        # the visible group's row: only `shared` (2 partitions, lag 2 x 6), never hidden's 3 partitions
+        row = rows[0]
+        assert row["topics"] == [{"topic": "shared", "partitions": 2, "lag": 12}]
+        assert (row["offsets"], row["lag"]) == (2, 12)
+
+        conn = await ops.cluster.any_connection()
+        forged = await _private_request(conn, "GroupOverview", GroupOverviewRequest(after="secret-3", limit=1))
+        assert forged.error_code == ErrorCode.INVALID_REQUEST
