@@ -30,9 +30,6 @@ KNOWN = [
     Known("commits-for-topics-cohort-does-not-host", r"^commit-errors$", r"fetch all topics", r"(^|\.)topics$"),
     Known("commits-for-topics-cohort-does-not-host", r"^delete-and-offset-delete$",
           r"offset delete of an unknown topic", r"error_code$"),
-    # Kafka 4.4 numbers a new consumer group's epochs one higher.
-    Known("consumer-group-epochs", r"^consumer-group", r"",
-          r"(^|\.)(member_epoch|group_epoch|assignment_epoch)$"),
 ]
 
 

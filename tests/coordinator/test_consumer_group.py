@@ -30,10 +30,10 @@ def owners(driver: Driver) -> dict:
     return held
 
 
-def test_first_member_gets_every_partition_at_epoch_one_and_the_group_is_stable():
+def test_first_member_gets_every_partition_at_epoch_two_and_the_group_is_stable():
     d = Driver(image=IMAGE)
     r = d.join("a", topics=["orders"])
-    assert (r.error, r.member_id, r.member_epoch, r.heartbeat_interval_ms) == (0, "a", 1, 5000)
+    assert (r.error, r.member_id, r.member_epoch, r.heartbeat_interval_ms) == (0, "a", 2, 5000)
     assert owned(r) == [(ORDERS, [0, 1, 2, 3])]
     assert d.group.state is ConsumerGroupState.STABLE
     assert {type(rec).__name__ for rec in d.log} == {
@@ -43,23 +43,58 @@ def test_first_member_gets_every_partition_at_epoch_one_and_the_group_is_stable(
         assert decode_record(*encode_record(rec)) == rec
 
 
+def test_a_group_is_created_at_epoch_one_and_a_member_subscribing_to_nothing_bumps_no_epoch():
+    """Kafka's rule: a new group is at group epoch 1 with a target assignment of epoch 1; a member joining
+    with no topic names and no regex changes no subscription, so nothing is bumped until one subscribes."""
+    d = Driver(image=IMAGE)
+    assert (d.group.group_epoch, d.group.target_assignment_epoch) == (1, 1)
+    a = d.join("a", topics=[])
+    assert (a.error, a.member_epoch, owned(a)) == (0, 1, [])
+    assert (d.group.group_epoch, d.group.target_assignment_epoch) == (1, 1)
+    assert d.group.state is ConsumerGroupState.STABLE
+    assert not [rec for rec in d.log if type(rec).__name__ == "ConsumerGroupMetadataRecord"]
+    b = d.join("b", topics=[])
+    assert (b.error, b.member_epoch, d.group.group_epoch) == (0, 1, 1)
+    a = d.heartbeat("a", 1, subscribed_topic_names=["orders"], topic_partitions=[])  # a subscription bumps
+    assert (a.member_epoch, d.group.group_epoch, partitions_of(a)) == (2, 2, {0, 1, 2, 3})
+    c = d.join("c", topics=[])  # and a third member subscribing to nothing still bumps nothing
+    assert (c.member_epoch, d.group.group_epoch, owned(c)) == (2, 2, [])
+    assert d.join("p", topics=["payments"]).member_epoch == 3 and d.group.group_epoch == 3
+    fresh = d.replayed(image=IMAGE)
+    assert (fresh.group.group_epoch, fresh.group.target_assignment_epoch) == (3, 3)
+    assert fresh.group.members == d.group.members
+
+
+@pytest.mark.parametrize("interval_ms", [0, 1_000])
+def test_a_member_subscribing_to_nothing_joins_a_group_its_last_member_left_at_the_group_epoch(interval_ms):
+    d = Driver(image=IMAGE, assignment_interval_ms=interval_ms)
+    d.join("a", topics=["orders"])
+    d.heartbeat("a", -1)
+    assert (d.group.group_epoch, d.group.target_assignment_epoch, d.group.state) == (3, 2, ConsumerGroupState.EMPTY)
+    b = d.join("b", topics=[])
+    assert b.error == 0 and d.group.group_epoch == 3
+    d.advance(interval_ms)  # the target for epoch 3 (computed at once without an interval)
+    b = d.heartbeat("b", b.member_epoch, topic_partitions=[])
+    assert (b.member_epoch, d.group.target_assignment_epoch, d.group.state) == (3, 3, ConsumerGroupState.STABLE)
+
+
 def test_a_new_member_gets_partitions_only_after_their_owner_revoked_them():
     d = Driver(image=IMAGE)
     d.join("a", topics=["orders"])
     b = d.join("b", topics=["orders"])
-    assert b.member_epoch == 2 and partitions_of(b) == set()
+    assert b.member_epoch == 3 and partitions_of(b) == set()
     assert d.group.members["b"].state is MemberState.UNRELEASED_PARTITIONS
     assert d.group.state is ConsumerGroupState.RECONCILING
-    a = d.heartbeat("a", 1, topic_partitions=[(ORDERS, [0, 1, 2, 3])])
-    assert a.member_epoch == 1 and len(partitions_of(a)) == 2  # told what it keeps; still epoch 1
+    a = d.heartbeat("a", 2, topic_partitions=[(ORDERS, [0, 1, 2, 3])])
+    assert a.member_epoch == 2 and len(partitions_of(a)) == 2  # told what it keeps; still epoch 2
     assert d.group.members["a"].state is MemberState.UNREVOKED_PARTITIONS
     assert all(len(holders) == 1 for holders in owners(d).values())
-    b = d.heartbeat("b", 2, topic_partitions=[])
+    b = d.heartbeat("b", 3, topic_partitions=[])
     assert partitions_of(b) == set()  # a has not released them yet
     kept = partitions_of(a)
-    a = d.heartbeat("a", 1, topic_partitions=[(ORDERS, sorted(kept))])
-    assert a.member_epoch == 2
-    b = d.heartbeat("b", 2, topic_partitions=[])
+    a = d.heartbeat("a", 2, topic_partitions=[(ORDERS, sorted(kept))])
+    assert a.member_epoch == 3
+    b = d.heartbeat("b", 3, topic_partitions=[])
     assert partitions_of(b) == {0, 1, 2, 3} - kept
     assert d.group.state is ConsumerGroupState.STABLE
 
@@ -68,21 +103,21 @@ def test_epoch_checks_fence_a_member_ahead_or_behind_but_accept_the_previous_epo
     d = Driver(image=IMAGE)
     d.join("a", topics=["orders"])
     d.join("b", topics=["orders"])
-    d.heartbeat("a", 1, topic_partitions=[(ORDERS, [0, 1, 2, 3])])
-    a = d.heartbeat("a", 1, topic_partitions=[(ORDERS, [0, 1])])
-    assert a.member_epoch == 2
-    # The answer with epoch 2 was lost: epoch 1 and a subset of the assignment is accepted.
-    assert d.heartbeat("a", 1, topic_partitions=[(ORDERS, [0, 1])]).error == ErrorCode.NONE
-    assert d.heartbeat("a", 1, topic_partitions=[(ORDERS, [0, 1, 2])]).error == ErrorCode.FENCED_MEMBER_EPOCH
-    assert d.heartbeat("a", 3, topic_partitions=[]).error == ErrorCode.FENCED_MEMBER_EPOCH
-    assert d.heartbeat("nobody", 2, topic_partitions=[]).error == ErrorCode.UNKNOWN_MEMBER_ID
+    d.heartbeat("a", 2, topic_partitions=[(ORDERS, [0, 1, 2, 3])])
+    a = d.heartbeat("a", 2, topic_partitions=[(ORDERS, [0, 1])])
+    assert a.member_epoch == 3
+    # The answer with epoch 3 was lost: epoch 2 and a subset of the assignment is accepted.
+    assert d.heartbeat("a", 2, topic_partitions=[(ORDERS, [0, 1])]).error == ErrorCode.NONE
+    assert d.heartbeat("a", 2, topic_partitions=[(ORDERS, [0, 1, 2])]).error == ErrorCode.FENCED_MEMBER_EPOCH
+    assert d.heartbeat("a", 4, topic_partitions=[]).error == ErrorCode.FENCED_MEMBER_EPOCH
+    assert d.heartbeat("nobody", 3, topic_partitions=[]).error == ErrorCode.UNKNOWN_MEMBER_ID
 
 
 def test_a_fenced_member_rejoining_with_epoch_zero_starts_over_without_its_partitions():
     d = Driver(image=IMAGE)
     d.join("a", topics=["orders"])
     r = d.join("a", topics=["orders"])
-    assert r.member_epoch == 1 and partitions_of(r) == {0, 1, 2, 3}
+    assert r.member_epoch == 2 and partitions_of(r) == {0, 1, 2, 3}
     assert len(d.group.members) == 1
 
 
@@ -128,14 +163,14 @@ def test_leaving_bumps_the_group_epoch_and_the_partitions_go_to_the_others():
     d = Driver(image=IMAGE)
     d.join("a", topics=["orders"])
     d.join("b", topics=["orders"])
-    d.heartbeat("a", 1, topic_partitions=[(ORDERS, [0, 1, 2, 3])])
-    a = d.heartbeat("a", 1, topic_partitions=[(ORDERS, [0, 1])])
-    b = d.heartbeat("b", 2, topic_partitions=[])
+    d.heartbeat("a", 2, topic_partitions=[(ORDERS, [0, 1, 2, 3])])
+    a = d.heartbeat("a", 2, topic_partitions=[(ORDERS, [0, 1])])
+    b = d.heartbeat("b", 3, topic_partitions=[])
     left = d.heartbeat("b", -1)
     assert (left.error, left.member_epoch) == (0, -1)
-    assert d.group.group_epoch == 3 and d.group.state is ConsumerGroupState.ASSIGNING
-    a = d.heartbeat("a", 2, topic_partitions=[(ORDERS, [0, 1])])
-    assert a.member_epoch == 3 and partitions_of(a) == {0, 1, 2, 3}
+    assert d.group.group_epoch == 4 and d.group.state is ConsumerGroupState.ASSIGNING
+    a = d.heartbeat("a", 3, topic_partitions=[(ORDERS, [0, 1])])
+    assert a.member_epoch == 4 and partitions_of(a) == {0, 1, 2, 3}
     assert ConsumerGroupMemberMetadataTombstone("g", "b") in d.log
 
 
@@ -149,19 +184,19 @@ def test_a_member_that_stops_heartbeating_is_fenced_when_its_session_expires():
     assert "a" not in d.group.members and "b" in d.group.members
     d.heartbeat("b", d.group.members["b"].member_epoch, topic_partitions=[])
     assert d.group.members["b"].assigned == {ORDERS: frozenset({0, 1, 2, 3})}
-    assert d.heartbeat("a", 1, topic_partitions=[]).error == ErrorCode.UNKNOWN_MEMBER_ID
-    assert d.group.validate_offset_commit("a", None, 1, 9) == ErrorCode.UNKNOWN_MEMBER_ID
+    assert d.heartbeat("a", 2, topic_partitions=[]).error == ErrorCode.UNKNOWN_MEMBER_ID
+    assert d.group.validate_offset_commit("a", None, 2, 9) == ErrorCode.UNKNOWN_MEMBER_ID
 
 
 def test_a_member_that_does_not_revoke_within_its_rebalance_timeout_is_fenced():
     d = Driver(image=IMAGE, session_timeout_ms=45_000)
     d.join("a", topics=["orders"], rebalance_timeout_ms=10_000)
     d.join("b", topics=["orders"])
-    d.heartbeat("a", 1, topic_partitions=[(ORDERS, [0, 1, 2, 3])])  # told to revoke two
+    d.heartbeat("a", 2, topic_partitions=[(ORDERS, [0, 1, 2, 3])])  # told to revoke two
     for _ in range(3):
         d.advance(4_000)
-        d.heartbeat("a", 1, topic_partitions=[(ORDERS, [0, 1, 2, 3])])  # alive, but never releases
-        d.heartbeat("b", 2, topic_partitions=[])
+        d.heartbeat("a", 2, topic_partitions=[(ORDERS, [0, 1, 2, 3])])  # alive, but never releases
+        d.heartbeat("b", 3, topic_partitions=[])
     assert "a" not in d.group.members
     d.heartbeat("b", d.group.members["b"].member_epoch, topic_partitions=[])
     assert d.group.members["b"].assigned == {ORDERS: frozenset({0, 1, 2, 3})}
@@ -171,18 +206,18 @@ def test_a_static_member_leaving_for_now_keeps_its_partitions_for_its_replacemen
     d = Driver(image=IMAGE)
     d.join("a1", topics=["orders"], instance_id="host-a")
     d.join("b", topics=["orders"])
-    d.heartbeat("a1", 1, instance_id="host-a", topic_partitions=[(ORDERS, [0, 1, 2, 3])])
-    a = d.heartbeat("a1", 1, instance_id="host-a", topic_partitions=[(ORDERS, [0, 1])])
-    d.heartbeat("b", 2, topic_partitions=[])
+    d.heartbeat("a1", 2, instance_id="host-a", topic_partitions=[(ORDERS, [0, 1, 2, 3])])
+    a = d.heartbeat("a1", 2, instance_id="host-a", topic_partitions=[(ORDERS, [0, 1])])
+    d.heartbeat("b", 3, topic_partitions=[])
     epoch = d.group.group_epoch
     held = set(d.group.members["a1"].assigned[ORDERS])
     assert len(held) == 2
     # Still active: another process with the same instance id is turned away.
     assert d.join("a2", topics=["orders"], instance_id="host-a").error == ErrorCode.UNRELEASED_INSTANCE_ID
-    assert d.heartbeat("a2", 2, instance_id="host-a").error == ErrorCode.FENCED_INSTANCE_ID
+    assert d.heartbeat("a2", 3, instance_id="host-a").error == ErrorCode.FENCED_INSTANCE_ID
     gone = d.heartbeat("a1", -2, instance_id="host-a")
     assert gone.member_epoch == -2 and d.group.group_epoch == epoch
-    b = d.heartbeat("b", 2, topic_partitions=[])
+    b = d.heartbeat("b", 3, topic_partitions=[])
     assert not partitions_of(b) & held or b.assignment is None  # nobody took a1's partitions
     back = d.join("a2", topics=["orders"], instance_id="host-a")
     assert back.error == 0 and partitions_of(back) == held and back.member_epoch == epoch
@@ -213,7 +248,7 @@ def test_a_regex_subscription_picks_up_a_topic_created_later():
     epoch = d.group.group_epoch
     d.send(TopicsChanged({**IMAGE, **dict([topic("payouts", 3), topic("unrelated", 5)])}))
     assert d.group.group_epoch == epoch + 1 and d.group.state is ConsumerGroupState.ASSIGNING
-    r = d.heartbeat("a", 1, topic_partitions=[(tid("payments"), [0, 1])])
+    r = d.heartbeat("a", 2, topic_partitions=[(tid("payments"), [0, 1])])
     assert dict(owned(r)) == {tid("payments"): [0, 1], tid("payouts"): [0, 1, 2]}
     assert r.member_epoch == epoch + 1
 
@@ -240,10 +275,10 @@ def test_adding_partitions_to_a_subscribed_topic_bumps_the_epoch_but_unrelated_t
     d = Driver(image=IMAGE)
     d.join("a", topics=["orders"])
     d.send(TopicsChanged({**IMAGE, **dict([topic("other", 3)])}))
-    assert d.group.group_epoch == 1
-    d.send(TopicsChanged({**IMAGE, **dict([topic("orders", 6)])}))
     assert d.group.group_epoch == 2
-    r = d.heartbeat("a", 1, topic_partitions=[(ORDERS, [0, 1, 2, 3])])
+    d.send(TopicsChanged({**IMAGE, **dict([topic("orders", 6)])}))
+    assert d.group.group_epoch == 3
+    r = d.heartbeat("a", 2, topic_partitions=[(ORDERS, [0, 1, 2, 3])])
     assert partitions_of(r) == set(range(6))
 
 
@@ -251,7 +286,7 @@ def test_replaying_the_records_rebuilds_the_group_and_it_goes_on_without_a_rebal
     d = Driver(image=IMAGE)
     d.join("a", topics=["orders", "payments"])
     d.join("b", topics=["orders"], instance_id="host-b", server_assignor="range")
-    d.heartbeat("a", 1, topic_partitions=[(ORDERS, [0, 1, 2, 3]), (tid("payments"), [0, 1])])
+    d.heartbeat("a", 2, topic_partitions=[(ORDERS, [0, 1, 2, 3]), (tid("payments"), [0, 1])])
     fresh = d.replayed(image=IMAGE)
     g, h = d.group, fresh.group
     assert (h.group_epoch, h.target_assignment_epoch, h.state) == (g.group_epoch, g.target_assignment_epoch, g.state)
@@ -283,14 +318,14 @@ def test_offset_commit_and_fetch_checks_follow_kafkas_rules():
     d.join("a", topics=["orders"])
     g = d.group
     assert g.validate_offset_commit("", None, -1, 9) == ErrorCode.UNKNOWN_MEMBER_ID
-    assert g.validate_offset_commit("a", None, 1, 9) == ErrorCode.NONE
-    assert g.validate_offset_commit("a", None, 0, 9) == ErrorCode.STALE_MEMBER_EPOCH
-    assert g.validate_offset_commit("a", None, 1, 8) == ErrorCode.UNSUPPORTED_VERSION
-    assert g.validate_offset_commit("x", None, 1, 9) == ErrorCode.UNKNOWN_MEMBER_ID
+    assert g.validate_offset_commit("a", None, 2, 9) == ErrorCode.NONE
+    assert g.validate_offset_commit("a", None, 1, 9) == ErrorCode.STALE_MEMBER_EPOCH
+    assert g.validate_offset_commit("a", None, 2, 8) == ErrorCode.UNSUPPORTED_VERSION
+    assert g.validate_offset_commit("x", None, 2, 9) == ErrorCode.UNKNOWN_MEMBER_ID
     assert g.validate_offset_fetch(None, -1) == ErrorCode.NONE
-    assert g.validate_offset_fetch("a", 1) == ErrorCode.NONE
-    assert g.validate_offset_fetch("a", 2) == ErrorCode.STALE_MEMBER_EPOCH
-    assert g.validate_offset_fetch("x", 1) == ErrorCode.UNKNOWN_MEMBER_ID
+    assert g.validate_offset_fetch("a", 2) == ErrorCode.NONE
+    assert g.validate_offset_fetch("a", 3) == ErrorCode.STALE_MEMBER_EPOCH
+    assert g.validate_offset_fetch("x", 2) == ErrorCode.UNKNOWN_MEMBER_ID
 
 
 def test_a_heartbeat_whose_records_are_not_stored_gets_the_storage_error():
@@ -303,7 +338,7 @@ def test_an_unchanged_heartbeat_writes_nothing_and_answers_at_once():
     d = Driver(image=IMAGE)
     d.join("a", topics=["orders"])
     before = len(d.log)
-    r = d.heartbeat("a", 1, topic_partitions=[(ORDERS, [0, 1, 2, 3])])
+    r = d.heartbeat("a", 2, topic_partitions=[(ORDERS, [0, 1, 2, 3])])
     assert r.error == 0 and r.assignment is None and len(d.log) == before
 
 
@@ -314,10 +349,10 @@ def test_with_an_assignment_interval_a_join_storm_runs_the_assignor_once_per_int
     for name in "bcd":
         r = d.join(name, topics=["orders"])
         assert r.error == 0 and partitions_of(r) == set()  # the target is not recomputed yet
-    assert d.group.state is ConsumerGroupState.ASSIGNING and d.group.group_epoch == 4
+    assert d.group.state is ConsumerGroupState.ASSIGNING and d.group.group_epoch == 5
     d.advance(1_000)  # the interval passes: one run for the three joins
     after = [r for r in d.log if type(r).__name__ == "ConsumerGroupTargetAssignmentMetadataRecord"]
-    assert len(after) == runs + 1 and after[-1].assignment_epoch == 4
+    assert len(after) == runs + 1 and after[-1].assignment_epoch == 5
     assert {m: len(t.get(ORDERS, ())) for m, t in d.group.target_assignment.items()} == dict.fromkeys("abcd", 1)
 
 
@@ -325,7 +360,7 @@ def test_unsubscribing_from_a_topic_revokes_its_partitions_before_they_go_elsewh
     d = Driver(image=IMAGE)
     d.join("a", topics=["orders", "payments"])
     d.join("b", topics=["payments"])
-    d.heartbeat("a", 1, topic_partitions=owned_now(d.group, "a"))
+    d.heartbeat("a", 2, topic_partitions=owned_now(d.group, "a"))
     d.heartbeat("a", d.group.members["a"].member_epoch, topic_partitions=owned_now(d.group, "a"))
     d.heartbeat("b", d.group.members["b"].member_epoch, topic_partitions=[])
     assert d.group.state is ConsumerGroupState.STABLE
@@ -378,9 +413,9 @@ def test_the_derived_state_matches_a_scan_of_the_members_after_every_step():
         return ConsumerGroupState.RECONCILING
 
     steps = [lambda: d.join("a", topics=["orders"]), lambda: d.join("b", topics=["orders"]),
-             lambda: d.heartbeat("a", 1, topic_partitions=owned_now(d.group, "a")),
+             lambda: d.heartbeat("a", 2, topic_partitions=owned_now(d.group, "a")),
              lambda: d.heartbeat("a", d.group.members["a"].member_epoch, topic_partitions=owned_now(d.group, "a")),
-             lambda: d.heartbeat("b", 2, topic_partitions=[]), lambda: d.join("c", topics=["payments"]),
+             lambda: d.heartbeat("b", 3, topic_partitions=[]), lambda: d.join("c", topics=["payments"]),
              lambda: d.heartbeat("b", -1), lambda: d.advance(50_000)]
     for step in steps:
         step()

@@ -65,11 +65,20 @@ def test_the_first_member_joining_is_one_entry_with_every_partition_moving_to_it
     join(d, "a")
     [entry] = journaled(d)
     assert (entry.group_type, entry.trigger, entry.epoch_before, entry.epoch_after, entry.state_after) == (
-        "consumer", "member_joined", 0, 1, "Stable")
+        "consumer", "member_joined", 1, 2, "Stable")
     assert entry.trigger in TRIGGERS
     assert entry.started_ms == entry.ended_ms == 1_000
     assert entry.members == (("a", None, "client-a", "/10.0.0.97", "joined"),)
     assert moves(entry) == {("orders", p, None, "a") for p in range(4)}
+
+
+def test_a_member_joining_with_no_subscription_is_no_rebalance():
+    d = Driver(image=IMAGE)
+    d.join("idle", topics=[], **client("idle"))
+    assert journaled(d) == [] and d.group.state is ConsumerGroupState.STABLE
+    d = two_member_group()
+    d.join("idle", topics=[], **client("idle"))
+    assert journaled(d) == [] and d.group.state is ConsumerGroupState.STABLE
 
 
 def test_a_join_is_journaled_once_the_group_is_stable_again_with_its_start_and_end():
@@ -83,7 +92,7 @@ def test_a_join_is_journaled_once_the_group_is_stable_again_with_its_start_and_e
     settle(d, "a", "b")
     [entry] = journaled(d)
     assert (entry.trigger, entry.epoch_before, entry.epoch_after, entry.started_ms, entry.ended_ms) == (
-        "member_joined", 1, 2, 5_000, 5_300)
+        "member_joined", 2, 3, 5_000, 5_300)
     assert roles(entry) == {"b": "joined"}
     given = {p for _, p, _, to in moves(entry) if to == "b"}
     assert len(given) == 2 and moves(entry) == {("orders", p, "a", "b") for p in given}
@@ -96,7 +105,7 @@ def test_a_member_leaving_names_it_and_gives_its_partitions_back():
     assert journaled(d) == []
     settle(d, "a")
     [entry] = journaled(d)
-    assert (entry.trigger, entry.epoch_before, entry.epoch_after) == ("member_left", 2, 3)
+    assert (entry.trigger, entry.epoch_before, entry.epoch_after) == ("member_left", 3, 4)
     assert entry.members == (("b", None, "client-b", "/10.0.0.98", "removed"),)
     assert moves(entry) == {("orders", p, "b", "a") for p in held_by_b}
 
@@ -130,14 +139,14 @@ def test_a_member_not_revoking_within_its_rebalance_timeout_is_fenced_and_journa
     join(d, "a", rebalance_timeout_ms=10_000)
     d.events.clear()
     join(d, "b")
-    d.heartbeat("a", 1, topic_partitions=[(ORDERS, [0, 1, 2, 3])], **client("a"))  # told to revoke two; never does
+    d.heartbeat("a", 2, topic_partitions=[(ORDERS, [0, 1, 2, 3])], **client("a"))  # told to revoke two; never does
     d.advance(10_000)
     assert "a" not in d.group.members
     settle(d, "b")
     [entry] = journaled(d)  # one rebalance: b's join, then a fenced before the group settled
     assert entry.trigger == "member_joined" and "1 more epoch bump" in entry.detail
     assert roles(entry) == {"b": "joined", "a": "rebalance_timeout"}
-    assert (entry.epoch_before, entry.epoch_after) == (1, 3)
+    assert (entry.epoch_before, entry.epoch_after) == (2, 4)
     assert moves(entry) == {("orders", p, "a", "b") for p in range(4)}
 
 
@@ -148,7 +157,7 @@ def test_a_topic_getting_partitions_is_a_topic_change_moving_only_the_new_partit
     d.send(TopicsChanged({**IMAGE, **dict([topic("orders", 6)])}))
     settle(d, "a")
     [entry] = journaled(d)
-    assert (entry.trigger, entry.epoch_before, entry.epoch_after, entry.members) == ("topic_change", 1, 2, ())
+    assert (entry.trigger, entry.epoch_before, entry.epoch_after, entry.members) == ("topic_change", 2, 3, ())
     assert moves(entry) == {("orders", 4, None, "a"), ("orders", 5, None, "a")}
 
 
@@ -170,7 +179,7 @@ def test_a_static_member_back_under_a_new_id_is_an_entry_without_a_new_epoch():
     d.events.clear()
     join(d, "a2", instance_id="host-a")
     [entry] = journaled(d)
-    assert (entry.trigger, entry.epoch_before, entry.epoch_after) == ("static_member_replaced", 1, 1)
+    assert (entry.trigger, entry.epoch_before, entry.epoch_after) == ("static_member_replaced", 2, 2)
     assert roles(entry) == {"a1": "removed", "a2": "joined"}
     assert moves(entry) == set()
 
@@ -186,7 +195,7 @@ def test_replaying_the_log_journals_nothing_and_the_entries_become_journal_recor
         journal.apply(journal.rebalance_record(entry))
     [stored] = journal.entries("g")
     assert (stored.kind, stored.group_type, stored.trigger, stored.epoch_after) == (
-        "rebalance", "consumer", "member_joined", 1)
+        "rebalance", "consumer", "member_joined", 2)
     assert stored.moves == tuple(PartitionMove("orders", p, None, "a") for p in range(4))
 
 

@@ -191,6 +191,10 @@ class ConsumerGroupMachine(RuleBasedStateMachine):
         self.model.check_no_partition_held_twice()
 
     @invariant()
+    def the_group_epoch_follows_kafkas_rule(self):
+        self.model.check_group_epoch(self.driver.group.group_epoch)
+
+    @invariant()
     def the_group_state_is_what_its_members_and_epochs_say(self):
         g = self.driver.group
         if not g.members:

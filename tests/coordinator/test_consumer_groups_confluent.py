@@ -186,6 +186,7 @@ def test_joins_a_leave_and_a_topic_change_are_journaled_with_the_consumer_groups
     assert summary(grown)[0] == "topic_change"
     assert {(mv["partition"], mv["from"], mv["to"]) for mv in grown["moves"]} == {(4, None, j0), (5, None, j0)}
     epochs = [(e["epoch_before"], e["epoch_after"]) for e in entries[:4]]
+    assert epochs[0] == (1, 2), epochs  # a consumer group is created at epoch 1; the first join bumps it
     assert all(after > before for before, after in epochs) and all(
         epochs[i][1] <= epochs[i + 1][0] for i in range(3)), epochs
     assert all(e["ended_ms"] >= e["started_ms"] > 0 for e in entries)

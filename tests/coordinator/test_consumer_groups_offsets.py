@@ -33,6 +33,7 @@ async def join(h: Harness, group: str, member: str, topics: list[str]) -> int:
 
 async def test_retention_keeps_subscribed_topics_of_a_consumer_group_and_no_classic_group_appears(h):
     epoch = await join(h, "cg", "member-1", ["t"])
+    assert epoch == 2  # the group was created at epoch 1; this join bumped it
     assert await h.commit("cg", {("t", 0): 5, ("u", 0): 7}, member_id="member-1", generation=epoch,
                           version=9) == {("t", 0): E.NONE, ("u", 0): E.NONE}
     assert await h.commit("cg", {("t", 0): 6}, member_id="member-1", generation=epoch + 1, version=9) == {

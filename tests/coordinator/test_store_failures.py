@@ -220,7 +220,7 @@ def test_a_delete_groups_that_cannot_be_written_leaves_the_group_and_its_offsets
 def test_a_consumer_group_heartbeat_that_cannot_be_written_leaves_the_group_as_it_was(failing_server):
     server = failing_server[0]
     first = consumer_heartbeat(server.client, "cg", "member-a")
-    assert first.error_code == E.NONE and first.member_epoch == 1
+    assert first.error_code == E.NONE and first.member_epoch == 2
     before = server.state("cg")
     server.disk_full(True)
     refused = consumer_heartbeat(server.client, "cg", "member-b")
@@ -228,7 +228,7 @@ def test_a_consumer_group_heartbeat_that_cannot_be_written_leaves_the_group_as_i
     assert server.state("cg") == before  # no member-b, no new group epoch
     server.disk_full(False)
     again = consumer_heartbeat(server.client, "cg", "member-b")
-    assert again.error_code == E.NONE and again.member_epoch == 2
+    assert again.error_code == E.NONE and again.member_epoch == 3
     failing_server[0] = server = server.restart()
     assert set(server.state("cg")[3]) == {"member-a", "member-b"}
 

@@ -8,8 +8,10 @@ partitions until its session expires or a new member id takes its instance id ov
 sends the member epoch it was last told. The coordinator assigns, not a leader: three epochs drive it.
 
 - The **group epoch** is bumped (ConsumerGroupMetadata record) whenever what an assignment depends on
-  changes: a member joins or leaves or changes its subscription or assignor, or the metadata of a
-  subscribed topic changes (a topic created or deleted, partitions added, a regex matching more).
+  changes: a member joins with a subscription (one joining with no topic names and no regex bumps
+  nothing), leaves, or changes its subscription or assignor, or the metadata of a subscribed topic
+  changes (a topic created or deleted, partitions added, a regex matching more). As Kafka's, a group is
+  created at group epoch 1 with a target assignment of epoch 1, so its first subscribing member gets 2.
 - The **target assignment epoch**: when it is behind the group epoch the group is **Assigning**; the
   next heartbeat runs the server-side assignor (`TargetAssignmentBuilder`, sticky) and stores every
   member's target (ConsumerGroupTargetAssignmentMember/Metadata records).
@@ -80,6 +82,7 @@ from cohort.coordinator.groups.consumer.events import (
     TopicsChanged,
 )
 from cohort.coordinator.groups.consumer.heartbeat import (
+    CREATED_GROUP_EPOCH,
     JOIN_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
@@ -205,6 +208,11 @@ TRANSITIONS: dict[tuple[ConsumerGroupState, Step], frozenset[ConsumerGroupState]
     (_S.STABLE, Step.MEMBER_RECONCILED): frozenset({_S.RECONCILING, _S.STABLE}),
     # a static member leaving with -2 while the target is not yet computed
     (_S.ASSIGNING, Step.MEMBER_RECONCILED): frozenset({_S.ASSIGNING}),
+    # a member subscribing to nothing joins an empty group and bumps no epoch: it reconciles to the target
+    # at once; when the group epoch is ahead (the last member left) the target is computed for it first,
+    # or, within the assignment interval, it waits in Assigning
+    (_S.EMPTY, Step.MEMBER_RECONCILED): frozenset({_S.STABLE, _S.ASSIGNING}),
+    (_S.EMPTY, Step.TARGET_COMPUTED): frozenset({_S.RECONCILING, _S.STABLE}),
     **{(s, Step.MEMBER_REMOVED): frozenset({_S.ASSIGNING, _S.EMPTY}) for s in _LIVE - {_S.EMPTY}},
     **{(s, Step.LOADED): _LIVE for s in _LIVE},
     **{(s, Step.CONVERTED): frozenset({_S.DEAD}) for s in _LIVE},
@@ -249,8 +257,10 @@ class ConsumerGroup:
             raise ValueError(f"group.consumer.assignors: unknown assignor(s) {unknown}; known: {sorted(ASSIGNORS)}")
         self.new_member_id = new_member_id or random_member_id
         self.state = ConsumerGroupState.EMPTY
-        self.group_epoch = 0
-        self.target_assignment_epoch = 0
+        # Kafka creates a consumer group at group epoch 1 with a target assignment of epoch 1, so the
+        # first member that subscribes to something gets epoch 2 (its records then carry the real epochs).
+        self.group_epoch = CREATED_GROUP_EPOCH
+        self.target_assignment_epoch = CREATED_GROUP_EPOCH
         self.metadata_hash = 0
         self.members: dict[str, ConsumerGroupMember] = {}
         self.target_assignment: dict[str, Assignment] = {}
@@ -423,10 +433,10 @@ class ConsumerGroup:
             self._start_session(updated.member_id, now)
         else:
             self._refresh_session(updated.member_id, now)
-        if is_new:
+        if is_new and (updated.subscribed_topic_names or updated.subscribed_topic_regex):
             self._bump_epoch(records, EpochCause("member_joined", f"member {updated.member_id} joined", updated,
                                                  "joined"))
-        elif subscription_changed:
+        elif subscription_changed and not is_new:
             self._bump_epoch(records, EpochCause("metadata_changed", f"member {updated.member_id} changed its "
                                                  "subscription or assignor", updated))
         elif self._topics.metadata_hash(bool(self.members)) != self.metadata_hash:

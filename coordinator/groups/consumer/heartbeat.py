@@ -15,6 +15,7 @@ from cohort.protocol.errors import ErrorCode
 if TYPE_CHECKING:
     from cohort.coordinator.groups.consumer.events import ConsumerGroupHeartbeat
 
+CREATED_GROUP_EPOCH = 1  # a new group's epoch and target assignment epoch, as Kafka's
 JOIN_GROUP_MEMBER_EPOCH = 0
 LEAVE_GROUP_MEMBER_EPOCH = -1
 LEAVE_GROUP_STATIC_MEMBER_EPOCH = -2

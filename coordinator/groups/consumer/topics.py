@@ -124,16 +124,20 @@ class SubscribedTopics:
         self._recount(members.values())
 
     def metadata_hash(self, has_members: bool) -> int:
-        """A hash of the subscribed topics' ids and partition counts (Kafka's MetadataHash, KIP-1101)."""
+        """A hash of the subscribed topics' ids and partition counts (Kafka's MetadataHash, KIP-1101); 0, as
+        Kafka's, when no existing topic is subscribed, so members subscribing to nothing change no epoch."""
         if self._hash is not None:
             return self._hash
         if not has_members:
             return 0
+        image = self.image
+        existing = [(name, image[name]) for name in sorted(self._subscribers) if name in image]
+        if not existing:
+            self._hash = 0
+            return 0
         digest = hashlib.blake2b(digest_size=8)
-        for name in sorted(self._subscribers):
-            meta = self.image.get(name)
-            if meta is not None:
-                digest.update(f"{name}\0{meta.topic_id}\0{meta.partitions}\n".encode())
+        for name, meta in existing:
+            digest.update(f"{name}\0{meta.topic_id}\0{meta.partitions}\n".encode())
         self._hash = int.from_bytes(digest.digest(), "big", signed=True)
         return self._hash
 
