@@ -29,8 +29,8 @@ and renders the text on a worker thread; scrapes that come while one is being
 built share it (a scraper in a loop costs the event loop one collection per
 build, however many scrapers there are).
 
-`MetricsHttpServer` serves ``/metrics`` and a readiness probe on the same port
-(``/health`` and ``/ready``: 200 ``ready``, 503 ``loading``/``stopping``). It runs
+`cohort.coordinator.metrics_http` serves ``/metrics`` and a readiness probe on the same
+port (``/health`` and ``/ready``: 200 ``ready``, 503 ``loading``/``stopping``). It runs
 on the server's own event loop so scrape callbacks read state from the thread
 that owns it.
 """
@@ -45,7 +45,7 @@ from typing import Callable, Iterable, Mapping
 
 from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector, ProcessCollector
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
-from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.exposition import generate_latest
 from prometheus_client.utils import floatToGoString
 
 from cohort.coordinator import __version__
@@ -729,81 +729,3 @@ def _aggregated_health_families(reports=()):
         partitions.add_metric([status], count)
     heartbeat.add_metric([], oldest)
     return [groups, partitions, heartbeat]
-
-
-# --------------------------------------------------------------------------
-# HTTP: /metrics, /health, /ready.
-# --------------------------------------------------------------------------
-
-_MAX_REQUEST_HEAD = 8192
-_READ_TIMEOUT_S = 10.0
-
-
-class MetricsHttpServer:
-    """A minimal HTTP/1.1 server (one request per connection) on the event loop."""
-
-    def __init__(self, metrics: CoordinatorMetrics, host: str, port: int) -> None:
-        self.metrics = metrics
-        self.host = host
-        self.port = port
-        self._server: asyncio.Server | None = None
-
-    async def start(self) -> None:
-        """Bind and serve; raises OSError (e.g. address in use) for the caller to report."""
-        await self.bind()
-        await self.start_serving()
-
-    async def bind(self) -> None:
-        """Bind without accepting yet (connections are refused until `start_serving`)."""
-        self._server = await asyncio.start_server(self._serve, self.host, self.port, limit=_MAX_REQUEST_HEAD,
-                                                  start_serving=False)
-        self.port = self._server.sockets[0].getsockname()[1]
-
-    async def start_serving(self) -> None:
-        assert self._server is not None, "bind() first"
-        await self._server.start_serving()
-
-    async def stop(self) -> None:
-        if self._server is not None:
-            self._server.close()
-            await self._server.wait_closed()
-            self._server = None
-
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            first = await asyncio.wait_for(reader.readexactly(1), _READ_TIMEOUT_S)
-            if not first.isalpha():
-                # Not an HTTP request (a Kafka client given this port starts with a size field): say what
-                # this port is at once, instead of waiting for a request head that never comes.
-                head = b""
-                status, content_type, body = ("400 Bad Request", "text/plain; charset=utf-8",
-                                              b"this is Cohort's metrics port (HTTP); Kafka clients use its listener\n")
-            else:
-                head = first + await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), _READ_TIMEOUT_S)
-                status, content_type, body = await self._respond(head)
-        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, asyncio.TimeoutError, ConnectionError):
-            writer.close()
-            return
-        try:
-            writer.write(
-                f"HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {len(body)}\r\n"
-                f"Connection: close\r\n\r\n".encode("latin-1") + (b"" if head.startswith(b"HEAD ") else body)
-            )
-            await writer.drain()
-        except ConnectionError:
-            pass
-        finally:
-            writer.close()
-
-    async def _respond(self, head: bytes) -> tuple[str, str, bytes]:
-        parts = head.split(b"\r\n", 1)[0].split()
-        if len(parts) != 3 or parts[0] not in (b"GET", b"HEAD"):
-            return "405 Method Not Allowed", "text/plain; charset=utf-8", b"only GET and HEAD\n"
-        path = parts[1].split(b"?", 1)[0]
-        if path == b"/metrics":
-            return "200 OK", CONTENT_TYPE_LATEST, await self.metrics.scrape()
-        if path in (b"/health", b"/ready"):
-            healthy, body = self.metrics.health()
-            status = "200 OK" if healthy else "503 Service Unavailable"
-            return status, "text/plain; charset=utf-8", body.encode()
-        return "404 Not Found", "text/plain; charset=utf-8", b"try /metrics or /health\n"

@@ -206,7 +206,8 @@ class Daemon:
             logging.shutdown()
 
     async def _main(self) -> int:
-        from cohort.coordinator.metrics import CoordinatorMetrics, MetricsHttpServer
+        from cohort.coordinator.metrics import CoordinatorMetrics
+        from cohort.coordinator.metrics_http import MetricsHttpLimits, MetricsHttpServer
 
         config = self.config
         started = time.monotonic()
@@ -224,7 +225,7 @@ class Daemon:
         # Both ports are bound (not yet served) before the data dir is touched: a
         # bad address or a taken port fails at once, naming its flag, and leaves
         # no freshly initialised data dir behind.
-        self.metrics_http = MetricsHttpServer(metrics, *config.metrics_address)
+        self.metrics_http = MetricsHttpServer(metrics, *config.metrics_address, MetricsHttpLimits.from_config(config))
         try:
             await self.metrics_http.bind()
         except OSError as exc:

@@ -85,9 +85,10 @@ class Listener:
                  backlog: int = 1024, ssl_context: ssl.SSLContext | None = None,
                  admit: Callable[[str], Any] | None = None, handshake_timeout_s: float = _TLS_HANDSHAKE_TIMEOUT_S,
                  handshake_failed: Callable[[str, BaseException], None] | None = None,
-                 log_interval_s: float = 60.0) -> None:
+                 log_interval_s: float = 60.0, name: str | None = None) -> None:
         """`protocol_factory(peer, slot)`; `admit(peer)`: a slot (with `release()`) or None to refuse the socket;
-        `handshake_failed(peer, exc)`: a TLS handshake that failed or timed out (default: one log line)."""
+        `handshake_failed(peer, exc)`: a TLS handshake that failed or timed out (default: one log line);
+        `name`: the listener's name in log lines (default `host:port`)."""
         self.admit = admit
         self._handshake_timeout_s = handshake_timeout_s
         self._handshake_failed = handshake_failed
@@ -100,7 +101,7 @@ class Listener:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._serving = False
         self._tasks: set[asyncio.Task] = set()
-        self._accept_errors = AcceptErrors(log, f"{host}:{port}", log_interval_s)
+        self._accept_errors = AcceptErrors(log, name or f"{host}:{port}", log_interval_s)
 
     @property
     def port(self) -> int:

@@ -17,6 +17,7 @@ from collections import deque
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from bounded_wait import wait_until
 from cohort_process import CohortServer, clean_env, free_port, http_get, metric_value, run_cohort
 from cohort.protocol.framing import FrameReader, decode_response, encode_request
 from cohort.protocol.messages import MetadataRequest, OffsetCommitRequest, OffsetFetchRequest
@@ -319,12 +320,14 @@ async def test_sighup_reopens_the_log_file_and_logs_are_structured(tmp_path):
     log_file = tmp_path / "cohort.log"
     server = CohortServer(tmp_path / "data", "--log-file", str(log_file), "--log-format", "json").start()
     try:
-        lines = [json.loads(line) for line in log_file.read_text().splitlines()]
-        (started,) = [line for line in lines if line["msg"] == "cohort started"]
+        def started_lines() -> list[dict]:  # written once serving (a loaded machine may be a moment behind)
+            complete = log_file.read_text().split("\n")[:-1]  # (a line being written is not one yet)
+            return [line for line in map(json.loads, complete) if line["msg"] == "cohort started"]
+        (started,) = wait_until(started_lines, 30, "'cohort started' in the log file")
         assert started["data_dir"] == str(tmp_path / "data") and started["version"]
         log_file.rename(tmp_path / "cohort.log.1")
         server.signal(signal.SIGHUP)
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 30
         while not (log_file.exists() and "log file reopened" in log_file.read_text()):
             assert time.monotonic() < deadline, "log file was not reopened"
             time.sleep(0.05)

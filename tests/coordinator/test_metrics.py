@@ -8,7 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
-from cohort.coordinator.metrics import CoordinatorMetrics, GroupOffset, LogPartitionStats, MetricsHttpServer
+from cohort.coordinator.metrics import CoordinatorMetrics, GroupOffset, LogPartitionStats
+from cohort.coordinator.metrics_http import MetricsHttpServer
 
 
 def samples(metrics: CoordinatorMetrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
