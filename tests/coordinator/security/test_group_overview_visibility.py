@@ -10,6 +10,7 @@ import pytest
 from cohort.client.admin import Admin, NewTopic, _private_request
 from cohort.client.security import ClientSecurity
 from cohort.protocol.errors import ErrorCode
+from cohort.protocol.framing import decode_response
 from cohort.protocol.messages import GroupOverviewRequest
 from test_end_offset_corrections import USERS, allow, bootstrap, data, start  # noqa: F401
 
@@ -65,3 +66,12 @@ async def test_pages_name_no_group_and_count_no_partition_the_principal_may_not_
         conn = await ops.cluster.any_connection()
         forged = await _private_request(conn, "GroupOverview", GroupOverviewRequest(after="secret-3", limit=1))
         assert forged.error_code == ErrorCode.INVALID_REQUEST
+
+
+def test_a_principal_asking_for_pages_faster_than_its_rate_waits_then_is_refused(server_factory, raw_client):
+    node = server_factory(group_overview_max_pages_per_second=1)
+    clients = [raw_client(node.port) for _ in range(3)]
+    for client in clients:  # three pages at once from one principal: one now, one a second later, one refused
+        client.send(GroupOverviewRequest(after="", limit=10), 0)
+    codes = sorted(decode_response(10003, 0, client.receive_frame())[1].error_code for client in clients)
+    assert codes == [0, 0, ErrorCode.THROTTLING_QUOTA_EXCEEDED]
