@@ -14,13 +14,15 @@ per attempt) and `ConnectionQuotas`:
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import resource
+from collections.abc import Awaitable
 from dataclasses import dataclass
+from typing import Protocol
 
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from cohort.coordinator.metrics import CoordinatorMetrics
 from cohort.coordinator.server.connection_quotas import ConnectionQuotas, ConnectionSlot
 from cohort.coordinator.server.listener import Listener
 
@@ -54,13 +56,22 @@ class MetricsHttpLimits:
         return max(1, min(self.max_connections, soft // DESCRIPTOR_SHARE))
 
 
+class MetricsSource(Protocol):
+    """What the port serves: a node's `CoordinatorMetrics`, or the ``--workers`` supervisor (health may be awaited)."""
+
+    async def scrape(self) -> bytes: ...
+
+    def health(self) -> "tuple[bool, str] | Awaitable[tuple[bool, str]]": ...
+
+
 class MetricsHttpServer:
     """A minimal HTTP/1.1 server (one request per connection) on the event loop."""
 
-    def __init__(self, metrics: CoordinatorMetrics, host: str, port: int,
-                 limits: MetricsHttpLimits = MetricsHttpLimits()) -> None:
+    def __init__(self, metrics: MetricsSource, host: str, port: int,
+                 limits: MetricsHttpLimits = MetricsHttpLimits(), content_type: str = CONTENT_TYPE_LATEST) -> None:
         self.metrics = metrics
         self.limits = limits
+        self.content_type = content_type
         self.quotas = ConnectionQuotas(limits.connections_in_all(), limits.max_connections_per_ip)
         self._listener = Listener(host, port, self._connection, admit=self._admit,
                                   log_interval_s=limits.log_interval_s, name="metrics")
@@ -105,9 +116,10 @@ class MetricsHttpServer:
             return "405 Method Not Allowed", "text/plain; charset=utf-8", b"only GET and HEAD\n"
         path = parts[1].split(b"?", 1)[0]
         if path == b"/metrics":
-            return "200 OK", CONTENT_TYPE_LATEST, await self.metrics.scrape()
+            return "200 OK", self.content_type, await self.metrics.scrape()
         if path in (b"/health", b"/ready"):
-            healthy, body = self.metrics.health()
+            health = self.metrics.health()
+            healthy, body = await health if inspect.isawaitable(health) else health
             status = "200 OK" if healthy else "503 Service Unavailable"
             return status, "text/plain; charset=utf-8", body.encode()
         return "404 Not Found", "text/plain; charset=utf-8", b"try /metrics or /health\n"

@@ -50,6 +50,7 @@ from cohort.coordinator.process.daemon import (
     prepare_data_dir,
 )
 from cohort.coordinator.contracts.ownership import Node
+from cohort.coordinator.metrics_http import MetricsHttpLimits, MetricsHttpServer
 from cohort.coordinator.security.console_sign_ins import CONSOLE_SIGN_INS
 from cohort.coordinator.server.peers import LINK_SECRET_ENV
 from cohort.coordinator.security import worker_sync
@@ -61,8 +62,6 @@ RESTART_BACKOFF_S = 0.5
 RESTART_BACKOFF_MAX_S = 10.0
 STABLE_RUN_S = 30.0
 _SCRAPE_TIMEOUT_S = 5.0
-_HTTP_READ_TIMEOUT_S = 10.0
-_TEXT = "text/plain; charset=utf-8"
 _PROMETHEUS = "text/plain; version=0.0.4; charset=utf-8"
 
 
@@ -176,7 +175,7 @@ class Supervisor:
         self._stopping = False
         self._stop_signal: int | None = None
         self._stop_requested: asyncio.Event | None = None
-        self._http: asyncio.base_events.Server | None = None
+        self._http: MetricsHttpServer | None = None
         self._console = None  # the web console's server when console.listen is set
         self._lock = DataDirLock(self.config.data_dir)
         self._tasks: list[asyncio.Task] = []
@@ -234,7 +233,9 @@ class Supervisor:
             raise StartupError(f"cannot bind the worker link on 127.0.0.1: {exc.strerror}") from None
         loop = asyncio.get_running_loop()
         try:
-            self._http = await asyncio.start_server(self._serve_http, *config.metrics_address, start_serving=False)
+            self._http = MetricsHttpServer(self, *config.metrics_address, MetricsHttpLimits.from_config(config),
+                                           content_type=_PROMETHEUS)
+            await self._http.bind()
         except OSError as exc:
             for sock in every_listen + link_sockets:
                 sock.close()
@@ -249,7 +250,7 @@ class Supervisor:
         except (StartupError, OSError, ValueError) as exc:
             for sock in every_listen + link_sockets:
                 sock.close()
-            self._http.close()
+            await self._http.stop()
             if self._console is not None:
                 await self._console.stop()
             if isinstance(exc, StartupError):
@@ -283,7 +284,7 @@ class Supervisor:
         if self._console is not None:
             await self._console.stop()
         await self._stop_workers()
-        self._http.close()
+        await self._http.stop()
         for task in self._tasks:
             task.cancel()
         for worker in self.workers:
@@ -482,33 +483,6 @@ class Supervisor:
         self._stop_requested.set()
 
     # ------------------------------------------------------------------ /metrics and /health
-    async def _serve_http(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), _HTTP_READ_TIMEOUT_S)
-        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, asyncio.TimeoutError, ConnectionError):
-            writer.close()
-            return
-        parts = head.split(b"\r\n", 1)[0].split()
-        if len(parts) != 3 or parts[0] not in (b"GET", b"HEAD"):
-            status, kind, body = "405 Method Not Allowed", _TEXT, b"only GET and HEAD\n"
-        else:
-            path = parts[1].split(b"?", 1)[0]
-            if path == b"/metrics":
-                status, kind, body = "200 OK", _PROMETHEUS, await self._metrics()
-            elif path in (b"/health", b"/ready"):
-                healthy, text = await self._health()
-                status, kind, body = ("200 OK" if healthy else "503 Service Unavailable"), _TEXT, text.encode()
-            else:
-                status, kind, body = "404 Not Found", _TEXT, b"try /metrics or /health\n"
-        try:
-            writer.write(f"HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {len(body)}\r\n"
-                         f"Connection: close\r\n\r\n".encode("latin-1") + (b"" if parts[:1] == [b"HEAD"] else body))
-            await writer.drain()
-        except ConnectionError:
-            pass
-        finally:
-            writer.close()
-
     async def _ask_worker(self, worker: WorkerProcess, path: str) -> tuple[int, str] | None:
         if not worker.running or worker.metrics_port is None:
             return None
@@ -517,7 +491,8 @@ class Supervisor:
         except (OSError, asyncio.TimeoutError, ValueError):
             return None
 
-    async def _health(self) -> tuple[bool, str]:
+    async def health(self) -> tuple[bool, str]:
+        """(/health) Ready when every worker is."""
         if self._stopping:
             return False, "stopping\n"
         answers = await asyncio.gather(*(self._ask_worker(w, "/health") for w in self.workers))
@@ -535,7 +510,8 @@ class Supervisor:
         head = "ready" if healthy else "not ready"
         return healthy, "\n".join([head, *lines]) + "\n"
 
-    async def _metrics(self) -> bytes:
+    async def scrape(self) -> bytes:
+        """(/metrics) Every worker's exposition, each series labelled with its worker."""
         answers = await asyncio.gather(*(self._ask_worker(w, "/metrics") for w in self.workers))
         families: dict[str, list[str]] = {}
         order: list[str] = []

@@ -158,3 +158,24 @@ def test_refused_metrics_accepts_are_logged_once_per_interval(limited):
         close_all(held)
     assert commit_and_read_back(limited.bootstrap, "after-the-metrics-flood", 7) == 7
     wait_until(limited.healthy, 15, "/health to answer")
+
+
+def test_the_workers_supervisor_bounds_its_metrics_port_too(tmp_path):
+    """`--workers 2`: the one public metrics port is the supervisor's; the same bounds hold there."""
+    from workers_harness import WorkersServer
+
+    server = WorkersServer(tmp_path / "data", 2, "--metrics.request.timeout.ms", "2000").start()
+    try:
+        socks = dribblers(server.metrics_port, 20, sources=1)
+        try:
+            time.sleep(1.0)
+            held = still_open(socks)
+            assert len(held) == 8  # metrics.max.connections.per.ip
+            assert http_get(f"http://127.0.0.1:{server.metrics_port}/health", timeout=10)[0] == 200
+            wait_until(lambda: not still_open(held), 15, "the dribbling connections to be closed")
+        finally:
+            close_all(socks)
+        status, body = http_get(f"http://127.0.0.1:{server.metrics_port}/metrics", timeout=10)
+        assert status == 200 and 'cohort_worker_up{worker="1"} 1' in body
+    finally:
+        assert server.stop() == 0
