@@ -132,6 +132,12 @@ class BrokerConnection:
         return f"{sockname[0]}:{sockname[1]}" if isinstance(sockname, tuple) and len(sockname) >= 2 else None
 
     @property
+    def peer_address(self) -> str | None:
+        """``host:port`` of the server's end of the socket, None when not connected."""
+        peername = self._writer.get_extra_info("peername") if self._writer is not None else None
+        return f"{peername[0]}:{peername[1]}" if isinstance(peername, tuple) and len(peername) >= 2 else None
+
+    @property
     def connected(self) -> bool:
         return self._writer is not None and not self._writer.is_closing()
 

@@ -69,6 +69,10 @@ class ClientSecurity:
         context = _ssl_context(props, where) if protocol.endswith("SSL") else None
         return cls(protocol, mechanism, username, password, context)
 
+    def plain_authzid(self, conn) -> str:
+        """The PLAIN authorization id: none (the server takes the user name)."""
+        return ""
+
     async def authenticate(self, conn, timeout_ms: int) -> int:
         """Run the SASL exchange on a freshly connected (and version-negotiated) connection, or again on an
         authenticated one (KIP-368); returns the session lifetime the server gave (ms, 0 = no limit)."""
@@ -89,7 +93,8 @@ class ClientSecurity:
             return response.auth_bytes
 
         if self.mechanism == "PLAIN":
-            await step(b"\x00" + self.username.encode() + b"\x00" + self.password.encode())
+            await step(self.plain_authzid(conn).encode() + b"\x00" + self.username.encode() + b"\x00"
+                       + self.password.encode())
             return lifetime_ms
         import scramp  # here, not at the top: scramp and asn1crypto take ~13 ms to import, PLAIN never needs them
 

@@ -317,7 +317,8 @@ async def _offline(data_dir: Path, records):
     from cohort.coordinator.log import OffsetsLog
     from cohort.coordinator.log.file_modes import make_private_dir
     from cohort.coordinator.server.node import SECURITY_PARTITION
-    from cohort.coordinator.records.types import ScramCredentialRecord, ScramCredentialTombstone, decode_record, encode_record
+    from cohort.coordinator.groups.runtime.partition import PartitionRuntime
+    from cohort.coordinator.records.types import ScramCredentialRecord, ScramCredentialTombstone, decode_record
     from cohort.coordinator.security.credentials import CredentialStore
 
     make_private_dir(data_dir, tighten=True)
@@ -346,7 +347,8 @@ async def _offline(data_dir: Path, records):
         await log.open(replay)
         try:
             if records:
-                await log.append(SECURITY_PARTITION, [encode_record(r) for r in records])
+                # Through the coordinator's write gate, as a running server's changes go.
+                await PartitionRuntime(log, log.num_partitions, shard=None).persist(SECURITY_PARTITION, records)
         finally:
             await log.close()
     except OSError as exc:

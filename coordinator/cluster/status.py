@@ -86,13 +86,13 @@ async def _cluster_view(client) -> dict:
     return {"revision": revision, "nodes": node_rows, "partitions": rows}
 
 
-async def _lease_left(client, lease_id: int, budget_s: float = 2.1, poll_s: float = 0.02) -> tuple[float | None, bool]:
+async def _lease_left(client, lease_id: int, budget_s: float = 1.1, poll_s: float = 0.02) -> tuple[float | None, bool]:
     """(seconds the lease has left, whether to the hundredth); (None, False) without a lease.
 
-    etcd reports whole seconds, cut down. The moment the reported value changes (a second boundary passed,
-    or a keepalive renewed the lease) the exact value is known, so poll up to `budget_s` to see one (a
-    node refreshes every TTL/3: 2 s at the default TTL). With no change seen only etcd's bound is known:
-    at least the value reported, less than one second more.
+    etcd reports whole seconds, cut down. The moment the reported value changes (a second boundary passed
+    on a lease nobody refreshes) the exact value is known, so poll up to `budget_s` to see one. A live
+    node refreshes every TTL/20, so its value seldom changes: then only etcd's bound is known, at least
+    the value reported and less than one second more.
     """
     if not lease_id:
         return None, False

@@ -26,7 +26,7 @@ from cohort.client.admin import Admin
 from cohort.client.errors import KafkaError
 from cohort.client.security import ClientSecurity
 from cohort.coordinator.console.sign_in_budget import SignInBudget
-from cohort.coordinator.security.own_connections import OWN_CONNECTIONS
+from cohort.coordinator.security.console_sign_ins import CONSOLE_SIGN_INS
 from cohort.protocol.errors import ErrorCode
 
 # The cheapest exchange first: PLAIN checks the password against the same SCRAM credentials.
@@ -43,12 +43,11 @@ class SignInRequired(Exception):
 
 @dataclass(frozen=True)
 class ConsoleSecurity(ClientSecurity):
-    """The console's SASL exchanges name their socket as this process's own while they run, so the node
-    counts their password checks against the console's budget, not against this machine's address."""
+    """The console's PLAIN sign-ins carry its proof (`console_sign_ins`), so the node (or with ``--workers``
+    each worker) counts their password checks against the console's budget, not this machine's address."""
 
-    async def authenticate(self, conn, timeout_ms: int) -> int:
-        with OWN_CONNECTIONS.signing_in(conn.local_address):
-            return await super().authenticate(conn, timeout_ms)
+    def plain_authzid(self, conn) -> str:
+        return CONSOLE_SIGN_INS.authzid(conn.local_address or "", conn.peer_address or "", self.username or "")
 
 
 @dataclass(frozen=True, slots=True)

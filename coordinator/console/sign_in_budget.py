@@ -7,7 +7,7 @@ passwords therefore spends its own address's budget (``console.sign.in.failures.
 one per ``console.sign.in.failure.interval.ms``) and, from many addresses together, the user's
 (``console.sign.in.failures.per.user``, earned back four times as fast), never another browser's nor
 the Kafka listener's (the console's sign-ins are not counted against its address:
-`cohort.coordinator.security.own_connections`).
+`cohort.coordinator.security.console_sign_ins`).
 
 The browser's address is the TCP peer's. ``X-Forwarded-For`` is believed only from the addresses in
 ``console.trusted.proxies``: then the address is the last one it names that is not a trusted proxy.

@@ -50,6 +50,7 @@ from cohort.coordinator.process.daemon import (
     prepare_data_dir,
 )
 from cohort.coordinator.contracts.ownership import Node
+from cohort.coordinator.security.console_sign_ins import CONSOLE_SIGN_INS
 from cohort.coordinator.server.peers import LINK_SECRET_ENV
 from cohort.coordinator.security import worker_sync
 from cohort.coordinator.process.worker import PIPE_LINE_LIMIT, WorkerSpec, config_settings
@@ -182,6 +183,7 @@ class Supervisor:
         self._unclean = False
         self._down: set[int] = set()  # node ids of workers that exited and are not ready again
         self._link_secret = secrets.token_hex(32)
+        CONSOLE_SIGN_INS.share(self._link_secret)  # its console's sign-ins, proved to the workers
         self._security_state: list | None = None  # worker 0's latest credentials and ACLs
         self._appends_at_authority: dict[tuple[int, int], None] = {}  # (worker, id) relayed, not yet confirmed
 

@@ -37,6 +37,7 @@ from cohort.coordinator.config import CoordinatorConfig
 from cohort.coordinator.config_sources import EffectiveConfig
 from cohort.coordinator.process.daemon import Daemon
 from cohort.coordinator.contracts.ownership import Node
+from cohort.coordinator.security.console_sign_ins import CONSOLE_SIGN_INS
 from cohort.coordinator.server.peers import LINK_SECRET_ENV, PeerLink
 from cohort.coordinator.security.worker_sync import WorkerSecurity
 from cohort.coordinator.server.static_ownership import StaticOwnership
@@ -116,8 +117,11 @@ class WorkerDaemon(Daemon):
         security = WorkerSecurity(spec.index, self._tell_supervisor)
         self._control = asyncio.get_running_loop().create_task(self._follow_supervisor(ownership, security))
         sockets = [socket.socket(fileno=fd) for fd in spec.listen_fds]
-        link = PeerLink({n.node_id: port for n, port in zip(spec.nodes, spec.link_ports)},
-                        os.environ.pop(LINK_SECRET_ENV, ""), socket.socket(fileno=spec.link_fd))
+        secret = os.environ.pop(LINK_SECRET_ENV, "")
+        if secret:
+            CONSOLE_SIGN_INS.share(secret)  # the supervisor's console proves its sign-ins with the same key
+        link = PeerLink({n.node_id: port for n, port in zip(spec.nodes, spec.link_ports)}, secret,
+                        socket.socket(fileno=spec.link_fd))
         return CoordinatorServer(self.config, metrics=metrics, ownership=ownership, listen_sockets=sockets,
                                  peer_link=link, worker_security=security)
 

@@ -15,7 +15,7 @@ success gives it back). An address guessing faster than that waits its turn,
 first come first served, on top of ``connection.failed.authentication.delay.ms``
 (which only holds each failed connection open); a check whose connection
 closed meanwhile is never run. Addresses that guess nothing cost nothing. The console's own
-sign-ins (`own_connections`) are outside these budgets: the console keeps its own, per browser
+sign-ins (proved by `console_sign_ins`) are outside these budgets: the console keeps its own, per browser
 address and per user name.
 """
 from __future__ import annotations

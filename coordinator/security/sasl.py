@@ -44,6 +44,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from cohort.coordinator.security.console_sign_ins import CONSOLE_AUTHZID_PREFIX
 from cohort.coordinator.security.credentials import CredentialStore, ScramMechanism
 from cohort.coordinator.security.oauthbearer import InvalidToken, JwtValidator, parse_client_response
 from cohort.protocol.errors import ErrorCode
@@ -122,6 +123,7 @@ class PasswordCheck:
     credentials: Any = field(repr=False)
     user: str
     password: str = field(repr=False)
+    console_proof: str = field(default="", repr=False)  # the console's authzid, checked by the connection
 
     def run(self) -> bool:
         return self.credentials.check_plain(self.user, self.password)
@@ -148,6 +150,9 @@ class _Plain:
             raise AuthenticationFailed("Authentication failed: username not specified")
         if not password:
             raise AuthenticationFailed("Authentication failed: password not specified")
+        if authzid.startswith(CONSOLE_AUTHZID_PREFIX):
+            # the console's proof (`console_sign_ins`): the connection checks it against its addresses
+            return PasswordCheck(self._credentials, user, password, authzid)
         if authzid and authzid != user:
             raise AuthenticationFailed(
                 "Authentication failed: Client requested an authorization id that is different from username")

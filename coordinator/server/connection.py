@@ -56,7 +56,7 @@ from cohort.coordinator.contracts.collector import COLLECTOR_HOLD
 from cohort.coordinator.contracts.answers import PendingAnswer
 from cohort.coordinator.contracts.requests import RequestContext
 from cohort.coordinator.server.listener import peer_name
-from cohort.coordinator.security.own_connections import OWN_CONNECTIONS
+from cohort.coordinator.security.console_sign_ins import CONSOLE_SIGN_INS
 from cohort.coordinator.security.sasl import SaslAuthenticator, SaslStep
 from cohort.coordinator.security.tls import ANONYMOUS, certificate_principal
 from cohort.protocol.errors import ProtocolError
@@ -553,9 +553,18 @@ class Connection(asyncio.Protocol):
             self._sasl_step(self.sasl.verified(matches), header)
             self._dispatch_held(held)
 
+        check = step.verify
+        console = bool(check.console_proof)
+        if console and not CONSOLE_SIGN_INS.proves(check.console_proof, self.peer, self._local_name(), check.user):
+            checked(False)  # a forged console proof: refused, no password checked
+            return
         # (the console's own sign-ins: it budgets them per browser address and user, not per this machine)
-        self.server.password_checks.submit(self.peer.rpartition(":")[0], step.verify, checked,
-                                           lambda: not self.closed, budgeted=self.peer not in OWN_CONNECTIONS)
+        self.server.password_checks.submit(self.peer.rpartition(":")[0], check, checked,
+                                           lambda: not self.closed, budgeted=not console)
+
+    def _local_name(self) -> str:
+        """``host:port`` of this end of the socket (as the console names the address it connected to)."""
+        return peer_name(self.transport.get_extra_info("sockname")) if self.transport is not None else "unknown"
 
     def _sasl_step(self, step: SaslStep, header: RequestHeader | None) -> None:
         """Carry out what the SASL state machine decided: answer, check a password, note the principal, close."""

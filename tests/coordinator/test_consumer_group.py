@@ -70,12 +70,27 @@ def test_a_member_subscribing_to_nothing_joins_a_group_its_last_member_left_at_t
     d = Driver(image=IMAGE, assignment_interval_ms=interval_ms)
     d.join("a", topics=["orders"])
     d.heartbeat("a", -1)
-    assert (d.group.group_epoch, d.group.target_assignment_epoch, d.group.state) == (3, 2, ConsumerGroupState.EMPTY)
+    assert (d.group.group_epoch, d.group.state) == (3, ConsumerGroupState.EMPTY)
     b = d.join("b", topics=[])
     assert b.error == 0 and d.group.group_epoch == 3
     d.advance(interval_ms)  # the target for epoch 3 (computed at once without an interval)
     b = d.heartbeat("b", b.member_epoch, topic_partitions=[])
     assert (b.member_epoch, d.group.target_assignment_epoch, d.group.state) == (3, 3, ConsumerGroupState.STABLE)
+
+
+def test_a_group_deleted_and_created_again_replays_as_the_new_group_at_epoch_one():
+    """Records after a group's tombstones are a new group's: it starts at epoch 1 again, as a new group does,
+    even when its only member subscribes to nothing (so no epoch record follows the tombstones)."""
+    first = Driver(image=IMAGE)
+    first.join("a", topics=["orders"])
+    first.heartbeat("a", -1)
+    again = Driver(image=IMAGE)
+    b = again.join("b", topics=[])
+    again.log = first.log + list(first.group.tombstones()) + again.log
+    fresh = again.replayed(image=IMAGE)
+    g = fresh.group
+    assert (g.group_epoch, g.target_assignment_epoch, g.state) == (1, 1, ConsumerGroupState.STABLE)
+    assert fresh.heartbeat("b", b.member_epoch, topic_partitions=[]).member_epoch == b.member_epoch == 1
 
 
 def test_a_new_member_gets_partitions_only_after_their_owner_revoked_them():

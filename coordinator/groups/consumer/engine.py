@@ -875,11 +875,11 @@ class ConsumerGroup:
             if member is not None:
                 self._release(member)
                 member.assigned, member.pending_revocation = {}, {}
-        elif kind is ConsumerGroupMetadataTombstone:
-            self.group_epoch = 0
+        elif kind is ConsumerGroupMetadataTombstone:  # the group is gone: records after it are a new group's
+            self.group_epoch = CREATED_GROUP_EPOCH
             self.metadata_hash = 0
         elif kind is ConsumerGroupTargetAssignmentMetadataTombstone:
-            self.target_assignment_epoch = 0
+            self.target_assignment_epoch = CREATED_GROUP_EPOCH
         else:
             raise TypeError(f"not a consumer group record: {record!r}")
         member_id = getattr(record, "member_id", None)

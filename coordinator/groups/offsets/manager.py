@@ -55,14 +55,21 @@ _INT64_MIN = -(1 << 63)
 _ADMIN_COMMIT_VERSION = 8  # what `reset_offsets` speaks: generation -1 and no member, as kafka-consumer-groups.sh
 
 
-class _Commit:
-    """One OffsetCommit on its way: its records, what to apply once they are durable, its answer."""
+class _Commit(CoordinatorResult):
+    """One OffsetCommit on its way: the `CoordinatorResult` it hands the write gate (its records, encoded,
+    and `then`: apply once durable and answer, with the commit as state) and what that needs."""
 
-    __slots__ = ("req", "version", "group_id", "partition", "created", "now", "expire", "encoded", "commits",
+    __slots__ = ("req", "version", "group_id", "partition", "created", "now", "expire", "commits",
                  "answers", "error", "member_id", "generation", "ctx", "admin_reset", "journaled")
 
     def __init__(self, req, version: int, group_id: str, partition: int, created, now: int, expire: int,
                  member_id: str, generation: int, ctx: RequestContext, admin_reset: bool) -> None:
+        # (CoordinatorResult's fields set here, not through its __init__: one call less per commit)
+        self.records: list[tuple[bytes, bytes]] = []
+        self.then = None  # the manager's `_commit_answer`, once the records are made
+        self.state = None  # (`then` is given the result itself: no reference cycle per commit)
+        self.encoded = True
+        self.replay = False  # `_commit_answer` applies the offsets (column-wise), nothing else to replay
         self.req = req
         self.version = version
         self.group_id = group_id
@@ -75,7 +82,6 @@ class _Commit:
         self.ctx = ctx
         self.admin_reset = admin_reset
         self.journaled = None  # the journal entry of an admin reset, applied once durable
-        self.encoded: list[tuple[bytes, bytes]] = []
         self.commits: list[tuple] = []
         self.answers: list = []
         self.error = E.NONE
@@ -255,7 +261,7 @@ class OffsetsManager:
         version, group_id, now, expire = commit.version, commit.group_id, commit.now, commit.expire
         max_metadata = self.config.offset_metadata_max_bytes
         with_epoch = version >= 6
-        encoded, commits = commit.encoded, commit.commits
+        encoded, commits = commit.records, commit.commits
         for p in partitions:
             metadata = p.committed_metadata
             if metadata is None:
@@ -280,12 +286,12 @@ class OffsetsManager:
 
     def _append_commit(self, commit: "_Commit"):
         """The answer once the commit's records are durable (at once if there are none to write)."""
-        if commit.error or not commit.encoded:
+        if commit.error or not commit.records:
             return self._commit_answer(commit, E.NONE)
         if commit.admin_reset:
             commit.journaled = self.reports.admin_record(commit.group_id, "reset_offsets", commit.ctx,
                                                   self._reset_changes(commit.group_id, commit.commits))
-            commit.encoded.append(encode_record(commit.journaled))
+            commit.records.append(encode_record(commit.journaled))
         if self._keeps_history:
             # Who made these commits, for the offset history: written when a group's committer changes (a
             # source record per request cost a tenth of the commit rate); the history attributes a commit
@@ -293,10 +299,10 @@ class OffsetsManager:
             source = (commit.member_id, commit.generation, commit.ctx.client_id, commit.ctx.client_host)
             if self._commit_sources.get(commit.group_id) != source:
                 self._commit_sources[commit.group_id] = source
-                commit.encoded.insert(0, encode_record(OffsetCommitSourceRecord(
+                commit.records.insert(0, encode_record(OffsetCommitSourceRecord(
                     commit.group_id, *source, commit.now)))
-        return self.partitions.write(commit.partition, CoordinatorResult(commit.encoded, self._commit_answer, commit,
-                                                                         encoded=True))
+        commit.then = self._commit_answer
+        return self.partitions.write(commit.partition, commit)
 
     def _commit_answer(self, commit: "_Commit", write_error: int):
         """Apply a durable commit and answer it, or answer why it failed (`write_error`: its append's)."""

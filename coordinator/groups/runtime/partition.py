@@ -362,6 +362,8 @@ class PartitionRuntime:
         tombstones) are encoded a slice per turn; later writes with the same `order_key` (a group id)
         wait for them, so a group's records reach the log in the order they were made.
         """
+        if order_key is None and result.encoded:  # (a commit: the shortest way)
+            return self._append(partition, result.records, result)
         previous = self._group_writes.get(order_key) if order_key is not None else None
         if previous is None and not _needs_slices(result):
             records = result.records
@@ -449,7 +451,20 @@ class PartitionRuntime:
                 log.exception("offsets partition %d: replaying durable records failed", partition)
                 answer.fail(exc)
                 return
-        self._answer(answer, result, error)
+        then = result.then
+        if then is None:
+            answer.settle(error)
+            return
+        state = result.state
+        try:
+            response = then(result if state is None else state, error)
+        except Exception as exc:  # noqa: BLE001 - reported by the subscriber (the connection logs it)
+            answer.fail(exc)
+            return
+        if type(response) is PendingAnswer:  # (one to encode off the loop)
+            answer.settle_with(response)
+        else:
+            answer.settle(response)
 
     @staticmethod
     def _answer(answer: PendingAnswer, result: CoordinatorResult, error: int) -> None:
@@ -457,8 +472,9 @@ class PartitionRuntime:
         if then is None:
             answer.settle(error)
             return
+        state = result.state
         try:
-            response = then(result.state, error)
+            response = then(result if state is None else state, error)
         except Exception as exc:  # noqa: BLE001 - reported by the subscriber (the connection logs it)
             answer.fail(exc)
             return

@@ -18,7 +18,8 @@ class CoordinatorResult:
     commit path encodes its records field by field). `replay`: replay the typed records into memory once
     durable (False when the maker already holds what they say: an engine's own records, a commit applied
     by `then` column-wise). `then(state, error)` makes the answer (`state` rather than a closure: one
-    object less per commit); None: the write answers nothing beyond its own success.
+    object less per commit; None: the result itself, as a commit, which is its own result, is given); `then`
+    None: the write answers its error code (NONE once durable).
     """
 
     __slots__ = ("records", "then", "state", "encoded", "replay")

@@ -154,3 +154,55 @@ def test_behind_a_trusted_proxy_each_browser_named_in_x_forwarded_for_has_its_ow
     spoofed = [sign_in(plain_console, "127.0.0.9", "carol", "wrong", {"X-Forwarded-For": f"10.2.0.{n}"})[0]
                for n in range(11)]
     assert spoofed == [401] * 10 + [429]
+
+
+def test_with_workers_the_console_spends_nothing_of_the_workers_budget(tmp_path):
+    """`--workers 2`: the console runs in the supervisor and signs users in on the workers. Its budget is opened
+    wide here, so every wrong password of the guesser reaches a worker: ten a second from the console's host,
+    beyond the Kafka listener's two a second per address. The workers know the console's sign-ins (their
+    proof) and run them outside that budget, so correct sign-ins and a Kafka client on this host are not held."""
+    from workers_harness import WorkersServer
+
+    data = tmp_path / "data"
+    for user, password in USERS.items():
+        secret = tmp_path / f"{user}.password"
+        secret.write_text(password + "\n")
+        done = run_cohort("users", "add", user, "--mechanism", "SCRAM-SHA-256", "--password-file", str(secret),
+                          "--data-dir", str(data))
+        assert done.returncode == 0, done.stderr
+    console_port = free_ports(1)[0]
+    server = WorkersServer(data, 2, "--sasl.enabled.mechanisms", "PLAIN,SCRAM-SHA-256", "--console.listen",
+                           f"127.0.0.1:{console_port}", "--console.allow.insecure.sign.in", "true",
+                           "--connection.failed.authentication.delay.ms", "20",
+                           "--console.sign.in.failures.per.ip", "100000", "--console.sign.in.failures.per.user", "100000")
+    server.args += ["--listeners", f"SASL_PLAINTEXT://127.0.0.1:{server.port}"]
+    server.console_port = console_port
+    server.start()
+    guesser = Guesser(server, "127.0.0.3", "admin", 10)
+    try:
+        guesser.start()
+        time.sleep(4.0)  # the scenario: ~40 wrong passwords reached the workers, past their burst of 10
+        timings = []
+        for user, source in (("alice", "127.0.0.2"), ("bob", "127.0.0.4"), ("carol", "127.0.0.5")):
+            status, seconds = sign_in(server, source, user, USERS[user])
+            assert status == 200, (user, status)
+            timings.append(seconds)
+            time.sleep(1.0)
+        assert max(timings) < 1.0, timings
+        started = time.monotonic()
+        consumer = KafkaConsumer(bootstrap_servers=server.all_bootstrap, group_id="plain-client-of-workers",
+                                 security_protocol="SASL_PLAINTEXT", sasl_mechanism="PLAIN",
+                                 sasl_plain_username="dave", sasl_plain_password=USERS["dave"],
+                                 enable_auto_commit=False, request_timeout_ms=20000)
+        try:
+            partition = TopicPartition("events", 0)
+            consumer.commit({partition: OffsetAndMetadata(5, "", -1)})
+            assert consumer.committed(partition) == 5
+        finally:
+            consumer.close()
+        assert time.monotonic() - started < 5.0
+    finally:
+        guesser.finish()
+        assert server.stop() == 0
+    assert guesser.statuses.count(401) >= 30  # every guess was checked (the console's budget let them through)
+    assert set(guesser.statuses) <= {401}

@@ -148,3 +148,30 @@ def test_fuzzed_sasl_frames_never_hurt_the_server(sasl_node, version, mechanism,
         assert probe.request(ApiVersionsRequest(), 2).error_code == 0
     finally:
         probe.close()
+
+
+def _plain_with_authzid(port: int, authzid: str, proof_for=None) -> int:
+    """SaslAuthenticate's error code for alice's right password sent with `authzid` (or the console's proof
+    made by `proof_for(client_address, server_address)`)."""
+    client = RawClient(port)
+    try:
+        if proof_for is not None:
+            here, there = client.sock.getsockname(), client.sock.getpeername()
+            authzid = proof_for(f"{here[0]}:{here[1]}", f"{there[0]}:{there[1]}")
+        assert client.request(SaslHandshakeRequest(mechanism="PLAIN"), 1).error_code == 0
+        token = authzid.encode() + b"\x00alice\x00" + ALICE[1].encode()
+        return client.request(SaslAuthenticateRequest(auth_bytes=token), 2).error_code
+    finally:
+        client.close()
+
+
+def test_only_the_consoles_own_proof_signs_in_with_a_console_authorization_id(sasl_node):
+    from cohort.coordinator.security.console_sign_ins import CONSOLE_AUTHZID_PREFIX, CONSOLE_SIGN_INS
+
+    # the console's proof, made with this process's key for this very connection
+    assert _plain_with_authzid(sasl_node.port, "", lambda here, there: CONSOLE_SIGN_INS.authzid(here, there, "alice")) == 0
+    # forged, made for another connection (replayed), or for another user: refused, right password or not
+    assert _plain_with_authzid(sasl_node.port, CONSOLE_AUTHZID_PREFIX + "00" * 32) == 58  # SASL_AUTHENTICATION_FAILED
+    assert _plain_with_authzid(sasl_node.port, CONSOLE_SIGN_INS.authzid("127.0.0.1:1", f"127.0.0.1:{sasl_node.port}",
+                                                                        "alice")) == 58
+    assert _plain_with_authzid(sasl_node.port, "", lambda here, there: CONSOLE_SIGN_INS.authzid(here, there, "bob")) == 58
