@@ -160,8 +160,9 @@ def _skip_tagged_fields(data: bytes, pos: int, what: str) -> int:
     return pos
 
 
-def decode_request(frame: bytes) -> tuple[RequestHeader, object]:
-    """Header and body of one request frame.
+def decode_request(frame: bytes, interpreted: bool = False) -> tuple[RequestHeader, object]:
+    """Header and body of one request frame (`interpreted`: with the decoder generated as Python code, for a
+    big frame decoded on a worker thread; see `MessageSchema.interpreted_codec`).
 
     Raises `UnknownApiKey` or `UnsupportedVersion` (both carry the header, so a
     server can answer ApiVersions' special case) or `ProtocolError`.
@@ -170,15 +171,17 @@ def decode_request(frame: bytes) -> tuple[RequestHeader, object]:
         frame = bytes(frame)
     header = decode_request_header(frame)
     version = header.api_version
-    entry = _REQUEST_DECODERS.get((header.api_key, version))
+    decoders = _INTERPRETED_REQUEST_DECODERS if interpreted else _REQUEST_DECODERS
+    entry = decoders.get((header.api_key, version))
     if entry is None:
         api = API_SCHEMAS.get(header.api_key)
         if api is None:
             raise UnknownApiKey(header)
         if not api.min_version <= version <= api.max_version:
             raise UnsupportedVersion(header)
-        entry = _REQUEST_DECODERS[(header.api_key, version)] = (api.request.SCHEMA.codec(version).decode,
-                                                               api.request.SCHEMA.name)
+        schema = api.request.SCHEMA
+        codec = schema.interpreted_codec(version) if interpreted else schema.codec(version)
+        entry = decoders[(header.api_key, version)] = (codec.decode, schema.name)
     decode, name = entry
     # the generated decoder, called directly; its failures reported as `<Request>.decode` reports them
     try:
@@ -192,6 +195,7 @@ def decode_request(frame: bytes) -> tuple[RequestHeader, object]:
 
 # (api key, version) -> (generated request decoder, request name), for the versions the codec supports.
 _REQUEST_DECODERS: dict[tuple[int, int], tuple[Callable, str]] = {}
+_INTERPRETED_REQUEST_DECODERS: dict[tuple[int, int], tuple[Callable, str]] = {}
 
 
 def encode_response(header: RequestHeader, message, version: int | None = None) -> bytes:

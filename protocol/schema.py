@@ -776,6 +776,20 @@ class MessageSchema:
         return entry
 
 
+    def interpreted_codec(self, version: int) -> _Compiled:
+        """The version's codec generated from the declaration as Python code, never the build's compiled
+        one: a decode of megabytes on a worker thread then lets the interpreter switch threads every few
+        milliseconds, which one call of a compiled decoder does not (it holds the interpreter throughout)."""
+        key = ("interpreted", version)
+        entry = self._cache.get(key)
+        if entry is None:
+            if version not in self.valid:
+                raise ProtocolError(f"{self.name}: unsupported version {version}")
+            entry = self._cache[key] = compile_struct(self.struct, version, version in self.flexible,
+                                                      self._cache.setdefault("structs", {}))
+        return entry
+
+
 _BUILT_CODECS: dict | None = None
 
 

@@ -524,7 +524,7 @@ class Connection(asyncio.Protocol):
         decoding.add_done_callback(functools.partial(self._decoded_off_loop, frame, started))
 
     def _decoded_off_loop(self, frame: bytes, started: float, decoding: asyncio.Future) -> None:
-        COLLECTOR_HOLD.end(self._loop)
+        COLLECTOR_HOLD.end()
         held, self._decoding = self._decoding, None
         if self.closed or decoding.cancelled():  # cancelled: the executor shut down with the server
             return
@@ -814,9 +814,10 @@ def _shown_user(user: str | None) -> str:
 
 
 def _decoded_or_error(frame: bytes) -> tuple | ProtocolError:
-    """(worker thread) `decode_request`; what it raises is returned, as a ProtocolError (the frame is refused)."""
+    """(worker thread) `decode_request` with the interpreted decoder (it lets the loop's thread run every few
+    ms; a compiled one would hold it for the whole frame); what it raises is returned, as a ProtocolError."""
     try:
-        return decode_request(frame)
+        return decode_request(frame, interpreted=True)
     except ProtocolError as exc:
         return exc
     except Exception as exc:  # noqa: BLE001 - never leave the connection waiting for this frame
