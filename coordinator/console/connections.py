@@ -21,9 +21,6 @@ its answer is written (`answered`).
 from __future__ import annotations
 
 import asyncio
-import errno
-import functools
-import logging
 import resource
 import socket
 import ssl
@@ -31,11 +28,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from cohort.coordinator.server.connection_quotas import ConnectionQuotas, ConnectionSlot, address_key
-from cohort.coordinator.server.listener import AcceptErrors, peer_name
+from cohort.coordinator.server.listener import Listener
 
-log = logging.getLogger("cohort.coordinator.console")
 
-_ACCEPTS_PER_WAKEUP = 64
 # A request's handling and the writing of its answer (a client that never reads would hold it for ever).
 HANDLING_LIMIT_S = 120.0
 DESCRIPTOR_SHARE = 4  # the console holds at most 1/4 of the process's descriptors
@@ -153,12 +148,6 @@ class RequestTimer(asyncio.Protocol):
     def resume_writing(self) -> None:
         self._inner.resume_writing()
 
-    def close_abandoned(self) -> None:
-        """(a TLS handshake that failed) Nothing was made: give the slot back."""
-        self._disarm()
-        if self._slot is not None:
-            self._slot.release()
-
 
 def timing_middleware(timers: dict[asyncio.BaseTransport, RequestTimer]):
     """Reads a request's body while its clock runs, then tells its `RequestTimer` it arrived and, after the
@@ -188,75 +177,36 @@ BODY_REFUSED = "cohort.body_refused"
 
 
 class ConsoleListener:
-    """Accepts the console's connections on its own loop and hands each, timed, to aiohttp's server."""
+    """The console's accept loop: the Kafka listener's `Listener` on the console's own loop (a slot per
+    connection, refused accepts logged once per interval), each socket handed, timed, to aiohttp's server."""
 
     def __init__(self, sock: socket.socket, protocol_factory: Callable[[], asyncio.Protocol],
                  ssl_context: ssl.SSLContext | None, limits: ConsoleLimits,
                  timers: dict[asyncio.BaseTransport, RequestTimer]) -> None:
         self._sock = sock
         self._factory = protocol_factory
-        self._ssl = ssl_context
         self.quotas = ConnectionQuotas(descriptor_bound(limits.max_connections), limits.max_connections_per_ip)
         self.request_timeout_s = limits.request_timeout_s
         self.idle_timeout_s = limits.idle_timeout_s
         self.timers = timers
-        self.refused = 0
-        self._errors = AcceptErrors(log, "console", limits.log_interval_s)
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._serving = False
-        self._tasks: set[asyncio.Task] = set()
+        # (a TLS handshake has the first request's time; one that fails or times out is closed quietly)
+        self._listener = Listener("", 0, self._timed, ssl_context=ssl_context, admit=self._admit,
+                                  handshake_timeout_s=limits.request_timeout_s,
+                                  handshake_failed=lambda peer, exc: None, log_interval_s=limits.log_interval_s,
+                                  name="console")
 
     def start(self) -> None:
-        self._loop = asyncio.get_running_loop()
-        self._serving = True
-        self._loop.add_reader(self._sock.fileno(), self._accept)
+        self._listener.adopt([self._sock])
+        self._listener.start_serving()
 
     def stop(self) -> None:
-        if self._serving and self._loop is not None and self._sock.fileno() >= 0:
-            self._loop.remove_reader(self._sock.fileno())
-        self._serving = False
-        for task in list(self._tasks):
-            task.cancel()
-        self._errors.flush()
+        self._listener.close()
 
-    def _accept(self) -> None:
-        loop = self._loop
-        for _ in range(_ACCEPTS_PER_WAKEUP):
-            try:
-                conn, address = self._sock.accept()
-            except (BlockingIOError, InterruptedError, ConnectionAbortedError):
-                return
-            except OSError as exc:
-                if exc.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
-                    self._errors.note(exc)
-                    loop.remove_reader(self._sock.fileno())
-                    loop.call_later(self._errors.retry_s, self._resume)
-                    return
-                raise
-            peer = peer_name(address)
-            slot = self.quotas.acquire(peer.rpartition(":")[0])
-            if isinstance(slot, str):
-                self.refused += 1
-                conn.close()  # beyond console.max.connections(.per.ip): closed before a byte is read
-                continue
-            conn.setblocking(False)
-            timer = RequestTimer(self._factory(), slot, self.timers, self.request_timeout_s, self.idle_timeout_s)
-            timer.start_clock()
-            if self._ssl is None:
-                setup = loop.connect_accepted_socket(lambda timer=timer: timer, conn)
-            else:
-                setup = loop.connect_accepted_socket(lambda timer=timer: timer, conn, ssl=self._ssl,
-                                                     ssl_handshake_timeout=self.request_timeout_s)
-            task = loop.create_task(setup)
-            self._tasks.add(task)
-            task.add_done_callback(functools.partial(self._set_up, timer, conn))
+    def _admit(self, peer: str) -> ConnectionSlot | None:
+        slot = self.quotas.acquire(peer.rpartition(":")[0])
+        return None if isinstance(slot, str) else slot  # beyond console.max.connections(.per.ip): closed at once
 
-    def _set_up(self, timer: RequestTimer, conn: socket.socket, task: asyncio.Task) -> None:
-        self._tasks.discard(task)
-        if task.cancelled() or task.exception() is not None:
-            timer.close_abandoned()  # a TLS handshake that failed or timed out
-            conn.close()
-
-    def _resume(self) -> None:
-        if self._serving and self._sock.fileno() >= 0:
-            self._loop.add_reader(self._sock.fileno(), self._accept)
+    def _timed(self, peer: str, slot: ConnectionSlot | None) -> RequestTimer:
+        timer = RequestTimer(self._factory(), slot, self.timers, self.request_timeout_s, self.idle_timeout_s)
+        timer.start_clock()  # (made before a TLS handshake: it shares the first request's time)
+        return timer

@@ -1,6 +1,7 @@
 """With SASL and ACLs configured the console signs users in (HTTP Basic checked over SASL) and applies the ACLs."""
 from __future__ import annotations
 
+import socket
 import subprocess
 import time
 
@@ -166,7 +167,7 @@ def test_with_a_tls_listener_the_console_serves_https_with_the_listeners_certifi
     add_user(data, tmp_path, *ADMIN, "SCRAM-SHA-512")
     server = ConsoleServer(data, "--listeners", "PLACEHOLDER", "--ssl.keystore.location", str(ca.server),
                            "--sasl.enabled.mechanisms", "SCRAM-SHA-512", "--authorizer.class.name", "acl",
-                           "--super.users", "User:admin")
+                           "--super.users", "User:admin", "--console.request.timeout.ms", "1000")
     server.args[server.args.index("PLACEHOLDER")] = f"SASL_SSL://127.0.0.1:{server.port}"
     server.start()
     try:
@@ -184,6 +185,17 @@ def test_with_a_tls_listener_the_console_serves_https_with_the_listeners_certifi
         except (OSError, urllib.error.URLError, http.client.HTTPException):
             answered = False
         assert not answered
+        # a connection that never starts its TLS handshake is closed at console.request.timeout.ms
+        silent = socket.create_connection(("127.0.0.1", server.console_port), timeout=10)
+        try:
+            started = time.monotonic()
+            try:
+                assert silent.recv(64) == b""
+            except ConnectionResetError:
+                pass  # (closed too)
+            assert time.monotonic() - started < 8
+        finally:
+            silent.close()
     finally:
         assert server.stop() == 0
 
