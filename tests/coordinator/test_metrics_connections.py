@@ -2,40 +2,23 @@
 listener of descriptors: a real ``cohort serve`` under a 400-descriptor limit, real sockets."""
 from __future__ import annotations
 
-import os
-import resource
-import select
 import socket
-import subprocess
 import time
 
 import pytest
-from kafka import KafkaConsumer, TopicPartition
-from kafka.structs import OffsetAndMetadata
 
 from bounded_wait import wait_until
-from cohort_process import CohortServer, cohort_command, http_get
+from cohort_process import CohortServer, http_get
+from dribbling_connections import (DESCRIPTOR_LIMIT, DescriptorLimited, close_all, commit_and_read_back,
+                                   dribblers, still_open)
 
 pytestmark = pytest.mark.timeout(180)
 
-DESCRIPTOR_LIMIT = 400
 PARTIAL_HEADER = b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n"
 
 
-class LimitedServer(CohortServer):
-    """``cohort serve`` started under RLIMIT_NOFILE = `DESCRIPTOR_LIMIT`."""
-
-    def launch(self):
-        def lower_limit() -> None:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (DESCRIPTOR_LIMIT, DESCRIPTOR_LIMIT))
-
-        self._stderr = open(self.stderr_path, "w")
-        self.process = subprocess.Popen(cohort_command(*self.args), env=self.env, stdout=subprocess.DEVNULL,
-                                        stderr=self._stderr, preexec_fn=lower_limit)
-        return self
-
-    def descriptors(self) -> int:
-        return len(os.listdir(f"/proc/{self.process.pid}/fd"))
+class LimitedServer(DescriptorLimited, CohortServer):
+    """``cohort serve`` under RLIMIT_NOFILE = `DESCRIPTOR_LIMIT`."""
 
     def healthy(self) -> bool:
         try:
@@ -51,55 +34,9 @@ def limited(tmp_path):
     server.stop()
 
 
-def dribblers(port: int, count: int, sources: int) -> list[socket.socket]:
-    """`count` connections from `sources` loopback addresses, each having sent part of a request's head."""
-    opened = []
-    for index in range(count):
-        sock = socket.socket()
-        sock.bind((f"127.0.0.{2 + index % sources}", 0))
-        sock.settimeout(5)
-        try:
-            sock.connect(("127.0.0.1", port))
-            sock.sendall(PARTIAL_HEADER)
-        except OSError:
-            pass  # closed at once (refused beyond the bound): counted as closed below
-        opened.append(sock)
-    return opened
-
-
-def closed(sock: socket.socket) -> bool:
-    readable, _, _ = select.select([sock], [], [], 0)
-    if not readable:
-        return False
-    try:
-        return sock.recv(65536) == b""
-    except OSError:
-        return True
-
-
-def still_open(socks: list[socket.socket]) -> list[socket.socket]:
-    return [s for s in socks if s.fileno() >= 0 and not closed(s)]
-
-
-def close_all(socks: list[socket.socket]) -> None:
-    for sock in socks:
-        sock.close()
-
-
-def commit_and_read_back(bootstrap: str, group: str, offset: int) -> int:
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
-                             request_timeout_ms=20000)
-    try:
-        partition = TopicPartition("events", 0)
-        consumer.commit({partition: OffsetAndMetadata(offset, "", -1)})
-        return consumer.committed(partition)
-    finally:
-        consumer.close()
-
-
 def test_dribbling_metrics_connections_are_bounded_and_closed_while_kafka_clients_commit(limited):
     baseline = limited.descriptors()
-    socks = dribblers(limited.metrics_port, 380, sources=38)  # 10 per address
+    socks = dribblers(limited.metrics_port, 380, sources=38, head=PARTIAL_HEADER)  # 10 per address
     try:
         time.sleep(1.0)  # the scenario: what the server keeps a second after they came
         held = still_open(socks)
@@ -124,7 +61,7 @@ def test_dribbling_metrics_connections_are_bounded_and_closed_while_kafka_client
 
 
 def test_one_address_holds_at_most_its_share_of_metrics_connections(limited):
-    socks = dribblers(limited.metrics_port, 20, sources=1)
+    socks = dribblers(limited.metrics_port, 20, sources=1, head=PARTIAL_HEADER)
     try:
         time.sleep(1.0)
         assert len(still_open(socks)) == 8  # metrics.max.connections.per.ip
@@ -166,7 +103,7 @@ def test_the_workers_supervisor_bounds_its_metrics_port_too(tmp_path):
 
     server = WorkersServer(tmp_path / "data", 2, "--metrics.request.timeout.ms", "2000").start()
     try:
-        socks = dribblers(server.metrics_port, 20, sources=1)
+        socks = dribblers(server.metrics_port, 20, sources=1, head=PARTIAL_HEADER)
         try:
             time.sleep(1.0)
             held = still_open(socks)
