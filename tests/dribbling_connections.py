@@ -11,6 +11,7 @@ import subprocess
 from kafka import KafkaConsumer, TopicPartition
 from kafka.structs import OffsetAndMetadata
 
+from bounded_wait import wait_until
 from cohort_process import cohort_command
 
 DESCRIPTOR_LIMIT = 400
@@ -78,3 +79,22 @@ def commit_and_read_back(bootstrap: str, group: str, offset: int) -> int:
         return consumer.committed(partition)
     finally:
         consumer.close()
+
+
+def take_every_descriptor(server, other_port: int) -> list[socket.socket]:
+    """Kafka connections until the server's descriptors run out (its Kafka listener says so), then up to 20
+    connections to `other_port`, whose accepts now fail: the sockets, for the caller to close."""
+    held: list[socket.socket] = []
+    for _ in range(DESCRIPTOR_LIMIT + 50):
+        try:
+            held.append(socket.create_connection(("127.0.0.1", server.port), timeout=5))
+        except OSError:
+            break
+    wait_until(lambda: f"listener=127.0.0.1:{server.port}" in server.stderr(), 30,
+               "the Kafka listener to report refused accepts")
+    for _ in range(20):
+        try:
+            held.append(socket.create_connection(("127.0.0.1", other_port), timeout=5))
+        except OSError:
+            break
+    return held

@@ -2,15 +2,14 @@
 listener of descriptors: a real ``cohort serve`` under a 400-descriptor limit, real sockets."""
 from __future__ import annotations
 
-import socket
 import time
 
 import pytest
 
 from bounded_wait import wait_until
 from cohort_process import CohortServer, http_get
-from dribbling_connections import (DESCRIPTOR_LIMIT, DescriptorLimited, close_all, commit_and_read_back,
-                                   dribblers, still_open)
+from dribbling_connections import (DescriptorLimited, close_all, commit_and_read_back,
+                                   dribblers, still_open, take_every_descriptor)
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -72,20 +71,8 @@ def test_one_address_holds_at_most_its_share_of_metrics_connections(limited):
 
 def test_refused_metrics_accepts_are_logged_once_per_interval(limited):
     """Kafka connections fill the descriptor limit: the metrics port's accepts fail; it says so once."""
-    held = []
+    held = take_every_descriptor(limited, limited.metrics_port)
     try:
-        for _ in range(DESCRIPTOR_LIMIT + 50):
-            try:
-                held.append(socket.create_connection(("127.0.0.1", limited.port), timeout=5))
-            except OSError:
-                break
-        wait_until(lambda: f"listener=127.0.0.1:{limited.port}" in limited.stderr(), 30,
-                   "the Kafka listener to report refused accepts")
-        for _ in range(20):  # once every descriptor is taken
-            try:
-                held.append(socket.create_connection(("127.0.0.1", limited.metrics_port), timeout=5))
-            except OSError:
-                break
         wait_until(lambda: "listener=metrics" in limited.stderr(), 30, "the metrics port to report refused accepts")
         time.sleep(2.0)  # the scenario: accepts keep failing for a while
         lines = [line for line in limited.stderr().splitlines() if "cannot accept connections" in line]

@@ -9,8 +9,8 @@ import pytest
 
 from bounded_wait import wait_until
 from console_http import ConsoleServer, call
-from dribbling_connections import (DESCRIPTOR_LIMIT, DescriptorLimited, close_all, commit_and_read_back,
-                                   dribblers, still_open)
+from dribbling_connections import (DescriptorLimited, close_all, commit_and_read_back,
+                                   dribblers, still_open, take_every_descriptor)
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -102,20 +102,8 @@ def closed_blocking(sock: socket.socket) -> bool:
 
 def test_refused_accepts_are_logged_once_per_interval_on_both_listeners(limited):
     """Kafka connections fill the descriptor limit: both listeners' accepts fail; each says so once."""
-    held = []
+    held = take_every_descriptor(limited, limited.console_port)
     try:
-        for _ in range(DESCRIPTOR_LIMIT + 50):
-            try:
-                held.append(socket.create_connection(("127.0.0.1", limited.port), timeout=5))
-            except OSError:
-                break
-        wait_until(lambda: f"listener=127.0.0.1:{limited.port}" in limited.stderr(), 30,
-                   "the Kafka listener to report refused accepts")
-        for _ in range(20):  # once every descriptor is taken
-            try:
-                held.append(socket.create_connection(("127.0.0.1", limited.console_port), timeout=5))
-            except OSError:
-                break
         wait_until(lambda: "listener=console" in limited.stderr(), 30, "the console to report refused accepts")
         time.sleep(2.0)  # the scenario: accepts keep failing for a while
         lines = [line for line in limited.stderr().splitlines() if "cannot accept connections" in line]
