@@ -451,20 +451,7 @@ class PartitionRuntime:
                 log.exception("offsets partition %d: replaying durable records failed", partition)
                 answer.fail(exc)
                 return
-        then = result.then
-        if then is None:
-            answer.settle(error)
-            return
-        state = result.state
-        try:
-            response = then(result if state is None else state, error)
-        except Exception as exc:  # noqa: BLE001 - reported by the subscriber (the connection logs it)
-            answer.fail(exc)
-            return
-        if type(response) is PendingAnswer:  # (one to encode off the loop)
-            answer.settle_with(response)
-        else:
-            answer.settle(response)
+        self._answer(answer, result, error)
 
     @staticmethod
     def _answer(answer: PendingAnswer, result: CoordinatorResult, error: int) -> None:
