@@ -48,12 +48,13 @@ class BuildExtOrWarn(build_ext):
         if cached is not None and os.path.isfile(cached):
             os.makedirs(os.path.dirname(target) or ".", exist_ok=True)
             shutil.copy2(cached, target)
-            print(f"{ext.name}: reusing the module compiled before from the same sources", file=sys.stderr)
+            # one write per line: the modules are built in parallel threads, and print's two writes interleave
+            sys.stderr.write(f"{ext.name}: reusing the module compiled before from the same sources\n")
             return
         try:
             super().build_extension(ext)
         except Exception as exc:  # noqa: BLE001 - any compiler failure: the module runs from its .py
-            print(f"warning: {ext.name} not compiled ({exc}); it runs from its .py", file=sys.stderr)
+            sys.stderr.write(f"warning: {ext.name} not compiled ({exc}); it runs from its .py\n")
             return
         if cached is not None and os.path.isfile(target):
             os.makedirs(os.path.dirname(cached), exist_ok=True)
