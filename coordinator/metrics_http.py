@@ -16,14 +16,13 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-import resource
 from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Protocol
 
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from cohort.coordinator.server.connection_quotas import ConnectionQuotas, ConnectionSlot
+from cohort.coordinator.server.connection_quotas import ConnectionQuotas, ConnectionSlot, descriptor_bound
 from cohort.coordinator.server.listener import Listener
 
 log = logging.getLogger("cohort.coordinator.metrics")
@@ -49,11 +48,8 @@ class MetricsHttpLimits:
                    config.metrics_request_timeout_ms / 1000, config.log_aggregation_interval_ms / 1000)
 
     def connections_in_all(self) -> int:
-        """`max_connections`, or a sixteenth of RLIMIT_NOFILE when that is less: the Kafka listeners keep the rest."""
-        soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
-        if soft == resource.RLIM_INFINITY or soft <= 0:
-            return self.max_connections
-        return max(1, min(self.max_connections, soft // DESCRIPTOR_SHARE))
+        """`max_connections`, or a sixteenth of RLIMIT_NOFILE when that is less."""
+        return descriptor_bound(self.max_connections, DESCRIPTOR_SHARE)
 
 
 class MetricsSource(Protocol):

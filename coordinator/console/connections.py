@@ -21,13 +21,13 @@ its answer is written (`answered`).
 from __future__ import annotations
 
 import asyncio
-import resource
 import socket
 import ssl
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from cohort.coordinator.server.connection_quotas import ConnectionQuotas, ConnectionSlot, address_key
+from cohort.coordinator.server.connection_quotas import (ConnectionQuotas, ConnectionSlot, address_key,
+                                                         descriptor_bound)
 from cohort.coordinator.server.listener import Listener
 
 
@@ -57,14 +57,6 @@ class ConsoleLimits:
                    config.log_aggregation_interval_ms / 1000, config.console_sign_in_failures_per_ip,
                    config.console_sign_in_failures_per_user, config.console_sign_in_failure_interval_ms / 1000,
                    frozenset(address_key(h) for h in config.console_trusted_proxies.split(",") if h.strip()))
-
-
-def descriptor_bound(wanted: int) -> int:
-    """`wanted`, or a quarter of RLIMIT_NOFILE when that is less: the Kafka listeners keep the rest."""
-    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft == resource.RLIM_INFINITY or soft <= 0:
-        return wanted
-    return max(1, min(wanted, soft // DESCRIPTOR_SHARE))
 
 
 class RequestTimer(asyncio.Protocol):
@@ -185,7 +177,8 @@ class ConsoleListener:
                  timers: dict[asyncio.BaseTransport, RequestTimer]) -> None:
         self._sock = sock
         self._factory = protocol_factory
-        self.quotas = ConnectionQuotas(descriptor_bound(limits.max_connections), limits.max_connections_per_ip)
+        self.quotas = ConnectionQuotas(descriptor_bound(limits.max_connections, DESCRIPTOR_SHARE),
+                                       limits.max_connections_per_ip)
         self.request_timeout_s = limits.request_timeout_s
         self.idle_timeout_s = limits.idle_timeout_s
         self.timers = timers

@@ -12,6 +12,7 @@ beyond either limit is closed at once, before a byte is read.
 from __future__ import annotations
 
 import ipaddress
+import resource
 import socket
 from collections.abc import Iterable
 
@@ -87,3 +88,11 @@ class ConnectionQuotas:
             self._by_address[address] = left
         else:
             del self._by_address[address]
+
+
+def descriptor_bound(wanted: int, share: int) -> int:
+    """`wanted`, or 1/`share` of RLIMIT_NOFILE when that is less: the Kafka listeners keep the rest."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or soft <= 0:
+        return wanted
+    return max(1, min(wanted, soft // share))
