@@ -166,6 +166,8 @@ class Sessions:
                 await admin.cluster.any_connection()
             except KafkaError as exc:
                 await admin.close()
+                if exc.code == ErrorCode.SASL_AUTHENTICATION_FAILED and mechanism == "PLAIN":
+                    break  # PLAIN checks the password against every SCRAM credential of the user: no SCRAM retry
                 if exc.code in SIGN_IN_REFUSALS:
                     continue
                 raise

@@ -2,8 +2,8 @@
 
 It runs on a thread of its own with its own event loop: parsing HTTP, building and encoding the JSON
 documents and its Kafka client's work never take a turn of the loop that serves Kafka clients. That
-thread still shares the interpreter's lock with the loop, so it keeps to a CPU budget (`CpuBudget`: a
-burst of console requests waits rather than take the lock from Kafka clients); what the coordinators do
+thread still shares the interpreter's lock with the loop, so it keeps to a CPU budget (`cpu_budget`: a
+burst of console requests waits its browser's turn rather than take the lock from Kafka clients); what the coordinators do
 for it is bounded by their own pages (GroupOverview) and shared by every tab (`snapshot`).
 
 Reads are GETs. Mutations are POSTs whose JSON body must carry ``"confirm"`` equal to the group id
@@ -39,6 +39,7 @@ from cohort.coordinator.console import guards, views
 from cohort.coordinator.console.access import CoordinatorAccess, Sessions, SignInRequired
 from cohort.coordinator.console.connections import (BODY_REFUSED, ConsoleLimits, ConsoleListener, RequestTimer,
                                                     timing_middleware)
+from cohort.coordinator.console.cpu_budget import CpuBudget
 from cohort.coordinator.console.sign_in_budget import (SignInBudget, SignInThrottled, browser_address,
                                                       retry_after)
 from cohort.coordinator.console.snapshot import Snapshots
@@ -184,30 +185,22 @@ class ConsoleServer:
             self._sessions = None
 
 
-class CpuBudget:
-    """The console's thread uses at most `share` of one CPU, measured over `window_s`: past it, the next
-    request waits (asleep, so the interpreter's lock is free for the Kafka loop) until it is within."""
-
-    def __init__(self, share: float = CONSOLE_CPU_SHARE, window_s: float = 1.0) -> None:
-        self.share = share
-        self.window_s = window_s
-        self._window_started = time.monotonic()
-        self._cpu_at_start = time.thread_time()
-
-    async def pace(self) -> None:
-        while True:
-            now, cpu = time.monotonic(), time.thread_time()
-            if now - self._window_started >= self.window_s:
-                self._window_started, self._cpu_at_start = now, cpu
-            over = (cpu - self._cpu_at_start) - self.share * (now - self._window_started)
-            if over <= 0:
-                return
-            await asyncio.sleep(over / self.share)
-
+def _paced(budget: CpuBudget, trusted_proxies: frozenset[str]):
     @web.middleware
-    async def middleware(self, request: web.Request, handler) -> web.StreamResponse:
-        await self.pace()
+    async def pace(request: web.Request, handler) -> web.StreamResponse:
+        await budget.admit(_browser(request, trusted_proxies))
         return await handler(request)
+
+    return pace
+
+
+def _browser(request: web.Request, trusted_proxies: frozenset[str]) -> str:
+    """The browser's address (X-Forwarded-For only from console.trusted.proxies), also for the access log."""
+    address = request.get("browser")
+    if address is None:
+        address = request["browser"] = browser_address(request.remote, request.headers.get("X-Forwarded-For"),
+                                                       trusted_proxies)
+    return address
 
 
 def _guarded(host_names: frozenset[str]):
@@ -246,7 +239,7 @@ def console_app(sessions: Sessions, access: CoordinatorAccess | None = None,
     # change is refused before it waits for the budget.
     app = web.Application(client_max_size=1024 * 1024,
                           middlewares=[timing_middleware(timers if timers is not None else {}), _guarded(host_names),
-                                       CpuBudget().middleware, _api_errors_as_json])
+                                       _paced(CpuBudget(CONSOLE_CPU_SHARE), trusted_proxies), _api_errors_as_json])
     app.on_response_prepare.append(guards.add_security_headers)
     api = _Api(sessions, access.cluster if access is not None else None, trusted_proxies)
     app.router.add_get("/", api.signed_in(_static("index.html")))
@@ -319,12 +312,7 @@ class _Api:
         self.etcd_url = etcd_url
 
     def browser(self, request: web.Request) -> str:
-        """The browser's address (X-Forwarded-For only from console.trusted.proxies), also for the access log."""
-        address = request.get("browser")
-        if address is None:
-            address = request["browser"] = browser_address(request.remote, request.headers.get("X-Forwarded-For"),
-                                                           self.trusted_proxies)
-        return address
+        return _browser(request, self.trusted_proxies)
 
     def signed_in(self, page):
         """The page itself asks for sign-in first, so the browser sends the credentials with each API call."""

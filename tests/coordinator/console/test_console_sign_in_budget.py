@@ -130,6 +130,9 @@ def test_correct_sign_ins_succeed_within_a_second_while_another_address_guesses_
 def test_a_throttled_address_is_told_when_to_try_again(plain_console):
     statuses = [sign_in(plain_console, "127.0.0.6", "alice", "wrong")[0] for _ in range(11)]
     assert statuses == [401] * 10 + [429]  # console.sign.in.failures.per.ip (10) at once
+    # a wrong password costs the node one PLAIN check: PLAIN covers every SCRAM credential, no SCRAM retry follows
+    failures = [line for line in plain_console.stderr().splitlines() if "authentication failed" in line]
+    assert failures and all("mechanism=PLAIN" in line for line in failures), failures
     connection = http.client.HTTPConnection("127.0.0.1", plain_console.console_port, timeout=30,
                                             source_address=("127.0.0.6", 0))
     try:
