@@ -508,7 +508,9 @@ class Connection(asyncio.Protocol):
         req = _Request(header, request, ctx, handler, encode, started, key in OVERLAPPING_APIS,
                        key in PACED_APIS)
         if self._running and key != _FETCH_KEY:
-            self.handlers.fetch_waits.cut_short(ctx)  # its answer would wait for a parked Fetch's
+            fetch_waits = self.handlers.fetch_waits
+            if fetch_waits.by_connection:  # (nearly always empty: no call)
+                fetch_waits.cut_short(ctx)  # its answer would wait for a parked Fetch's
         self.pending.append(req)
         if self._queued or req.paced or self._must_wait(req):
             self._queued.append(req)

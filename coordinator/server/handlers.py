@@ -169,7 +169,9 @@ class FetchWaits:
 
     def __init__(self) -> None:
         self._waiting: set[asyncio.Future] = set()
-        self._by_connection: dict[int, set[asyncio.Future]] = {}  # id of the connection's RequestContext
+        # id of the connection's RequestContext -> its parked Fetch requests (a connection reads it before it
+        # calls `cut_short`: empty unless some Fetch is parked, so other requests pay no call)
+        self.by_connection: dict[int, set[asyncio.Future]] = {}
         self.closed = False
 
     async def wait(self, seconds: float, ctx: RequestContext | None = None) -> None:
@@ -180,23 +182,23 @@ class FetchWaits:
         timer = loop.call_later(seconds, _release, fut)
         self._waiting.add(fut)
         if ctx is not None:
-            self._by_connection.setdefault(id(ctx), set()).add(fut)
+            self.by_connection.setdefault(id(ctx), set()).add(fut)
         try:
             await fut
         finally:
             timer.cancel()
             self._waiting.discard(fut)
             if ctx is not None:
-                parked = self._by_connection.get(id(ctx))
+                parked = self.by_connection.get(id(ctx))
                 if parked is not None:
                     parked.discard(fut)
                     if not parked:
-                        del self._by_connection[id(ctx)]
+                        del self.by_connection[id(ctx)]
 
     def cut_short(self, ctx: RequestContext) -> None:
         """A request came in behind the Fetch requests parked with `ctx`: answer them now (empty, as at
         the end of their wait)."""
-        parked = self._by_connection.get(id(ctx))
+        parked = self.by_connection.get(id(ctx))
         if parked:
             for fut in list(parked):
                 _release(fut)
