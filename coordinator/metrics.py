@@ -363,7 +363,9 @@ class CoordinatorMetrics:
         if children is None:
             children = self._request_series(api_key, api_version)
         children[0].value += 1
-        children[1].observe(seconds)
+        duration = children[1]  # (`HistogramChild.observe`, inline: one call less on every request)
+        duration.counts[bisect_left(duration.bounds, seconds)] += 1
+        duration.sum += seconds
 
     def _request_series(self, api_key: int, api_version: int) -> tuple[CounterChild, HistogramChild]:
         api = API_NAMES.get(api_key, "unknown")
