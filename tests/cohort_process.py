@@ -45,6 +45,17 @@ def run_cohort(*args: str, env: dict[str, str] | None = None, timeout: float = 3
     )
 
 
+def add_scram_users(data_dir: Path, users: dict[str, str], mechanism: str = "SCRAM-SHA-512") -> None:
+    """`cohort users add` of each user with its password (from a file beside `data_dir`) into an offline data dir."""
+    for user, password in users.items():
+        secret = Path(data_dir).parent / f"{user}.password"
+        secret.write_text(password + "\n")
+        done = run_cohort("users", "add", user, "--mechanism", mechanism, "--password-file", str(secret),
+                          "--data-dir", str(data_dir))
+        assert done.returncode == 0, done.stderr
+        assert password not in done.stdout + done.stderr
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

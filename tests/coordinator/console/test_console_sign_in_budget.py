@@ -12,7 +12,7 @@ import pytest
 from kafka import KafkaConsumer, TopicPartition
 from kafka.structs import OffsetAndMetadata
 
-from cohort_process import free_ports, run_cohort
+from cohort_process import add_scram_users, free_ports
 from console_http import ConsoleServer
 
 pytestmark = pytest.mark.timeout(180)
@@ -24,12 +24,7 @@ USERS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret", 
 @pytest.fixture
 def plain_console(tmp_path):
     data = tmp_path / "data"
-    for user, password in USERS.items():
-        secret = tmp_path / f"{user}.password"
-        secret.write_text(password + "\n")
-        done = run_cohort("users", "add", user, "--mechanism", "SCRAM-SHA-256", "--password-file", str(secret),
-                          "--data-dir", str(data))
-        assert done.returncode == 0, done.stderr
+    add_scram_users(data, USERS, "SCRAM-SHA-256")
     server = ConsoleServer(data, "--listeners", "PLACEHOLDER")
     server.sasl_port = free_ports(1, taken=server.given_ports)[0]
     server.args[server.args.index("PLACEHOLDER")] = (
@@ -167,12 +162,7 @@ def test_with_workers_the_console_spends_nothing_of_the_workers_budget(tmp_path)
     from workers_harness import WorkersServer
 
     data = tmp_path / "data"
-    for user, password in USERS.items():
-        secret = tmp_path / f"{user}.password"
-        secret.write_text(password + "\n")
-        done = run_cohort("users", "add", user, "--mechanism", "SCRAM-SHA-256", "--password-file", str(secret),
-                          "--data-dir", str(data))
-        assert done.returncode == 0, done.stderr
+    add_scram_users(data, USERS, "SCRAM-SHA-256")
     console_port = free_ports(1)[0]
     server = WorkersServer(data, 2, "--sasl.enabled.mechanisms", "PLAIN,SCRAM-SHA-256", "--console.listen",
                            f"127.0.0.1:{console_port}", "--console.allow.insecure.sign.in", "true",

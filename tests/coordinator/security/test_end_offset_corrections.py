@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from cohort_process import run_cohort
+from cohort_process import add_scram_users, run_cohort
 
 from confluent_kafka.admin import AclBinding, AclOperation, AclPermissionType, AdminClient
 from confluent_kafka.admin import ResourcePatternType, ResourceType
@@ -34,12 +34,7 @@ LARGEST = (1 << 63) - 1
 @pytest.fixture
 def data(tmp_path):
     data = tmp_path / "data"
-    for user, password in USERS.items():
-        secret = tmp_path / f"{user}.password"
-        secret.write_text(password + "\n")
-        done = run_cohort("users", "add", user, "--mechanism", "SCRAM-SHA-512", "--password-file", str(secret),
-                          "--data-dir", str(data))
-        assert done.returncode == 0, done.stderr
+    add_scram_users(data, USERS)
     return data
 
 

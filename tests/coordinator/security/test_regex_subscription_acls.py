@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from cohort_process import run_cohort
+from cohort_process import add_scram_users
 
 import confluent_kafka  # the test command installs every real client: a missing one fails, never skips
 from confluent_kafka.admin import AclBinding, AclOperation, AclPermissionType, AdminClient, NewTopic
@@ -26,12 +26,7 @@ GROUP = "regex-group"
 @pytest.fixture
 def node(server_factory, tmp_path):
     data = tmp_path / "data"
-    for user, password in USERS.items():
-        secret = tmp_path / f"{user}.password"
-        secret.write_text(password + "\n")
-        done = run_cohort("users", "add", user, "--mechanism", "SCRAM-SHA-512", "--password-file", str(secret),
-                          "--data-dir", str(data))
-        assert done.returncode == 0, done.stderr
+    add_scram_users(data, USERS)
     return server_factory(data, listeners="SASL_PLAINTEXT://127.0.0.1:0", sasl_enabled_mechanisms="SCRAM-SHA-512",
                           authorizer_class_name="acl", super_users="User:admin",
                           group_consumer_session_timeout_ms=6000, group_consumer_min_session_timeout_ms=1000,
