@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Iterable
 
 from cohort.coordinator.contracts.answers import PendingAnswer, answer_of, encode_off_loop
@@ -194,8 +193,7 @@ class OffsetsManager:
         if group_id is None:
             return commit_error_response(req, E.INVALID_GROUP_ID)
         partition = self.partition_for(group_id)
-        if partition not in self._loaded or time.monotonic() >= self.partitions.serving_deadline:
-            # (`_partition_error`'s usual answer, inline)
+        if not self.partitions.serves(partition):
             error = self.partitions.error(partition)
             if error:
                 return commit_error_response(req, error)
@@ -356,9 +354,9 @@ class OffsetsManager:
             topics = req.topics
             if group_id is not None and topics is not None:
                 # The usual fetch, its checks inline (each call it saves is a few % of a fetch's CPU): a
-                # served partition (`_fetch_error`'s NONE), no RequireStable wait, not built in slices.
+                # served partition, no RequireStable wait, not built in slices.
                 partition = self.partition_for(group_id)
-                if partition in self._loaded and time.monotonic() < self.partitions.serving_deadline \
+                if self.partitions.serves(partition) \
                         and not (version >= 7 and req.require_stable and self.partitions.writes_pending(partition)) \
                         and _request_partitions(topics, "partition_indexes") <= LARGE_REQUEST_PARTITIONS:
                     return m.OffsetFetchResponse(throttle_time_ms=0, error_code=0, topics=self._fetch_answers(

@@ -141,9 +141,14 @@ class PartitionRuntime:
         self._group_writes: dict[str, asyncio.Future] = {}  # a big group's record write in progress
 
     # -- what a request is answered -----------------------------------------------------------
+    def serves(self, partition: int) -> bool:
+        """`partition` is loaded here and the ownership's lease still holds: its groups are answered now
+        (the hot paths ask this before anything else; `error` says why not)."""
+        return partition in self.loaded and time.monotonic() < self.serving_deadline
+
     def error(self, partition: int) -> int:
         """NONE if `partition` is served now, else what its groups' requests answer."""
-        if partition in self.loaded and time.monotonic() < self.serving_deadline:
+        if self.serves(partition):
             return E.NONE
         state = self.states[partition]
         if state is L.CLOSED:
