@@ -6,10 +6,18 @@ A prober asks both nodes for the group's offsets over and over (OffsetFetch, one
 The two-coordinator window is how long the old coordinator still answered error 0 after the new one
 was first asked and answered error 0: (last OK answer received from the old) - (first OK request sent
 to the new), which can only overstate it. It must be 0.
+
+An answer the old node made before it was paused and sent after SIGCONT is no second coordinator (it
+is an answer delayed, as a slow network delays one), but seen from the client it cannot be told from
+one made after the pause. So the old node's prober has no request in flight when the node is
+interrupted, and sends its next one only once the node is seen stopped: every OK answer of the old
+node to a request sent after that was made after the pause.
 """
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import pathlib
 import signal
 import time
 from dataclasses import dataclass, field
@@ -36,6 +44,8 @@ class Prober:
     node: CohortServer
     group: str
     answers: list[tuple[float, float, int]] = field(default_factory=list)
+    # held while a request is in flight: whoever holds it knows that none is
+    in_flight: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     async def run(self, stop: asyncio.Event) -> None:
         request = OffsetFetchRequest(group_id=self.group, topics=[
@@ -45,10 +55,11 @@ class Prober:
             try:
                 if conn is None:
                     conn = BrokerConnection("127.0.0.1", self.node.port, request_timeout_ms=60000)
-                sent = time.monotonic()
-                response = await conn.request(request, version=1, timeout_ms=60000)
-                error = response.error_code or response.topics[0].partitions[0].error_code
-                self.answers.append((sent, time.monotonic(), error))
+                async with self.in_flight:
+                    sent = time.monotonic()
+                    response = await conn.request(request, version=1, timeout_ms=60000)
+                    error = response.error_code or response.topics[0].partitions[0].error_code
+                    self.answers.append((sent, time.monotonic(), error))
             except (OSError, asyncio.TimeoutError, TimeoutError, ConnectionError):
                 if conn is not None:
                     await conn.close()
@@ -81,6 +92,15 @@ async def keep_committing(node: CohortServer, group: str, stop: asyncio.Event) -
             await asyncio.sleep(0.05)
     if conn is not None:
         await conn.close()
+
+
+def stopped(pid: int) -> bool:
+    """Every thread of process `pid` is stopped (SIGSTOP has taken effect, not just been sent)."""
+    states = []
+    for task in pathlib.Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(FileNotFoundError):  # a thread that ended meanwhile
+            states.append(task.joinpath("stat").read_text().rsplit(")", 1)[1].split()[0])
+    return bool(states) and all(state == "T" for state in states)
 
 
 def two_coordinator_window(old: list[tuple[float, float, int]], new: list[tuple[float, float, int]]) -> float:
@@ -132,8 +152,8 @@ def groups_preferring(node_id: int, node_ids: set[int]) -> list[str]:
 
 async def takeover(etcd, cut_off, other, interrupt, resume) -> float:
     """Start probing a group of node 1 on both nodes (and committing to every partition of node 1 so that
-    writes are in flight), `interrupt()` node 1, wait until node 2 answers for
-    the group for a while, `resume()`, probe on; the two-coordinator window."""
+    writes are in flight), `await interrupt()` node 1 between two of its prober's requests, wait until
+    node 2 answers for the group for a while, `resume()`, probe on; the two-coordinator window."""
     await until(lambda: owned(cut_off) + owned(other) == 50 and owned(cut_off) and owned(other), 30,
                 "spread over 2 nodes")
     groups = groups_preferring(1, {1, 2})
@@ -145,7 +165,8 @@ async def takeover(etcd, cut_off, other, interrupt, resume) -> float:
                *(asyncio.create_task(keep_committing(cut_off, g, stop)) for g in groups)]
     try:
         await until(lambda: old.first_ok_sent() is not None, 30, "node 1 answers for its group")
-        interrupt()
+        async with old.in_flight:
+            await interrupt()
         probing.append(asyncio.create_task(late.run(stop)))
         await until(lambda: new.first_ok_sent() is not None, 30, "node 2 took the group over")
         await asyncio.sleep(3.0)
@@ -164,7 +185,7 @@ async def takeover(etcd, cut_off, other, interrupt, resume) -> float:
 async def test_a_node_cut_off_from_etcd_stops_answering_before_another_takes_its_groups_over(etcd, two_nodes):
     cut_off, other, proxies = two_nodes
 
-    def black_hole():
+    async def black_hole():
         for proxy in proxies:
             proxy.hold()
 
@@ -177,6 +198,9 @@ async def test_a_node_cut_off_from_etcd_stops_answering_before_another_takes_its
 
 async def test_a_node_paused_past_its_lease_answers_nothing_as_coordinator_when_resumed(etcd, two_nodes):
     cut_off, other, _ = two_nodes
-    window = await takeover(etcd, cut_off, other, lambda: cut_off.signal(signal.SIGSTOP),
-                            lambda: cut_off.signal(signal.SIGCONT))
+
+    async def pause():
+        cut_off.signal(signal.SIGSTOP)
+        await until(lambda: stopped(cut_off.process.pid), 10, "node 1 stopped")
+    window = await takeover(etcd, cut_off, other, pause, lambda: cut_off.signal(signal.SIGCONT))
     assert window == 0, f"two nodes answered for one group for {window:.3f}s"
