@@ -59,7 +59,6 @@ class StaticOwnership:
     def owned(self) -> Iterable[int]:
         return list(self._owned)
 
-
     async def start(self, listener: OwnershipListener) -> None:
         self._listener = listener
         for p in self._owned:

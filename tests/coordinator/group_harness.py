@@ -9,6 +9,7 @@ import asyncio
 from pathlib import Path
 
 from cohort.coordinator.config import CoordinatorConfig
+from cohort.coordinator.contracts.partition_lifecycle import PartitionLifecycle
 from cohort.coordinator.groups.classic.events import RebalanceRequested
 from cohort.coordinator.groups.classic.rebalance import RebalanceCause, RebalanceReason
 from cohort.coordinator.groups.runtime.scheduler import ManualScheduler
@@ -40,9 +41,17 @@ async def answered(result):
 
 
 class FailingLog(OffsetsLog):
-    """The real log, except that appends fail while `fail_with` is set (a full or broken disk)."""
+    """The real log, except that appends fail while `fail_with` is set (a full or broken disk), and loads
+    wait while `loads_held` is an unset event (a slow disk: the partitions stay loading)."""
 
     fail_with: ErrorCode | None = None
+    loads_held: asyncio.Event | None = None
+
+    async def load(self, partition, epoch=0):
+        if self.loads_held is not None:
+            await self.loads_held.wait()
+        async for chunk in super().load(partition, epoch):
+            yield chunk
 
     def append(self, partition, records):
         if self.fail_with is not None:
@@ -67,7 +76,21 @@ class Harness:
         await self.coordinator.load(start_retention=False)
         return self
 
+    async def start_loading(self) -> asyncio.Task:
+        """Start the load with every partition's read held (the partitions stay LOADING until
+        `self.log.loads_held` is set); the load's task."""
+        self.log.loads_held = asyncio.Event()
+        loading = asyncio.create_task(self.coordinator.load(start_retention=False))
+        for _ in range(500):
+            if len(self.coordinator.partitions.states.partitions(PartitionLifecycle.LOADING)) == \
+                    self.config.offsets_topic_num_partitions:
+                return loading
+            await asyncio.sleep(0.01)
+        raise AssertionError("the partitions did not start loading within 5 s")
+
     async def close(self) -> None:
+        if self.log.loads_held is not None:
+            self.log.loads_held.set()
         self.coordinator.shutdown()
         await self.settle()
         await self.log.close()

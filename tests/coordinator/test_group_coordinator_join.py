@@ -102,12 +102,13 @@ async def test_given_empty_group_when_existing_member_id_joins_then_unknown_memb
 
 
 async def test_given_partition_loading_when_joining_then_coordinator_load_in_progress(tmp_path):
-    h = Harness(tmp_path)  # not loaded
+    h = Harness(tmp_path)
+    await h.start_loading()
     try:
         r = await h.join_now("g")
         assert r.error_code == E.COORDINATOR_LOAD_IN_PROGRESS
     finally:
-        h.coordinator.shutdown()
+        await h.close()
 
 
 async def test_given_storage_failure_when_new_group_is_created_then_mapped_error_and_no_group(h):

@@ -1,6 +1,8 @@
 """OffsetCommit / OffsetFetch / OffsetDelete / DescribeGroups / ListGroups / DeleteGroups scenarios."""
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from cohort.coordinator.groups.classic.engine import GroupState
@@ -134,13 +136,17 @@ async def test_given_unknown_group_then_fetch_returns_minus_one_or_nothing(h):
 
 async def test_given_loading_partition_then_error_placement_depends_on_version(tmp_path):
     h = Harness(tmp_path)
+    loading = await h.start_loading()
     try:
         assert await h.fetch("g", {"t": [0, 1]}, version=1) == (
             0, {("t", 0): (-1, "", E.COORDINATOR_LOAD_IN_PROGRESS), ("t", 1): (-1, "", E.COORDINATOR_LOAD_IN_PROGRESS)})
         assert await h.fetch("g", {"t": [0]}, version=5) == (E.COORDINATOR_LOAD_IN_PROGRESS, {})
         assert await h.fetch("g", {"t": [0]}, version=8) == (E.COORDINATOR_LOAD_IN_PROGRESS, {})
+        h.log.loads_held.set()
+        await asyncio.wait_for(loading, 10)
+        assert await h.fetch("g", {"t": [0]}, version=8) == (0, {("t", 0): (-1, "", 0)})
     finally:
-        h.coordinator.shutdown()
+        await h.close()
 
 
 async def test_given_v8_request_with_several_groups_then_each_answered(h):
@@ -268,6 +274,7 @@ async def test_given_commit_in_flight_when_fetching_with_require_stable_then_it_
 
 async def test_given_loading_partition_then_describe_and_list_report_load_in_progress(tmp_path):
     h = Harness(tmp_path)
+    await h.start_loading()
     try:
         g = (await h.coordinator.describe_groups(m.DescribeGroupsRequest(groups=["g"]), 5, CTX)).groups[0]
         assert (g.group_id, g.error_code) == ("g", E.COORDINATOR_LOAD_IN_PROGRESS)
@@ -276,4 +283,4 @@ async def test_given_loading_partition_then_describe_and_list_report_load_in_pro
         r = await answered(h.coordinator.delete_groups(m.DeleteGroupsRequest(groups_names=["g"]), 2, CTX))
         assert r.results[0].error_code == E.COORDINATOR_LOAD_IN_PROGRESS
     finally:
-        h.coordinator.shutdown()
+        await h.close()

@@ -108,7 +108,7 @@ async def _encode_in_slices(records: list[Record]) -> list[tuple[bytes, bytes | 
 class PartitionRuntime:
     """Load, replay and release of this node's offsets partitions, and the appends to them."""
 
-    __slots__ = ("_store", "_shard", "metrics", "_num_partitions", "states", "loaded", "_why_failed", "_told",
+    __slots__ = ("_store", "_shard", "metrics", "_num_partitions", "states", "loaded", "_why_failed",
                  "serving_deadline", "_tasks", "_load_turn", "loaded_records", "_writes_started",
                  "_writes_finished", "_write_waiters", "_group_writes", "load_retry_delays", "_load_attempts")
 
@@ -127,7 +127,6 @@ class PartitionRuntime:
         self.states = PartitionStates(range(num_partitions))
         self.loaded = self.states.loaded  # the served partitions (a live set: `p in runtime.loaded`)
         self._why_failed: dict[int, str] = {}
-        self._told = False  # until the ownership first speaks, every partition counts as ours, loading
         # Past this (monotonic) the ownership's lease may have lapsed (see `serve_until`).
         self.serving_deadline = math.inf
         self._tasks: dict[int, asyncio.Task] = {}  # each partition's load or release under way
@@ -157,7 +156,7 @@ class PartitionRuntime:
             return E.NOT_COORDINATOR
         if state is L.LOADED:
             return E.NONE
-        if state is L.LOADING or (state is L.UNOWNED and not self._told):
+        if state is L.LOADING:
             return E.COORDINATOR_LOAD_IN_PROGRESS
         return E.NOT_COORDINATOR
 
@@ -179,8 +178,6 @@ class PartitionRuntime:
 
     def partition_states(self) -> dict[int, str]:
         """Each offsets partition this node owns and its load state: "loaded", "loading" or "failed"."""
-        if not self._told:
-            return {p: ("loading" if s is L.UNOWNED else s.value) for p, s in self.states.items()}
         return {p: s.value for p, s in self.states.items() if s in OWNED_STATES}
 
     def failed_partitions(self) -> dict[int, str]:
@@ -194,7 +191,6 @@ class PartitionRuntime:
     # -- the Ownership listener ---------------------------------------------------------------
     def acquired(self, partition: int, epoch: int) -> None:
         """This node now coordinates `partition`: load it from the store (its groups wait meanwhile)."""
-        self._told = True
         state = self.states[partition]
         if state is L.LOADED or state is L.LOADING or state is L.CLOSED:
             return
@@ -211,7 +207,6 @@ class PartitionRuntime:
     def lost(self, partition: int) -> None:
         """Another node coordinates `partition` now: the shard forgets its groups and offsets (answering
         their parked requests NOT_COORDINATOR) and the store releases it (its accepted appends finish)."""
-        self._told = True
         state = self.states[partition]
         if state is L.UNOWNED or state is L.RELEASING:
             return
