@@ -80,7 +80,7 @@ class Harness:
         """Start the load with every partition's read held (the partitions stay LOADING until
         `self.log.loads_held` is set); the load's task."""
         self.log.loads_held = asyncio.Event()
-        loading = asyncio.create_task(self.coordinator.load(start_retention=False))
+        loading = self._loading = asyncio.create_task(self.coordinator.load(start_retention=False))
         for _ in range(500):
             if len(self.coordinator.partitions.states.partitions(PartitionLifecycle.LOADING)) == \
                     self.config.offsets_topic_num_partitions:
@@ -91,6 +91,7 @@ class Harness:
     async def close(self) -> None:
         if self.log.loads_held is not None:
             self.log.loads_held.set()
+            await asyncio.wait_for(self._loading, 10)
         self.coordinator.shutdown()
         await self.settle()
         await self.log.close()
