@@ -44,6 +44,7 @@ async def run_mixed(target: Target, profile: Profile) -> list[Result]:
     fleet = await open_fleet(target, versions, profile.mixed_members, profile.mixed_groups, tag)
     latencies = {"heartbeat": LatencyRecorder(), "commit": LatencyRecorder(), "rejoin": LatencyRecorder()}
     errors: Counter = Counter()
+    error_examples: dict[str, str] = {}  # the first message of each error counted (what broke, for the report)
     signals: Counter = Counter()
     rng = random.Random(7)
     duration = profile.mixed_duration_s
@@ -86,11 +87,15 @@ async def run_mixed(target: Target, profile: Profile) -> list[Result]:
                 member.member_id = ""
                 await rejoin(member)
 
+    def failed(exc: BaseException) -> None:
+        errors[type(exc).__name__] += 1
+        error_examples.setdefault(type(exc).__name__, str(exc))
+
     async def life(member: BenchMember) -> None:
         try:
             await _life(member)
         except (ConnectionError, asyncio.TimeoutError, MemberError) as exc:
-            errors[f"{type(exc).__name__}"] += 1  # counted, and this member stops; the fleet goes on
+            failed(exc)  # counted, and this member stops; the fleet goes on
 
     async def _life(member: BenchMember) -> None:
         hb_due = time.perf_counter() + rng.random() * profile.mixed_heartbeat_s
@@ -154,7 +159,7 @@ async def run_mixed(target: Target, profile: Profile) -> list[Result]:
                 try:
                     await rejoin(m)
                 except (ConnectionError, asyncio.TimeoutError, MemberError) as exc:
-                    errors[f"{type(exc).__name__}"] += 1
+                    failed(exc)
                     return
                 await life(m)
 
@@ -162,7 +167,7 @@ async def run_mixed(target: Target, profile: Profile) -> list[Result]:
         outcomes = await asyncio.gather(*tasks.values(), return_exceptions=True)
         for outcome in outcomes:
             if isinstance(outcome, BaseException) and not isinstance(outcome, asyncio.CancelledError):
-                errors[type(outcome).__name__] += 1
+                failed(outcome)
     finally:
         paused.__exit__(None, None, None)
         loop_lag = await lag.stop()
@@ -189,5 +194,5 @@ async def run_mixed(target: Target, profile: Profile) -> list[Result]:
         operations=operations, duration_s=round(elapsed, 3), throughput_per_s=round(operations / elapsed, 1),
         latency_ms=combined.summary(), errors=count_errors(errors), server=_usage(server),
         generator=_usage(generator), extra={"per_api_ms": per_api, "rebalance_signals": count_errors(signals),
-                                            "joins": joins, "leaves": leaves,
+                                            "joins": joins, "leaves": leaves, "error_examples": error_examples,
                                             "generator_loop_lag_ms": loop_lag}, target_info=target.describe())]

@@ -19,7 +19,7 @@ async def test_commit_workload_covers_simple_member_and_connection_sweep(cohort,
     variants = [r.variant for r in results]
     assert variants == ["simple-1p", "simple-10p", "member-1p", "member-10p", "connections-1", "connections-2"]
     for r in results:
-        assert_well_formed(r)
+        assert_well_formed(r, server=cohort)
         assert r.workload == "commit" and r.target == "cohort"
     ten = next(r for r in results if r.variant == "simple-10p")
     assert ten.extra["offsets_per_s"] == pytest.approx(ten.throughput_per_s * 10, rel=1e-3)
@@ -30,7 +30,7 @@ async def test_fetch_workload_reads_one_ten_and_all_partitions(cohort, smoke_pro
 
     assert [r.variant for r in results] == ["fetch-1p", "fetch-10p", "fetch-all"]
     for r in results:
-        assert_well_formed(r)
+        assert_well_formed(r, server=cohort)
 
 
 async def test_heartbeat_fleet_and_max_rate(cohort, smoke_profile):
@@ -38,8 +38,8 @@ async def test_heartbeat_fleet_and_max_rate(cohort, smoke_profile):
 
     fleet, max_rate = results
     assert fleet.variant == "fleet" and max_rate.variant == "max-rate"
-    assert_well_formed(fleet, closed_loop=False)
-    assert_well_formed(max_rate)
+    assert_well_formed(fleet, closed_loop=False, server=cohort)
+    assert_well_formed(max_rate, server=cohort)
     assert fleet.params["members"] == smoke_profile.heartbeat_members
     # every member beat at least once in the window
     assert fleet.operations >= smoke_profile.heartbeat_members
@@ -48,7 +48,7 @@ async def test_heartbeat_fleet_and_max_rate(cohort, smoke_profile):
 async def test_join_storm_assigns_every_member_and_survives_a_leave(cohort, smoke_profile):
     (result,) = await workload_function("join-storm")(cohort, smoke_profile)
 
-    assert_well_formed(result, closed_loop=False)
+    assert_well_formed(result, closed_loop=False, server=cohort)
     e = result.extra
     assert result.params["members"] == smoke_profile.storm_sizes[0]
     assert 0 < e["join_phase_complete_s"] <= e["all_assigned_s"]
@@ -59,7 +59,7 @@ async def test_join_storm_assigns_every_member_and_survives_a_leave(cohort, smok
 async def test_mixed_fleet_reports_latency_per_request_type(cohort, smoke_profile):
     (result,) = await workload_function("mixed")(cohort, smoke_profile)
 
-    assert_well_formed(result, closed_loop=False)
+    assert_well_formed(result, closed_loop=False, server=cohort)
     per_api = result.extra["per_api_ms"]
     assert per_api["heartbeat"]["count"] > 0 and per_api["commit"]["count"] > 0
     assert result.extra["joins"] >= 1 and result.extra["leaves"] >= 1
@@ -69,7 +69,7 @@ async def test_mixed_fleet_reports_latency_per_request_type(cohort, smoke_profil
 async def test_restart_loads_the_log_and_measures_rss_per_offset(cohort, smoke_profile):
     (result,) = await workload_function("restart")(cohort, smoke_profile)
 
-    assert_well_formed(result, closed_loop=False)
+    assert_well_formed(result, closed_loop=False, server=cohort)
     e = result.extra
     assert result.params["records"] >= smoke_profile.restart_records[0]
     assert 0 < e["time_to_listen_s"] <= e["time_to_serve_all_groups_s"]
