@@ -12,12 +12,16 @@ unowned and preferred here -> claim; owned here but another live node is preferr
 claims); `owner/<p>` gone or re-created by someone else, a fenced write, or the lease lapsed -> lost.
 An unowned partition whose preferred node does not claim it within one TTL is claimed by anyone.
 
-Each partition's state, as this node sees it, is the shared partition lifecycle's
-(`cohort.coordinator.contracts.partition_lifecycle`) and moves only along its table (a move off it
-raises): UNOWNED -> CLAIMING (the create-if-absent transaction) -> LOADING (won: the listener loads
-it) -> LOADED (the store handed every record over) -> RELEASING (a handoff drains) -> UNOWNED; any
-of them drops straight to UNOWNED when the partition is lost (its key gone or taken, a fenced write,
-the lease's deadline passed). LOADING and LOADED are served.
+Each partition's state is the node's one tracker (`cohort.coordinator.contracts.partition_lifecycle`),
+the listener's `states`, which the ownership reads and moves with it: the ownership moves a partition
+UNOWNED -> CLAIMING (the create-if-absent transaction) and back when the claim is lost; won, the
+listener's `acquired` moves it on to LOADING, then LOADED or FAILED (its load retried), `lost` to
+RELEASING and, once the store let it go, UNOWNED. The ownership follows those moves through the
+tracker's watch: it publishes `load/<p>`, gives up a partition whose loads all failed (the listener let
+it go while `owner/<p>` is still ours) and claims what was released. What it holds in etcd is its
+epochs (the create revisions of its `owner/<p>` keys): a partition stops being this node's the moment
+its epoch is forgotten (its key gone or taken, a fenced write, the lease's deadline passed), and the
+listener is told at once. LOADING and LOADED are served.
 
 After an etcd leader change the node moves its keys (`nodes/<id>`, and `owner/<p>` and `load/<p>`
 of what it serves, each fenced by its epoch, so the epochs stay) to a lease granted in the new raft
@@ -62,7 +66,6 @@ log = logging.getLogger("cohort.cluster")
 L = PartitionLifecycle
 SERVED = (L.LOADING, L.LOADED)  # this node answers for the partition (while its lease lives)
 KEPT = (*SERVED, L.FAILED)  # owner/<p> is ours and the listener holds the partition (FAILED: its load retries)
-HELD = (L.CLAIMING, *KEPT, L.RELEASING)  # every state but UNOWNED: what a shutdown lets go
 
 
 def _published(state: PartitionLifecycle) -> bytes:
@@ -133,12 +136,11 @@ class EtcdOwnership:
         self.stats = OwnershipStats()
         self._nodes: dict[int, Node] = {}
         self._owners: dict[int, OwnerEntry] = {}
-        self._states = PartitionStates(range(num_partitions))
-        self._epochs: dict[int, int] = {}
+        self._states = PartitionStates()  # the listener's, from `start` on (every partition UNOWNED until then)
+        self._epochs: dict[int, int] = {}  # partition -> epoch of the owner/<p> this node holds
         self._unowned_since: dict[int, float] = {}
         self._load_wanted: dict[int, tuple[int, bytes]] = {}  # partition -> (epoch, load state to publish)
         self._load_published: dict[int, tuple[int, bytes]] = {}
-        self._giving_up: set[int] = set()  # FAILED partitions the listener let go: owner/<p> to delete
         self._claim_not_before: dict[int, float] = {}  # given up here: another node gets the first chance
         # Claimed though another node is preferred (it left the partition unowned for a TTL: it may have given
         # it up): handed to the preferred node only once loaded here.
@@ -152,7 +154,6 @@ class EtcdOwnership:
         self._deadline_timer: asyncio.TimerHandle | None = None
         if store is not None:
             store.on_fenced = self._fenced
-            store.on_loaded = self._loaded
             store.on_stale = self._stale
             store.serving_until = lambda: self.lease.deadline
 
@@ -186,9 +187,8 @@ class EtcdOwnership:
 
     async def start(self, listener: OwnershipListener) -> None:
         self._listener = listener
-        states = getattr(listener, "states", None)  # the listener's lifecycle: its loads' outcomes
-        if states is not None:
-            states.watch(self._listener_moved)
+        self._states = listener.states  # the one tracker: its loads and releases move it too
+        self._states.watch(self._tracked)
         listener.serve_until(0.0)  # nothing is served before the first lease
         await self.etcd.connect()
         await self.lease.grant()
@@ -214,7 +214,7 @@ class EtcdOwnership:
             await asyncio.wait(self._tasks, timeout=5)
         self._tasks = []
         # Stop serving everything first, then let every partition's in-flight writes finish together.
-        held = self._states.partitions(*HELD)
+        held = sorted(set(self._epochs).union(self._states.partitions(L.CLAIMING)))
         await asyncio.gather(*(self._let_go(p, "shutdown") for p in held))
         log.info("node %d: %d partitions handed over (shutdown)", self.local.node_id, len(held))
         # Revoking the lease deletes nodes/<id> and every owner/<p> under it in one step.
@@ -323,10 +323,6 @@ class EtcdOwnership:
             return
         if self._lease_move_wanted:
             await self._move_to_fresh_lease()
-        for partition in sorted(self._giving_up):
-            self._giving_up.discard(partition)
-            if self._states[partition] is L.FAILED:
-                await self._give_up(partition)
         live = set(self._nodes) | {me}
         for partition in range(self.num_partitions):
             state = self._states[partition]
@@ -337,6 +333,9 @@ class EtcdOwnership:
                 elif ((preferred := preferred_owner(partition, live)) != me and preferred in self._nodes
                       and (state is L.LOADED or partition not in self._standing_in)):
                     await self._hand_over(partition, preferred)
+            elif partition in self._epochs:
+                if state is L.RELEASING or state is L.UNOWNED:  # the listener let it go: its loads all failed
+                    await self._give_up(partition)
             elif state is L.UNOWNED:
                 if entry is not None:
                     if entry.node_id == me and entry.lease == self.lease.lease_id:
@@ -367,7 +366,7 @@ class EtcdOwnership:
         self._lease_move_wanted = False
         old = self.lease.lease_id
         spare = await self._spare_for_move()
-        served = [(p, self._epochs[p]) for p in self._states.partitions(*KEPT)]
+        served = [(p, self._epochs[p]) for p in self._states.partitions(*KEPT) if p in self._epochs]
         load_states = {p: self._load_state(p, epoch) for p, epoch in served}
         me = str(self.local.node_id).encode()
 
@@ -453,7 +452,7 @@ class EtcdOwnership:
         return self._load_wanted.get(partition, (epoch, _published(self._states[partition])))
 
     def _move(self, partition: int, to: PartitionLifecycle) -> None:
-        """Move along the lifecycle's table (IllegalPartitionTransition off it)."""
+        """Move the tracker along the lifecycle's table (IllegalPartitionTransition off it)."""
         self._states.move(partition, to)
 
     async def _claim(self, partition: int) -> None:
@@ -476,7 +475,8 @@ class EtcdOwnership:
         self.stats.claims += 1
 
     def _unclaimed(self, partition: int) -> None:
-        self._move(partition, L.UNOWNED)
+        if self._states[partition] is L.CLAIMING:  # (not if the node closed meanwhile)
+            self._move(partition, L.UNOWNED)
         self._standing_in.discard(partition)
 
     async def _adopt(self, partition: int, entry: OwnerEntry) -> None:
@@ -486,23 +486,22 @@ class EtcdOwnership:
         self._acquired(partition, entry.epoch)
 
     def _acquired(self, partition: int, epoch: int) -> None:
-        self._move(partition, L.LOADING)
+        """Won: the listener moves it on to LOADING and loads it."""
         self._epochs[partition] = epoch
         self.stats.ownership_changes += 1
         log.info("partition %d: owned here (epoch %d)", partition, epoch)
         self._listener.acquired(partition, epoch)
 
     async def _hand_over(self, partition: int, preferred: int) -> None:
-        self._move(partition, L.RELEASING)
         epoch = self._epochs[partition]
-        self._listener.lost(partition)
+        self._listener.lost(partition)  # RELEASING: no more answers here, its store's appends drain
         key = keys.owner_key(partition)
         with contextlib.suppress(EtcdUnavailable):  # only what status shows; the delete below decides
             await self.etcd.txn([compare_create_revision(key, epoch)],
                                 [op_put(keys.load_key(partition), _published(L.RELEASING), lease=self.lease.lease_id)])
         if self.store is not None:
             await self.store.release(partition)
-        if self._states[partition] is not L.RELEASING:
+        if self._epochs.get(partition) != epoch:
             return  # let go meanwhile (the lease's deadline passed): the key goes with the lease
         self._forget(partition)
         try:
@@ -514,31 +513,21 @@ class EtcdOwnership:
         self.stats.handoffs += 1
         log.info("partition %d: handed over to node %d", partition, preferred)
 
-    def _listener_moved(self, partition: int, old: PartitionLifecycle, new: PartitionLifecycle) -> None:
-        """The listener's lifecycle moved: a load failed (FAILED, published), was tried again (LOADING), or
-        was let go after its last attempt (owner/<p> is given up by the next reconcile)."""
-        state = self._states[partition]
+    def _tracked(self, partition: int, old: PartitionLifecycle, new: PartitionLifecycle) -> None:
+        """The tracker moved: what `load/<p>` shows follows a partition this node holds (loaded, failed,
+        loading again), and the reconcile runs (a partition let go is claimed, or given up)."""
         epoch = self._epochs.get(partition)
-        if new is L.FAILED and state in SERVED:
-            self._move(partition, L.FAILED)
-        elif new is L.LOADING and old is L.FAILED and state is L.FAILED:
-            self._move(partition, L.LOADING)
-        elif new is L.RELEASING and old is L.FAILED and state is L.FAILED:
-            self._giving_up.add(partition)
-        else:
-            return
-        if epoch is not None:
-            self._load_wanted[partition] = (epoch, _published(self._states[partition]))
+        if epoch is not None and new in KEPT:
+            self._load_wanted[partition] = (epoch, _published(new))
         self._wake.set()
 
     async def _give_up(self, partition: int) -> None:
-        """A partition whose loads all failed: delete owner/<p> so that another node takes it; this one
-        claims it again only after the others had a lease TTL to."""
+        """A partition whose loads all failed, let go by the listener: delete owner/<p> so that another node
+        takes it; this one claims it again only after the others had a lease TTL to."""
         epoch = self._epochs[partition]
-        self._move(partition, L.RELEASING)
         if self.store is not None:
             await self.store.release(partition)
-        if self._states[partition] is not L.RELEASING:
+        if self._epochs.get(partition) != epoch:
             return  # let go meanwhile (the lease's deadline passed): the key goes with the lease
         self._forget(partition)
         self._claim_not_before[partition] = time.monotonic() + 2 * self.lease.ttl_ms / 1000
@@ -554,20 +543,20 @@ class EtcdOwnership:
 
     async def _let_go(self, partition: int, why: str) -> None:
         """Stop serving `partition` (lost, or shutdown); its key, if still ours, goes with the lease."""
-        state = self._states[partition]
-        if state is L.UNOWNED:
+        if self._states[partition] is L.CLAIMING:
+            self._unclaimed(partition)
+        if partition not in self._epochs:
             return
         self._forget(partition)
-        if state is not L.CLAIMING:
-            if why != "shutdown":
-                self.stats.losses += 1
-                log.info("partition %d: no longer owned here (%s)", partition, why)
-            self._listener.lost(partition)
-            if self.store is not None:
-                await self.store.release(partition)
+        if why != "shutdown":
+            self.stats.losses += 1
+            log.info("partition %d: no longer owned here (%s)", partition, why)
+        self._listener.lost(partition)
+        if self.store is not None:
+            await self.store.release(partition)
 
     def _forget(self, partition: int) -> None:
-        self._move(partition, L.UNOWNED)
+        """No longer this node's in etcd (the listener is told by the caller, if it holds the partition)."""
         self._standing_in.discard(partition)
         self._epochs.pop(partition, None)
         self._load_wanted.pop(partition, None)
@@ -582,19 +571,12 @@ class EtcdOwnership:
 
     def _fenced(self, partition: int) -> None:
         """A write for `partition` was refused by its guard: another node owns it."""
-        if self._states[partition] in KEPT:
+        if partition in self._epochs and self._states[partition] in KEPT:
             self._drop_entry(partition, self._epochs[partition])
             self._forget(partition)
             self.stats.losses += 1
             self._listener.lost(partition)
         self._wake.set()
-
-    def _loaded(self, partition: int, epoch: int) -> None:
-        """The store handed every record of `partition` over: LOADED, published by the next reconcile."""
-        if self._epochs.get(partition) == epoch and self._states[partition] is L.LOADING:
-            self._move(partition, L.LOADED)
-            self._load_wanted[partition] = (epoch, _published(L.LOADED))
-            self._wake.set()
 
     async def _publish_load_states(self) -> None:
         """Write the load states that changed since last published, each fenced by its epoch."""
@@ -628,9 +610,10 @@ class EtcdOwnership:
         self._deadline_timer = None
         if self.lease.alive() or self._stopping:
             return
-        held = self._states.partitions(*KEPT, L.RELEASING)
+        held = sorted(self._epochs)
         for partition in held:
-            served = self._states[partition] in KEPT  # a handoff told the listener already
+            # (a handoff or a give-up told the listener already; a closed node's listener still releases it)
+            served = self._states[partition] in KEPT or self._states[partition] is L.CLOSED
             self._forget(partition)
             if served:
                 self.stats.losses += 1
@@ -643,14 +626,14 @@ class EtcdOwnership:
     def _stale(self, partition: int) -> None:
         """The store gave `partition` up (a write's outcome stayed unknown, or its write fence moved):
         stop serving it now; while `owner/<p>` is still ours the next reconcile adopts and loads it again."""
-        if self._states[partition] in KEPT:
+        if partition in self._epochs and self._states[partition] in KEPT:
             self._forget(partition)
             self._listener.lost(partition)
         self._wake.set()
 
     async def _rejoin(self) -> None:
         """The lease lapsed (or may have): drop everything; with a new lease, register again."""
-        for partition in self._states.partitions(*KEPT, L.RELEASING):
+        for partition in sorted(self._epochs):
             await self._let_go(partition, "lease lapsed")
         if self.lease.lease_id:
             return  # unknown yet: etcd unreachable; keepalive tells when the lease is confirmed alive

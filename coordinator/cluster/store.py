@@ -151,7 +151,6 @@ class EtcdStore:
         self.max_txn_bytes = max(4096, max_request_bytes - _REQUEST_MARGIN_BYTES)
         self.stats = StoreStats()
         self.on_fenced = lambda partition: None  # set by the ownership: drop the partition at once
-        self.on_loaded = lambda partition, epoch: None  # set by the ownership: publish the load state
         # set by the ownership: a write's outcome stayed unknown, or w/<p> moved under us: load p again
         self.on_stale = lambda partition: None
         self.serving_until = lambda: math.inf  # set by the ownership: the lease's local deadline (monotonic)
@@ -210,7 +209,6 @@ class EtcdStore:
                     start = page[-1].key + b"\0"
             if state.lifecycle is PartitionLifecycle.LOADING:  # (not if released meanwhile)
                 _move(partition, state, PartitionLifecycle.LOADED)
-            self.on_loaded(partition, epoch)  # the caller replayed every page by the time we resume here
         except StorageError:
             if self._partitions.get(partition) is state:
                 del self._partitions[partition]

@@ -22,6 +22,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from cohort.coordinator.contracts.partition_lifecycle import PartitionStates
+
 
 @dataclass(frozen=True, slots=True)
 class Node:
@@ -45,6 +47,10 @@ class Node:
 
 
 class OwnershipListener(Protocol):
+    # The node's one partition tracker: the listener moves it from LOADING on; an ownership that claims
+    # (cluster mode) moves it UNOWNED -> CLAIMING and back, and follows the listener's moves through it.
+    states: PartitionStates
+
     def acquired(self, partition: int, epoch: int) -> None: ...
 
     def lost(self, partition: int) -> None: ...

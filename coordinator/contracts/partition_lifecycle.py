@@ -1,20 +1,20 @@
 """The life of an offsets partition on one node: one enum and one table for every layer that tracks it.
 
 Kafka's coordinator runtime keeps one `CoordinatorState` per `__consumer_offsets` partition with the
-states each may be entered from. Cohort's partitions pass through three layers, each tracking only the
-part of the life it sees, all against this one table:
+states each may be entered from. A Cohort node keeps one tracker (`PartitionStates`) of its partitions,
+the group coordinator's partition runtime's, which the ownership reads and moves too:
 
-* the ownership (`cohort.coordinator.cluster.ownership`): UNOWNED -> CLAIMING -> LOADING/LOADED ->
-  RELEASING -> UNOWNED, the etcd claim and hand-over;
-* the group coordinator's partition runtime: UNOWNED -> LOADING -> LOADED (or FAILED) -> RELEASING ->
-  UNOWNED, what is served;
-* the store (the local log; the etcd store): UNOWNED -> LOADING -> LOADED (or FAILED) -> RELEASING (its
-  accepted appends finish, new ones are refused) -> UNOWNED, what is readable and writable on disk or in
-  etcd.
+* the ownership (`cohort.coordinator.cluster.ownership`) moves UNOWNED -> CLAIMING while it claims in etcd
+  (-> UNOWNED when the claim is lost) and follows the rest through `watch`;
+* the partition runtime moves UNOWNED/CLAIMING -> LOADING -> LOADED (or FAILED) -> RELEASING -> UNOWNED,
+  what is served, and every partition to CLOSED at shutdown.
 
-A partition leaves any owned state straight for UNOWNED when it must stop at once (a lease deadline
-passed, the node was fenced): nothing waits for a release then. At shutdown the group coordinator moves
-every partition to CLOSED, which it never leaves. An illegal move raises loudly.
+The stores (the local log; the etcd store) keep, for each load they serve, the part of the life they see
+against the same table: UNOWNED -> LOADING -> LOADED (or FAILED) -> RELEASING (its accepted appends finish,
+new ones are refused) -> UNOWNED, what is readable and writable on disk or in etcd.
+
+A store's partition leaves any owned state straight for UNOWNED when it must stop at once (the node
+was fenced): nothing waits for a release then. CLOSED is never left. An illegal move raises loudly.
 """
 from __future__ import annotations
 

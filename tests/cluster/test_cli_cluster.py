@@ -76,7 +76,7 @@ async def eventually_status(etcd, predicate, what: str, timeout: float = 15) -> 
 class NeverLoads(Events):
     """A listener that takes partitions but never reads them from the store: they stay loading."""
 
-    async def _load(self, partition: int, epoch: int) -> None:
+    async def _load_partition_now(self, partition: int, epoch: int) -> None:
         await asyncio.Event().wait()
 
 

@@ -13,41 +13,51 @@ from cohort.coordinator.cluster.store import EtcdStore
 from cohort.coordinator.contracts.store import StorageError
 from cohort.coordinator.contracts.ownership import Node
 from cohort.coordinator.contracts.partition_lifecycle import IllegalPartitionTransition, PartitionLifecycle as L
+from cohort.coordinator.groups.runtime.partition import PartitionRuntime
 from cohort.coordinator.records.types import OffsetCommitRecord, encode_record
 from cohort.protocol.errors import ErrorCode
 
 TTL_MS = 2000
 
 
-class Events:
-    """An OwnershipListener that records what it was told, and which partitions it serves now."""
+class KeepsNothing:
+    """The group layer a partition runtime replays into, keeping nothing (these tests are about ownership)."""
+
+    def replay_chunk(self, records, loaded_groups) -> None:
+        pass
+
+    def partition_replayed(self, partition: int, loaded_groups) -> None:
+        pass
+
+    def partition_lost(self, partition: int) -> None:
+        pass
+
+
+class Events(PartitionRuntime):
+    """The ownership's listener: the partition runtime a node runs (loading from the store, releasing it),
+    recording what it was told, and which partitions it was given and not yet lost."""
 
     def __init__(self, store: EtcdStore) -> None:
-        self.store = store
+        super().__init__(store, 50, KeepsNothing())
         self.log: list[tuple[float, str, int]] = []
         self.serving: dict[int, int] = {}
-        self.loads: set[asyncio.Task] = set()
-        self.serving_deadline = 0.0  # what the ownership said with serve_until
 
-    def serve_until(self, deadline: float) -> None:
-        self.serving_deadline = deadline
+    @property
+    def loads(self) -> list[int]:
+        """The partitions being loaded now."""
+        return self.states.partitions(L.LOADING)
 
     def acquired(self, partition: int, epoch: int) -> None:
         assert partition not in self.serving
         self.serving[partition] = epoch
         self.log.append((time.monotonic(), "acquired", partition))
-        task = asyncio.create_task(self._load(partition, epoch))  # as the coordinator does
-        self.loads.add(task)
-        task.add_done_callback(self.loads.discard)
-
-    async def _load(self, partition: int, epoch: int) -> None:
-        async for _ in self.store.load(partition, epoch):
-            pass
+        super().acquired(partition, epoch)
 
     def lost(self, partition: int) -> None:
         assert partition in self.serving
         del self.serving[partition]
         self.log.append((time.monotonic(), "lost", partition))
+        super().lost(partition)
 
 
 class Member:
@@ -226,8 +236,5 @@ async def test_an_ownership_move_off_the_partition_lifecycle_table_raises():
         with pytest.raises(IllegalPartitionTransition, match="releasing -> loading"):
             ownership._move(3, L.LOADING)  # a partition being handed over is claimed again only once let go
         assert ownership.partition_state(3) is L.RELEASING and ownership.owned() == []
-        ownership._epochs[3] = 7
-        ownership._loaded(3, 7)  # a store's late "loaded" for a partition not LOADING moves nothing
-        assert ownership.partition_state(3) is L.RELEASING
     finally:
         await client.close()

@@ -1,8 +1,9 @@
 """`PartitionRuntime`: the offsets partitions this node coordinates, and every write to them (Kafka's
 `CoordinatorRuntime`).
 
-A partition's life is the shared lifecycle (`cohort.coordinator.contracts.partition_lifecycle`):
-`acquired(p, epoch)` moves it UNOWNED -> LOADING, reads its live records from the `Store` and hands them
+A partition's life is the shared lifecycle (`cohort.coordinator.contracts.partition_lifecycle`), and
+`states` is the node's one tracker of it (an ownership that claims moves it to CLAIMING first):
+`acquired(p, epoch)` moves it to LOADING, reads its live records from the `Store` and hands them
 to the shard (`replay_chunk`), then LOADED (or FAILED, with why: loaded again after each of
 `load_retry_delays`, then let go so that the ownership gives it up); `lost(p)` moves it to RELEASING, has
 the shard forget its groups and offsets and releases it in the store, then UNOWNED; `close()` moves every
