@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import time
 import zipfile
 from pathlib import Path
 
@@ -74,8 +75,13 @@ def test_a_server_names_the_path_it_runs_in_its_started_line(tmp_path):
             {k: v for k, v in clean_env().items() if k != PURE_PYTHON_ENV}
         server = CohortServer(tmp_path / f"data-{pure}", "--log-file", str(log_file), "--log-format", "json",
                               env=env).start()
-        try:
-            lines = [json.loads(line) for line in log_file.read_text().splitlines()]
+        try:  # (ready to serve comes a moment before the line that says so is written)
+            deadline = time.monotonic() + 30
+            while True:
+                lines = [json.loads(line) for line in log_file.read_text().splitlines()]
+                if any(line["msg"] == "cohort started" for line in lines) or time.monotonic() > deadline:
+                    break
+                time.sleep(0.05)
         finally:
             assert server.stop() == 0
         (started,) = [line for line in lines if line["msg"] == "cohort started"]

@@ -142,10 +142,11 @@ async def test_given_completing_rebalance_when_heartbeating_then_none(h):
 
 async def test_given_loading_partition_when_heartbeating_then_none(tmp_path):
     h = Harness(tmp_path)
+    await h.start_loading()
     try:
         assert await h.heartbeat("g", "m", 1) == E.NONE
     finally:
-        h.coordinator.shutdown()
+        await h.close()
 
 
 async def test_given_heartbeats_then_session_is_kept_and_without_them_member_expires(h):
