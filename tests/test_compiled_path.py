@@ -15,11 +15,11 @@ import shutil
 import subprocess
 import sys
 import sysconfig
-import time
 import zipfile
 from pathlib import Path
 
 
+from bounded_wait import wait_until
 from cohort_process import CohortServer, clean_env
 from cohort.protocol.compiled import (
     COMPILED_MODULES, PURE_PYTHON_ENV, is_extension, missing_compiled_modules, pure_python_requested,
@@ -76,15 +76,10 @@ def test_a_server_names_the_path_it_runs_in_its_started_line(tmp_path):
         server = CohortServer(tmp_path / f"data-{pure}", "--log-file", str(log_file), "--log-format", "json",
                               env=env).start()
         try:  # (ready to serve comes a moment before the line that says so is written)
-            deadline = time.monotonic() + 30
-            while True:
-                lines = [json.loads(line) for line in log_file.read_text().splitlines()]
-                if any(line["msg"] == "cohort started" for line in lines) or time.monotonic() > deadline:
-                    break
-                time.sleep(0.05)
+            (started,) = wait_until(lambda: [line for line in map(json.loads, log_file.read_text().splitlines())
+                                             if line["msg"] == "cohort started"], 30, "the started line")
         finally:
             assert server.stop() == 0
-        (started,) = [line for line in lines if line["msg"] == "cohort started"]
         if pure:
             assert started["request_path"] == f"pure Python ({PURE_PYTHON_ENV}=1)"
         elif _c_compiler() is not None:

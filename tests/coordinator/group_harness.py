@@ -8,6 +8,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+from bounded_wait import wait_until_async
+
 from cohort.coordinator.config import CoordinatorConfig
 from cohort.coordinator.contracts.partition_lifecycle import PartitionLifecycle
 from cohort.coordinator.groups.classic.events import RebalanceRequested
@@ -81,12 +83,10 @@ class Harness:
         `self.log.loads_held` is set); the load's task."""
         self.log.loads_held = asyncio.Event()
         loading = self._loading = asyncio.create_task(self.coordinator.load(start_retention=False))
-        for _ in range(500):
-            if len(self.coordinator.partitions.states.partitions(PartitionLifecycle.LOADING)) == \
-                    self.config.offsets_topic_num_partitions:
-                return loading
-            await asyncio.sleep(0.01)
-        raise AssertionError("the partitions did not start loading within 5 s")
+        every = self.config.offsets_topic_num_partitions
+        await wait_until_async(lambda: len(self.coordinator.partitions.states.partitions(PartitionLifecycle.LOADING))
+                               == every, 5, "every partition loading")
+        return loading
 
     async def close(self) -> None:
         if self.log.loads_held is not None:
