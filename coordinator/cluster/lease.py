@@ -102,12 +102,15 @@ class NodeLease:
             self._task = asyncio.create_task(self._keepalive(), name="etcd-lease-keepalive")
 
     async def stop_keepalive(self) -> None:
-        """Stop refreshing the lease (shutdown; tests use it to play a paused node)."""
+        """Stop refreshing the lease (shutdown; tests use it to play a paused node).
+
+        Cancelled until it is done: Python 3.11's `asyncio.wait_for` returns its inner result, swallowing a
+        cancel that lands in the loop turn its inner wait ends (a refresh answered, `_refresh_now` set), and
+        the loop would then go on refreshing with the stop waiting for it forever."""
         task, self._task = self._task, None
-        if task is not None:
+        while task is not None and not task.done():
             task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            await asyncio.wait([task], timeout=0.5)
 
     async def revoke(self) -> None:
         """Give the lease back now: etcd deletes every key under it at once."""
