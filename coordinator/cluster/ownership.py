@@ -129,7 +129,7 @@ class EtcdOwnership:
                  lease_ttl_ms: int = 6000) -> None:
         self.etcd = etcd
         self.local = local
-        self.store = store  # an EtcdStore: released before a handoff, tells us when a write was fenced
+        self.store = store  # an EtcdStore: tells us when a write was fenced, or its outcome stayed unknown
         self.num_partitions = num_partitions
         self.lease = NodeLease(etcd, lease_ttl_ms, on_deadline=self._lease_deadline_moved,
                                on_new_term=self._new_etcd_term)
@@ -499,8 +499,7 @@ class EtcdOwnership:
         with contextlib.suppress(EtcdUnavailable):  # only what status shows; the delete below decides
             await self.etcd.txn([compare_create_revision(key, epoch)],
                                 [op_put(keys.load_key(partition), _published(L.RELEASING), lease=self.lease.lease_id)])
-        if self.store is not None:
-            await self.store.release(partition)
+        await self._listener.released(partition)
         if self._epochs.get(partition) != epoch:
             return  # let go meanwhile (the lease's deadline passed): the key goes with the lease
         self._forget(partition)
@@ -525,8 +524,7 @@ class EtcdOwnership:
         """A partition whose loads all failed, let go by the listener: delete owner/<p> so that another node
         takes it; this one claims it again only after the others had a lease TTL to."""
         epoch = self._epochs[partition]
-        if self.store is not None:
-            await self.store.release(partition)
+        await self._listener.released(partition)
         if self._epochs.get(partition) != epoch:
             return  # let go meanwhile (the lease's deadline passed): the key goes with the lease
         self._forget(partition)
@@ -552,8 +550,7 @@ class EtcdOwnership:
             self.stats.losses += 1
             log.info("partition %d: no longer owned here (%s)", partition, why)
         self._listener.lost(partition)
-        if self.store is not None:
-            await self.store.release(partition)
+        await self._listener.released(partition)
 
     def _forget(self, partition: int) -> None:
         """No longer this node's in etcd (the listener is told by the caller, if it holds the partition)."""

@@ -76,7 +76,7 @@ from cohort.coordinator.cluster.etcd import (
     op_revisions,
     prefix_end,
 )
-from cohort.coordinator.contracts.partition_lifecycle import PartitionLifecycle, check_transition
+from cohort.coordinator.contracts.partition_lifecycle import OWNED_STATES, PartitionLifecycle, PartitionStates
 from cohort.coordinator.contracts.store import StorageError
 from cohort.protocol.errors import ErrorCode
 
@@ -104,28 +104,20 @@ class StoreStats:
     etcd_errors: int = 0
 
 
+L = PartitionLifecycle
+
+
 @dataclass(slots=True, eq=False)  # by identity: a partition loaded again gets a new one
 class _Partition:
+    """What fences one load's writes and what they wait on; where the partition is in its life is the
+    node's tracker (`EtcdStore.states`)."""
+
     epoch: int
     fence: int = 0  # mod revision of w/<p> after this node last wrote it (what every write compares)
     written: int = 0  # a revision at or after every write of p this node knows as applied
     queue: list[tuple[Sequence[Record], asyncio.Future]] = field(default_factory=list)
     writing: bool = False  # a transaction with this partition's records is in flight
     settled: asyncio.Event = field(default_factory=asyncio.Event)  # set: nothing queued, nothing in flight
-    # LOADING -> LOADED -> RELEASING -> UNOWNED (dropped from the store), moved only by `_move`
-    lifecycle: PartitionLifecycle = PartitionLifecycle.LOADING
-
-    @property
-    def releasing(self) -> bool:
-        """Let go (or being let go): its queued appends finish, new ones are refused."""
-        return self.lifecycle is PartitionLifecycle.RELEASING or self.lifecycle is PartitionLifecycle.UNOWNED
-
-
-def _move(partition: int, state: _Partition, new: PartitionLifecycle) -> None:
-    """Move along the shared partition lifecycle; a move off its table raises IllegalPartitionTransition."""
-    if state.lifecycle is not new:
-        check_transition(partition, state.lifecycle, new)
-        state.lifecycle = new
 
 
 @dataclass(slots=True)
@@ -163,7 +155,14 @@ class EtcdStore:
         self.slow_txn_s = slow_txn_s
         self._flights: list[float] = []  # start times (monotonic) of the transactions in flight
         self._slow_check: asyncio.TimerHandle | None = None
-        self._partitions: dict[int, _Partition] = {}
+        self._partitions: dict[int, _Partition] = {}  # the current load of each partition held here
+        # The node's one tracker of its partitions (the partition runtime and the ownership read and move it
+        # too). The store moves a partition to LOADING when a tool loads it on its own, to LOADED once its
+        # load's last chunk was taken, to FAILED when the load fails or a write finds the partition is not
+        # this node's to write any more (fenced, or its write fence moved), and to UNOWNED once its release
+        # finished; it reads it on every append.
+        self.states = PartitionStates(range(num_partitions))
+        self._errors: dict[int, Exception] = {}  # why each FAILED partition failed
         self._waiting: dict[_Partition, int] = {}  # partitions with queued records (-> number), oldest first
         self._writing: set[int] = set()  # partitions with a transaction in flight
         self._writers: set[asyncio.Task] = set()
@@ -182,8 +181,11 @@ class EtcdStore:
 
         Every write of an earlier owner that etcd accepted happened before the claim (later ones
         fail their guard), so a snapshot taken after the claim has all of them; the same holds for
-        this node's own earlier writes once the load has rewritten `w/<p>`.
+        this node's own earlier writes once the load has rewritten `w/<p>`. The partition is LOADED once
+        the last chunk was taken (the caller replays each before it asks for the next).
         """
+        self.states.move(partition, L.LOADING)  # (the partition runtime moved it already)
+        self._errors.pop(partition, None)
         state = self._partitions[partition] = _Partition(epoch)
         try:
             # Rewriting w/<p> first fences every transaction still in flight from an earlier load of
@@ -207,12 +209,12 @@ class EtcdStore:
                     if not more or not page:
                         break
                     start = page[-1].key + b"\0"
-            if state.lifecycle is PartitionLifecycle.LOADING:  # (not if released meanwhile)
-                _move(partition, state, PartitionLifecycle.LOADED)
-        except StorageError:
+            if self._partitions.get(partition) is state and self.states[partition] is L.LOADING:
+                self.states.move(partition, L.LOADED)  # (not if released meanwhile)
+        except StorageError as exc:
             if self._partitions.get(partition) is state:
                 del self._partitions[partition]
-                _move(partition, state, PartitionLifecycle.UNOWNED)
+                self._fail(partition, exc, L.LOADING)
             raise
 
     async def _read_on(self, partition: int, state: _Partition, start: bytes, end: bytes):
@@ -243,7 +245,7 @@ class EtcdStore:
                 self.stats.etcd_errors += 1
                 if "compacted" in str(exc):
                     raise EtcdCompacted(str(exc)) from exc
-                if state.releasing or self._partitions.get(partition) is not state:
+                if self._partitions.get(partition) is not state or self.states[partition] is not L.LOADING:
                     raise StorageError(f"partition {partition}: released while loading",
                                        ErrorCode.NOT_COORDINATOR) from exc
                 log.info("partition %d: load waits for etcd (%s)", partition, exc)
@@ -253,8 +255,8 @@ class EtcdStore:
         """A future done once `records` are in etcd (see `Store.append`)."""
         done = asyncio.get_running_loop().create_future()
         state = self._partitions.get(partition)
-        if state is None or state.releasing:
-            done.set_exception(StorageError(f"partition {partition} is not owned here", ErrorCode.NOT_COORDINATOR))
+        if state is None or partition not in self.states.loaded:
+            done.set_exception(self._refusal(partition))
         elif not records:
             done.set_result(None)
         else:
@@ -264,22 +266,39 @@ class EtcdStore:
             self._start_rounds()
         return done
 
+    def _refusal(self, partition: int) -> StorageError:
+        """Why a partition that is not LOADED takes no append, as the Kafka error its client gets."""
+        if self.states[partition] is L.LOADING:
+            return StorageError(f"partition {partition} is loading", ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+        return StorageError(f"partition {partition} is not owned here", ErrorCode.NOT_COORDINATOR)
+
     async def release(self, partition: int) -> None:
-        """Appends already queued finish (or fail); later ones raise NOT_COORDINATOR."""
+        """Appends already queued finish (or fail); later ones raise NOT_COORDINATOR. The partition runtime
+        moved the tracker to RELEASING (or CLOSED) before; called on its own, the store moves it there."""
+        if self.states[partition] in OWNED_STATES:
+            self.states.move(partition, L.RELEASING)
         state = self._partitions.get(partition)
-        if state is None:
-            return
-        _move(partition, state, PartitionLifecycle.RELEASING)
-        while state.queue or state.writing:
-            await asyncio.shield(state.settled.wait())
-        if self._partitions.get(partition) is state:
-            del self._partitions[partition]
-            _move(partition, state, PartitionLifecycle.UNOWNED)
+        if state is not None:
+            while state.queue or state.writing:
+                await asyncio.shield(state.settled.wait())
+            if self._partitions.get(partition) is state:
+                del self._partitions[partition]
+        if self.states[partition] is L.RELEASING and partition not in self._partitions:  # (CLOSED stays)
+            self.states.move(partition, L.UNOWNED)
 
     def partition_state(self, partition: int) -> PartitionLifecycle:
-        """Where `partition` is in its lifecycle in this store (UNOWNED when not held)."""
-        state = self._partitions.get(partition)
-        return PartitionLifecycle.UNOWNED if state is None else state.lifecycle
+        """Where `partition` is in its lifecycle on this node."""
+        return self.states[partition]
+
+    def partition_error(self, partition: int) -> Exception | None:
+        """Why the store failed `partition` (its load, or a write that found it is not this node's to write)."""
+        return self._errors.get(partition)
+
+    def _fail(self, partition: int, why: Exception, *came_from: PartitionLifecycle) -> None:
+        """FAILED (from one of `came_from`: not if released meanwhile), with why."""
+        if self.states[partition] in came_from:
+            self._errors[partition] = why
+            self.states.move(partition, L.FAILED)
 
     # --- rounds: queued records of several partitions in one transaction ---------------------------
 
@@ -383,14 +402,13 @@ class EtcdStore:
             r.state.settled.set()
 
     def _fenced(self, partition: int, state: _Partition) -> None:
-        """Another node owns the partition now: refuse what is queued and every later append."""
-        if not state.releasing:
-            _move(partition, state, PartitionLifecycle.RELEASING)
-        _refuse_queued(state, StorageError(f"partition {partition}: ownership moved to another node",
-                                           ErrorCode.NOT_COORDINATOR))
+        """Another node owns the partition now: refuse what is queued and every later append (FAILED at once,
+        then the ownership has the partition runtime let it go)."""
+        fenced = StorageError(f"partition {partition}: ownership moved to another node", ErrorCode.NOT_COORDINATOR)
+        _refuse_queued(state, fenced)
         if self._partitions.get(partition) is state:
             del self._partitions[partition]
-            _move(partition, state, PartitionLifecycle.UNOWNED)
+            self._fail(partition, fenced, L.LOADING, L.LOADED)
             self.on_fenced(partition)
 
     def _split(self, latest: dict[bytes, bytes | None]) -> list[list]:
@@ -491,10 +509,10 @@ class EtcdStore:
     def _given_up(self, r: _Round) -> None:
         """Stop serving `r.partition` from what this node holds; the ownership loads it again."""
         state = r.state
-        if self._partitions.get(r.partition) is state and not state.releasing:
-            _move(r.partition, state, PartitionLifecycle.RELEASING)
-            _refuse_queued(state, StorageError(f"partition {r.partition}: loading it again",
-                                               ErrorCode.COORDINATOR_NOT_AVAILABLE))
+        if self._partitions.get(r.partition) is state and self.states[r.partition] is L.LOADED:
+            stale = StorageError(f"partition {r.partition}: loading it again", ErrorCode.COORDINATOR_NOT_AVAILABLE)
+            self._fail(r.partition, stale, L.LOADED)  # no append from now on; the ownership loads it again
+            _refuse_queued(state, stale)
             self.on_stale(r.partition)
 
     async def _txn(self, guards: list, ops: list, failure: Sequence = ()) -> tuple[bool, int, list]:

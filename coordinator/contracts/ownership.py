@@ -55,6 +55,10 @@ class OwnershipListener(Protocol):
 
     def lost(self, partition: int) -> None: ...
 
+    async def released(self, partition: int) -> None:
+        """Returns once the release `lost` started has finished (the store let the partition go)."""
+        ...
+
     def serve_until(self, deadline: float) -> None: ...
 
 

@@ -1,20 +1,21 @@
-"""The life of an offsets partition on one node: one enum and one table for every layer that tracks it.
+"""The life of an offsets partition on one node: one enum, one table and one tracker for every layer.
 
 Kafka's coordinator runtime keeps one `CoordinatorState` per `__consumer_offsets` partition with the
 states each may be entered from. A Cohort node keeps one tracker (`PartitionStates`) of its partitions,
-the group coordinator's partition runtime's, which the ownership reads and moves too:
+made by its store (`Store.states`) and taken by the partition runtime and the ownership; each reads it
+and moves it for its part of the life:
 
 * the ownership (`cohort.coordinator.cluster.ownership`) moves UNOWNED -> CLAIMING while it claims in etcd
   (-> UNOWNED when the claim is lost) and follows the rest through `watch`;
-* the partition runtime moves UNOWNED/CLAIMING -> LOADING -> LOADED (or FAILED) -> RELEASING -> UNOWNED,
-  what is served, and every partition to CLOSED at shutdown.
+* the partition runtime moves UNOWNED/CLAIMING/FAILED -> LOADING when it acquires a partition, LOADING ->
+  FAILED when it cannot replay a record, -> RELEASING when the partition is lost, and every partition to
+  CLOSED at shutdown;
+* the store (the local log; the etcd store) moves LOADING -> LOADED once a load's last chunk was taken,
+  LOADING/LOADED -> FAILED when the load, the disk or a fenced write fails the partition, RELEASING ->
+  UNOWNED once its release finished (its accepted appends done); called on its own (tools, tests) it
+  also moves the partition to LOADING and RELEASING itself. It takes appends only for LOADED partitions.
 
-The stores (the local log; the etcd store) keep, for each load they serve, the part of the life they see
-against the same table: UNOWNED -> LOADING -> LOADED (or FAILED) -> RELEASING (its accepted appends finish,
-new ones are refused) -> UNOWNED, what is readable and writable on disk or in etcd.
-
-A store's partition leaves any owned state straight for UNOWNED when it must stop at once (the node
-was fenced): nothing waits for a release then. CLOSED is never left. An illegal move raises loudly.
+CLOSED is never left. An illegal move raises loudly.
 """
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ class PartitionLifecycle(enum.Enum):
     CLAIMING = "claiming"  # asking to own it (cluster mode's create-if-absent claim in etcd)
     LOADING = "loading"  # owned; its records are being read (its groups answer COORDINATOR_LOAD_IN_PROGRESS)
     LOADED = "loaded"  # owned and served
-    FAILED = "failed"  # owned, but its load failed: answers NOT_COORDINATOR until loaded again
+    FAILED = "failed"  # owned, but its load, its disk or a fenced write failed it: NOT_COORDINATOR until loaded again
     RELEASING = "releasing"  # being let go: parked requests answered, the store's release under way
     CLOSED = "closed"  # the node shuts down: answers COORDINATOR_NOT_AVAILABLE; its release still runs (terminal)
 

@@ -37,6 +37,7 @@ import asyncio
 from collections.abc import AsyncIterator, Sequence
 from typing import Protocol
 
+from cohort.coordinator.contracts.partition_lifecycle import PartitionStates
 from cohort.protocol.errors import ErrorCode
 
 Record = tuple[bytes, bytes | None]
@@ -69,6 +70,12 @@ class LogLoadError(Exception):
 
 class Store(Protocol):
     num_partitions: int
+    # The node's one tracker of its partitions (`cohort.coordinator.contracts.partition_lifecycle`): the
+    # partition runtime takes it as its own. The store reads it on every append (only LOADED partitions
+    # take appends) and moves it: to LOADING when loaded on its own (tools), to LOADED once a load's last
+    # chunk was taken, to FAILED when a load, the disk or a fenced write fails the partition, to UNOWNED
+    # once a release finished (to RELEASING first when released on its own).
+    states: PartitionStates
 
     async def open(self) -> None:
         """Node-wide set-up before any partition is loaded."""
@@ -92,6 +99,10 @@ class Store(Protocol):
 
     async def release(self, partition: int) -> None:
         """Give `partition` up: appends already accepted finish, later ones raise NOT_COORDINATOR."""
+        ...
+
+    def partition_error(self, partition: int) -> Exception | None:
+        """Why the store moved `partition` to FAILED (a damaged load, a disk error, a fenced write), if it did."""
         ...
 
     async def close(self) -> None: ...

@@ -41,7 +41,8 @@ per-record Python) and every other record as a typed record;
 has returned (its last chunk was taken) a partition is LOADING (answer COORDINATOR_LOAD_IN_PROGRESS),
 then LOADED, or FAILED on damage (see `LogLoadError`); RELEASING while `release` lets its accepted
 appends finish, UNOWNED before it is loaded and after. These are the shared partition lifecycle's
-states (`cohort.coordinator.contracts.partition_lifecycle`); every move is checked against its table.
+states (`cohort.coordinator.contracts.partition_lifecycle`), kept in `states`: the node's one tracker,
+which the partition runtime and the ownership read and move too (the runtime takes the store's).
 
 Durability: `append` returns the offset of its last record once the batch is
 on disk per the flush policy ("always": fsynced; "<ms>": written, fsynced

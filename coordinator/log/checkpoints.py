@@ -37,7 +37,6 @@ from cohort.coordinator.log.journal import (
     read_partition_mark,
     write_partition_mark,
 )
-from cohort.coordinator.contracts.partition_lifecycle import PartitionLifecycle
 from cohort.coordinator.log.segments import (
     CorruptLogError,
     fsync_dir,
@@ -146,8 +145,9 @@ class Checkpoints:
     def _marks_now(self, journal_seq: int) -> dict[int, PartitionMark]:
         """Where every loaded partition ends now (journal -1: nothing of it is journaled after this)."""
         marks = {}
+        loaded = self.states.loaded
         for p in self._parts:
-            if p.state is PartitionLifecycle.LOADED and p.fd >= 0 and p.marking is None:
+            if p.index in loaded and p.fd >= 0 and p.marking is None:
                 marks[p.index] = PartitionMark(segment_base(p.segments[-1]), p.active_size, p.next_offset,
                                                journal_seq, self.owner)
         return marks
@@ -230,7 +230,7 @@ class Checkpoints:
         marks = self._marks_now(new.seq)
         active, closed = [], []
         for p in self._parts:
-            if p.state is not PartitionLifecycle.LOADED or p.fd < 0:
+            if p.index not in self.states.loaded or p.fd < 0:
                 continue
             if p.written_since_checkpoint:
                 p.written_since_checkpoint = False
@@ -268,7 +268,7 @@ class Checkpoints:
         self._marks = plan.marks
         for p in self._parts:
             mark = plan.marks.get(p.index)
-            if mark is not None and p.state is PartitionLifecycle.LOADED:
+            if mark is not None and p.index in self.states.loaded:
                 p.checkpoint_base = mark.segment
                 p.mark = mark
         if self._checkpoint_due:
@@ -334,7 +334,7 @@ class Checkpoints:
         parts = self._parts if partition is None else [self._parts[partition]]
         results = []
         for p in parts:
-            if p.state is PartitionLifecycle.LOADED:
+            if p.index in self.states.loaded:
                 results.append(self._compacted(await self._compact_on_cleaner(p)))
         return results
 
@@ -392,7 +392,7 @@ class Checkpoints:
         return [s for s in p.segments[:-1] if segment_base(s) < p.checkpoint_base]
 
     def _needs_compaction(self, p: Partition) -> bool:
-        if p.state is not PartitionLifecycle.LOADED or len(p.segments) < 2:
+        if p.index not in self.states.loaded or len(p.segments) < 2:
             return False
         due = p.tombstone_due_ms
         return p.rolled_since_clean > 0 or (due is not None and self._clock() * 1000 >= due)

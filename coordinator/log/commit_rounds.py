@@ -75,14 +75,16 @@ def _first_malformed(records) -> int:
     return -1
 
 
-def _not_appendable(p: Partition) -> StorageError:
+def _not_appendable(p: Partition, state: PartitionLifecycle) -> StorageError:
     """Why a partition that is not LOADED takes no append, as the Kafka error its client gets."""
-    if p.state is PartitionLifecycle.LOADING:
+    if state is PartitionLifecycle.LOADING:
         return StorageError(f"offsets partition {p.index} is loading", ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
-    if p.state is PartitionLifecycle.FAILED:
+    if state is PartitionLifecycle.FAILED:
         return StorageError(f"offsets partition {p.index} failed to load: {p.error}", ErrorCode.NOT_COORDINATOR)
-    if p.state is PartitionLifecycle.RELEASING:
+    if state is PartitionLifecycle.RELEASING:
         return StorageError(f"offsets partition {p.index} is being released", ErrorCode.NOT_COORDINATOR)
+    if state is PartitionLifecycle.CLOSED:
+        return StorageError(f"offsets partition {p.index}: the node is shutting down", ErrorCode.NOT_COORDINATOR)
     return StorageError(f"offsets partition {p.index} is not owned by this process", ErrorCode.NOT_COORDINATOR)
 
 
@@ -130,8 +132,8 @@ class CommitRounds:
         p = self._parts[partition]
         if self._closed:
             raise StorageError("the offsets log is closed", ErrorCode.NOT_COORDINATOR)
-        if p.state is not PartitionLifecycle.LOADED:
-            raise _not_appendable(p)
+        if partition not in self.states.loaded:
+            raise _not_appendable(p, self.states[partition])
         bad = _first_malformed(records)
         if bad >= 0:
             raise TypeError(f"a record is (key: non-empty bytes, value: non-empty bytes | None), "
@@ -291,11 +293,10 @@ class CommitRounds:
         p.unwritten = []
         p.unwritten_bytes = 0
 
-    @staticmethod
-    def _loop_may_write(p: Partition) -> bool:
+    def _loop_may_write(self, p: Partition) -> bool:
         """Whether the loop may write p's segment: only while p is loaded (a release or a close catches it
         up on a writer thread, which must then be the only writer)."""
-        return p.state is PartitionLifecycle.LOADED and p.fd >= 0
+        return p.index in self.states.loaded and p.fd >= 0
 
     def _catch_up_or_later(self, p: Partition) -> None:
         """(loop) Catch p's segment up now; if the disk refuses, log it and leave it to the next catch-up."""

@@ -23,7 +23,7 @@ from collections.abc import AsyncIterator, Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from cohort.coordinator.contracts.partition_lifecycle import PartitionLifecycle
+from cohort.coordinator.contracts.partition_lifecycle import OWNED_STATES, PartitionLifecycle, PartitionStates
 from cohort.coordinator.log.checkpoints import Checkpoints
 from cohort.coordinator.log.commit_rounds import CommitRounds
 from cohort.coordinator.log.fsync_process import FsyncProcess
@@ -81,7 +81,7 @@ class OffsetsLog(CommitRounds, Checkpoints):
         "_writers",
         "cleaner_backoff_ms", "data_dir", "delete_retention_ms", "flush_policy", "history_key_prefixes",
         "history_retention_ms", "journal_checkpoint_bytes", "num_partitions", "owner", "segment_bytes",
-        "segment_ms",
+        "segment_ms", "states",
     )
 
     def __init__(
@@ -126,8 +126,13 @@ class OffsetsLog(CommitRounds, Checkpoints):
                 raise ValueError(f"no offsets partition {p} (0..{num_partitions - 1})")
         self.owner = secrets.token_hex(6)  # names this instance's journals (see journal.py)
         self._parts = [Partition(i, partition_dir(self.data_dir, i)) for i in range(num_partitions)]
+        # The node's one tracker of its partitions (the partition runtime and the ownership read and move it
+        # too). The log moves a partition to LOADING when it loads it on its own (`open`, or a `load` called
+        # by a tool), to LOADED once its load's last chunk was taken, to FAILED when the load or the disk
+        # under it fails, and to UNOWNED once its release finished; it reads it on every append.
+        self.states = PartitionStates(range(num_partitions))
         for p in self._open_loads:
-            self._parts[p].move(PartitionLifecycle.LOADING)
+            self.states.move(p, PartitionLifecycle.LOADING)
         self._scans = JournalScans(num_partitions)
         self._loads_running = 0
         self._writers = ThreadPoolExecutor(max_workers=max(2, min(writer_threads, num_partitions + 1)),
@@ -158,7 +163,7 @@ class OffsetsLog(CommitRounds, Checkpoints):
 
     # ------------------------------------------------------------------ state
     def partition_state(self, partition: int) -> PartitionLifecycle:
-        return self._parts[partition].state
+        return self.states[partition]
 
     def partition_error(self, partition: int) -> Exception | None:
         return self._parts[partition].error
@@ -216,8 +221,8 @@ class OffsetsLog(CommitRounds, Checkpoints):
             self._journal = await loop.run_in_executor(self._writers, self._create_journal, 1)
         except OSError as exc:
             for p in self._open_loads:
-                self._parts[p].move(PartitionLifecycle.FAILED)
                 self._parts[p].error = exc
+                self.states.move(p, PartitionLifecycle.FAILED)
             log.error("offsets log cannot start its journal: %s", exc)
             raise LogLoadError({p: exc for p in self._open_loads}) from None
         if self.flush_policy.sync_each_write and self._use_fsync_process:
@@ -250,10 +255,10 @@ class OffsetsLog(CommitRounds, Checkpoints):
                 self._failed(self._parts[index], exc)
                 errors[index] = exc
                 continue
-            if self._parts[index].state is not PartitionLifecycle.LOADING:  # its first mark failed meanwhile
+            if self.states[index] is not PartitionLifecycle.LOADING:  # its first mark failed meanwhile
                 errors[index] = self._parts[index].error
                 continue
-            self._parts[index].move(PartitionLifecycle.LOADED)
+            self.states.move(index, PartitionLifecycle.LOADED)
             total_records += records
             total_live += len(live)
             total_replayed += replayed
@@ -272,9 +277,10 @@ class OffsetsLog(CommitRounds, Checkpoints):
     async def load(self, partition: int, epoch: int = 0) -> AsyncIterator[list[tuple[bytes, bytes]]]:
         """Take `partition` (its directory lock), recover it, and yield its live records in chunks.
 
-        The partition is LOADED (appends accepted) once the last chunk has been taken.  Raises
-        `LogLoadError` on damage (the partition stays FAILED) and `StorageError`
-        (NOT_COORDINATOR) when another process owns it.
+        The partition is LOADED (appends accepted) once the last chunk has been taken: the caller
+        replays each chunk before it asks for the next, so by then every record is replayed.  Raises
+        `LogLoadError` on damage, or when its first mark failed meanwhile (the partition is FAILED),
+        and `StorageError` (NOT_COORDINATOR) when another process owns it (FAILED too).
         """
         if not 0 <= partition < self.num_partitions:
             raise ValueError(f"no offsets partition {partition} (0..{self.num_partitions - 1})")
@@ -286,14 +292,18 @@ class OffsetsLog(CommitRounds, Checkpoints):
                 yield live[start:start + LOAD_CHUNK_RECORDS]
             finished = True
         finally:
-            # Released meanwhile (RELEASING, UNOWNED) or failed (its mark): it stays where it is.
-            if p.state is PartitionLifecycle.LOADING:
-                if finished:
-                    p.move(PartitionLifecycle.LOADED)
-                else:  # given up (the partition was lost meanwhile)
-                    p.move(PartitionLifecycle.FAILED)
+            # Released meanwhile (RELEASING, UNOWNED, CLOSED) or failed: the tracker stays where it is.
+            current = self._parts[partition] is p
+            if not finished:  # given up (lost meanwhile, or the caller could not replay a chunk)
+                if current and p.error is None:
                     p.error = RuntimeError("its load was given up")
+                if current and self.states[partition] is PartitionLifecycle.LOADING:
+                    self.states.move(partition, PartitionLifecycle.FAILED)
                     log.info("offsets partition %d: load given up", partition)
+            elif current and self.states[partition] is PartitionLifecycle.LOADING:
+                self.states.move(partition, PartitionLifecycle.LOADED)
+        if current and self.states[partition] is PartitionLifecycle.FAILED:  # its first mark failed meanwhile
+            raise LogLoadError({partition: p.error})
 
     async def _recover_partition(self, index: int) -> tuple[int, list[tuple[bytes, bytes]], int]:
         """(loop) Recover one partition on a writer thread and make it this instance's; it stays LOADING."""
@@ -303,9 +313,10 @@ class OffsetsLog(CommitRounds, Checkpoints):
         while old.releasing is not None and not old.releasing.done():
             await old.releasing  # its last mark and its lock go first
             old = self._parts[index]
-        if old.state in (PartitionLifecycle.LOADED, PartitionLifecycle.LOADING) and old.owner_lock is not None:
+        if old.owner_lock is not None and old.error is None:  # a load past its recovery, or a loaded partition
             raise RuntimeError(f"offsets partition {index} is already loaded")
-        old.move(PartitionLifecycle.LOADING)  # (from UNOWNED or FAILED; the new record below carries it on)
+        # From UNOWNED or FAILED when the log loads it on its own; the partition runtime moved it already.
+        self.states.move(index, PartitionLifecycle.LOADING)
         if old.marking is not None:  # a load given up after recovery: its mark goes first
             await asyncio.wait([old.marking])
         if old.owner_lock is not None:  # FAILED earlier: try again from scratch
@@ -314,7 +325,7 @@ class OffsetsLog(CommitRounds, Checkpoints):
                     close_quietly(fd)
                 old.fd, old.closed_fds = -1, []
             old.owner_lock.release()
-        p = self._parts[index] = Partition(index, partition_dir(self.data_dir, index), state=PartitionLifecycle.LOADING)
+        p = self._parts[index] = Partition(index, partition_dir(self.data_dir, index))
         self._loads_running += 1
         t0 = time.perf_counter()
         recovering = self._loop.run_in_executor(self._writers, self._recover_owned, p)
@@ -324,11 +335,13 @@ class OffsetsLog(CommitRounds, Checkpoints):
             # The load was given up (the partition was lost meanwhile): the thread still finishes,
             # and the directory lock it took must not outlive it.
             recovering.add_done_callback(_release_recovered_lock)
-            p.move(PartitionLifecycle.UNOWNED)
+            if self.states[index] is PartitionLifecycle.LOADING:  # (the runtime moved it on already)
+                self.states.move(index, PartitionLifecycle.UNOWNED)
             raise
-        except PartitionOwnedError as exc:
-            p.move(PartitionLifecycle.UNOWNED)
+        except PartitionOwnedError as exc:  # (no error line: the partition runtime says why it failed)
             p.error = exc
+            if self.states[index] is PartitionLifecycle.LOADING:
+                self.states.move(index, PartitionLifecycle.FAILED)
             raise StorageError(str(exc), ErrorCode.NOT_COORDINATOR) from None
         except (CorruptLogError, CheckpointError, OSError, StorageError, ValueError) as exc:
             self._failed(p, exc)
@@ -337,7 +350,7 @@ class OffsetsLog(CommitRounds, Checkpoints):
             self._loads_running -= 1
             if self._loads_running == 0:
                 self._loop.call_later(_SCANS_KEPT_S, self._drop_scans)
-        if p.state is not PartitionLifecycle.LOADING:  # released while it was recovered: not ours to keep
+        if self.states[index] is not PartitionLifecycle.LOADING:  # released while it was recovered: not ours to keep
             lock.release()
             raise StorageError(f"offsets partition {index} was released while loading", ErrorCode.NOT_COORDINATOR)
         with p.lock:
@@ -394,9 +407,10 @@ class OffsetsLog(CommitRounds, Checkpoints):
             if error is not None:
                 exc = self._storage_error(p, "writing its checkpoint mark", error) if isinstance(error, OSError) \
                     else StorageError(f"offsets partition {p.index}: {error!r}")
-                if p.state in (PartitionLifecycle.LOADING, PartitionLifecycle.LOADED):  # (not if released meanwhile)
-                    p.move(PartitionLifecycle.FAILED)
-                p.error = exc
+                p.error = exc  # (first: whoever watches the move asks why)
+                if self._parts[p.index] is p and self.states[p.index] in (PartitionLifecycle.LOADING,
+                                                                          PartitionLifecycle.LOADED):
+                    self.states.move(p.index, PartitionLifecycle.FAILED)  # (not if released meanwhile)
                 pending, p.pending = p.pending, []
                 for _, fut in pending:
                     if not fut.done():
@@ -416,37 +430,41 @@ class OffsetsLog(CommitRounds, Checkpoints):
             self._scans.clear()
 
     def _failed(self, p: Partition, exc: Exception) -> None:
-        if p.state is PartitionLifecycle.LOADING:  # (not if released meanwhile)
-            p.move(PartitionLifecycle.FAILED)
         p.error = exc
+        if self._parts[p.index] is p and self.states[p.index] is PartitionLifecycle.LOADING:  # (not if released)
+            self.states.move(p.index, PartitionLifecycle.FAILED)
         log.error("offsets partition %d failed to load: %s", p.index, exc)
 
     async def release(self, partition: int) -> None:
         """Give `partition` up: its accepted appends finish, its files are made durable and marked, its
         directory lock goes (the next owner, in any process, replays nothing of ours); later appends
-        raise NOT_COORDINATOR."""
+        raise NOT_COORDINATOR. A release already under way is waited for. The partition runtime moved
+        the tracker to RELEASING (or CLOSED) before; called on its own, the log moves it there."""
         p = self._parts[partition]
-        if p.state in (PartitionLifecycle.UNOWNED, PartitionLifecycle.RELEASING):
+        if p.releasing is not None and not p.releasing.done():
+            await asyncio.shield(p.releasing)
             return
-        p.releasing = self._loop.create_future()
+        if self.states[partition] in OWNED_STATES:
+            self.states.move(partition, PartitionLifecycle.RELEASING)  # no new appends; the accepted ones finish
         try:
-            await self._release_now(p)
+            if p.holds_anything():
+                p.releasing = self._loop.create_future()
+                try:
+                    await self._release_now(p)
+                finally:
+                    p.releasing.set_result(None)
         finally:
-            p.move(PartitionLifecycle.UNOWNED)
-            p.releasing.set_result(None)
+            if self.states[partition] is PartitionLifecycle.RELEASING:  # (CLOSED stays)
+                self.states.move(partition, PartitionLifecycle.UNOWNED)
 
     async def _release_now(self, p: Partition) -> None:
-        drain = p.state is PartitionLifecycle.LOADED
-        p.move(PartitionLifecycle.RELEASING)  # no new appends; the accepted ones still finish
-        if drain:
-            while True:
-                waiting = [fut for _, fut in p.pending] + [fut for w in [*p.unsynced, *p.in_round]
-                                                           for fut, _ in w.acks]
-                waiting = [f for f in waiting if not f.done()]
-                if not waiting:
-                    break
-                self._flush()
-                await asyncio.wait(waiting)
+        while True:
+            waiting = [fut for _, fut in p.pending] + [fut for w in [*p.unsynced, *p.in_round] for fut, _ in w.acks]
+            waiting = [f for f in waiting if not f.done()]
+            if not waiting:
+                break
+            self._flush()
+            await asyncio.wait(waiting)
         # A checkpoint in flight may still fsync p's files, and the cleaner may be compacting them.
         while True:
             busy = [f for f in [self._checkpoint, p.compacting, p.marking, *(r.sync for r in self._rounds if r.plan)]

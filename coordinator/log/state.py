@@ -16,7 +16,6 @@ from pathlib import Path
 
 from cohort.coordinator.log.journal import PartitionMark
 from cohort.coordinator.log.partition_lock import PartitionLock
-from cohort.coordinator.contracts.partition_lifecycle import PartitionLifecycle, check_transition
 from cohort.coordinator.contracts.store import LogLoadError, StorageError  # noqa: F401  (raised throughout the log)
 from cohort.protocol.errors import ErrorCode
 
@@ -105,10 +104,14 @@ class SyncRound:
 
 @dataclass(slots=True, eq=False)
 class Partition:
+    """What the log holds of one partition: its files, its writes in flight, its directory lock.
+
+    Where it is in its life is not here but in the node's tracker (`OffsetsLog.states`, by `index`);
+    `error` says why its last load or mark failed.
+    """
+
     index: int
     path: Path
-    # Moved only by `move` (the shared lifecycle's table); read on every append (`p.state is LOADED`).
-    state: PartitionLifecycle = PartitionLifecycle.UNOWNED
     error: Exception | None = None
     segments: list[Path] = field(default_factory=list)
     fd: int = -1
@@ -138,11 +141,10 @@ class Partition:
     marking: asyncio.Future | None = None  # its first mark of this owner being written: no write goes before it
     releasing: asyncio.Future | None = None  # a `release` in progress: a new load waits for it
 
-    def move(self, new: PartitionLifecycle) -> None:
-        """Move to `new` along the partition lifecycle; a move off its table raises IllegalPartitionTransition."""
-        if self.state is not new:
-            check_transition(self.index, self.state, new)
-            self.state = new
+    def holds_anything(self) -> bool:
+        """Whether releasing it has work to do: files, a directory lock, appends or a mark in flight."""
+        return (self.owner_lock is not None or self.fd >= 0 or bool(self.closed_fds) or bool(self.pending)
+                or bool(self.unsynced) or bool(self.in_round) or self.marking is not None)
 
 
 def write_all(fd: int, data: bytes, position: int) -> None:

@@ -124,8 +124,10 @@ async def test_appends_queued_before_the_partition_is_loaded_again_finish_or_fai
     await asyncio.sleep(0)  # its transaction is in flight
     second = asyncio.ensure_future(store.append(11, [commit("again", 1, 2)]))
     await asyncio.sleep(0)  # queued behind it
-    # The partition is lost and adopted again meanwhile: the store loads it once more. The load rewrites
-    # w/11 (the write fence), so what the earlier load queued can no longer land on top of what it reads.
+    # A write found the partition stale meanwhile (FAILED: not served until loaded again) and it is loaded once
+    # more while those appends are still in flight and queued. The load rewrites w/11 (the write fence), so
+    # what the earlier load queued can no longer land on top of what it reads.
+    store.states.move(11, L.FAILED)
     await load_all(store, 11, epoch)
     outcomes = await asyncio.wait_for(asyncio.gather(first, second, return_exceptions=True), 10)
     for outcome in outcomes:
@@ -209,6 +211,8 @@ async def test_a_node_whose_lease_lapsed_cannot_write_after_takeover(client):
         await zombie.append(9, [commit("z", 0, 666)])
     assert refused.value.error_code == ErrorCode.NOT_COORDINATOR
     assert fenced == [9] and zombie.stats.fenced_writes == 1
+    # Not served from the moment its write was fenced (the ownership then has the runtime let it go).
+    assert zombie.partition_state(9) is L.FAILED and "another node" in str(zombie.partition_error(9))
     with pytest.raises(StorageError):  # and it stays refused without asking etcd again
         await zombie.append(9, [commit("z", 0, 667)])
     assert zombie.stats.fenced_writes == 1
@@ -253,8 +257,9 @@ async def test_quorum_loss_fails_appends_with_a_retriable_error_and_service_retu
     # the outcome stayed unknown until the lease's deadline: the partition is given up, not answered "not applied"
     assert 4 <= time.monotonic() - started < 10
     assert failed.value.error_code == ErrorCode.REQUEST_TIMED_OUT and failed.value.error_code.retriable
-    assert stale == [8]
+    assert stale == [8] and store.partition_state(8) is L.FAILED  # no append until it is loaded again
     await store.release(8)
+    assert store.partition_state(8) is L.UNOWNED
     for member in lost:
         etcd.start_member(member)
     store.serving_until = lambda: time.monotonic() + 60
@@ -300,14 +305,14 @@ async def test_appends_continue_through_an_etcd_leader_kill_and_none_acknowledge
 
 
 async def test_a_store_move_off_the_partition_lifecycle_table_raises(client):
-    from cohort.coordinator.cluster.store import _move
     epoch, _ = await claim(client, 14, node_id=1)
     store = EtcdStore(client)
     await load_all(store, 14, epoch)
-    held = store._partitions[14]
+    assert store.partition_state(14) is L.LOADED and store.states.loaded == {14}
     with pytest.raises(IllegalPartitionTransition, match="partition 14: loaded -> claiming"):
-        _move(14, held, L.CLAIMING)  # a store never claims
+        store.states.move(14, L.CLAIMING)  # a loaded partition is not claimed
     await store.release(14)
+    assert store.partition_state(14) is L.UNOWNED
     with pytest.raises(IllegalPartitionTransition, match="partition 14: unowned -> loaded"):
-        _move(14, held, L.LOADED)  # a released partition is served again only through a new load
+        store.states.move(14, L.LOADED)  # a released partition is served again only through a new load
     assert store.partition_state(14) is L.UNOWNED

@@ -64,13 +64,14 @@ class FailingLog(OffsetsLog):
 
 
 class Harness:
-    def __init__(self, data_dir: Path, flush_policy: str = "never", **overrides) -> None:
+    def __init__(self, data_dir: Path, flush_policy: str = "never", log_type: type[FailingLog] = FailingLog,
+                 **overrides) -> None:
         settings = dict(group_initial_rebalance_delay_ms=0, offsets_topic_num_partitions=5)
         settings.update(overrides)
         self.config = CoordinatorConfig(**settings)
         self.clock = ManualScheduler()
         self.data_dir = data_dir
-        self.log = FailingLog(data_dir, num_partitions=self.config.offsets_topic_num_partitions,
+        self.log = log_type(data_dir, num_partitions=self.config.offsets_topic_num_partitions,
                               flush_policy=flush_policy, partitions=())  # the coordinator loads them
         self.coordinator = GroupCoordinator(self.config, self.log, scheduler=self.clock)
 

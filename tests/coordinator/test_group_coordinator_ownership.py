@@ -10,6 +10,7 @@ import pytest
 
 from cohort.coordinator.contracts.partition_lifecycle import PartitionLifecycle
 from cohort.coordinator.contracts.ownership import Node
+from cohort.coordinator.log.segments import partition_dir
 from cohort.coordinator.server.static_ownership import StaticOwnership
 from cohort.protocol import messages as m
 from group_harness import CTX, E, FailingLog, Harness
@@ -32,12 +33,10 @@ class GatedLog(FailingLog):
 
 
 async def node(data_dir, index: int, *, gated: bool = False) -> tuple[Harness, StaticOwnership]:
-    h = Harness(data_dir, flush_policy="always")  # 5 partitions: node 0 owns 0, 2, 4; node 1 owns 1, 3
+    # 5 partitions: node 0 owns 0, 2, 4; node 1 owns 1, 3
+    h = Harness(data_dir, flush_policy="always", log_type=GatedLog if gated else FailingLog)
     if gated:
-        log = GatedLog(data_dir, num_partitions=h.config.offsets_topic_num_partitions, partitions=())
-        log.gate = asyncio.Event()
-        h.log = log
-        h.coordinator.partitions._store = log
+        h.log.gate = asyncio.Event()
     ownership = StaticOwnership(NODES[index], NODES, h.config.offsets_topic_num_partitions)
     await h.log.open()
     await ownership.start(h.coordinator.partitions)
@@ -168,3 +167,24 @@ async def test_the_coordinator_moves_its_partitions_through_the_shared_lifecycle
     assert states[4] is L.LOADED
     with pytest.raises(IllegalPartitionTransition):
         states.move(4, L.CLAIMING)  # the table refuses what no layer may do
+
+
+async def test_the_log_and_the_runtime_move_one_tracker_so_a_partition_the_disk_fails_while_it_loads_is_not_served(
+        nodes, tmp_path):
+    first, _ = await nodes(0)
+    g = group_on(first, 2)
+    await first.commit(g, {("t", 0): 9})
+    member = await first.new_member(g)
+    first.coordinator.shutdown()
+    await first.log.close()
+    # The disk refuses the next owner's first mark of partition 2 (written beside its load): its temporary
+    # file's name is taken by a directory.
+    (partition_dir(tmp_path, 2) / "checkpoint.json.tmp").mkdir()
+    a, _ = await nodes(0)
+    assert a.coordinator.partitions.states is a.log.states  # one tracker of the node's partitions
+    assert a.log.partition_state(2) is PartitionLifecycle.FAILED
+    assert "checkpoint" in a.coordinator.partitions.failed_partitions()[2]
+    assert (await a.join_now(g)).error_code == E.NOT_COORDINATOR
+    assert await a.heartbeat(g, member, 1) == E.NOT_COORDINATOR
+    assert (await a.fetch(g, {"t": [0]}))[0] == E.NOT_COORDINATOR
+    assert await a.commit(group_on(a, 4), {("t", 0): 5}) == {("t", 0): E.NONE}  # the others are served

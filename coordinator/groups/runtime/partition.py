@@ -2,14 +2,15 @@
 `CoordinatorRuntime`).
 
 A partition's life is the shared lifecycle (`cohort.coordinator.contracts.partition_lifecycle`), and
-`states` is the node's one tracker of it (an ownership that claims moves it to CLAIMING first):
-`acquired(p, epoch)` moves it to LOADING, reads its live records from the `Store` and hands them
-to the shard (`replay_chunk`), then LOADED (or FAILED, with why: loaded again after each of
-`load_retry_delays`, then let go so that the ownership gives it up); `lost(p)` moves it to RELEASING, has
-the shard forget its groups and offsets and releases it in the store, then UNOWNED; `close()` moves every
-partition to CLOSED at shutdown. Partitions load one after another, in the order they were acquired
-(replay is CPU-bound). `error(p)` is what a request for a group of p answers: NONE only while p is LOADED
-and the serving deadline has not passed.
+`states` is the node's one tracker of it, the store's (an ownership that claims moves it to CLAIMING
+first): `acquired(p, epoch)` moves it to LOADING, reads its live records from the `Store` and hands them
+to the shard (`replay_chunk`); the store moves it to LOADED once the last chunk was taken (or to FAILED:
+loaded again after each of `load_retry_delays`, then let go so that the ownership gives it up); `lost(p)`
+moves it to RELEASING, has the shard forget its groups and offsets and releases it in the store, which
+moves it to UNOWNED; `close()` moves every partition to CLOSED at shutdown. A served partition its store
+fails (its disk, a fenced write) is unloaded like a lost one. Partitions load one after another, in the
+order they were acquired (replay is CPU-bound). `error(p)` is what a request for a group of p answers: NONE
+only while p is LOADED and the serving deadline has not passed.
 
 The write gate: every write of the node is a `CoordinatorResult` (records + how to answer) handed to
 `write(p, result)`, the only caller of `Store.append`. It returns the `PendingAnswer` that the result's
@@ -110,7 +111,7 @@ class PartitionRuntime:
     """Load, replay and release of this node's offsets partitions, and the appends to them."""
 
     __slots__ = ("_store", "_shard", "metrics", "_num_partitions", "states", "loaded", "_why_failed",
-                 "serving_deadline", "_tasks", "_load_turn", "loaded_records", "_writes_started",
+                 "serving_deadline", "_tasks", "_releases", "_load_turn", "loaded_records", "_writes_started",
                  "_writes_finished", "_write_waiters", "_group_writes", "load_retry_delays", "_load_attempts")
 
     def __init__(self, store: Store, num_partitions: int, shard, metrics=None) -> None:
@@ -125,12 +126,13 @@ class PartitionRuntime:
         self._shard = shard
         self.metrics = metrics
         self._num_partitions = num_partitions
-        self.states = PartitionStates(range(num_partitions))
+        self.states: PartitionStates = store.states  # the node's one tracker (the store reads it on every append)
         self.loaded = self.states.loaded  # the served partitions (a live set: `p in runtime.loaded`)
         self._why_failed: dict[int, str] = {}
         # Past this (monotonic) the ownership's lease may have lapsed (see `serve_until`).
         self.serving_deadline = math.inf
         self._tasks: dict[int, asyncio.Task] = {}  # each partition's load or release under way
+        self._releases: dict[int, asyncio.Task] = {}  # each partition's release under way (`released` waits)
         self._load_turn: asyncio.Lock | None = None
         self.loaded_records = 0  # live records replayed from the store since start (the load summary)
         # Per partition: appends started / finished, and RequireStable fetches waiting for a count.
@@ -139,6 +141,16 @@ class PartitionRuntime:
         self._writes_finished: dict[int, int] = {}
         self._write_waiters: dict[int, list[tuple[int, asyncio.Future]]] = {}
         self._group_writes: dict[str, asyncio.Future] = {}  # a big group's record write in progress
+        self.states.watch(self._moved)
+
+    def _moved(self, partition: int, old: PartitionLifecycle, new: PartitionLifecycle) -> None:
+        """The store failed a served partition (its disk, a write fenced by another owner): no longer served,
+        its groups are unloaded (parked requests answered NOT_COORDINATOR, timers stopped) like a lost one's."""
+        if old is L.LOADED and new is L.FAILED:
+            why = self._store.partition_error(partition)
+            self._why_failed[partition] = str(why) if why is not None else "its store failed it"
+            if self._shard is not None:  # (a tool's runtime only writes: it holds no groups)
+                self._shard.partition_lost(partition)
 
     # -- what a request is answered -----------------------------------------------------------
     def serves(self, partition: int) -> bool:
@@ -225,6 +237,16 @@ class PartitionRuntime:
         release = asyncio.get_running_loop().create_task(self._release(partition, loading),
                                                          name=f"release-offsets-partition-{partition}")
         self._track(partition, release)
+        self._releases[partition] = release
+        release.add_done_callback(lambda _: self._releases.pop(partition, None)
+                                  if self._releases.get(partition) is release else None)
+
+    async def released(self, partition: int) -> None:
+        """Wait until `partition`'s release under way (if any) has finished: its accepted appends are done and
+        the store let it go (the ownership waits for it before it hands the partition over)."""
+        release = self._releases.get(partition)
+        if release is not None:
+            await asyncio.shield(release)
 
     def _track(self, partition: int, task: asyncio.Task) -> None:
         self._tasks[partition] = task
@@ -235,11 +257,11 @@ class PartitionRuntime:
         if loading is not None:
             await asyncio.gather(loading, return_exceptions=True)
         try:
-            await self._store.release(partition)
+            await self._store.release(partition)  # (moves it to UNOWNED)
         except Exception as exc:  # noqa: BLE001 - the partition is gone from this node either way
             log.error("offsets partition %d: release failed: %s", partition, exc)
         finally:
-            if self.states[partition] is L.RELEASING:
+            if self.states[partition] is L.RELEASING:  # (the store failed or was cancelled)
                 self.states.move(partition, L.UNOWNED)
 
     async def wait_loaded(self) -> None:
@@ -250,7 +272,7 @@ class PartitionRuntime:
 
     async def _load_partition(self, partition: int, epoch: int, releasing: asyncio.Task | None) -> None:
         if releasing is not None:  # acquired again while its release was still under way
-            await asyncio.gather(releasing, return_exceptions=True)
+            await asyncio.wait([releasing])  # (not gather: cancelling this load must not cancel the release)
             if self.states[partition] is not L.UNOWNED:
                 return  # closed meanwhile
             self.states.move(partition, L.LOADING)
@@ -275,16 +297,16 @@ class PartitionRuntime:
             why = exc.errors.get(partition, exc) if isinstance(exc, LogLoadError) else exc
             self._load_failed(partition, epoch, str(why))
             return
-        if self.states[partition] is not L.LOADING:
-            return  # the node closed meanwhile: never served
+        if self.states[partition] is not L.LOADED:
+            return  # released or closed meanwhile (the store moved it on): never served
         self._load_attempts.pop(partition, None)
         self._why_failed.pop(partition, None)
         self.replayed(partition, loaded_groups, count, started)
 
     def _load_failed(self, partition: int, epoch: int, why: str) -> None:
         """FAILED; loaded again after the next delay of `load_retry_delays`, let go once they are spent."""
-        if self.states[partition] is not L.LOADING:
-            return  # released meanwhile
+        if self.states[partition] is not L.LOADING and self.states[partition] is not L.FAILED:
+            return  # released meanwhile (FAILED: the store moved it there)
         self.failed(partition, why)
         attempts = self._load_attempts[partition] = self._load_attempts.get(partition, 0) + 1
         if attempts <= len(self.load_retry_delays):
@@ -316,10 +338,9 @@ class PartitionRuntime:
         self.states.move(partition, L.FAILED)
 
     def replayed(self, partition: int, loaded_groups: set[str], records: int, started: float) -> None:
-        """`partition`'s records are all replayed: it is served from now on."""
+        """`partition`'s records are all replayed and it is LOADED: its groups' timers start."""
         self.loaded_records += records
         self._shard.partition_replayed(partition, loaded_groups)
-        self.states.move(partition, L.LOADED)
         if self.metrics is not None:
             self.metrics.partition_loaded(partition, time.perf_counter() - started, records)
 
@@ -335,6 +356,7 @@ class PartitionRuntime:
         except Exception as exc:
             self.failed(partition, str(exc))
             raise
+        self.states.move(partition, L.LOADED)
         self.replayed(partition, loaded_groups, len(records), started)
 
     async def load_all(self) -> None:

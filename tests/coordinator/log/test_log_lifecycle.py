@@ -8,12 +8,11 @@ import pytest
 from log_helpers import commit, open_log, wait_for
 
 from cohort.coordinator.contracts.partition_lifecycle import IllegalPartitionTransition, PartitionLifecycle as L
-from cohort.coordinator.contracts.store import StorageError
+from cohort.coordinator.contracts.store import LogLoadError, StorageError
 from cohort.coordinator.log import OffsetsLog
 from cohort.coordinator.log import offsets_log
 from cohort.coordinator.log.partition_lock import partition_in_use
 from cohort.coordinator.log.segments import partition_dir
-from cohort.coordinator.log.state import Partition
 from cohort.protocol.errors import ErrorCode
 
 
@@ -27,17 +26,17 @@ async def unloaded_log(data_dir, records: int) -> OffsetsLog:
     return log
 
 
-def test_a_log_partition_refuses_a_move_off_the_table(tmp_path):
-    p = Partition(3, tmp_path)
+def test_the_log_keeps_its_partitions_states_in_one_tracker_that_refuses_a_move_off_the_table(tmp_path):
+    log = OffsetsLog(tmp_path, num_partitions=4, partitions=())
     for illegal in (L.LOADED, L.RELEASING, L.FAILED):
         with pytest.raises(IllegalPartitionTransition, match="partition 3: unowned -> "):
-            p.move(illegal)
-        assert p.state is L.UNOWNED
-    p.move(L.LOADING)
-    p.move(L.LOADED)
+            log.states.move(3, illegal)
+        assert log.partition_state(3) is L.UNOWNED
+    log.states.move(3, L.LOADING)
+    log.states.move(3, L.LOADED)
     with pytest.raises(IllegalPartitionTransition, match="loaded -> loading"):
-        p.move(L.LOADING)
-    assert p.state is L.LOADED
+        log.states.move(3, L.LOADING)
+    assert log.partition_state(3) is L.LOADED and log.states.loaded == {3}
 
 
 async def test_release_passes_through_releasing_where_appends_are_refused_and_accepted_ones_finish(tmp_path):
@@ -90,7 +89,9 @@ async def test_a_partition_whose_first_mark_fails_while_its_load_is_read_stays_f
         chunks = log.load(0)
         await chunks.__anext__()
         await wait_for(lambda: log.partition_state(0) is L.FAILED)  # the mark, written beside the load, failed
-        assert [len(chunk) async for chunk in chunks] == [1]
+        assert len(await chunks.__anext__()) == 1
+        with pytest.raises(LogLoadError, match="partition 0"):  # the load ends failed, not loaded
+            await chunks.__anext__()
         # FAILED -> LOADED is no move of the table: appends are not taken without the partition's mark.
         assert log.partition_state(0) is L.FAILED
         with pytest.raises(StorageError, match="failed to load") as info:
