@@ -348,7 +348,7 @@ async def _offline(data_dir: Path, records):
         try:
             if records:
                 # Through the coordinator's write gate, as a running server's changes go.
-                await PartitionRuntime(log, log.num_partitions, shard=None).persist(SECURITY_PARTITION, records)
+                await PartitionRuntime(log, log.num_partitions, build_shard=None).persist(SECURITY_PARTITION, records)
         finally:
             await log.close()
     except OSError as exc:

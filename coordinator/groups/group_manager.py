@@ -272,13 +272,15 @@ class GroupManager:
         group_id = req.group_id
         if not group_id:
             return m.HeartbeatResponse(throttle_time_ms=0, error_code=E.INVALID_GROUP_ID)
-        error = self.partitions.error(self.partition_for(group_id))
+        partition = self.partition_for(group_id)
+        error = self.partitions.error(partition)
         if error == E.COORDINATOR_LOAD_IN_PROGRESS:
             # Kafka: a member heartbeating while its coordinator loads is fine; it'll be there after.
             return m.HeartbeatResponse(throttle_time_ms=0, error_code=E.NONE)
         if error:
             return m.HeartbeatResponse(throttle_time_ms=0, error_code=error)
-        group = self._groups.get(group_id) or self._consumer_groups.get(group_id)
+        shard = self.partitions.shards[partition]  # (served: its shard is there)
+        group = shard.groups.get(group_id) or shard.consumer_groups.get(group_id)
         if group is None:
             return heartbeat_response(E.UNKNOWN_MEMBER_ID)
         error = self.runtime.heartbeat(group, req.member_id, req.group_instance_id if version >= 3 else None,

@@ -21,15 +21,21 @@ TTL_MS = 2000
 
 
 class KeepsNothing:
-    """The group layer a partition runtime replays into, keeping nothing (these tests are about ownership)."""
+    """A partition's shard that keeps nothing of its records (these tests are about ownership)."""
+
+    def __init__(self, partition: int) -> None:
+        self.partition = partition
 
     def replay_chunk(self, records, loaded_groups) -> None:
         pass
 
-    def partition_replayed(self, partition: int, loaded_groups) -> None:
+    def replay_durable(self, records) -> None:
         pass
 
-    def partition_lost(self, partition: int) -> None:
+    def loaded(self, loaded_groups) -> None:
+        pass
+
+    def unload(self) -> None:
         pass
 
 
@@ -38,7 +44,7 @@ class Events(PartitionRuntime):
     recording what it was told, and which partitions it was given and not yet lost."""
 
     def __init__(self, store: EtcdStore) -> None:
-        super().__init__(store, 50, KeepsNothing())
+        super().__init__(store, 50, KeepsNothing)
         self.log: list[tuple[float, str, int]] = []
         self.serving: dict[int, int] = {}
 

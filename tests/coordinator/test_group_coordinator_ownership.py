@@ -188,3 +188,66 @@ async def test_the_log_and_the_runtime_move_one_tracker_so_a_partition_the_disk_
     assert await a.heartbeat(g, member, 1) == E.NOT_COORDINATOR
     assert (await a.fetch(g, {"t": [0]}))[0] == E.NOT_COORDINATOR
     assert await a.commit(group_on(a, 4), {("t", 0): 5}) == {("t", 0): E.NONE}  # the others are served
+
+
+class HeldLog(FailingLog):
+    """The real log, except that while `held` is an unset event an append's answer waits for it: the records
+    are appended (and made durable) at once, their caller hears so only once the test lets it."""
+
+    held: asyncio.Event | None = None
+
+    def append(self, partition, records):
+        durable = super().append(partition, records)
+        if self.held is None:
+            return durable
+        told = asyncio.get_running_loop().create_future()
+
+        async def tell() -> None:
+            await self.held.wait()
+            try:
+                told.set_result(await durable)
+            except Exception as exc:  # noqa: BLE001 - told as the log said it
+                told.set_exception(exc)
+
+        told.relay = asyncio.get_running_loop().create_task(tell())
+        return told
+
+
+async def test_each_partition_has_a_shard_of_its_own_made_by_its_load_and_dropped_with_everything_when_it_goes(
+        tmp_path):
+    h = Harness(tmp_path, flush_policy="always", log_type=HeldLog)
+    await h.start()
+    try:
+        runtime = h.coordinator.partitions
+        g, other = group_on(h, 3), group_on(h, 1)
+        assert await h.commit(g, {("t", 0): 5}) == {("t", 0): E.NONE}
+        assert await h.commit(other, {("t", 0): 7}) == {("t", 0): E.NONE}
+        shard = runtime.shards[3]
+        assert shard.partition == 3 and shard.offsets.get(g, "t", 0).offset == 5 and g in shard.groups
+        assert runtime.shards[1].offsets.get(g, "t", 0) is None  # a group lives in its partition's shard only
+        assert runtime.shards[1].offsets.get(other, "t", 0).offset == 7
+
+        # A commit made durable after its partition went: nothing of it is in memory, the client is told
+        # NOT_COORDINATOR (as Kafka fails the writes pending when it unloads a partition).
+        h.log.held = asyncio.Event()
+        committing = asyncio.ensure_future(h.commit(g, {("t", 0): 6, ("u", 0): 1}))
+        await asyncio.sleep(0.05)
+        assert not committing.done()
+        runtime.lost(3)
+        assert runtime.shards[3] is None and h.group(g) is None and h.coordinator.offsets.get(g, "t", 0) is None
+        h.log.held.set()
+        assert await asyncio.wait_for(committing, 5) == {("t", 0): E.NOT_COORDINATOR, ("u", 0): E.NOT_COORDINATOR}
+        await runtime.wait_loaded()
+        assert runtime.shards[3] is None and h.group(g) is None and h.coordinator.offsets.get(g, "u", 0) is None
+        assert g not in h.coordinator.offsets.groups() and g not in [x.group_id for x in h.coordinator.groups()]
+        h.log.held = None
+
+        # Loaded again, a fresh shard replays what is durable, the commit that was answered NOT_COORDINATOR included.
+        runtime.acquired(3, 1)
+        await runtime.wait_loaded()
+        assert runtime.shards[3] is not shard
+        assert (await h.fetch(g, {"t": [0], "u": [0]}))[1] == {("t", 0): (6, "", 0), ("u", 0): (1, "", 0)}
+        assert (await h.fetch(other, {"t": [0]}))[1] == {("t", 0): (7, "", 0)}
+    finally:
+        h.log.held = None
+        await h.close()

@@ -37,7 +37,6 @@ from cohort.coordinator.groups.slices import LARGE_REQUEST_PARTITIONS, PARTITION
 from cohort.coordinator.records.types import (
     GroupMetadataTombstone,
     OffsetCommitRecord,
-    OffsetCommitRun,
     OffsetCommitSourceRecord,
     OffsetCommitTombstone,
     Record,
@@ -124,15 +123,8 @@ class OffsetsManager:
         self._retention_task: asyncio.Task | None = None
 
     # -- replay ---------------------------------------------------------------------------------
-    def apply_run(self, run: OffsetCommitRun) -> None:
-        """A column-wise run of commits read back at load time."""
-        self.offsets.put_run(run)
-        self._raise_high_watermarks(run.topic, run.partitions, run.offsets)
-
     def forget_partition(self, partition: int) -> None:
-        """The offsets of a partition another node coordinates now."""
-        for group_id in [g for g in self.offsets.groups() if self.partition_for(g) == partition]:
-            self.offsets.delete_group(group_id)
+        """What this manager keeps of a partition no longer served here (its offsets went with its shard)."""
         for group_id in [g for g in self._commit_sources if self.partition_for(g) == partition]:
             del self._commit_sources[group_id]
 
@@ -143,14 +135,15 @@ class OffsetsManager:
         if self._retention_task is not None:
             self._retention_task.cancel()
 
-    def apply_commit(self, rec: OffsetCommitRecord) -> None:
-        self._apply_commit_fields(rec.group, rec.topic, rec.partition, rec.offset, rec.leader_epoch, rec.metadata,
-                                  rec.commit_timestamp, rec.expire_timestamp)
+    def apply_commit(self, table: OffsetsTable, rec: OffsetCommitRecord) -> None:
+        """A commit record replayed into `table`, its shard's."""
+        self._apply_commit_fields(table, rec.group, rec.topic, rec.partition, rec.offset, rec.leader_epoch,
+                                  rec.metadata, rec.commit_timestamp, rec.expire_timestamp)
 
-    def _apply_commit_fields(self, group_id: str, topic: str, partition: int, offset: int, leader_epoch: int,
-                             metadata: str, commit_timestamp: int, expire_timestamp: int) -> None:
-        self.offsets.put_fields(group_id, topic, partition, offset, leader_epoch, metadata, commit_timestamp,
-                                expire_timestamp)
+    def _apply_commit_fields(self, table: OffsetsTable, group_id: str, topic: str, partition: int, offset: int,
+                             leader_epoch: int, metadata: str, commit_timestamp: int, expire_timestamp: int) -> None:
+        table.put_fields(group_id, topic, partition, offset, leader_epoch, metadata, commit_timestamp,
+                         expire_timestamp)
         if offset >= 0:
             by_partition = self._high_watermarks.get(topic)
             if by_partition is None:
@@ -158,7 +151,7 @@ class OffsetsManager:
             if offset > by_partition.get(partition, 0):
                 by_partition[partition] = offset
 
-    def _raise_high_watermarks(self, topic: str, partitions: Iterable[int], offsets: Iterable[int]) -> None:
+    def raise_high_watermarks(self, topic: str, partitions: Iterable[int], offsets: Iterable[int]) -> None:
         by_partition = self._high_watermarks.get(topic)
         if by_partition is None:
             by_partition = self._high_watermarks[topic] = {}
@@ -197,8 +190,9 @@ class OffsetsManager:
             error = self.partitions.error(partition)
             if error:
                 return commit_error_response(req, error)
-        consumer_group = self._consumer_groups.get(group_id)
-        group = self._groups.get(group_id)
+        shard = self.partitions.shards[partition]  # (served: its shard is there)
+        consumer_group = shard.consumer_groups.get(group_id)
+        group = shard.groups.get(group_id)
         if consumer_group is not None:
             error = consumer_group.validate_offset_commit(member_id, instance_id, generation, version)
             if error:
@@ -319,13 +313,15 @@ class OffsetsManager:
             return commit_failed_response(commit.req, error, self.config.offset_metadata_max_bytes)
         commits = commit.commits
         if commits:
-            if group_id not in self._groups and group_id not in self._consumer_groups:
+            shard = self.partitions.shards[commit.partition]  # (durable with no error: its shard is there)
+            if group_id not in shard.groups and group_id not in shard.consumer_groups:
                 # The group was deleted while we wrote: the offsets still exist, so does a simple group.
                 self._group_manager.simple_group(group_id)
             apply = self._apply_commit_fields
+            table = shard.offsets
             expire = commit.expire
             for name, index, offset, leader_epoch, metadata, commit_ts in commits:
-                apply(group_id, name, index, offset, leader_epoch, metadata, commit_ts, expire)
+                apply(table, group_id, name, index, offset, leader_epoch, metadata, commit_ts, expire)
             if commit.member_id:  # (a standalone commit has no member to keep track of)
                 self.reports.health.member_committed(group_id, commit.member_id, commit.now)
             if self.metrics is not None:
@@ -360,7 +356,7 @@ class OffsetsManager:
                         and not (version >= 7 and req.require_stable and self.partitions.writes_pending(partition)) \
                         and _request_partitions(topics, "partition_indexes") <= LARGE_REQUEST_PARTITIONS:
                     return m.OffsetFetchResponse(throttle_time_ms=0, error_code=0, topics=self._fetch_answers(
-                        group_id, topics, FetchTopicAnswer, FetchAnswer))
+                        self.partitions.shards[partition].offsets, group_id, topics, FetchTopicAnswer, FetchAnswer))
             error = self._fetch_error(group_id)
             if not error and self._group_fetch_must_wait(group_id, req.topics, version >= 7 and req.require_stable):
                 return answer_of(self._offset_fetch_waiting(req, version))
@@ -419,7 +415,7 @@ class OffsetsManager:
                 elif g.group_id in sliced:
                     topics = sliced[g.group_id]
                 else:
-                    topics = self._fetch_answers(g.group_id, g.topics, Topic, Topic.OffsetFetchResponsePartitions)
+                    topics = self._fetch_answers(self._table(g.group_id), g.group_id, g.topics, Topic, Topic.OffsetFetchResponsePartitions)
                 groups.append(Group(group_id=g.group_id, error_code=int(error), topics=topics))
             return m.OffsetFetchResponse(throttle_time_ms=0, groups=groups)
         return self._group_fetch_response(req, version, self._fetch_error(req.group_id), sliced.get(req.group_id))
@@ -428,8 +424,9 @@ class OffsetsManager:
         """The answer of a one-group fetch (v0-7) whose group error is `error` (`sliced`: a huge one's topics)."""
         if error:
             return fetch_refused_response(req, version, error)
-        topics = sliced if sliced is not None else self._fetch_answers(req.group_id, req.topics, FetchTopicAnswer,
-                                                                       FetchAnswer)
+        if sliced is not None:
+            return m.OffsetFetchResponse(throttle_time_ms=0, error_code=0, topics=sliced)
+        topics = self._fetch_answers(self._table(req.group_id), req.group_id, req.topics, FetchTopicAnswer, FetchAnswer)
         return m.OffsetFetchResponse(throttle_time_ms=0, error_code=0, topics=topics)
 
     def _is_large_fetch(self, group_id: str, topics) -> bool:
@@ -459,16 +456,20 @@ class OffsetsManager:
             return E.INVALID_GROUP_ID
         return self.partitions.error(self.partition_for(group_id))
 
-    def _fetch_answers(self, group_id: str, topics, topic_cls, partition_cls) -> list:
-        """The response topics of a readable group: requested partitions (-1/"" where none is committed),
-        or every committed one when `topics` is None."""
+    def _table(self, group_id: str) -> OffsetsTable:
+        """The offsets table of a readable group's shard (its partition is served here)."""
+        return self.partitions.shards[self.partition_for(group_id)].offsets
+
+    def _fetch_answers(self, table: OffsetsTable, group_id: str, topics, topic_cls, partition_cls) -> list:
+        """The response topics of a readable group (`table`: its shard's offsets): requested partitions
+        (-1/"" where none is committed), or every committed one when `topics` is None."""
         if topics is None:
             return [topic_cls(name=name, partitions=[
                 partition_cls(partition_index=p, committed_offset=o.offset, committed_leader_epoch=o.leader_epoch,
                               metadata=o.metadata, error_code=0)
                 for p, o in sorted(parts.items())])
-                for name, parts in self.offsets.group_offsets(group_id).items()]
-        committed = self.offsets.committed
+                for name, parts in table.group_offsets(group_id).items()]
+        committed = table.committed
         answers = []
         for t in topics:
             partitions = []

@@ -27,6 +27,7 @@ import functools
 import logging
 import math
 import time
+from collections.abc import Callable
 
 from cohort.coordinator.contracts.answers import PendingAnswer
 from cohort.coordinator.contracts.partition_lifecycle import OWNED_STATES, PartitionLifecycle, PartitionStates
@@ -110,20 +111,25 @@ async def _encode_in_slices(records: list[Record]) -> list[tuple[bytes, bytes | 
 class PartitionRuntime:
     """Load, replay and release of this node's offsets partitions, and the appends to them."""
 
-    __slots__ = ("_store", "_shard", "metrics", "_num_partitions", "states", "loaded", "_why_failed",
+    __slots__ = ("_store", "_build_shard", "shards", "metrics", "_num_partitions", "states", "loaded", "_why_failed",
                  "serving_deadline", "_tasks", "_releases", "_load_turn", "loaded_records", "_writes_started",
                  "_writes_finished", "_write_waiters", "_group_writes", "load_retry_delays", "_load_attempts")
 
-    def __init__(self, store: Store, num_partitions: int, shard, metrics=None) -> None:
-        """`shard` replays and forgets what partitions hold: `replay_chunk(records, loaded_groups)`,
-        `partition_replayed(partition, loaded_groups)` and `partition_lost(partition)`."""
+    def __init__(self, store: Store, num_partitions: int, build_shard: Callable[[int], object] | None,
+                 metrics=None) -> None:
+        """`build_shard(partition)` makes the shard a partition's records are replayed into when it starts to
+        load (`replay_chunk(records, loaded_groups)`, `loaded(loaded_groups)`, `replay_durable(records)`,
+        `unload()`); None: a tool's runtime, which only writes."""
         self._store = store
         # Seconds before each new attempt of a failed load; once they are spent the partition is let go
         # (RELEASING, then UNOWNED) so that its ownership gives it up. Empty: a failed partition stays
         # FAILED (a node that owns a fixed share: nobody else could load it).
         self.load_retry_delays: tuple[float, ...] = ()
         self._load_attempts: dict[int, int] = {}  # failed loads of each partition since it was acquired
-        self._shard = shard
+        self._build_shard = build_shard
+        # Each partition's shard while it is loading or served here (Kafka's CoordinatorContext.coordinator):
+        # made when its load starts, dropped (`unload`) when it fails or goes.
+        self.shards: list = [None] * num_partitions
         self.metrics = metrics
         self._num_partitions = num_partitions
         self.states: PartitionStates = store.states  # the node's one tracker (the store reads it on every append)
@@ -149,8 +155,20 @@ class PartitionRuntime:
         if old is L.LOADED and new is L.FAILED:
             why = self._store.partition_error(partition)
             self._why_failed[partition] = str(why) if why is not None else "its store failed it"
-            if self._shard is not None:  # (a tool's runtime only writes: it holds no groups)
-                self._shard.partition_lost(partition)
+            self._drop_shard(partition)
+
+    def _new_shard(self, partition: int):
+        """A fresh shard for `partition`, whose load starts now (what an earlier attempt replayed is gone)."""
+        self._drop_shard(partition)
+        shard = self.shards[partition] = self._build_shard(partition)
+        return shard
+
+    def _drop_shard(self, partition: int) -> None:
+        """`partition` is no longer served here: its shard unloads its groups and is dropped with all it held."""
+        shard = self.shards[partition]
+        if shard is not None:
+            self.shards[partition] = None
+            shard.unload()
 
     # -- what a request is answered -----------------------------------------------------------
     def serves(self, partition: int) -> bool:
@@ -233,7 +251,7 @@ class PartitionRuntime:
             self.states.move(partition, L.RELEASING)
         self._why_failed.pop(partition, None)
         self._load_attempts.pop(partition, None)
-        self._shard.partition_lost(partition)
+        self._drop_shard(partition)
         release = asyncio.get_running_loop().create_task(self._release(partition, loading),
                                                          name=f"release-offsets-partition-{partition}")
         self._track(partition, release)
@@ -287,10 +305,11 @@ class PartitionRuntime:
         started = time.perf_counter()
         loaded_groups: set[str] = set()
         count = 0
+        shard = self._new_shard(partition)
         try:
             async for chunk in self._store.load(partition, epoch):
                 count += len(chunk)
-                self._shard.replay_chunk(chunk, loaded_groups)
+                shard.replay_chunk(chunk, loaded_groups)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - damage, lost ownership, a record that cannot be replayed
@@ -308,9 +327,9 @@ class PartitionRuntime:
         if self.states[partition] is not L.LOADING and self.states[partition] is not L.FAILED:
             return  # released meanwhile (FAILED: the store moved it there)
         self.failed(partition, why)
+        self._drop_shard(partition)  # what the failed load replayed is not served; a next load starts afresh
         attempts = self._load_attempts[partition] = self._load_attempts.get(partition, 0) + 1
         if attempts <= len(self.load_retry_delays):
-            self._shard.partition_lost(partition)  # what the failed load replayed: the next one starts afresh
             delay = self.load_retry_delays[attempts - 1]
             log.error("offsets partition %d failed to load (attempt %d): %s; loading it again in %gs",
                       partition, attempts, why, delay)
@@ -340,7 +359,7 @@ class PartitionRuntime:
     def replayed(self, partition: int, loaded_groups: set[str], records: int, started: float) -> None:
         """`partition`'s records are all replayed and it is LOADED: its groups' timers start."""
         self.loaded_records += records
-        self._shard.partition_replayed(partition, loaded_groups)
+        self.shards[partition].loaded(loaded_groups)
         if self.metrics is not None:
             self.metrics.partition_loaded(partition, time.perf_counter() - started, records)
 
@@ -351,10 +370,12 @@ class PartitionRuntime:
         loaded_groups: set[str] = set()
         if self.states[partition] is not L.LOADED:
             self.states.move(partition, L.LOADING)
+        shard = self.shards[partition] or self._new_shard(partition)
         try:
-            self._shard.replay_chunk(records, loaded_groups)
+            shard.replay_chunk(records, loaded_groups)
         except Exception as exc:
             self.failed(partition, str(exc))
+            self._drop_shard(partition)
             raise
         self.states.move(partition, L.LOADED)
         self.replayed(partition, loaded_groups, len(records), started)
@@ -467,9 +488,13 @@ class PartitionRuntime:
                 return
             log.warning("offsets partition %d: append failed: %s", partition, exc)
             error = map_write_error(exc.error_code)
-        elif result.replay:
+        elif self.shards[partition] is None and self._build_shard is not None:
+            # Durable, but the partition's shard was dropped meanwhile (lost, failed): as Kafka fails the writes
+            # pending when it unloads a partition, the client asks the partition's new coordinator.
+            error = E.NOT_COORDINATOR
+        elif result.replay and self._build_shard is not None:
             try:
-                self._shard.replay_durable(result.records)
+                self.shards[partition].replay_durable(result.records)
             except Exception as exc:  # noqa: BLE001 - reported by the subscriber (the connection logs it)
                 log.exception("offsets partition %d: replaying durable records failed", partition)
                 answer.fail(exc)
