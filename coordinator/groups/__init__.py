@@ -6,6 +6,9 @@
 * `runtime/`: the asyncio side: the partition runtime (load, replay, writes answered once durable) and the
   host that feeds the engines events and executes their effects;
 * `reports/`: what operators read (the journal, offset history, health, lag, the console's group list);
-* `coordinator.py` composes them (Kafka's shard), `group_manager.py` serves the group APIs, `effects.py`
-  is what every engine takes in and gives back, `responses.py` shapes answers per api_version.
+* `shard.py`: one offsets partition's groups and offsets (Kafka's shard), made and dropped by the partition
+  runtime; `shard_views.py` takes a group id to its partition's shard;
+* `coordinator.py` composes them (Kafka's group coordinator service), `group_manager.py` serves the group
+  APIs, `effects.py` is what every engine takes in and gives back, `responses.py` shapes answers per
+  api_version.
 """

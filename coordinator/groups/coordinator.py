@@ -90,7 +90,7 @@ class GroupCoordinator:
             self._other_records(record)
 
     # -- the request API (what the server's dispatch table calls) and the read API -------------
-    # Each delegates to the manager that answers it, as Kafka's shard does; the dispatch table takes the
+    # Each delegates to the manager that answers it, as Kafka's service does; the dispatch table takes the
     # managers' methods themselves (`handlers.RequestHandlers`), so a request pays no extra call.
     def join_group(self, req, version: int, ctx):
         return self.group_manager.join_group(req, version, ctx)
