@@ -104,7 +104,8 @@ class ShardGroups:
 
 
 class ShardOffsets:
-    """The shards' `OffsetsTable`s as one table: a group's offsets are in its partition's shard."""
+    """The shards' `OffsetsTable`s as one table to read: a group's offsets are in its partition's shard (they are
+    written there by the shard's replay and the commit's answer, into the shard's own table)."""
 
     __slots__ = ("_shards", "_partition_for", "_on_new_group")
 
@@ -128,28 +129,10 @@ class ShardOffsets:
         shard = self._shards[self._partition_for(group)]
         return None if shard is None else shard.offsets
 
-    def _table_to_store(self, group: str):
-        partition = self._partition_for(group)
-        shard = self._shards[partition]
-        if shard is None:
-            raise _not_loaded(partition)
-        return shard.offsets
-
     def _tables(self) -> list:
         return [shard.offsets for shard in self._shards if shard is not None]
 
     # -- one group's offsets, in its shard ------------------------------------------------------
-    def put(self, group: str, topic: str, partition: int, value) -> None:
-        self._table_to_store(group).put(group, topic, partition, value)
-
-    def put_fields(self, group: str, topic: str, partition: int, offset: int, leader_epoch: int, metadata: str,
-                   commit_timestamp: int, expire_timestamp: int) -> None:
-        self._table_to_store(group).put_fields(group, topic, partition, offset, leader_epoch, metadata,
-                                               commit_timestamp, expire_timestamp)
-
-    def put_run(self, run) -> None:
-        self._table_to_store(run.group).put_run(run)
-
     def get(self, group: str, topic: str, partition: int):
         table = self._table(group)
         return None if table is None else table.get(group, topic, partition)
@@ -157,10 +140,6 @@ class ShardOffsets:
     def committed(self, group: str, topic: str, partitions: list[int]) -> list:
         table = self._table(group)
         return [None] * len(partitions) if table is None else table.committed(group, topic, partitions)
-
-    def delete(self, group: str, topic: str, partition: int) -> bool:
-        table = self._table(group)
-        return table is not None and table.delete(group, topic, partition)
 
     def has_offsets(self, group: str) -> bool:
         table = self._table(group)
@@ -181,14 +160,6 @@ class ShardOffsets:
     def group_offset_count(self, group: str) -> int:
         table = self._table(group)
         return 0 if table is None else table.group_offset_count(group)
-
-    def delete_group(self, group: str) -> list[tuple[str, int]]:
-        table = self._table(group)
-        return [] if table is None else table.delete_group(group)
-
-    def retention_candidates(self, group: str) -> Iterator[tuple[str, int, int, int]]:
-        table = self._table(group)
-        return iter(()) if table is None else table.retention_candidates(group)
 
     # -- every loaded shard --------------------------------------------------------------------
     def groups(self) -> list[str]:

@@ -488,13 +488,14 @@ class PartitionRuntime:
                 return
             log.warning("offsets partition %d: append failed: %s", partition, exc)
             error = map_write_error(exc.error_code)
-        elif self.shards[partition] is None and self._build_shard is not None:
-            # Durable, but the partition's shard was dropped meanwhile (lost, failed): as Kafka fails the writes
-            # pending when it unloads a partition, the client asks the partition's new coordinator.
-            error = E.NOT_COORDINATOR
-        elif result.replay and self._build_shard is not None:
+        elif (shard := self.shards[partition]) is None:
+            if self._build_shard is not None:
+                # Durable, but the partition's shard was dropped meanwhile (lost, failed): as Kafka fails the
+                # writes pending when it unloads a partition, the client asks the partition's new coordinator.
+                error = E.NOT_COORDINATOR
+        elif result.replay:
             try:
-                self.shards[partition].replay_durable(result.records)
+                shard.replay_durable(result.records)
             except Exception as exc:  # noqa: BLE001 - reported by the subscriber (the connection logs it)
                 log.exception("offsets partition %d: replaying durable records failed", partition)
                 answer.fail(exc)
