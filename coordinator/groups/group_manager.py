@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable
 
 from cohort.coordinator.contracts.answers import (
@@ -273,13 +274,15 @@ class GroupManager:
         if not group_id:
             return m.HeartbeatResponse(throttle_time_ms=0, error_code=E.INVALID_GROUP_ID)
         partition = self.partition_for(group_id)
-        error = self.partitions.error(partition)
-        if error == E.COORDINATOR_LOAD_IN_PROGRESS:
-            # Kafka: a member heartbeating while its coordinator loads is fine; it'll be there after.
-            return m.HeartbeatResponse(throttle_time_ms=0, error_code=E.NONE)
-        if error:
-            return m.HeartbeatResponse(throttle_time_ms=0, error_code=error)
-        shard = self.partitions.shards[partition]  # (served: its shard is there)
+        partitions = self.partitions
+        if partition not in partitions.loaded or time.monotonic() >= partitions.serving_deadline:  # (`serves`)
+            error = partitions.error(partition)
+            if error == E.COORDINATOR_LOAD_IN_PROGRESS:
+                # Kafka: a member heartbeating while its coordinator loads is fine; it'll be there after.
+                return m.HeartbeatResponse(throttle_time_ms=0, error_code=E.NONE)
+            if error:
+                return m.HeartbeatResponse(throttle_time_ms=0, error_code=error)
+        shard = partitions.shards[partition]  # (served: its shard is there)
         group = shard.groups.get(group_id) or shard.consumer_groups.get(group_id)
         if group is None:
             return heartbeat_response(E.UNKNOWN_MEMBER_ID)

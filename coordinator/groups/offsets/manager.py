@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Iterable
 
 from cohort.coordinator.contracts.answers import PendingAnswer, answer_of, encode_off_loop
@@ -137,19 +138,22 @@ class OffsetsManager:
 
     def apply_commit(self, table: OffsetsTable, rec: OffsetCommitRecord) -> None:
         """A commit record replayed into `table`, its shard's."""
-        self._apply_commit_fields(table, rec.group, rec.topic, rec.partition, rec.offset, rec.leader_epoch,
-                                  rec.metadata, rec.commit_timestamp, rec.expire_timestamp)
+        self._apply_commits(table, rec.group, ((rec.topic, rec.partition, rec.offset, rec.leader_epoch, rec.metadata,
+                                                rec.commit_timestamp),), rec.expire_timestamp)
 
-    def _apply_commit_fields(self, table: OffsetsTable, group_id: str, topic: str, partition: int, offset: int,
-                             leader_epoch: int, metadata: str, commit_timestamp: int, expire_timestamp: int) -> None:
-        table.put_fields(group_id, topic, partition, offset, leader_epoch, metadata, commit_timestamp,
-                         expire_timestamp)
-        if offset >= 0:
-            by_partition = self._high_watermarks.get(topic)
-            if by_partition is None:
-                by_partition = self._high_watermarks[topic] = {}
-            if offset > by_partition.get(partition, 0):
-                by_partition[partition] = offset
+    def _apply_commits(self, table: OffsetsTable, group_id: str, commits, expire_timestamp: int) -> None:
+        """`group_id`'s durable commits, (topic, partition, offset, leader epoch, metadata, commit time) each,
+        into `table` and the high watermarks."""
+        put = table.put_fields
+        high_watermarks = self._high_watermarks
+        for topic, partition, offset, leader_epoch, metadata, commit_timestamp in commits:
+            put(group_id, topic, partition, offset, leader_epoch, metadata, commit_timestamp, expire_timestamp)
+            if offset >= 0:
+                by_partition = high_watermarks.get(topic)
+                if by_partition is None:
+                    by_partition = high_watermarks[topic] = {}
+                if offset > by_partition.get(partition, 0):
+                    by_partition[partition] = offset
 
     def raise_high_watermarks(self, topic: str, partitions: Iterable[int], offsets: Iterable[int]) -> None:
         by_partition = self._high_watermarks.get(topic)
@@ -186,11 +190,12 @@ class OffsetsManager:
         if group_id is None:
             return commit_error_response(req, E.INVALID_GROUP_ID)
         partition = self.partition_for(group_id)
-        if not self.partitions.serves(partition):
-            error = self.partitions.error(partition)
+        partitions = self.partitions
+        if partition not in partitions.loaded or time.monotonic() >= partitions.serving_deadline:  # (`serves`)
+            error = partitions.error(partition)
             if error:
                 return commit_error_response(req, error)
-        shard = self.partitions.shards[partition]  # (served: its shard is there)
+        shard = partitions.shards[partition]  # (served: its shard is there)
         consumer_group = shard.consumer_groups.get(group_id)
         group = shard.groups.get(group_id)
         if consumer_group is not None:
@@ -220,7 +225,10 @@ class OffsetsManager:
         commit = _Commit(req, version, group_id, partition, created, now, expire, member_id, generation, ctx,
                          admin_reset)
         topics = req.topics
-        if _request_partitions(topics, "partitions") > PARTITIONS_PER_SLICE:
+        count = 0  # (`_request_partitions`, inline: a call less per commit)
+        for topic in topics:
+            count += len(topic.partitions)
+        if count > PARTITIONS_PER_SLICE:
             return answer_of(self._offset_commit_in_slices(commit))
         try:
             for topic in topics:
@@ -317,11 +325,7 @@ class OffsetsManager:
             if group_id not in shard.groups and group_id not in shard.consumer_groups:
                 # The group was deleted while we wrote: the offsets still exist, so does a simple group.
                 self._group_manager.simple_group(group_id)
-            apply = self._apply_commit_fields
-            table = shard.offsets
-            expire = commit.expire
-            for name, index, offset, leader_epoch, metadata, commit_ts in commits:
-                apply(table, group_id, name, index, offset, leader_epoch, metadata, commit_ts, expire)
+            self._apply_commits(shard.offsets, group_id, commits, commit.expire)
             if commit.member_id:  # (a standalone commit has no member to keep track of)
                 self.reports.health.member_committed(group_id, commit.member_id, commit.now)
             if self.metrics is not None:
@@ -352,11 +356,12 @@ class OffsetsManager:
                 # The usual fetch, its checks inline (each call it saves is a few % of a fetch's CPU): a
                 # served partition, no RequireStable wait, not built in slices.
                 partition = self.partition_for(group_id)
-                if self.partitions.serves(partition) \
-                        and not (version >= 7 and req.require_stable and self.partitions.writes_pending(partition)) \
+                partitions = self.partitions
+                if partition in partitions.loaded and time.monotonic() < partitions.serving_deadline \
+                        and not (version >= 7 and req.require_stable and partitions.writes_pending(partition)) \
                         and _request_partitions(topics, "partition_indexes") <= LARGE_REQUEST_PARTITIONS:
                     return m.OffsetFetchResponse(throttle_time_ms=0, error_code=0, topics=self._fetch_answers(
-                        self.partitions.shards[partition].offsets, group_id, topics, FetchTopicAnswer, FetchAnswer))
+                        partitions.shards[partition].offsets, group_id, topics, FetchTopicAnswer, FetchAnswer))
             error = self._fetch_error(group_id)
             if not error and self._group_fetch_must_wait(group_id, req.topics, version >= 7 and req.require_stable):
                 return answer_of(self._offset_fetch_waiting(req, version))

@@ -173,12 +173,13 @@ class PartitionRuntime:
     # -- what a request is answered -----------------------------------------------------------
     def serves(self, partition: int) -> bool:
         """`partition` is loaded here and the ownership's lease still holds: its groups are answered now
-        (the hot paths ask this before anything else; `error` says why not)."""
+        (`error` says why not; the hottest paths test `loaded` and `serving_deadline` themselves, a call
+        less per request)."""
         return partition in self.loaded and time.monotonic() < self.serving_deadline
 
     def error(self, partition: int) -> int:
         """NONE if `partition` is served now, else what its groups' requests answer."""
-        if self.serves(partition):
+        if partition in self.loaded and time.monotonic() < self.serving_deadline:  # (`serves`, inline)
             return E.NONE
         state = self.states[partition]
         if state is L.CLOSED:
