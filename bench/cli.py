@@ -24,7 +24,7 @@ from pathlib import Path
 
 from bench import report as report_module
 from bench.stats import Result, invocation
-from bench.targets import REPO, Target, TargetError, is_managed, set_priority, start_target
+from bench.targets import REPO, Target, TargetError, is_managed, pin_cpus, set_priority, start_target
 from bench.wire import install_uvloop
 from bench.workloads import WORKLOADS, Profile, workload_function
 
@@ -228,7 +228,8 @@ async def compare(a: str, b: str, workload: str, profile: Profile, rounds: int, 
 def _meta(args, profile: Profile, targets: list[str], **more) -> dict:
     return {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "command": invocation(),
             "machine": machine(), "versions": versions(getattr(install_uvloop, "last", "")), "quick": args.quick,
-            "profile": profile.to_dict(), "targets": targets, "nice": getattr(args, "nice", None), **more}
+            "profile": profile.to_dict(), "targets": targets, "nice": getattr(args, "nice", None),
+            "pinned": getattr(args, "pinned", None), **more}
 
 
 async def cmd_compare(args) -> int:
@@ -329,6 +330,9 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--nice", type=int, help="scheduling priority for the generator and every server the "
                        "suite starts (same for all; negative needs root): keeps other work on a shared machine "
                        "from deciding the result")
+        p.add_argument("--pin", action="store_true", help="the generator on one CPU, every server the suite starts "
+                       "on the others (Linux, 2 CPUs or more): keeps where the scheduler puts them from deciding "
+                       "the result")
 
     run = sub.add_parser("run", help="run workloads against one or more targets")
     run.add_argument("--workloads", help=f"comma-separated, from: {', '.join(WORKLOADS)} (default: all)")
@@ -360,6 +364,12 @@ def main(argv: list[str] | None = None) -> int:
         return report_module.main([str(p) for p in args.results] + (["--out", str(args.out)] if args.out else []))
     if getattr(args, "nice", None) is not None:
         set_priority(args.nice)
+    if getattr(args, "pin", False):
+        try:
+            args.pinned = pin_cpus()
+        except TargetError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
     loop_name = install_uvloop()
     install_uvloop.last = loop_name
     if args.command == "run":
