@@ -352,16 +352,18 @@ class OffsetsManager:
         if version < 8:  # one group (every client before Kafka 3.0's): its checks made once, in one frame
             group_id = req.group_id
             topics = req.topics
-            if group_id is not None and topics is not None:
+            if group_id is not None:
                 # The usual fetch, its checks inline (each call it saves is a few % of a fetch's CPU): a
                 # served partition, no RequireStable wait, not built in slices.
                 partition = self.partition_for(group_id)
                 partitions = self.partitions
                 if partition in partitions.loaded and time.monotonic() < partitions.serving_deadline \
-                        and not (version >= 7 and req.require_stable and partitions.writes_pending(partition)) \
-                        and _request_partitions(topics, "partition_indexes") <= LARGE_REQUEST_PARTITIONS:
-                    return m.OffsetFetchResponse(throttle_time_ms=0, error_code=0, topics=self._fetch_answers(
-                        partitions.shards[partition].offsets, group_id, topics, FetchTopicAnswer, FetchAnswer))
+                        and not (version >= 7 and req.require_stable and partitions.writes_pending(partition)):
+                    table = partitions.shards[partition].offsets
+                    if (table.group_offset_count(group_id) if topics is None  # (null: every committed topic)
+                            else _request_partitions(topics, "partition_indexes")) <= LARGE_REQUEST_PARTITIONS:
+                        return m.OffsetFetchResponse(throttle_time_ms=0, error_code=0, topics=self._fetch_answers(
+                            table, group_id, topics, FetchTopicAnswer, FetchAnswer))
             error = self._fetch_error(group_id)
             if not error and self._group_fetch_must_wait(group_id, req.topics, version >= 7 and req.require_stable):
                 return answer_of(self._offset_fetch_waiting(req, version))
