@@ -39,6 +39,14 @@ class BuildExtOrWarn(build_ext):
     a module it cannot compile (setuptools' `optional` does not hold in a parallel build: one compiler
     failure failed the whole install)."""
 
+    def run(self) -> None:
+        if self.inplace:  # (an editable install: the modules sit beside their sources)
+            listed = runpy.run_path(os.path.join("protocol", "compiled.py"))
+            for stale in listed["unlisted_extensions"](SOURCE_FOLDERS):
+                stale.unlink()
+                sys.stderr.write(f"{stale}: removed (a module no longer compiled runs from its .py)\n")
+        super().run()
+
     def build_extension(self, ext) -> None:
         target = self.get_ext_fullpath(ext.name)
         try:

@@ -97,6 +97,22 @@ def source_twin(name: str) -> ModuleType:
     return twin
 
 
+def unlisted_extensions(folders: dict[str, Path]) -> list[Path]:
+    """Extension modules under `folders` (package name -> its source folder), built for any Python, that
+    `COMPILED_MODULES` does not name: left beside a `.py` by a build from before the module left the list,
+    Python would import them instead of the source (the in-place build removes them, `setup.py`)."""
+    unlisted = []
+    for package, folder in folders.items():
+        for path in sorted(Path(folder).rglob("*")):
+            if path.suffix not in (".so", ".pyd") or not path.is_file():
+                continue
+            leaf = path.name.partition(".")[0]  # (`leaf.cpython-311-x86_64-linux-gnu.so`, `leaf.abi3.so`, ...)
+            parts = path.relative_to(folder).parent.parts
+            if ".".join((package, *parts, leaf)) not in COMPILED_MODULES:
+                unlisted.append(path)
+    return unlisted
+
+
 def running_path() -> str:
     """Which request path runs, in words (the start-up log line and `cohort --version`)."""
     if pure_python_requested():

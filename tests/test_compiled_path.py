@@ -120,3 +120,19 @@ def test_without_a_c_compiler_the_wheel_holds_the_sources_and_runs_them(tmp_path
                          timeout=120, cwd=tmp_path)
     assert ran.returncode == 0, ran.stderr
     assert ran.stdout.strip() == "pure Python (no compiled modules installed)"
+
+
+def test_extension_modules_the_list_does_not_name_are_found(tmp_path):
+    """What the in-place build removes: extensions beside sources whose module `COMPILED_MODULES` no longer names."""
+    from importlib.machinery import EXTENSION_SUFFIXES
+    from cohort.protocol.compiled import unlisted_extensions
+    suffix = EXTENSION_SUFFIXES[0]
+    listed = tmp_path / "coordinator" / "server" / f"connection{suffix}"
+    stale = tmp_path / "coordinator" / "groups" / "offsets" / f"manager{suffix}"
+    source = tmp_path / "coordinator" / "groups" / "offsets" / "manager.py"
+    other_python = tmp_path / "coordinator" / "server" / "connection.cpython-399-x86_64-linux-gnu.so"
+    for path in (listed, stale, source, other_python):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"")
+    # (a listed module built for another Python stays: the other versions' installs share the tree)
+    assert unlisted_extensions({"cohort.coordinator": tmp_path / "coordinator"}) == [stale]

@@ -59,3 +59,24 @@ def test_a_finished_build_does_not_look_changed_to_the_next_install(tmp_path):
     framing = tree / "protocol" / "framing.py"
     framing.write_text(framing.read_text() + "\n# changed\n")
     assert fingerprint("build") != before[0] and fingerprint("deps") == before[1]
+
+
+def test_an_in_place_build_removes_the_extension_of_a_module_no_longer_compiled():
+    """An extension module whose name left `COMPILED_MODULES` would shadow its `.py` (edits to the source
+    would change nothing): the editable install's in-place build removes it, and keeps the listed ones."""
+    from importlib.machinery import EXTENSION_SUFFIXES
+    stale = REPO / "coordinator" / "groups" / f"no_longer_compiled{EXTENSION_SUFFIXES[0]}"
+    stale.write_bytes(b"not a module")
+    try:
+        done = subprocess.run([sys.executable, "setup.py", "-q", "build_ext", "--inplace"], cwd=REPO,
+                              capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr
+        assert not stale.exists(), done.stderr
+        assert f"{stale.relative_to(REPO)}: removed" in done.stderr
+        for name in MODULES:  # (the listed ones stay)
+            package = "cohort.protocol" if name.startswith("cohort.protocol.") else "cohort.coordinator"
+            *folders, leaf = name[len(package) + 1:].split(".")
+            built = REPO.joinpath(package.split(".")[1], *folders, leaf + EXTENSION_SUFFIXES[0])
+            assert built.is_file(), name
+    finally:
+        stale.unlink(missing_ok=True)
