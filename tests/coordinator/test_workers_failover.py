@@ -25,7 +25,7 @@ def worker_pids(supervisor_pid: int) -> dict[int, int]:
     for pid in map(int, children):
         try:
             argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        except FileNotFoundError:
+        except (FileNotFoundError, ProcessLookupError):  # gone, or exiting (a killed worker): not a worker now
             continue
         if b"cohort.coordinator.process.worker" in argv:
             spec = json.loads(argv[argv.index(b"cohort.coordinator.process.worker") + 1])
