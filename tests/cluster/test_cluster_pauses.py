@@ -1,5 +1,5 @@
-"""A node paused (SIGSTOP) for less than its lease TTL keeps its lease and its partitions: ten pauses of
-0.9 x TTL at random moments, a real 3-member etcd."""
+"""A node paused (SIGSTOP) for less than its lease TTL keeps its lease and its partitions: six pauses of
+0.9 x TTL at random moments between two lease refreshes, a real 3-member etcd."""
 from __future__ import annotations
 
 import base64
@@ -14,7 +14,7 @@ from test_cluster_failures import cluster_nodes, owned, until  # noqa: F401  (cl
 
 pytestmark = pytest.mark.timeout(300)
 TTL_MS = 4000
-PAUSES = 10
+PAUSES = 6
 
 
 def node_lease(etcd) -> int:
