@@ -41,8 +41,7 @@ class BuildExtOrWarn(build_ext):
 
     def run(self) -> None:
         if self.inplace:  # (an editable install: the modules sit beside their sources)
-            listed = runpy.run_path(os.path.join("protocol", "compiled.py"))
-            for stale in listed["unlisted_extensions"](SOURCE_FOLDERS):
+            for stale in compiled_list()["unlisted_extensions"](SOURCE_FOLDERS):
                 stale.unlink()
                 sys.stderr.write(f"{stale}: removed (a module no longer compiled runs from its .py)\n")
         super().run()
@@ -69,6 +68,12 @@ class BuildExtOrWarn(build_ext):
             partial = f"{cached}.{os.getpid()}.part"
             shutil.copy2(target, partial)
             os.replace(partial, cached)  # whole or absent, even with parallel builds
+
+def compiled_list() -> dict:
+    """`protocol/compiled.py`'s names (the compiled modules' list and its helpers), read without importing
+    the package."""
+    return runpy.run_path(os.path.join("protocol", "compiled.py"))
+
 
 # Installed package -> folder in this repository ([tool.setuptools.package-dir] in pyproject.toml).
 SOURCE_FOLDERS = {"cohort.protocol": "protocol", "cohort.coordinator": "coordinator"}
@@ -123,7 +128,7 @@ def extensions() -> list:
         print("warning: Cython is not installed: no module is compiled (the pure-Python path runs)", file=sys.stderr)
         return []
     generate_codecs()
-    modules = runpy.run_path(os.path.join("protocol", "compiled.py"))["COMPILED_MODULES"]
+    modules = compiled_list()["COMPILED_MODULES"]
     return cythonize(
         # no debug info, -O2 (Python's flags say -g -O3): half the build's CPU (36 against 73 s here),
         # per call as fast (bench.compiled_bench: every step within 7 % of the -g -O3 build)
